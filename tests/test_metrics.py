@@ -1,0 +1,293 @@
+"Field metrics against their definitions (RealPDEBench eval_metrics) and the sim/exp bookkeeping on a known results array."
+import math, warnings
+import numpy as np, pytest, torch, xarray as xr
+from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
+                                balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
+                                joint_name, setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
+                                pressure_reduction, PAPER, LAMS, METRICS, SCORE_KEYS)
+
+
+def frmse_loop(pred, target):
+    "The definition written as loops: two FFTs, floor(sqrt) bins over the non-negative corner, r < n, bands by round()."
+    pred, target = np.asarray(pred, np.float64), np.asarray(target, np.float64)
+    b, t, h, w, c = target.shape
+    n = min(t // 2, h // 2, w // 2)
+    err = np.abs(np.fft.fftn(pred, axes=(1, 2, 3)) - np.fft.fftn(target, axes=(1, 2, 3))) ** 2
+    E = np.zeros((b, n, c))
+    for i in range(t // 2):
+        for j in range(h // 2):
+            for k in range(w // 2):
+                r = math.floor(math.sqrt(i ** 2 + j ** 2 + k ** 2))
+                if r > n - 1: continue
+                E[:, r] += err[:, i, j, k]
+    E = np.sqrt(E.mean(0)) / (t * h * w)
+    lo, hi = int(np.round(n / 3)), int(np.round(2 * n / 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # empty bands -> nan, as in RealPDEBench
+        return dict(low=E[:lo].mean(), mid=E[lo:hi].mean(), high=E[hi:].mean(), all=E.mean()), E
+
+
+def close(a, b, rtol=1e-10):
+    return all((math.isnan(a[k]) and math.isnan(b[k])) or abs(a[k] - b[k]) <= rtol * abs(b[k]) + 1e-300 for k in b)
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(0)
+    t = rng.normal(size=(3, 6, 10, 8, 2)) + 1
+    return t + 0.3 * rng.normal(size=t.shape), t
+
+
+# --- field metrics -------------------------------------------------------------------------------------------------
+
+def test_distance_to_itself_is_zero(data):
+    _, t = data
+    assert rmse(t, t) == 0 and rel_l2(t, t) == 0
+    assert frmse(t, t) == dict(low=0., mid=0., high=0., all=0.)
+    sc = score_fields(t, t, ('u', 'v'))
+    assert all(v == 0 for d in sc.values() for v in d.values())
+
+
+def test_rmse_known_values():
+    t = np.zeros((2, 2, 3, 3, 1)); p = t.copy()
+    p[0, 0, 0, 0, 0] = 6.0  # one error of 6 over 36 points -> sqrt(36/36) = 1
+    assert rmse(p, t) == pytest.approx(1.0)
+    assert rmse(t + 0.25, t) == pytest.approx(0.25)
+
+
+def test_rel_l2_is_per_sample_mean(data):
+    _, t = data
+    t = t.copy(); t[1] *= 1000  # sample sizes must not matter
+    p = t.copy(); p[0] *= 1.1; p[1] *= 1.5; p[2] *= 0.8
+    assert rel_l2(p, t) == pytest.approx((0.1 + 0.5 + 0.2) / 3, rel=1e-12)
+    # not the global ratio
+    glob = np.linalg.norm(p - t) / np.linalg.norm(t)
+    assert abs(rel_l2(p, t) - glob) > 0.05
+
+
+@pytest.mark.parametrize('shape', [(3, 10, 16, 12, 2), (2, 7, 9, 20, 3), (4, 14, 14, 14, 1), (2, 6, 6, 6, 2),
+                                   (2, 2, 8, 8, 1), (2, 4, 5, 9, 1), (1, 3, 17, 11, 2)])
+def test_frmse_matches_loop(shape):
+    rng = np.random.default_rng(sum(shape))
+    p, t = rng.normal(size=shape), rng.normal(size=shape)
+    ref, E = frmse_loop(p, t)
+    assert close(frmse(p, t), ref)
+    np.testing.assert_allclose(frmse_spectrum(p, t), E, rtol=1e-10)
+
+
+def test_frmse_small_n_bands_as_realpdebench():
+    rng = np.random.default_rng(1)
+    p, t = rng.normal(size=(2, 2, 6, 6, 1)), rng.normal(size=(2, 2, 6, 6, 1))  # n = 1: only `mid` populated
+    f = frmse(p, t)
+    assert math.isnan(f['low']) and math.isnan(f['high']) and f['mid'] == pytest.approx(f['all'])
+    p, t = rng.normal(size=(2, 4, 6, 6, 1)), rng.normal(size=(2, 4, 6, 6, 1))  # n = 2: `mid` empty
+    f = frmse(p, t)
+    assert math.isnan(f['mid']) and not math.isnan(f['low']) and not math.isnan(f['high'])
+
+
+def test_frmse_degenerate():
+    x = np.ones((2, 1, 8, 8, 1))
+    with pytest.raises(MetricInputError, match='t, h and w >= 2'): frmse(x, x)
+    assert all(math.isnan(v) for v in frmse(x, x, degenerate='nan').values())
+    with pytest.raises(MetricInputError, match='degenerate'): frmse(x, x, degenerate='zero')
+    sc = score_fields(x, 2 * x, ('u',))  # one-step scores: fRMSE NaN, others finite
+    assert math.isnan(sc['all']['frmse']) and sc['all']['rmse'] == pytest.approx(1.0)
+
+
+def test_frmse_memory_chunking_is_exact(data):
+    p, t = data
+    from simreal_nb import metrics as M
+    a = M._spectrum(*M._prep(p, t), max_elems=1)  # one sample per chunk
+    b = M._spectrum(*M._prep(p, t))
+    np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_batch_size_is_mean_of_chunks(data):
+    p, t = data
+    assert rmse(p, t, batch_size=2) == pytest.approx(np.mean([rmse(p[:2], t[:2]), rmse(p[2:], t[2:])]))
+    f2 = frmse(p, t, batch_size=2)
+    fa, fb = frmse(p[:2], t[:2]), frmse(p[2:], t[2:])
+    assert close(f2, {k: (fa[k] + fb[k]) / 2 for k in fa})
+    assert rmse(p, t, batch_size=100) == rmse(p, t)
+    with pytest.raises(MetricInputError, match='batch_size'): rmse(p, t, batch_size=0)
+
+
+def test_torch_and_numpy_agree(data):
+    p, t = data
+    p32, t32 = p.astype(np.float32), t.astype(np.float32)
+    tp, tt = torch.from_numpy(p32), torch.from_numpy(t32)
+    assert rmse(p32, t32) == rmse(tp, tt)
+    assert rel_l2(p32, t32) == rel_l2(tp, tt)
+    assert frmse(p32, t32) == frmse(tp, tt)
+    assert score_fields(p32, t32, ('u', 'v')) == score_fields(tp, tt, ('u', 'v'))
+    # float32 in, float64 inside: same as the float64 computation on the float32 values
+    assert frmse(tp, tt) == frmse(p32.astype(np.float64), t32.astype(np.float64))
+    assert isinstance(rmse(tp, tt), float) and all(isinstance(v, float) for v in frmse(tp, tt).values())
+
+
+def test_requires_grad_tensor_ok(data):
+    p, t = data
+    tp = torch.tensor(p, requires_grad=True)
+    assert rmse(tp, torch.tensor(t)) == pytest.approx(rmse(p, t))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')
+def test_cuda_matches_cpu(data):
+    p, t = data
+    tp, tt = torch.tensor(p, device='cuda'), torch.tensor(t, device='cuda')
+    assert rmse(tp, tt) == pytest.approx(rmse(p, t), rel=1e-12)
+    assert close(frmse(tp, tt), frmse(p, t), rtol=1e-9)
+
+
+def test_mask_excludes_points(data):
+    p, t = data
+    rng = np.random.default_rng(3)
+    valid = rng.random(p.shape[:4]) > 0.3
+    pn = p.copy(); pn[~valid] = np.nan; tn = t.copy(); tn[~valid] = np.nan  # NaN at invalid points is never read
+    d = (p - t)[np.broadcast_to(valid[..., None], p.shape)]
+    assert rmse(pn, tn, mask=valid) == pytest.approx(np.sqrt(np.mean(d ** 2)), rel=1e-12)
+    per = [np.linalg.norm((p - t)[i][valid[i]]) / np.linalg.norm(t[i][valid[i]]) for i in range(len(p))]
+    assert rel_l2(pn, tn, mask=valid) == pytest.approx(np.mean(per), rel=1e-12)
+    # [b,t,h,w,1] and [b,t,h,w,c] masks mean the same
+    assert rmse(pn, tn, mask=valid[..., None]) == rmse(pn, tn, mask=np.repeat(valid[..., None], 2, -1))
+    # fRMSE: error zeroed at invalid points == prediction filled with the target there
+    filled = np.where(valid[..., None], p, t)
+    assert close(frmse(pn, tn, mask=valid), frmse(filled, t), rtol=1e-12)
+    # a sample with no valid point is dropped from RelL2
+    v2 = valid.copy(); v2[0] = False
+    assert rel_l2(p, t, mask=v2) == pytest.approx(np.mean(per[1:]), rel=1e-12)
+    # a per-field mask (u valid everywhere, v only where `valid`) scores each field on its own points
+    m = np.ones(p.shape, bool); m[..., 1] = valid
+    sc = score_fields(np.where(m, p, np.nan), t, ('u', 'v'), mask=m)
+    assert sc['u']['rmse'] == rmse(p[..., :1], t[..., :1]) and sc['v']['rmse'] == rmse(p[..., 1:], t[..., 1:], mask=valid)
+
+
+def test_mask_errors(data):
+    p, t = data
+    with pytest.raises(MetricInputError, match='no valid point'): rmse(p, t, mask=np.zeros(p.shape[:4], bool))
+    with pytest.raises(MetricInputError, match='no valid point'): rel_l2(p, t, mask=np.zeros(p.shape[:4], bool))
+    with pytest.raises(MetricInputError, match='dtype bool'): rmse(p, t, mask=np.ones(p.shape[:4]))
+    with pytest.raises(MetricInputError, match='does not broadcast'): rmse(p, t, mask=np.ones(p.shape[1:4], bool)[:2])
+    with pytest.raises(TypeError, match='mask'): rmse(p, t, mask=[True])
+
+
+def test_bad_inputs(data):
+    p, t = data
+    with pytest.raises(MetricInputError, match=r'`pred` must have 5 dims'): rmse(p[0], t[0])
+    with pytest.raises(MetricInputError, match=r'`target` shape'): rmse(p, t[:2])
+    with pytest.raises(TypeError, match='`pred`'): rmse(p.tolist(), t)
+    with pytest.raises(MetricInputError, match='real numbers'): frmse(p.astype(complex), t)
+    with pytest.raises(MetricInputError, match='empty'): rmse(p[:0], t[:0])
+    with pytest.raises(MetricInputError, match='`fields`'): score_fields(p, t, ('u',))
+    with pytest.raises(MetricInputError, match='`fields`'): score_fields(p, t, 'uv')
+    with pytest.raises(MetricInputError, match='`fields`'): score_fields(p, t, ('u', 'all'))
+
+
+def test_score_fields(data):
+    p, t = data
+    sc = score_fields(p, t, ('u', 'v'))
+    assert list(sc) == ['u', 'v', 'all'] and all(tuple(d) == SCORE_KEYS for d in sc.values())
+    assert sc['u']['rmse'] == rmse(p[..., :1], t[..., :1])
+    assert sc['all']['rmse'] ** 2 == pytest.approx((sc['u']['rmse'] ** 2 + sc['v']['rmse'] ** 2) / 2)
+    assert sc['all']['frmse'] == pytest.approx((sc['u']['frmse'] + sc['v']['frmse']) / 2)
+    assert sc['all']['frmse_low'] == frmse(p, t)['low']
+    da = scores_to_xarray(sc)
+    assert da.dims == ('field', 'metric') and float(da.sel(field='v', metric='rel_l2')) == sc['v']['rel_l2']
+
+
+# --- balanced metrics and results arrays ---------------------------------------------------------------------------
+
+def test_balanced_types():
+    assert balanced(1.0, 3.0) == 2.0
+    assert balanced(1.0, 3.0, 0.0) == 3.0 and balanced(1.0, 3.0, 1) == 1.0
+    np.testing.assert_allclose(balanced(np.array([1., 2.]), np.array([3., 6.]), 0.25), [2.5, 5.0])
+    a = xr.DataArray([1., 2.], dims='x'); b = xr.DataArray([3., 6.], dims='x')
+    assert isinstance(balanced(a, b), xr.DataArray) and balanced(a, b).values.tolist() == [2.0, 4.0]
+    for bad in (-0.1, 1.5, float('nan')):
+        with pytest.raises(MetricInputError, match='`lam`'): balanced(1., 2., bad)
+    with pytest.raises(TypeError, match='`lam`'): balanced(1., 2., '0.5')
+    with pytest.raises(TypeError, match='`lam`'): balanced(1., 2., True)
+
+
+def test_lambda_sweep():
+    s = lambda_sweep(1.0, 3.0)
+    assert s.dims == ('lam',) and s.lam.values.tolist() == list(LAMS)
+    np.testing.assert_allclose(s.values, [3 - 2 * l for l in LAMS])
+    a = xr.DataArray([1., 2.], dims='x'); b = xr.DataArray([3., 6.], dims='x')
+    s = lambda_sweep(a, b, (0.5, 1.0))
+    assert s.dims == ('lam', 'x') and s.sel(lam=1.0).values.tolist() == [1., 2.]
+    s = lambda_sweep(np.array([1., 2.]), np.array([3., 6.]), [0.5])
+    assert s.shape == (1, 2)
+
+
+def test_joint_name():
+    assert joint_name(0.5) == 'joint' and joint_name(0.3) == 'joint@0.3' and joint_name(0.9) == 'joint@0.9'
+    with pytest.raises(MetricInputError): joint_name(2)
+
+
+@pytest.fixture
+def score():
+    "2 systems x 1 capacity x 2 seeds: bM(λ) = 1-λ (sim_only), λ (exp_only), 0.1+0.5λ (sim_to_exp), 0.15+0.1λ (joint)."
+    s = synthetic_score()
+    s.loc[dict(protocol='exp_only', seed=1)] = np.nan  # a run that is missing: ignored by the seed mean
+    return s
+
+
+def test_balanced_score_and_best(score):
+    assert setting_dims(score) == ('system', 'capacity')
+    tab = balanced_score(score)
+    assert set(tab.dims) == {'system', 'capacity', 'protocol', 'metric'}
+    np.testing.assert_allclose(tab.sel(protocol='joint'), 0.2)
+    np.testing.assert_allclose(tab.sel(protocol='exp_only'), 0.5)
+    best, who = best_non_joint(tab, return_name=True)
+    np.testing.assert_allclose(best, 0.35)
+    assert (who == 'sim_to_exp').all()
+    np.testing.assert_allclose(joint_reduction(tab), 100 * 0.15 / 0.35)
+    sweep = balanced_score(score, lam=[0.1, 0.9])
+    assert 'lam' in sweep.dims
+    np.testing.assert_allclose(best_non_joint(sweep).sel(lam=0.1), 0.1)  # exp_only
+    np.testing.assert_allclose(best_non_joint(sweep).sel(lam=0.9), 0.1)  # sim_only
+
+
+def test_win_counts_known_answer(score):
+    w = win_counts(score)
+    assert w.dims == ('lam',) and w.attrs['total'] == 6
+    assert w.values.tolist() == [0, 6, 6, 6, 6, 6, 6, 0, 0]
+    # one (setting, metric) cell where joint was not run -> one fewer comparison
+    s2 = score.copy(); s2.loc[dict(protocol='joint', system='foil', metric='frmse')] = np.nan
+    w2 = win_counts(s2)
+    assert w2.attrs['total'] == 5 and w2.sel(lam=0.5) == 5
+    # a pre-balanced table with a lam dim works too
+    assert win_counts(balanced_score(score, list(LAMS))).values.tolist() == w.values.tolist()
+
+
+def test_win_counts_matched_joint():
+    errs = {'sim_only': (0.0, 1.0), 'exp_only': (1.0, 0.0), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15),
+            'joint@0.1': (0.5, 0.01)}  # a Joint trained at λ = 0.1 that is better than exp_only at λ = 0.1
+    s = synthetic_score(errors=errs)
+    assert win_counts(s, lams=(0.1,)).values.tolist() == [0]
+    assert win_counts(s, joint='matched', lams=(0.1, 0.5)).values.tolist() == [6, 6]
+    with pytest.raises(MetricInputError, match='joint'): win_counts(s, joint='matched', lams=(0.3,))
+
+
+def test_results_array_errors(score):
+    with pytest.raises(MetricInputError, match='domain'): win_counts(score.sel(domain='sim'))
+    with pytest.raises(MetricInputError, match='baseline'): best_non_joint(balanced_score(score), baselines=('pcgrad',))
+    with pytest.raises(TypeError, match='DataArray'): balanced_score(score.values)
+
+
+def test_headline_and_paper(score):
+    h = headline(score)
+    assert set(h) == set(PAPER)
+    assert h['n_settings'] == 2 and h['joint_best_at_0_5'] == {'rmse': 2, 'rel_l2': 2, 'frmse': 2}
+    assert h['brmse_reduction_pct']['mean'] == pytest.approx(100 * 0.15 / 0.35)
+    assert h['sim_to_exp_forgets'] == 2 and bool(forgetting(score).all())
+    assert h['pressure_reduction_pct']['max'] == pytest.approx(100 * 0.35 / 0.6)
+    np.testing.assert_allclose(pressure_reduction(score), 100 * 0.35 / 0.6)
+    assert h['win_total'] == 6 and h['win_counts'][0.5] == 6
+    df = compare_to_paper(score)
+    assert list(df.columns) == ['paper', 'measured'] and df.loc['brmse_reduction_pct[mean]', 'paper'] == 49.1
+    assert df.loc['win_counts[0.9]', 'paper'] == 21
+    assert PAPER['brmse_reduction_pct'] == dict(min=39.0, max=58.4, mean=49.1)
+    assert PAPER['pressure_reduction_pct'] == dict(min=52.4, max=86.6)
+    assert [PAPER['win_counts'][l] for l in LAMS] == [22, 24, 24, 24, 24, 24, 24, 24, 21]
