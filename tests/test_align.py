@@ -1,0 +1,275 @@
+"Alignment: common grid, presence, valid; normaliser; splits; windows; never-train refusal; time alignment."
+import numpy as np, pytest, torch, xarray as xr
+from simreal_nb.schema import FIELDS, DIMS, DataContractError, validate
+from simreal_nb.align import (example_pair, align_domains, regrid, Normalizer, split_trajs, WindowDataset,
+                              make_domain_data, DomainData, NeverTrainError, resample_time, event_times,
+                              event_anchor_align, ClockMap)
+
+
+@pytest.fixture(scope='module')
+def pair(): return example_pair(n_traj=6, nt=10, ny=12, nx=24, seed=1)
+
+
+def truth_of(ds):
+    t = ds.copy(); t.attrs.update(domain='exp_truth', never_train=1); return t
+
+
+# --- align_domains -------------------------------------------------------------------------------------------
+def test_align_sim_grid(pair):
+    sim, exp = pair
+    sa, ea = align_domains(sim, exp, 'sim')
+    assert (ea.y.values == sim.y.values).all() and (ea.x.values == sim.x.values).all()
+    assert sa.attrs['present'] == 'u v p' and ea.attrs['present'] == 'u v' and ea.attrs['fields'] == 'u v p'
+    assert 'p' not in ea and 'valid' in sa and 'valid' in ea and ea.valid.dtype == bool
+    xr.testing.assert_equal(sa.p, sim.p)
+    assert sa.valid.all()
+    validate(sa, 'sim'); validate(ea, 'exp')
+    # outside the coarse shifted footprint: invalid; fields NaN exactly where invalid
+    outside = (sim.x < exp.x[0]) | (sim.x > exp.x[-1]) | (sim.y < exp.y[0]) | (sim.y > exp.y[-1])
+    assert not ea.valid.where(outside, False).any()
+    assert (np.isfinite(ea.u.values) == ea.valid.values).all()
+    assert 0.5 < float(ea.valid.mean()) < 0.95
+
+
+def test_align_interp_is_linear_where_valid(pair):
+    sim, exp = pair
+    e = exp.copy(); e['valid'] = xr.ones_like(e.valid)
+    e['u'] = xr.DataArray(np.broadcast_to((2 * e.x + 3 * e.y).transpose('y', 'x').values, e.u.shape).astype('float32'),
+                          dims=DIMS).assign_attrs(exp.u.attrs)
+    e['v'] = e.u.copy()
+    _, ea = align_domains(sim, e, 'sim')
+    ok = ea.valid.values
+    expect = np.broadcast_to((2 * sim.x + 3 * sim.y).transpose('y', 'x').values, ea.u.shape)
+    np.testing.assert_allclose(ea.u.values[ok], expect[ok], rtol=1e-5)
+
+
+def test_align_exp_and_custom_grid(pair):
+    sim, exp = pair
+    sa, ea = align_domains(sim, exp, 'exp')
+    assert sa.sizes['y'] == exp.sizes['y'] and sa.valid.all()
+    np.testing.assert_array_equal(ea.valid.values, exp.valid.values)
+    sa, ea = align_domains(sim, exp, (7, 9))
+    assert sa.sizes['y'] == 7 and sa.sizes['x'] == 9 and ea.sizes['x'] == 9
+    with pytest.raises(ValueError, match='grid'): align_domains(sim, exp, 'fine')
+
+
+def test_align_dropout_does_not_spread(pair):
+    sim, exp = pair
+    e = exp.copy(); v = np.ones(exp.valid.shape, bool); v[0, 0, 3, 5] = False
+    e['valid'] = (DIMS, v); e['u'] = exp.u.where(e.valid).fillna(0).where(e.valid); e['v'] = e.v.fillna(0)
+    _, ea = align_domains(sim, e, 'sim')
+    _, eb = align_domains(sim, e.assign(valid=xr.ones_like(e.valid), u=e.u.fillna(0)), 'sim')
+    lost = int(eb.valid.sum() - ea.valid.sum())
+    assert 0 < lost <= 6  # one coarse dropout removes about one coarse cell of fine points, not its neighbourhood
+
+
+def test_align_refuses_bad_input(pair):
+    sim, exp = pair
+    with pytest.raises(DataContractError, match="expected 'sim'"): align_domains(exp, exp)
+
+
+# --- Normalizer ----------------------------------------------------------------------------------------------
+def test_normalizer_round_trip_and_state(pair):
+    sim, exp = pair
+    n = Normalizer.fit(sim, fallback=exp)
+    x = np.random.default_rng(0).standard_normal((2, 4, 3, 5, 6)).astype('float32')
+    z = n.encode(x, FIELDS)
+    assert z.dtype == np.float32
+    np.testing.assert_allclose(n.decode(z, FIELDS), x, rtol=1e-5, atol=1e-5)
+    m, s = n.stats['p']
+    np.testing.assert_allclose(z[:, :, 2], (x[:, :, 2] - m) / s, rtol=1e-5)
+    xt = torch.from_numpy(x[..., [2, 0], :, :].copy())
+    torch.testing.assert_close(n.decode(n.encode(xt, ('p', 'u')), ('p', 'u')), xt)
+    n2 = Normalizer.from_state_dict(n.state_dict())
+    assert n2 == n and n2.fields == FIELDS
+    with pytest.raises(ValueError, match='channels'): n.encode(x, ('u', 'v'))
+    d = n.encode(sim); np.testing.assert_allclose(float(d.u.mean()), 0, atol=1e-5)
+    xr.testing.assert_allclose(n.decode(d), sim)
+
+
+def test_normalizer_fit_uses_valid_points_only(pair):
+    sim, exp = pair
+    e = exp.copy(); e['u'] = e.u.where(e.valid, 1e6)  # garbage under invalid points must not count
+    e['u'] = e.u.where(e.valid)  # keep contract: NaN where invalid
+    n = Normalizer.fit(e)
+    vals = exp.u.values[exp.valid.values]
+    assert np.isclose(n.stats['u'][0], vals.mean(), rtol=1e-5) and np.isclose(n.stats['u'][1], vals.std(), rtol=1e-4)
+    assert 'p' not in n.stats
+    with pytest.raises(NeverTrainError): Normalizer.fit(truth_of(sim))
+
+
+# --- split_trajs ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize('n', [4, 5, 6, 9, 10, 17])
+def test_split_disjoint_and_inside_range(pair, n):
+    sim, _ = pair
+    ds = example_pair(n_traj=n, nt=3, ny=4, nx=8)[0]
+    ds = ds.isel(traj=np.random.default_rng(n).permutation(n))  # order must not matter
+    for seed in (0, 1, 2):
+        sp = split_trajs(ds, seed=seed)
+        ids = {k: set(v.traj.values.tolist()) for k, v in sp.items()}
+        assert not ids['train'] & ids['val'] and not ids['train'] & ids['test'] and not ids['val'] & ids['test']
+        assert ids['train'] | ids['val'] | ids['test'] == set(ds.traj.values.tolist())
+        assert len(ids['val']) >= 1 and len(ids['test']) >= 1
+        A = {k: v.A.values for k, v in sp.items()}
+        for k in ('val', 'test'): assert A['train'].min() < A[k].min() and A[k].max() < A['train'].max()
+        assert all(v.attrs['split'] == k for k, v in sp.items())
+    a, b = split_trajs(ds, seed=0), split_trajs(ds, seed=0)
+    assert all((a[k].traj.values == b[k].traj.values).all() for k in a)  # deterministic
+
+
+def test_split_errors(pair):
+    sim, _ = pair
+    with pytest.raises(ValueError, match='at least 4'): split_trajs(sim.isel(traj=[0, 1, 2]))
+    with pytest.raises(ValueError, match='fracs'): split_trajs(sim, fracs=(0.5, 0.5, 0.5))
+    sp = split_trajs(sim.isel(traj=[0, 1, 2]), fracs=(0.7, 0.0, 0.3))
+    assert sp['val'].sizes['traj'] == 0 and sp['test'].A.values.tolist() == [float(sim.A[1])]
+
+
+# --- WindowDataset -------------------------------------------------------------------------------------------
+def test_windows_against_direct_indexing(pair):
+    sim, exp = pair
+    sa, ea = align_domains(sim, exp)
+    n = Normalizer.fit(sa)
+    for ds in (sa, ea):
+        w = WindowDataset(ds, n_in=3, n_out=2, stride=2, normalizer=n)
+        T = ds.sizes['time']
+        assert len(w) == ds.sizes['traj'] * len(range(0, T - 5 + 1, 2))
+        for i in (0, 1, len(w) - 1):
+            it = w[i]; info = w.window_info(i)
+            assert it['x'].shape == (3, 3, 12, 24) and it['y'].shape == (2, 3, 12, 24)
+            assert it['x'].dtype == torch.float32 and it['valid'].dtype == torch.bool and it['field_mask'].dtype == torch.bool
+            sel = ds.sel(traj=info['traj'])
+            for c, f in enumerate(FIELDS):
+                if f not in ds:
+                    assert not it['x'][:, c].any() and not it['field_mask'][c]; continue
+                m, s = n.stats[f]
+                xe = np.nan_to_num((sel[f].sel(time=info['t_in']).values - m) / s)
+                ye = np.nan_to_num((sel[f].sel(time=info['t_out']).values - m) / s)
+                np.testing.assert_allclose(it['x'][:, c].numpy(), xe, rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(it['y'][:, c].numpy(), ye, rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal(it['valid'].numpy(), sel.valid.sel(time=info['t_out']).values)
+            assert torch.isfinite(it['x']).all() and torch.isfinite(it['y']).all()
+            assert it['cond'].shape == (1,) and np.isclose(float(it['cond'][0]), (float(sel.A) - n.stats['A'][0]) / n.stats['A'][1])
+        b = w.get_batch([0, 2])
+        assert b['x'].shape == (2, 3, 3, 12, 24) and torch.equal(b['y'][1], w[2]['y']) and b['field_mask'].shape == (2, 3)
+        dl = torch.utils.data.DataLoader(w, batch_size=4)
+        assert next(iter(dl))['x'].shape == (4, 3, 3, 12, 24)
+
+
+def test_windows_are_views(pair):
+    sim, _ = pair
+    w = WindowDataset(sim, 1, 1)
+    assert w[0]['x'].data_ptr() >= w.data.data_ptr() and w[0]['x']._base is not None
+
+
+def test_window_cond_with_inputs(pair):
+    sim, _ = pair
+    s = sim.copy(); s.attrs['inputs'] = 'omega_cmd'
+    cmd = np.arange(s.sizes['traj'] * s.sizes['time'], dtype='float32').reshape(s.sizes['traj'], -1)
+    s['omega_cmd'] = (('traj', 'time'), cmd)
+    w = WindowDataset(s, n_in=2, n_out=1)
+    assert w.n_cond == 1 + 3 and w.cond_names == ('A', 'omega_cmd')
+    it = w[4]; n, t = w.index[4].tolist()
+    np.testing.assert_allclose(it['cond'].numpy(), [float(s.A[n])] + cmd[n, t:t + 3].tolist())
+    assert WindowDataset(s, cond=()).n_cond == 0 and WindowDataset(s, cond=()).__getitem__(0)['cond'].shape == (0,)
+    with pytest.raises(ValueError, match='cond'): WindowDataset(s, cond=('Re',))
+
+
+def test_window_argument_errors(pair):
+    sim, _ = pair
+    with pytest.raises(ValueError, match='n_in'): WindowDataset(sim, n_in=0)
+    with pytest.raises(ValueError, match='fields'): WindowDataset(sim, fields=('u', 'w'))
+    with pytest.raises(TypeError): WindowDataset(sim.u)
+    assert len(WindowDataset(sim, n_in=20)) == 0
+
+
+# --- never-train refusal -------------------------------------------------------------------------------------
+def test_exp_truth_refused_for_training(pair):
+    sim, exp = pair
+    t = truth_of(sim)
+    with pytest.raises(NeverTrainError, match='evaluation only'): WindowDataset(t)
+    with pytest.raises(NeverTrainError): make_domain_data(sim, t)
+    with pytest.raises(NeverTrainError): make_domain_data(t, exp)
+    sneaky = exp.copy(); sneaky.attrs['never_train'] = 1  # the flag alone is enough
+    with pytest.raises(NeverTrainError): WindowDataset(sneaky)
+    assert issubclass(NeverTrainError, ValueError)
+    assert len(WindowDataset(t, for_eval=True)) > 0
+
+
+# --- make_domain_data ----------------------------------------------------------------------------------------
+def test_make_domain_data(pair):
+    sim, exp = pair
+    dd = make_domain_data(sim, exp, n_in=2, n_out=1)
+    assert isinstance(dd, DomainData) and dd.fields == FIELDS and dd.grid == (12, 24) and dd.n_cond == 1
+    assert dd.present == dict(sim=FIELDS, exp=('u', 'v'))
+    for d in ('sim', 'exp'):
+        w, ds = getattr(dd, d), getattr(dd, f'{d}_ds')
+        assert set(w) == set(ds) == {'train', 'val', 'test'}
+        ids = {k: set(v.traj.values.tolist()) for k, v in ds.items()}
+        assert not ids['train'] & ids['test'] and not ids['train'] & ids['val']
+        assert all(x.normalizer is dd.normalizer for x in w.values())
+    assert dd.exp['train'][0]['field_mask'].tolist() == [True, True, False]
+    assert dd.sim['train'][0]['field_mask'].all()
+    assert dd.normalizer.stats['u'] == Normalizer.fit(dd.sim_ds['train']).stats['u']  # sim train only
+    tw = dd.truth_windows(truth_of(sim), 'test')
+    assert tw.for_eval and len(tw) == len(dd.exp['test'])
+
+
+def test_make_domain_data_frame_interval(pair):
+    sim, exp = pair
+    e2 = resample_time(exp, 0.05)
+    with pytest.raises(ValueError, match='dt='): make_domain_data(sim, e2)
+    dd = make_domain_data(sim, e2, dt=0.1)
+    assert dd.exp_ds['train'].sizes['time'] == sim.sizes['time']
+
+
+# --- time alignment ------------------------------------------------------------------------------------------
+def test_resample_time(pair):
+    _, exp = pair
+    r = resample_time(exp, 0.05)
+    assert r.sizes['time'] == 2 * exp.sizes['time'] - 1
+    np.testing.assert_allclose(r.time.values, np.arange(r.sizes['time']) * 0.05, atol=1e-12)
+    even = r.isel(time=slice(0, None, 2))
+    np.testing.assert_array_equal(even.valid.values, exp.valid.values)
+    np.testing.assert_allclose(even.u.values[even.valid.values], exp.u.values[exp.valid.values], rtol=1e-5)
+    mid = r.u.isel(time=1).values; ok = r.valid.isel(time=1).values & exp.valid.isel(time=0).values & exp.valid.isel(time=1).values
+    np.testing.assert_allclose(mid[ok], 0.5 * (exp.u.isel(time=0).values + exp.u.isel(time=1).values)[ok], rtol=1e-4, atol=1e-6)
+    validate(r, 'exp')
+    with pytest.raises(ValueError, match='dt'): resample_time(exp, -1)
+    with pytest.raises(ValueError, match='outside'): resample_time(exp, times=[0.0, 5.0])
+
+
+def _streams(offset, drift, seed=0, gap=True):
+    rng = np.random.default_rng(seed)
+    f = lambda t: np.sin(2 * np.pi * 1.1 * t) + 0.5 * np.sin(2 * np.pi * 3.1 * t + 0.4) + 0.3 * np.sin(2 * np.pi * 0.23 * t)
+    t_a = np.arange(0, 30, 2e-3); s_a = f(t_a)
+    t_b = np.sort(np.arange(-1.0, 31, 1 / 500) + rng.normal(0, 1e-4, 16000))
+    s_b = f((t_b - offset) / (1 + drift)) + 0.03 * rng.standard_normal(len(t_b))
+    if gap:
+        keep = ~((t_b > 12) & (t_b < 13.5)); t_b, s_b = t_b[keep], s_b[keep]
+    return t_a, s_a, t_b, s_b
+
+
+@pytest.mark.parametrize('kind', ['zero_up', 'zero_down', 'peak', 'trough'])
+@pytest.mark.parametrize('offset,drift', [(0.37, 2e-3), (-0.81, -5e-4), (0.0, 0.0)])
+def test_event_anchor_recovers_offset_and_drift(kind, offset, drift):
+    cm = event_anchor_align(*_streams(offset, drift), kind=kind)
+    assert isinstance(cm, ClockMap)
+    assert abs(cm.offset - offset) < 2e-3 and abs(cm.drift - drift) < 1e-4, cm
+    assert cm.n_matched >= 20 and cm.residual < 5e-3
+    np.testing.assert_allclose(cm.to_a(cm.to_b(np.array([1.0, 7.0]))), [1.0, 7.0])
+
+
+def test_event_times_exact_on_clean_sine():
+    t = np.arange(0, 10, 1e-3); s = np.sin(2 * np.pi * 0.5 * t + 0.3)
+    up = event_times(t, s, 'zero_up')
+    np.testing.assert_allclose(up, (np.arange(len(up)) + 1 - 0.3 / (2 * np.pi)) * 2.0, atol=1e-6)
+    pk = event_times(t, s, 'peak')
+    ideal = (np.arange(6) + 0.25 - 0.3 / (2 * np.pi)) * 2.0  # the first may be dropped (low prominence at the edge)
+    assert len(pk) >= 4 and np.abs(pk[:, None] - ideal[None]).min(1).max() < 2e-4
+    with pytest.raises(ValueError, match='kind'): event_times(t, s, 'valley')
+
+
+def test_event_anchor_errors():
+    t = np.arange(0, 1, 1e-3)
+    with pytest.raises(ValueError, match='at least 3'): event_anchor_align(t, np.sin(t), t, np.sin(t))
