@@ -9,7 +9,7 @@ import math
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import MetricInputError, LAMS, balanced, setting_dims
+from .metrics import MetricInputError, LAMS, balanced, setting_dims, select_view
 
 # %% auto #0
 __all__ = ['domain_errors', 'winners', 'protocol_table', 'winner_table', 'pareto_plot', 'figure_png', 'lambda_inspector']
@@ -28,16 +28,15 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
                   metric='rmse',      # metric to show
                   field='all',        # field to show (when `score` has a `field` dim)
                   protocols=None,     # protocols to keep (default: all in `score`)
+                  mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                  ) -> xr.DataArray:
     "Seed-averaged errors with dims (setting, protocol, domain); `setting` labels like 'cylinder/S'."
     if not isinstance(score, xr.DataArray): raise TypeError(f"`score` must be an xarray.DataArray, got {type(score).__name__}")
     miss = [d for d in ('protocol', 'domain', 'metric') if d not in score.dims]
     if miss: raise MetricInputError(f"`score` lacks dim(s) {miss}; it has {score.dims}")
-    for name, val, dim in (('metric', metric, 'metric'), ('field', field, 'field')):
-        if dim in score.dims and val not in score[dim].values:
-            raise MetricInputError(f"`{name}`={val!r} is not in the score's {dim} coordinate {score[dim].values.tolist()}")
-    s = score.sel(metric=metric, drop=True)
-    if 'field' in s.dims: s = s.sel(field=field, drop=True)
+    if metric not in score.metric.values:
+        raise MetricInputError(f"`metric`={metric!r} is not in the score's metric coordinate {score.metric.values.tolist()}")
+    s = select_view(score.sel(metric=metric, drop=True), field, mode)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     if protocols is not None:
         bad = [p for p in protocols if p not in s.protocol.values]
@@ -67,9 +66,10 @@ def protocol_table(score:xr.DataArray, # results array
                    metric='rmse',      # metric
                    field='all',        # field
                    protocols=None,     # protocols to compare (default: all)
+                   mode=None,          # evaluation mode (None: 'rollout' if present)
                   ):
     "pandas DataFrame: bM(λ) per setting (rows) and protocol (columns), plus the `winner` of each row."
-    e = domain_errors(score, metric, field, protocols)
+    e = domain_errors(score, metric, field, protocols, mode)
     b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), _check_lam(lam))
     df = b.to_pandas()
     df.columns.name = None
@@ -81,10 +81,11 @@ def winner_table(score:xr.DataArray, # results array
                  metric='rmse',      # metric
                  field='all',        # field
                  protocols=None,     # protocols to compare (default: all)
+                 mode=None,          # evaluation mode (None: 'rollout' if present)
                 ):
     "pandas DataFrame: the winning protocol per setting (rows) for each λ (columns)."
     import pandas as pd
-    e = domain_errors(score, metric, field, protocols)
+    e = domain_errors(score, metric, field, protocols, mode)
     return pd.DataFrame({float(l): winners(e, l).to_pandas() for l in lams})
 
 # %% ../nbs/60_inspect.ipynb #c013
@@ -120,9 +121,10 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 panel_size=(3.0, 2.7), # inches per panel
                 dpi=80,             # figure dpi
                 log=False,          # log-log axes
+                mode=None,          # evaluation mode (None: 'rollout' if present)
                ) -> Figure:
     "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines; returns a matplotlib Figure."
-    e = domain_errors(score, metric, field, protocols)
+    e = domain_errors(score, metric, field, protocols, mode)
     lams = [_check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
@@ -191,10 +193,11 @@ def lambda_inspector(score:xr.DataArray, # results array
                      lam=0.5,            # initial λ
                      protocols=None,     # protocols to compare (default: all)
                      ncols=4,            # plot panels per row
+                     mode=None,          # evaluation mode (None: 'rollout' if present)
                     ):
     "An ipywidgets box: λ slider, metric/field dropdowns, the bM(λ) table with winners and the Pareto plot."
     w = _widgets()
-    domain_errors(score, metric, field, protocols)  # validate before building widgets
+    domain_errors(score, metric, field, protocols, mode)  # validate before building widgets
     metrics = [str(m) for m in score.metric.values]
     fields = [str(f) for f in score.field.values] if 'field' in score.dims else [field]
     slider = w.FloatSlider(value=_check_lam(lam), min=0, max=1, step=0.05, description='λ (sim weight)',
@@ -203,9 +206,10 @@ def lambda_inspector(score:xr.DataArray, # results array
     fdrop = w.Dropdown(options=fields, value=field, description='field')
     table, image = w.HTML(), w.Image(format='png')
     def update(*_):
-        df = protocol_table(score, slider.value, mdrop.value, fdrop.value, protocols)
+        df = protocol_table(score, slider.value, mdrop.value, fdrop.value, protocols, mode)
         table.value = _table_html(df, slider.value)
-        image.value = figure_png(pareto_plot(score, mdrop.value, fdrop.value, lams=(slider.value,), protocols=protocols, ncols=ncols))
+        image.value = figure_png(pareto_plot(score, mdrop.value, fdrop.value, lams=(slider.value,), protocols=protocols,
+                                             ncols=ncols, mode=mode))
     for c in (slider, mdrop, fdrop): c.observe(update, names='value')
     update()
     box = w.VBox([w.HBox([slider, mdrop, fdrop]), table, image])

@@ -10,10 +10,10 @@ import torch
 import xarray as xr
 
 # %% auto #0
-__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'BASELINES', 'JOINT', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum',
-           'frmse', 'score_fields', 'scores_to_xarray', 'balanced', 'lambda_sweep', 'joint_name', 'setting_dims',
-           'balanced_score', 'best_non_joint', 'joint_reduction', 'win_counts', 'synthetic_score', 'forgetting',
-           'pressure_reduction', 'headline', 'compare_to_paper']
+__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'BASELINES', 'JOINT', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse',
+           'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'balanced', 'lambda_sweep',
+           'joint_name', 'setting_dims', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction',
+           'win_counts', 'synthetic_score', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(ValueError):
@@ -242,9 +242,11 @@ def joint_name(lam:float) -> str:
     lam = _check_lam(lam)
     return JOINT if lam == 0.5 else f'{JOINT}@{lam:g}'
 
+NON_SETTING_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'lam', 'mode')  # dims that do not index settings
+
 def setting_dims(score:xr.DataArray) -> tuple:
-    "The dims of `score` that index settings (all but protocol, seed, domain, field, metric, lam)."
-    return tuple(d for d in score.dims if d not in ('protocol', 'seed', 'domain', 'field', 'metric', 'lam'))
+    "The dims of `score` that index settings (all but protocol, seed, domain, field, metric, lam, mode)."
+    return tuple(d for d in score.dims if d not in NON_SETTING_DIMS)
 
 # %% ../nbs/30_metrics.ipynb #c050
 def _need(score, dims, fn):
@@ -253,6 +255,24 @@ def _need(score, dims, fn):
     miss = [d for d in dims if d not in score.dims]
     if miss: raise MetricInputError(f"`score` passed to {fn} lacks dim(s) {miss}; it has {score.dims}")
 
+# %% ../nbs/30_metrics.ipynb #c051
+def select_view(score:xr.DataArray, # results array
+                field='all',        # field to keep (when there is a `field` dim)
+                mode=None,          # evaluation mode to keep (when there is a `mode` dim); None: 'rollout' if present, else the only one
+               ) -> xr.DataArray:
+    "`score` with the `field` and `mode` dims selected away."
+    for dim, val in (('field', field), ('mode', mode)):
+        if dim not in score.dims: continue
+        have = [str(v) for v in score[dim].values]
+        if val is None:
+            if 'rollout' in have: val = 'rollout'
+            elif len(have) == 1: val = have[0]
+            else: raise MetricInputError(f"`score` has several {dim}s {have}: pass `{dim}=` to choose one")
+        if val not in have: raise MetricInputError(f"`{dim}`={val!r} is not in the score's {dim} coordinate {have}")
+        score = score.sel({dim: val}, drop=True)
+    return score
+
+# %% ../nbs/30_metrics.ipynb #c052
 def _protocols(score, names, what):
     have = [str(p) for p in score.protocol.values]
     if isinstance(names, str): names = (names,)
@@ -260,20 +280,21 @@ def _protocols(score, names, what):
     if not got: raise MetricInputError(f"`score` has no {what} protocol among {list(names)}; its protocols are {have}")
     return got
 
-# %% ../nbs/30_metrics.ipynb #c051
+# %% ../nbs/30_metrics.ipynb #c053
 def balanced_score(score:xr.DataArray, # results array with dims protocol, domain, metric (+ seed, field, settings)
                    lam=0.5,            # a λ, or a sequence of them (adds a `lam` dim)
                    field='all',        # field to use when `score` has a `field` dim
+                   mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                   ) -> xr.DataArray:
     "Seed-averaged balanced metric bM(λ) per (setting, protocol, metric)."
     _need(score, ('protocol', 'domain', 'metric'), 'balanced_score')
-    if 'field' in score.dims: score = score.sel(field=field)
+    score = select_view(score, field, mode)
     if 'seed' in score.dims: score = score.mean('seed', skipna=True)
     s, e = score.sel(domain='sim', drop=True), score.sel(domain='exp', drop=True)
     if np.ndim(lam) == 0: return balanced(s, e, lam)
     return lambda_sweep(s, e, lam)
 
-# %% ../nbs/30_metrics.ipynb #c052
+# %% ../nbs/30_metrics.ipynb #c054
 def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protocol` dim
                    baselines=BASELINES, # the protocols that compete (those present are used)
                    return_name=False,  # also return the winning baseline's name per row
@@ -288,7 +309,7 @@ def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protoc
     names = xr.DataArray(np.where(best.isnull().values, '', names), dims=best.dims, coords=best.coords)
     return best, names
 
-# %% ../nbs/30_metrics.ipynb #c053
+# %% ../nbs/30_metrics.ipynb #c055
 def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `protocol` dim
                     joint=JOINT,        # the Joint protocol name
                     baselines=BASELINES,# the protocols Joint is compared with
@@ -299,19 +320,22 @@ def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `proto
     j = table.sel(protocol=_protocols(table, joint, 'joint')[0], drop=True)
     return 100 * (best - j) / best
 
-# %% ../nbs/30_metrics.ipynb #c054
+# %% ../nbs/30_metrics.ipynb #c056
 def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balanced table with a `lam` dim
                joint=JOINT,         # Joint's protocol name, or 'matched' for the model trained at each λ
                lams=LAMS,           # the λ values (ignored when `score` already has a `lam` dim)
                baselines=BASELINES, # the protocols Joint must beat
                field='all',         # field to use when `score` has a `field` dim
+               mode=None,           # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
+               metrics=METRICS,     # the metrics counted (those present)
               ) -> xr.DataArray:
     "Per λ: number of (setting × metric) cells where Joint's balanced metric is strictly the lowest; attrs['total'] = cells compared."
     _need(score, ('protocol', 'metric'), 'win_counts')
+    score = score.sel(metric=[m for m in score.metric.values if m in metrics])
     if 'lam' not in score.dims:
         _need(score, ('domain',), 'win_counts')
-        score = balanced_score(score, list(lams), field=field)
-    elif 'field' in score.dims: score = score.sel(field=field)
+        score = balanced_score(score, list(lams), field=field, mode=mode)
+    else: score = select_view(score, field, mode)
     best = best_non_joint(score, baselines)
     counts, total = [], 0
     for l in score.lam.values.tolist():
@@ -323,27 +347,30 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
         total = max(total, int(ok.sum()))
     return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins', attrs=dict(total=total))
 
-# %% ../nbs/30_metrics.ipynb #c056
+# %% ../nbs/30_metrics.ipynb #c058
 def synthetic_score(systems=('cylinder', 'foil'), # settings dim 1
                     capacities=('S',),             # settings dim 2
                     seeds=(0, 1),                  # seeds
                     errors=None,                   # {protocol: (sim error, exp error)} on every metric and field
                     fields=('u', 'v', 'p', 'all'), # field coordinate
+                    metrics=METRICS,               # metric coordinate (e.g. SCORE_KEYS for the evaluation layout)
+                    modes=None,                    # e.g. ('one_step', 'rollout') to add a `mode` dim after `domain`
                     noise=0.0,                     # relative seeded noise added per entry
                     seed=0,                        # RNG seed for the noise
                    ) -> xr.DataArray:
     "A small results `score` array of the experiment's layout, for demos and tests."
     errors = errors or {'sim_only': (0.0, 1.0), 'exp_only': (1.0, 0.0), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15)}
-    protos = list(errors)
+    protos, modes = list(errors), list(modes or [None])
     base = np.array([errors[p] for p in protos], dtype=float)  # [protocol, domain]
-    shape = (len(systems), len(capacities), len(protos), len(seeds), 2, len(fields), len(METRICS))
-    vals = np.broadcast_to(base[None, None, :, None, :, None, None], shape).copy()
+    shape = (len(systems), len(capacities), len(protos), len(seeds), 2, len(modes), len(fields), len(metrics))
+    vals = np.broadcast_to(base[None, None, :, None, :, None, None, None], shape).copy()
     if noise: vals *= 1 + noise * np.random.default_rng(seed).standard_normal(shape)
-    return xr.DataArray(vals, name='score', dims=('system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric'),
-                        coords=dict(system=list(systems), capacity=list(capacities), protocol=protos, seed=list(seeds),
-                                    domain=['sim', 'exp'], field=list(fields), metric=list(METRICS)))
+    da = xr.DataArray(vals, name='score', dims=('system', 'capacity', 'protocol', 'seed', 'domain', 'mode', 'field', 'metric'),
+                      coords=dict(system=list(systems), capacity=list(capacities), protocol=protos, seed=list(seeds),
+                                  domain=['sim', 'exp'], mode=modes, field=list(fields), metric=list(metrics)))
+    return da.isel(mode=0, drop=True) if modes == [None] else da
 
-# %% ../nbs/30_metrics.ipynb #c059
+# %% ../nbs/30_metrics.ipynb #c063
 PAPER = dict(
     n_settings=8,  # 4 systems × 2 capacities
     joint_best_at_0_5={'rmse': 8, 'rel_l2': 8, 'frmse': 8},  # settings (of 8) where Joint has the lowest bM at λ = 0.5
@@ -354,63 +381,68 @@ PAPER = dict(
     win_total=24,
 )
 
-# %% ../nbs/30_metrics.ipynb #c060
+# %% ../nbs/30_metrics.ipynb #c064
 def forgetting(score:xr.DataArray, # results array
                field='all',        # field compared
                metric='rmse',      # metric compared
+               mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
               ) -> xr.DataArray:
     "Per setting: True where Sim→Exp has a higher held-out sim error than Sim-only (NaN-aware: False if either is missing)."
     _need(score, ('protocol', 'domain', 'metric'), 'forgetting')
-    s = score.sel(domain='sim', metric=metric, drop=True)
-    if 'field' in s.dims: s = s.sel(field=field, drop=True)
+    s = select_view(score.sel(domain='sim', metric=metric, drop=True), field, mode)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     return s.sel(protocol='sim_to_exp', drop=True) > s.sel(protocol='sim_only', drop=True)
 
 def pressure_reduction(score:xr.DataArray, # results array with field 'p'
                        joint=JOINT,        # the Joint protocol name
                        against='sim_to_exp', # the protocol compared with
+                       mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                       ) -> xr.DataArray:
     "Per setting: Joint's reduction of pressure RMSE on held-out sim vs `against`, in percent."
     _need(score, ('protocol', 'domain', 'metric', 'field'), 'pressure_reduction')
-    s = score.sel(domain='sim', metric='rmse', field='p', drop=True)
+    s = select_view(score.sel(domain='sim', metric='rmse', drop=True), 'p', mode)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     a, j = s.sel(protocol=against, drop=True), s.sel(protocol=joint, drop=True)
     return 100 * (a - j) / a
 
-# %% ../nbs/30_metrics.ipynb #c061
+# %% ../nbs/30_metrics.ipynb #c065
 def _stats(x):
     v = np.asarray(x, dtype=float).ravel(); v = v[np.isfinite(v)]
     if not v.size: return dict(min=float('nan'), max=float('nan'), mean=float('nan'))
     return dict(min=float(v.min()), max=float(v.max()), mean=float(v.mean()))
 
-# %% ../nbs/30_metrics.ipynb #c062
+# %% ../nbs/30_metrics.ipynb #c066
 def headline(score:xr.DataArray, # results array
              joint=JOINT,        # Joint's protocol name
              lams=LAMS,          # λ values of the win-count sweep
+             mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
             ) -> dict:
     "The paper's headline statistics (keys of `PAPER`) measured on a results array."
-    table = balanced_score(score, 0.5)
+    table = balanced_score(score, 0.5, mode=mode)
+    table = table.sel(metric=[m for m in table.metric.values if m in METRICS])
     best = best_non_joint(table)
     j = table.sel(protocol=joint, drop=True)
     n_set = int(np.prod([score.sizes[d] for d in setting_dims(score)]))
     red = joint_reduction(table, joint).sel(metric='rmse')
-    wins = win_counts(score, joint, lams)
+    wins = win_counts(score, joint, lams, mode=mode)
+    protos = set(score.protocol.values.tolist())
     out = dict(n_settings=n_set,
                joint_best_at_0_5={str(m): int((j < best).sel(metric=m).sum()) for m in table.metric.values},
                brmse_reduction_pct=_stats(red),
-               sim_to_exp_forgets=int(forgetting(score).sum()) if {'sim_only', 'sim_to_exp'} <= set(score.protocol.values.tolist()) else None,
+               sim_to_exp_forgets=int(forgetting(score, mode=mode).sum()) if {'sim_only', 'sim_to_exp'} <= protos else None,
                pressure_reduction_pct=None, win_counts={round(float(l), 6): int(w) for l, w in zip(wins.lam.values, wins.values)},
                win_total=wins.attrs['total'])
-    if 'field' in score.dims and 'p' in score.field.values and 'sim_to_exp' in score.protocol.values:
-        r = _stats(pressure_reduction(score, joint)); out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
+    if 'field' in score.dims and 'p' in score.field.values and 'sim_to_exp' in protos:
+        r = _stats(pressure_reduction(score, joint, mode=mode)); out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
     return out
 
 def compare_to_paper(score:xr.DataArray, # results array
                      joint=JOINT,        # Joint's protocol name
+                     mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                     ):
     "A pandas DataFrame: one row per headline statistic, columns `paper` and `measured`."
     import pandas as pd
-    meas, rows = headline(score, joint), []
+    meas, rows = headline(score, joint, mode=mode), []
     for k, v in PAPER.items():
         m = meas.get(k)
         if isinstance(v, dict):

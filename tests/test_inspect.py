@@ -40,6 +40,15 @@ def test_tables_and_winners(score):
     with pytest.raises(MetricInputError, match='`lam`'): protocol_table(score, 1.5)
 
 
+def test_evaluation_layout_mode_dim():
+    s = synthetic_score(errors=ERRS, metrics=('rmse', 'rel_l2', 'frmse', 'frmse_low'), modes=('one_step', 'rollout'))
+    s.loc[dict(mode='one_step')] = 5.0  # one-step scores must not leak into the default (rollout) view
+    assert (protocol_table(s, 0.5).winner == 'joint').all()
+    assert (protocol_table(s, 0.5, mode='one_step').iloc[:, :-1] == 5.0).all().all()
+    with pytest.raises(MetricInputError, match='`mode`'): domain_errors(s, mode='rollout_8')
+    assert isinstance(pareto_plot(s, 'frmse_low', mode='one_step'), Figure)
+
+
 def test_pareto_plot(score):
     fig = pareto_plot(score, lams=(0.0, 0.2, 0.5, 1.0), ncols=3)
     assert isinstance(fig, Figure)

@@ -270,6 +270,24 @@ def test_win_counts_matched_joint():
     with pytest.raises(MetricInputError, match='joint'): win_counts(s, joint='matched', lams=(0.3,))
 
 
+def test_evaluation_layout():
+    "Scores as `evaluate` writes them: a `mode` dim and the fRMSE band keys in `metric`."
+    from simreal_nb.metrics import select_view
+    s = synthetic_score(metrics=SCORE_KEYS, modes=('one_step', 'rollout'))
+    s.loc[dict(mode='one_step', protocol='joint')] = 9.0  # must not be used by default
+    assert setting_dims(s) == ('system', 'capacity')
+    w = win_counts(s)
+    assert w.attrs['total'] == 6 and w.sel(lam=0.5) == 6  # 2 settings x the 3 paper metrics
+    assert win_counts(s, mode='one_step').sel(lam=0.5) == 0
+    assert win_counts(s, metrics=SCORE_KEYS).attrs['total'] == 12
+    assert headline(s)['joint_best_at_0_5'] == {'rmse': 2, 'rel_l2': 2, 'frmse': 2}
+    with pytest.raises(MetricInputError, match='`mode`'): balanced_score(s, mode='rollout_8')
+    s1 = s.sel(mode=['one_step'])
+    assert select_view(s1).dims == ('system', 'capacity', 'protocol', 'seed', 'domain', 'metric')  # the only mode
+    s3 = xr.concat([s1, s1.assign_coords(mode=['other'])], 'mode')
+    with pytest.raises(MetricInputError, match='several modes'): select_view(s3)
+
+
 def test_results_array_errors(score):
     with pytest.raises(MetricInputError, match='domain'): win_counts(score.sel(domain='sim'))
     with pytest.raises(MetricInputError, match='baseline'): best_non_joint(balanced_score(score), baselines=('pcgrad',))
