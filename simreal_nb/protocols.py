@@ -155,16 +155,20 @@ class SimToExp(Protocol):
     name, needs = 'sim_to_exp', ('sim', 'exp')
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
                  freeze_stem:bool=False,  # freeze `model.stem_prefixes` parameters while fine-tuning
-                 finetune_lr_scale:float=1.0):  # learning-rate multiplier of the fine-tune phase
+                 finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
+                 stem_prefixes:Sequence[str]|None=None):  # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
         self.pretrain_frac, self.freeze_stem, self.finetune_lr_scale = float(pretrain_frac), bool(freeze_stem), float(finetune_lr_scale)
+        self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
         if self.freeze_stem: self.name = 'sim_to_exp_frozen'
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
         return [Phase('pretrain', n1, {'sim': 1.0}),
                 Phase('finetune', steps - n1, {'exp': 1.0}, self.freeze_stem, self.finetune_lr_scale)]
-    def __repr__(self): return f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem})"
+    def __repr__(self):
+        return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem}"
+                + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '') + ")")
 
 class Joint(Protocol):
     "Every update draws one sim and one exp mini-batch and minimises λ·R_sim + (1-λ)·R_exp."
@@ -455,7 +459,7 @@ class Trainer:
         self.ckpt_dir = None if self.cfg.ckpt_dir is None else Path(self.cfg.ckpt_dir)
         self.step, self.phase_idx, self.stepper = 0, -1, None
         self.es = dict(best=None, best_step=None, bad=0, stop=False)
-        self.best_state = None
+        self.best_state, self._acc = None, []  # _acc: update stats since the last log line
         self.history = self._new_history()
 
     # -- bookkeeping --------------------------------------------------------------------------------------------
@@ -471,12 +475,12 @@ class Trainer:
                     steps_done=0, time_s=0.0, resumed_from=[])
 
     def _stem_params(self):
-        pre = getattr(self.model, 'stem_prefixes', None)
-        if not pre:
-            raise ProtocolError(f"protocol {self.protocol!r} freezes the stem, but {type(self.model).__name__} has no "
-                                "`stem_prefixes` attribute (tuple of parameter-name prefixes)")
+        pre = getattr(self.protocol, 'stem_prefixes', None) or getattr(self.model, 'stem_prefixes', None) or ('stem',)
+        pre = (pre,) if isinstance(pre, str) else tuple(pre)
         ps = [p for n, p in self.model.named_parameters() if any(n.startswith(s) for s in pre)]
-        if not ps: raise ProtocolError(f"stem_prefixes {pre!r} of {type(self.model).__name__} match no parameter")
+        if not ps:
+            raise ProtocolError(f"protocol {self.protocol!r} freezes the stem, but no parameter of {type(self.model).__name__} "
+                                f"starts with {pre}; give the model a `stem_prefixes` tuple or pass SimToExp(stem_prefixes=...)")
         return ps
 
     def _enter_phase(self, i):
@@ -552,7 +556,8 @@ class Trainer:
                     optimizer=None if self.stepper is None else self.stepper.opt.state_dict(),
                     scheduler=None if self.stepper is None else self.stepper.sched.state_dict(),
                     samplers={d: s.state_dict() for d, s in self.samplers.items()},
-                    rng=rng_state(), es=dict(self.es), best_state=self.best_state, history=self.history)
+                    rng=rng_state(), es=dict(self.es), best_state=self.best_state, history=self.history,
+                    log_acc=list(self._acc))
 
     def save(self, path=None):
         "Atomically write the checkpoint (and history.json next to it)."
@@ -579,11 +584,12 @@ class Trainer:
             self.stepper.opt.load_state_dict(ck['optimizer']); self.stepper.sched.load_state_dict(ck['scheduler'])
         for d, s in self.samplers.items(): s.load_state_dict(ck['samplers'][d])
         self.es, self.best_state, self.history = dict(ck['es']), ck['best_state'], ck['history']
+        self._acc = list(ck.get('log_acc', []))
         set_rng_state(ck['rng'])
         return self
 
     # -- the loop ------------------------------------------------------------------------------------------------
-    def _log(self, acc, n):
+    def _log(self, acc):
         h = self.history['train']
         h['step'].append(self.step); h['phase'].append(self.phase_idx)
         for k in ('loss', 'sim', 'exp', 'lr', 'grad_norm'):
@@ -606,7 +612,7 @@ class Trainer:
         if cfg.progress:
             from fastprogress.fastprogress import progress_bar
             pb = progress_bar(it, total=total); it = pb
-        acc, t_prev = [], self.history['time_s']
+        t_prev = self.history['time_s']
         try:
             for s in it:
                 if s < self.step: continue
@@ -626,10 +632,10 @@ class Trainer:
                     c['step'].append(self.step)
                     for k in ('cos', 'dot', 'norm_sim', 'norm_exp'): c[k].append(out[k])
                     self.history['grad_conflict_frac'] = float(np.mean([x < 0 for x in c['dot']]))
-                acc.append(out)
+                self._acc.append(out)
                 self.step += 1
                 if self.step % cfg.log_every == 0 or self.step == self.bounds[i + 1]:
-                    self._log(acc, len(acc)); acc = []
+                    self._log(self._acc); self._acc = []
                     if pb is not None: pb.comment = f"{ph.label} loss {self.history['train']['loss'][-1]:.4g}"
                 if self.step % self.eval_every == 0 or self.step == self.bounds[i + 1]: self.validate()
                 if self.es['stop'] or self.step == self.bounds[i + 1]:
