@@ -64,28 +64,59 @@ def _valid_of(ds):
     for f in fields_of(ds): ok &= np.isfinite(ds[f].transpose(*DIMS).values)
     return xr.DataArray(ok, dims=DIMS, coords={d: ds[d] for d in DIMS})
 
+def _lin_weights(src, dst):
+    "Matrix W [len(dst), len(src)] of linear interpolation (rows of zeros outside the source range)."
+    src, dst = np.asarray(src, float), np.asarray(dst, float)
+    W = np.zeros((len(dst), len(src)), np.float32)
+    eps = 1e-9 * max(1.0, float(np.abs(src).max()) if len(src) else 1.0)
+    inside = (dst >= src[0] - eps) & (dst <= src[-1] + eps)
+    if len(src) == 1:
+        W[inside, 0] = 1.0
+        return W
+    j = np.clip(np.searchsorted(src, dst, side='right') - 1, 0, len(src) - 2)
+    frac = np.clip((dst - src[j]) / (src[j + 1] - src[j]), 0.0, 1.0)
+    rows = np.nonzero(inside)[0]
+    W[rows, j[rows]] = 1 - frac[rows]
+    W[rows, j[rows] + 1] += frac[rows]
+    return W
+
+def _apply_axis(W, a, axis):
+    "Linear map `W` along `axis` of `a` (a 4-D (traj, time, y, x) array, or 2-D (traj, time))."
+    if axis == a.ndim - 1: return a @ W.T
+    if axis == a.ndim - 2: return W @ a
+    return np.moveaxis(np.tensordot(W, a, axes=([1], [axis])), 0, axis)
+
 def _interp_weighted(ds, min_weight=0.5, **coords):
     "Valid-weighted linear interpolation of every field of `ds` to `coords` (subset of time/y/x)."
     coords = {k: np.asarray(v, float) for k, v in coords.items() if not _is_same(v, ds[k].values)}
     valid = _valid_of(ds)
+    fields = fields_of(ds)
     if not coords:
         out = ds.copy()
         out['valid'] = valid
-        for f in fields_of(ds): out[f] = ds[f].where(valid)
+        for f in fields: out[f] = ds[f].where(valid)
         return out
-    w = valid.astype('float64').interp(coords, method='linear').fillna(0.0)
-    keep = w >= min_weight - 1e-9
-    out = ds.drop_vars(list(fields_of(ds)) + (['valid'] if 'valid' in ds else []))
-    if 'time' in coords: out = out.interp(time=coords['time'], method='linear')  # conditioning inputs (traj, time)
-    out = out.assign_coords({k: (k, v) for k, v in coords.items()})
-    for k in coords: out[k].attrs = dict(ds[k].attrs)
-    for f in fields_of(ds):
-        num = ds[f].where(valid, 0.0).astype('float64').interp(coords, method='linear').fillna(0.0)
-        val = (num / w.where(keep, 1.0)).where(keep)
-        out[f] = val.transpose(*DIMS).astype('float32').assign_attrs(ds[f].attrs)
-    out['valid'] = keep.transpose(*DIMS)
+    Ws = {k: _lin_weights(ds[k].values, v) for k, v in coords.items()}
+    def lin(a):
+        for k, W in Ws.items(): a = _apply_axis(W, a, DIMS.index(k))
+        return a
+    w = lin(valid.values.astype(np.float32))
+    keep = w >= min_weight - 1e-6
+    wsafe = np.where(keep, w, 1.0)
+    out = ds.drop_vars(list(fields) + (['valid'] if 'valid' in ds else []))
+    inputs = [n for n in out.data_vars if 'time' in out[n].dims]
+    if 'time' in coords:  # conditioning inputs (traj, time): plain linear interpolation
+        arrs = {n: _apply_axis(Ws['time'], out[n].transpose('traj', 'time').values.astype(np.float64), 1) for n in inputs}
+        out = out.drop_vars(inputs)
+    out = out.assign_coords({k: (k, v, ds[k].attrs) for k, v in coords.items()})
+    if 'time' in coords:
+        for n, a in arrs.items(): out[n] = (('traj', 'time'), a.astype(ds[n].dtype), ds[n].attrs)
+    for f in fields:
+        num = lin(np.where(valid.values, ds[f].transpose(*DIMS).values, 0.0).astype(np.float32))
+        out[f] = (DIMS, np.where(keep, num / wsafe, np.nan).astype(np.float32), ds[f].attrs)
+    out['valid'] = (DIMS, keep)
     out.attrs = dict(ds.attrs)
-    return out
+    return out.transpose(*DIMS, ...)
 
 # %% ../nbs/15_align.ipynb #c010
 def regrid(ds: xr.Dataset,  # a contract dataset
