@@ -489,7 +489,7 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
                       present=dict(sim=fields_of(sim), exp=fields_of(exp)), n_in=n_in, n_out=n_out, stride=stride,
                       grid_coords=(sim_a.y.values, sim_a.x.values))
 
-# %% ../nbs/15_align.ipynb #c046
+# %% ../nbs/15_align.ipynb #c048
 def resample_time(ds: xr.Dataset,  # a contract dataset
                   dt: float | None = None,  # new frame interval [s]; the new clock starts at the first frame
                   times=None,  # or explicit new times (overrides `dt`)
@@ -509,7 +509,7 @@ def resample_time(ds: xr.Dataset,  # a contract dataset
     out = _interp_weighted(ds, min_weight, time=np.clip(times, t[0], t[-1]))
     return out.assign_coords(time=('time', times, ds['time'].attrs))
 
-# %% ../nbs/15_align.ipynb #c047
+# %% ../nbs/15_align.ipynb #c049
 def event_times(t,  # sample times [s], increasing
                 sig,  # signal values at `t`
                 kind: str = 'zero_up',  # 'zero_up' | 'zero_down' | 'peak' | 'trough'
@@ -565,7 +565,7 @@ def event_times(t,  # sample times [s], increasing
         return np.asarray(out)
     raise ValueError(f"event_times: `kind`={kind!r}; expected 'zero_up', 'zero_down', 'peak' or 'trough'")
 
-# %% ../nbs/15_align.ipynb #c048
+# %% ../nbs/15_align.ipynb #c050
 @dataclass
 class ClockMap:
     "Affine map between two clocks: t_b = (1 + drift) * t_a + offset, estimated from matched events."
@@ -578,7 +578,7 @@ class ClockMap:
     def to_b(self, t_a): return (1 + self.drift) * np.asarray(t_a, float) + self.offset
     def to_a(self, t_b): return (np.asarray(t_b, float) - self.offset) / (1 + self.drift)
 
-# %% ../nbs/15_align.ipynb #c049
+# %% ../nbs/15_align.ipynb #c051
 def _match(ea, eb, f, tol):
     "Nearest-neighbour pairs (i, j) with |eb[j] - f(ea[i])| <= tol, each event used once."
     if len(eb) == 0 or len(ea) == 0: return np.zeros((0, 2), int)
@@ -590,7 +590,7 @@ def _match(ea, eb, f, tol):
     _, first = np.unique(j, return_index=True)  # one-to-one
     return np.stack([i[first], j[first]], 1)
 
-# %% ../nbs/15_align.ipynb #c050
+# %% ../nbs/15_align.ipynb #c052
 def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
                        t_b, sig_b,  # stream b: times [s] (its own clock) and signal
                        kind: str = 'zero_up',  # event type, see `event_times`

@@ -273,3 +273,19 @@ def test_event_times_exact_on_clean_sine():
 def test_event_anchor_errors():
     t = np.arange(0, 1, 1e-3)
     with pytest.raises(ValueError, match='at least 3'): event_anchor_align(t, np.sin(t), t, np.sin(t))
+
+
+# --- on the package's own twin data ----------------------------------------------------------------------------
+def test_make_domain_data_on_twins():
+    from simreal_nb.systems import make_twins
+    tw = make_twins('kolmogorov', size='test')
+    dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=2)
+    assert dd.present['exp'] == ('u', 'v') and dd.fields == FIELDS
+    for d in ('sim', 'exp'):
+        b = getattr(dd, d)['train'].get_batch(range(len(getattr(dd, d)['train'])))
+        assert torch.isfinite(b['x']).all() and torch.isfinite(b['y']).all() and b['cond'].shape[1] == dd.n_cond
+    assert dd.exp['train'][0]['field_mask'].tolist() == [True, True, False]
+    with pytest.raises(NeverTrainError): make_domain_data(tw['sim'], tw['exp_truth'])
+    with pytest.raises(NeverTrainError): WindowDataset(tw['exp_truth'])
+    t = dd.truth_windows(tw['exp_truth'], 'test')
+    assert t.field_mask.all() and len(t) == len(dd.exp['test'])
