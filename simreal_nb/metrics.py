@@ -63,8 +63,8 @@ def _chunked(fn, p, t, m, batch_size):
         raise MetricInputError(f"`batch_size` must be a positive int or None, got {batch_size!r}")
     outs = [fn(p[i:i+batch_size], t[i:i+batch_size], None if m is None else m[i:i+batch_size])
             for i in range(0, p.shape[0], batch_size)]
-    if isinstance(outs[0], dict): return {k: float(np.mean([o[k] for o in outs])) for k in outs[0]}
-    return float(np.mean(outs))
+    def avg(xs): return {k: avg([x[k] for x in xs]) for k in xs[0]} if isinstance(xs[0], dict) else float(np.mean(xs))
+    return avg(outs)
 
 # %% ../nbs/30_metrics.ipynb #c009
 def _rmse(p, t, m):
@@ -175,6 +175,31 @@ METRICS = ('rmse', 'rel_l2', 'frmse')  # the metric coordinate of a results `sco
 SCORE_KEYS = ('rmse', 'rel_l2', 'frmse', 'frmse_low', 'frmse_mid', 'frmse_high')  # keys of one `score_fields` entry
 
 # %% ../nbs/30_metrics.ipynb #c038
+def _score_chunk(p, t, m, fields):
+    "All metrics per channel and together from one pass: squared errors, per-sample norms and one spectrum."
+    b, c = p.shape[0], p.shape[-1]
+    se, t2 = (p - t) ** 2, t ** 2
+    if m is not None: se, t2 = torch.where(m, se, 0.), torch.where(m, t2, 0.)
+    cnt = (m.sum((0, 1, 2, 3)) if m is not None else torch.full((c,), p[..., 0].numel(), device=p.device)).double()
+    if float(cnt.sum()) == 0: raise MetricInputError("`mask` has no valid point: the metrics are undefined")
+    err_bc, ref_bc = se.sum((1, 2, 3)), t2.sum((1, 2, 3))  # [b, c]
+    has_bc = m.any((1, 2, 3)) if m is not None else torch.ones(b, c, dtype=torch.bool, device=p.device)
+    n = min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2)
+    E = _spectrum(p, t, m) if n else np.zeros((0, c))
+    nan = float('nan')
+    def one(sl):
+        S, N = se_c[sl].sum().item(), cnt[sl].sum().item()
+        keep = has_bc[:, sl].any(1)
+        rel = (err_bc[:, sl].sum(1)[keep].sqrt() / ref_bc[:, sl].sum(1)[keep].sqrt()).mean().item() if bool(keep.any()) else nan
+        f = _bands(E[:, sl]) if n and N else dict.fromkeys(('low', 'mid', 'high', 'all'), nan)
+        return dict(rmse=math.sqrt(S / N) if N else nan, rel_l2=rel, frmse=f['all'], frmse_low=f['low'],
+                    frmse_mid=f['mid'], frmse_high=f['high'])
+    se_c = se.sum((0, 1, 2, 3))
+    out = {name: one(slice(i, i + 1)) for i, name in enumerate(fields)}
+    out['all'] = one(slice(None))
+    return out
+
+# %% ../nbs/30_metrics.ipynb #c039
 def score_fields(pred,              # prediction [b, t, h, w, c], numpy or torch, physical units
                  target,            # ground truth, same shape
                  fields,            # field names of the c channels, in channel order, e.g. ('u', 'v')
@@ -186,15 +211,10 @@ def score_fields(pred,              # prediction [b, t, h, w, c], numpy or torch
     p, t, m = _prep(pred, target, mask)
     if isinstance(fields, str) or len(fields) != p.shape[-1] or len(set(fields)) != len(fields) or 'all' in fields:
         raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got {fields!r}")
-    def score(p, t, m):
-        f = frmse(p, t, m, batch_size=batch_size, degenerate=degenerate)
-        return dict(rmse=rmse(p, t, m, batch_size), rel_l2=rel_l2(p, t, m, batch_size), frmse=f['all'],
-                    frmse_low=f['low'], frmse_mid=f['mid'], frmse_high=f['high'])
-    out = {name: score(p[..., i:i+1], t[..., i:i+1], None if m is None else m[..., i:i+1]) for i, name in enumerate(fields)}
-    out['all'] = score(p, t, m)
-    return out
+    _check_degenerate(p.shape, degenerate)
+    return _chunked(lambda p, t, m: _score_chunk(p, t, m, tuple(fields)), p, t, m, batch_size)
 
-# %% ../nbs/30_metrics.ipynb #c039
+# %% ../nbs/30_metrics.ipynb #c040
 def scores_to_xarray(scores:dict, # output of `score_fields`
                     ) -> xr.DataArray:
     "`score_fields` output as a DataArray with dims (field, metric)."
@@ -203,19 +223,19 @@ def scores_to_xarray(scores:dict, # output of `score_fields`
     return xr.DataArray([[scores[f][k] for k in keys] for f in fields], dims=('field', 'metric'),
                         coords=dict(field=fields, metric=keys), name='score')
 
-# %% ../nbs/30_metrics.ipynb #c042
+# %% ../nbs/30_metrics.ipynb #c043
 LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
 BASELINES = ('sim_only', 'exp_only', 'sim_to_exp')   # the paper's non-joint protocols
 JOINT = 'joint'                                      # Joint at λ = 0.5
 
-# %% ../nbs/30_metrics.ipynb #c043
+# %% ../nbs/30_metrics.ipynb #c044
 def _check_lam(lam, name='lam'):
     if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)):
         raise TypeError(f"`{name}` must be a number in [0, 1], got {type(lam).__name__}")
     if not 0 <= float(lam) <= 1: raise MetricInputError(f"`{name}` must be in [0, 1], got {lam}")
     return float(lam)
 
-# %% ../nbs/30_metrics.ipynb #c044
+# %% ../nbs/30_metrics.ipynb #c045
 def balanced(m_sim, # metric on held-out sim: float, numpy array or xarray object
              m_exp, # the same metric on held-out exp, same type/shape
              lam=0.5, # weight of the sim domain, in [0, 1]
@@ -224,7 +244,7 @@ def balanced(m_sim, # metric on held-out sim: float, numpy array or xarray objec
     lam = _check_lam(lam)
     return lam * m_sim + (1 - lam) * m_exp
 
-# %% ../nbs/30_metrics.ipynb #c045
+# %% ../nbs/30_metrics.ipynb #c046
 def lambda_sweep(m_sim, # metric on held-out sim: float, numpy array or xarray object
                  m_exp, # the same metric on held-out exp
                  lams=LAMS, # the λ values
@@ -236,7 +256,7 @@ def lambda_sweep(m_sim, # metric on held-out sim: float, numpy array or xarray o
     out = xr.concat([balanced(m_sim, m_exp, l) for l in lams], dim='lam')
     return out.assign_coords(lam=lams)
 
-# %% ../nbs/30_metrics.ipynb #c049
+# %% ../nbs/30_metrics.ipynb #c050
 def joint_name(lam:float) -> str:
     "Protocol name of Joint trained at `lam`: 'joint' for 0.5, else 'joint@0.3' style."
     lam = _check_lam(lam)
@@ -248,14 +268,14 @@ def setting_dims(score:xr.DataArray) -> tuple:
     "The dims of `score` that index settings (all but protocol, seed, domain, field, metric, lam, mode)."
     return tuple(d for d in score.dims if d not in NON_SETTING_DIMS)
 
-# %% ../nbs/30_metrics.ipynb #c050
+# %% ../nbs/30_metrics.ipynb #c051
 def _need(score, dims, fn):
     if not isinstance(score, xr.DataArray):
         raise TypeError(f"`{fn}` needs an xarray.DataArray `score`, got {type(score).__name__}")
     miss = [d for d in dims if d not in score.dims]
     if miss: raise MetricInputError(f"`score` passed to {fn} lacks dim(s) {miss}; it has {score.dims}")
 
-# %% ../nbs/30_metrics.ipynb #c051
+# %% ../nbs/30_metrics.ipynb #c052
 def select_view(score:xr.DataArray, # results array
                 field='all',        # field to keep (when there is a `field` dim)
                 mode=None,          # evaluation mode to keep (when there is a `mode` dim); None: 'rollout' if present, else the only one
@@ -272,7 +292,7 @@ def select_view(score:xr.DataArray, # results array
         score = score.sel({dim: val}, drop=True)
     return score
 
-# %% ../nbs/30_metrics.ipynb #c052
+# %% ../nbs/30_metrics.ipynb #c053
 def _protocols(score, names, what):
     have = [str(p) for p in score.protocol.values]
     if isinstance(names, str): names = (names,)
@@ -280,7 +300,7 @@ def _protocols(score, names, what):
     if not got: raise MetricInputError(f"`score` has no {what} protocol among {list(names)}; its protocols are {have}")
     return got
 
-# %% ../nbs/30_metrics.ipynb #c053
+# %% ../nbs/30_metrics.ipynb #c054
 def balanced_score(score:xr.DataArray, # results array with dims protocol, domain, metric (+ seed, field, settings)
                    lam=0.5,            # a λ, or a sequence of them (adds a `lam` dim)
                    field='all',        # field to use when `score` has a `field` dim
@@ -294,7 +314,7 @@ def balanced_score(score:xr.DataArray, # results array with dims protocol, domai
     if np.ndim(lam) == 0: return balanced(s, e, lam)
     return lambda_sweep(s, e, lam)
 
-# %% ../nbs/30_metrics.ipynb #c054
+# %% ../nbs/30_metrics.ipynb #c055
 def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protocol` dim
                    baselines=BASELINES, # the protocols that compete (those present are used)
                    return_name=False,  # also return the winning baseline's name per row
@@ -309,7 +329,7 @@ def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protoc
     names = xr.DataArray(np.where(best.isnull().values, '', names), dims=best.dims, coords=best.coords)
     return best, names
 
-# %% ../nbs/30_metrics.ipynb #c055
+# %% ../nbs/30_metrics.ipynb #c056
 def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `protocol` dim
                     joint=JOINT,        # the Joint protocol name
                     baselines=BASELINES,# the protocols Joint is compared with
@@ -320,7 +340,7 @@ def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `proto
     j = table.sel(protocol=_protocols(table, joint, 'joint')[0], drop=True)
     return 100 * (best - j) / best
 
-# %% ../nbs/30_metrics.ipynb #c056
+# %% ../nbs/30_metrics.ipynb #c057
 def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balanced table with a `lam` dim
                joint=JOINT,         # Joint's protocol name, or 'matched' for the model trained at each λ
                lams=LAMS,           # the λ values (ignored when `score` already has a `lam` dim)
@@ -347,7 +367,7 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
         total = max(total, int(ok.sum()))
     return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins', attrs=dict(total=total))
 
-# %% ../nbs/30_metrics.ipynb #c058
+# %% ../nbs/30_metrics.ipynb #c059
 def synthetic_score(systems=('cylinder', 'foil'), # settings dim 1
                     capacities=('S',),             # settings dim 2
                     seeds=(0, 1),                  # seeds
@@ -370,7 +390,7 @@ def synthetic_score(systems=('cylinder', 'foil'), # settings dim 1
                                   domain=['sim', 'exp'], mode=modes, field=list(fields), metric=list(metrics)))
     return da.isel(mode=0, drop=True) if modes == [None] else da
 
-# %% ../nbs/30_metrics.ipynb #c063
+# %% ../nbs/30_metrics.ipynb #c064
 PAPER = dict(
     n_settings=8,  # 4 systems × 2 capacities
     joint_best_at_0_5={'rmse': 8, 'rel_l2': 8, 'frmse': 8},  # settings (of 8) where Joint has the lowest bM at λ = 0.5
@@ -381,7 +401,7 @@ PAPER = dict(
     win_total=24,
 )
 
-# %% ../nbs/30_metrics.ipynb #c064
+# %% ../nbs/30_metrics.ipynb #c065
 def forgetting(score:xr.DataArray, # results array
                field='all',        # field compared
                metric='rmse',      # metric compared
@@ -405,13 +425,13 @@ def pressure_reduction(score:xr.DataArray, # results array with field 'p'
     a, j = s.sel(protocol=against, drop=True), s.sel(protocol=joint, drop=True)
     return 100 * (a - j) / a
 
-# %% ../nbs/30_metrics.ipynb #c065
+# %% ../nbs/30_metrics.ipynb #c066
 def _stats(x):
     v = np.asarray(x, dtype=float).ravel(); v = v[np.isfinite(v)]
     if not v.size: return dict(min=float('nan'), max=float('nan'), mean=float('nan'))
     return dict(min=float(v.min()), max=float(v.max()), mean=float(v.mean()))
 
-# %% ../nbs/30_metrics.ipynb #c066
+# %% ../nbs/30_metrics.ipynb #c067
 def headline(score:xr.DataArray, # results array
              joint=JOINT,        # Joint's protocol name
              lams=LAMS,          # λ values of the win-count sweep

@@ -159,7 +159,8 @@ def test_mask_excludes_points(data):
     # a per-field mask (u valid everywhere, v only where `valid`) scores each field on its own points
     m = np.ones(p.shape, bool); m[..., 1] = valid
     sc = score_fields(np.where(m, p, np.nan), t, ('u', 'v'), mask=m)
-    assert sc['u']['rmse'] == rmse(p[..., :1], t[..., :1]) and sc['v']['rmse'] == rmse(p[..., 1:], t[..., 1:], mask=valid)
+    assert sc['u']['rmse'] == pytest.approx(rmse(p[..., :1], t[..., :1]), rel=1e-12)
+    assert sc['v']['rmse'] == pytest.approx(rmse(p[..., 1:], t[..., 1:], mask=valid), rel=1e-12)
 
 
 def test_mask_errors(data):
@@ -187,12 +188,36 @@ def test_score_fields(data):
     p, t = data
     sc = score_fields(p, t, ('u', 'v'))
     assert list(sc) == ['u', 'v', 'all'] and all(tuple(d) == SCORE_KEYS for d in sc.values())
-    assert sc['u']['rmse'] == rmse(p[..., :1], t[..., :1])
+    assert sc['u']['rmse'] == pytest.approx(rmse(p[..., :1], t[..., :1]), rel=1e-12)
     assert sc['all']['rmse'] ** 2 == pytest.approx((sc['u']['rmse'] ** 2 + sc['v']['rmse'] ** 2) / 2)
     assert sc['all']['frmse'] == pytest.approx((sc['u']['frmse'] + sc['v']['frmse']) / 2)
-    assert sc['all']['frmse_low'] == frmse(p, t)['low']
+    assert sc['all']['frmse_low'] == pytest.approx(frmse(p, t)['low'], rel=1e-12)
     da = scores_to_xarray(sc)
     assert da.dims == ('field', 'metric') and float(da.sel(field='v', metric='rel_l2')) == sc['v']['rel_l2']
+
+
+@pytest.mark.parametrize('masked,batch_size', [(False, None), (True, None), (True, 2), (False, 2)])
+def test_score_fields_equals_separate_calls(data, masked, batch_size):
+    p, t = data
+    p = np.concatenate([p, 2 * p[..., :1]], -1); t = np.concatenate([t, 2 * t[..., :1]], -1)  # 3 fields
+    m = np.random.default_rng(5).random(p.shape) > 0.2 if masked else None
+    sc = score_fields(p, t, ('u', 'v', 'p'), mask=m, batch_size=batch_size)
+    for i, f in enumerate(('u', 'v', 'p', 'all')):
+        sl = slice(None) if f == 'all' else slice(i, i + 1)
+        mm = None if m is None else m[..., sl]
+        fr = frmse(p[..., sl], t[..., sl], mask=mm, batch_size=batch_size)
+        ref = dict(rmse=rmse(p[..., sl], t[..., sl], mm, batch_size), rel_l2=rel_l2(p[..., sl], t[..., sl], mm, batch_size),
+                   frmse=fr['all'], frmse_low=fr['low'], frmse_mid=fr['mid'], frmse_high=fr['high'])
+        assert close(sc[f], ref, rtol=1e-12), f
+
+
+def test_score_fields_field_without_valid_points(data):
+    p, t = data
+    m = np.ones(p.shape, bool); m[..., 1] = False  # v never valid: NaN for v, 'all' = u
+    sc = score_fields(p, t, ('u', 'v'), mask=m)
+    assert all(math.isnan(v) for v in sc['v'].values())
+    assert sc['all']['rmse'] == pytest.approx(sc['u']['rmse'], rel=1e-12)
+    with pytest.raises(MetricInputError, match='no valid point'): score_fields(p, t, ('u', 'v'), mask=np.zeros(p.shape, bool))
 
 
 # --- balanced metrics and results arrays ---------------------------------------------------------------------------
