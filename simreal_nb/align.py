@@ -221,7 +221,9 @@ class Normalizer:
     def _apply(self, x, fields, inverse, axis):
         if isinstance(x, xr.Dataset):
             out = x.copy()
-            for f in fields_of(x) if fields is None else fields:
+            names = fields_of(x) if fields is None else tuple([fields] if isinstance(fields, str) else fields)
+            self._ms(names, np.zeros(0))  # clear error for unknown names
+            for f in names:
                 m, s = self.stats[f]
                 out[f] = ((x[f] * s + m) if inverse else ((x[f] - m) / s)).astype(x[f].dtype).assign_attrs(x[f].attrs)
             return out
@@ -330,7 +332,7 @@ class WindowDataset(torch.utils.data.Dataset):
         fields = tuple([fields] if isinstance(fields, str) else fields)
         bad = [f for f in fields if f not in FIELDS]
         if bad: raise ValueError(f"WindowDataset: `fields` has unknown names {bad}; expected names among {FIELDS}")
-        validate(ds)
+        if ds.sizes.get('traj', 1): validate(ds)  # an empty split (a zero fraction) gives an empty dataset
         self.ds, self.n_in, self.n_out, self.stride, self.fields = ds, int(n_in), int(n_out), int(stride), fields
         self.normalizer, self.domain, self.for_eval = normalizer, ds.attrs['domain'], for_eval
         present = fields_of(ds)
@@ -577,6 +579,9 @@ class ClockMap:
 
     def to_b(self, t_a): return (1 + self.drift) * np.asarray(t_a, float) + self.offset
     def to_a(self, t_b): return (np.asarray(t_b, float) - self.offset) / (1 + self.drift)
+    def retime(self, ds: xr.Dataset) -> xr.Dataset:
+        "Relabel the times of `ds`, recorded on clock b, on clock a (then `resample_time` onto a common grid)."
+        return ds.assign_coords(time=('time', self.to_a(ds['time'].values), ds['time'].attrs))
 
 # %% ../nbs/15_align.ipynb #c051
 def _match(ea, eb, f, tol):
@@ -585,10 +590,12 @@ def _match(ea, eb, f, tol):
     p = f(ea)
     j = np.clip(np.searchsorted(eb, p), 1, len(eb) - 1) if len(eb) > 1 else np.zeros(len(p), int)
     j = np.where(np.abs(eb[j - 1] - p) < np.abs(eb[j] - p), j - 1, j) if len(eb) > 1 else j
-    ok = np.abs(eb[j] - p) <= tol
-    i, j = np.nonzero(ok)[0], j[ok]
-    _, first = np.unique(j, return_index=True)  # one-to-one
-    return np.stack([i[first], j[first]], 1)
+    dist = np.abs(eb[j] - p)
+    i = np.nonzero(dist <= tol)[0]
+    i = i[np.argsort(dist[i], kind='stable')]  # closest first, so that each b event keeps its closest a event
+    _, first = np.unique(j[i], return_index=True)
+    i = np.sort(i[first])
+    return np.stack([i, j[i]], 1).reshape(-1, 2)
 
 # %% ../nbs/15_align.ipynb #c052
 def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
@@ -605,7 +612,8 @@ def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
                          "expected at least 3 in each (longer streams, another `kind`, or a lower `prominence`)")
     if tol is None: tol = 0.25 * float(np.median(np.diff(ea)))
     # coarse offset: the event pairing that matches the most events, closely (ties: smaller |offset|)
-    cands = (eb[None, :] - ea[:, None]).ravel()
+    anchors = ea[np.unique(np.linspace(0, len(ea) - 1, min(len(ea), 16)).round().astype(int))]  # spread over stream a
+    cands = (eb[None, :] - anchors[:, None]).ravel()
     if max_offset is not None: cands = cands[np.abs(cands) <= max_offset]
     if len(cands) == 0: raise ValueError(f"event_anchor_align: no event pairing within max_offset={max_offset} s")
     q = tol / 4  # candidates closer than this are the same hypothesis

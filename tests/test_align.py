@@ -123,6 +123,9 @@ def test_split_errors(pair):
     with pytest.raises(ValueError, match='fracs'): split_trajs(sim, fracs=(0.5, 0.5, 0.5))
     sp = split_trajs(sim.isel(traj=[0, 1, 2]), fracs=(0.7, 0.0, 0.3))
     assert sp['val'].sizes['traj'] == 0 and sp['test'].A.values.tolist() == [float(sim.A[1])]
+    assert len(WindowDataset(sp['val'])) == 0  # an empty split gives an empty window dataset
+    dd = make_domain_data(sim, example_pair(n_traj=6, nt=10, ny=12, nx=24, seed=1)[1], fracs=(0.7, 0.0, 0.3))
+    assert len(dd.sim['val']) == 0 and len(dd.exp['val']) == 0 and len(dd.sim['test']) > 0
 
 
 # --- WindowDataset -------------------------------------------------------------------------------------------
@@ -241,7 +244,9 @@ def test_resample_time(pair):
 
 def _streams(offset, drift, seed=0, gap=True):
     rng = np.random.default_rng(seed)
-    f = lambda t: np.sin(2 * np.pi * 1.1 * t) + 0.5 * np.sin(2 * np.pi * 3.1 * t + 0.4) + 0.3 * np.sin(2 * np.pi * 0.23 * t)
+    g = np.random.default_rng(123)  # the same broadband, non-periodic process in both streams
+    fr, ph, am = g.uniform(0.3, 2.5, 8), g.uniform(0, 2 * np.pi, 8), g.uniform(0.3, 1.0, 8)
+    f = lambda t: (am[:, None] * np.sin(2 * np.pi * fr[:, None] * np.asarray(t)[None] + ph[:, None])).sum(0)
     t_a = np.arange(0, 30, 2e-3); s_a = f(t_a)
     t_b = np.sort(np.arange(-1.0, 31, 1 / 500) + rng.normal(0, 1e-4, 16000))
     s_b = f((t_b - offset) / (1 + drift)) + 0.03 * rng.standard_normal(len(t_b))
@@ -258,6 +263,16 @@ def test_event_anchor_recovers_offset_and_drift(kind, offset, drift):
     assert abs(cm.offset - offset) < 2e-3 and abs(cm.drift - drift) < 1e-4, cm
     assert cm.n_matched >= 20 and cm.residual < 5e-3
     np.testing.assert_allclose(cm.to_a(cm.to_b(np.array([1.0, 7.0]))), [1.0, 7.0])
+    ds = xr.Dataset(coords=dict(time=('time', cm.to_b([1.0, 2.0]), dict(units='s'))))
+    np.testing.assert_allclose(cm.retime(ds).time.values, [1.0, 2.0])
+    assert cm.retime(ds).time.attrs['units'] == 's'
+
+
+def test_event_anchor_large_offset_long_stream():
+    cm = event_anchor_align(*_streams(6.3, 1e-3, seed=3, gap=False), kind='peak')
+    assert abs(cm.offset - 6.3) < 2e-3 and abs(cm.drift - 1e-3) < 1e-4, cm
+    cm = event_anchor_align(*_streams(6.3, 1e-3, seed=3, gap=False), kind='peak', max_offset=1.0)
+    assert abs(cm.offset - 6.3) > 0.1  # the true offset is outside the allowed search range
 
 
 def test_event_times_exact_on_clean_sine():
