@@ -21,14 +21,14 @@ class MetricInputError(ValueError):
 
 # %% ../nbs/30_metrics.ipynb #c007
 def _as_tensor(x, name):
-    "`x` (numpy array or torch tensor) as a float64 torch tensor on its own device."
+    "`x` (numpy array or torch tensor) as a torch tensor on its own device (no copy; converted to float64 chunk by chunk)."
     if isinstance(x, xr.DataArray): x = x.values
     if isinstance(x, np.ndarray): x = torch.from_numpy(np.ascontiguousarray(x))
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"`{name}` must be a numpy array or torch tensor shaped [b, t, h, w, c], got {type(x).__name__}")
     if x.is_complex() or x.dtype == torch.bool:
         raise MetricInputError(f"`{name}` must hold real numbers, got dtype {x.dtype}")
-    return x.detach().to(torch.float64)
+    return x.detach()
 
 def _as_mask(mask, shape, device):
     "`mask` as a bool tensor broadcast to `shape` ([b, t, h, w, c]); a [b, t, h, w] mask applies to every field."
@@ -46,7 +46,7 @@ def _as_mask(mask, shape, device):
                                "(expected [b, t, h, w], [b, t, h, w, c] or anything broadcastable to [b, t, h, w, c])") from None
 
 def _prep(pred, target, mask=None):
-    "Checked float64 tensors (pred, target, mask-or-None), all on `pred`'s device."
+    "Checked tensors (pred, target, mask-or-None), all on `pred`'s device."
     p, t = _as_tensor(pred, 'pred'), _as_tensor(target, 'target')
     if p.ndim != 5: raise MetricInputError(f"`pred` must have 5 dims [b, t, h, w, c], got shape {tuple(p.shape)}")
     if t.shape != p.shape:
@@ -55,6 +55,15 @@ def _prep(pred, target, mask=None):
     t = t.to(p.device)
     m = None if mask is None else _as_mask(mask, p.shape, p.device)
     return p, t, m
+
+def _chunks(p, t, m, max_elems=2**24):
+    "Sample chunks in float64 of at most ~`max_elems` values: (pred - target with 0 at invalid points, target (0 there), mask)."
+    step = max(1, max_elems // max(1, p[0].numel()))
+    for s in range(0, p.shape[0], step):
+        pc, tc, mc = p[s:s+step].double(), t[s:s+step].double(), None if m is None else m[s:s+step]
+        d = pc - tc
+        if mc is not None: d, tc = torch.where(mc, d, 0.), torch.where(mc, tc, 0.)
+        yield d, tc, mc
 
 def _chunked(fn, p, t, m, batch_size):
     "RealPDEBench's `eval_batch_size`: `fn` on chunks of `batch_size` samples, results averaged over chunks."
@@ -68,21 +77,19 @@ def _chunked(fn, p, t, m, batch_size):
 
 # %% ../nbs/30_metrics.ipynb #c009
 def _rmse(p, t, m):
-    if m is None: return math.sqrt(torch.mean((p - t) ** 2).item())
-    n = int(m.sum())
+    n = p.numel() if m is None else int(m.sum())
     if n == 0: raise MetricInputError("`mask` has no valid point: RMSE is undefined")
-    return math.sqrt(torch.where(m, (p - t) ** 2, 0.).sum().item() / n)
+    return math.sqrt(sum((d ** 2).sum().item() for d, _, _ in _chunks(p, t, m)) / n)
 
 def _rel_l2(p, t, m):
-    b = p.shape[0]
-    if m is None: err, ref = ((p - t) ** 2).reshape(b, -1).sum(1), (t ** 2).reshape(b, -1).sum(1)
-    else:
-        err = torch.where(m, (p - t) ** 2, 0.).reshape(b, -1).sum(1)
-        ref = torch.where(m, t ** 2, 0.).reshape(b, -1).sum(1)
-        keep = m.reshape(b, -1).any(1)
-        if not bool(keep.any()): raise MetricInputError("`mask` has no valid point: RelL2 is undefined")
-        err, ref = err[keep], ref[keep]
-    return torch.mean(err.sqrt() / ref.sqrt()).item()
+    err, ref, keep = [], [], []
+    for d, tc, mc in _chunks(p, t, m):
+        b = d.shape[0]
+        err.append((d ** 2).reshape(b, -1).sum(1)); ref.append((tc ** 2).reshape(b, -1).sum(1))
+        keep.append(torch.ones(b, dtype=torch.bool, device=d.device) if mc is None else mc.reshape(b, -1).any(1))
+    err, ref, keep = torch.cat(err), torch.cat(ref), torch.cat(keep)
+    if not bool(keep.any()): raise MetricInputError("`mask` has no valid point: RelL2 is undefined")
+    return torch.mean(err[keep].sqrt() / ref[keep].sqrt()).item()
 
 # %% ../nbs/30_metrics.ipynb #c010
 def rmse(pred,            # prediction [b, t, h, w, c], numpy or torch, physical units
@@ -116,20 +123,24 @@ def _radial_bins(t, h, w, device):
         _BIN_CACHE[key] = (keep.to(device), r[keep].to(device))
     return _BIN_CACHE[key]
 
+def _spectrum_add(acc, d):
+    "Add the binned |FFT(d)|² of a float64 error chunk d [b, t, h, w, c], summed over samples, into acc [n, c]."
+    _, nt, h, w, c = d.shape
+    keep, r = _radial_bins(nt, h, w, d.device)
+    F = torch.fft.rfftn(d, dim=(1, 2, 3))[:, :nt // 2, :h // 2, :w // 2]  # rfft's last axis holds k = 0..w//2
+    acc.index_add_(0, r, (F.real ** 2 + F.imag ** 2).sum(0).reshape(-1, c)[keep])
+
+def _spectrum_finish(acc, shape):
+    "E[r, c] = sqrt(mean over samples) / (t·h·w), as numpy."
+    b, nt, h, w, _ = shape
+    return (torch.sqrt(acc / b) / (nt * h * w)).cpu().numpy()
+
 def _spectrum(p, t, m, max_elems=2**24):
     "E[r, c] (numpy, [n, c]) of RealPDEBench's fRMSE for checked tensors."
     b, nt, h, w, c = p.shape
-    n = min(nt // 2, h // 2, w // 2)
-    keep, r = _radial_bins(nt, h, w, p.device)
-    acc = torch.zeros(n, c, dtype=torch.float64, device=p.device)
-    step = max(1, max_elems // (nt * h * w * c))
-    for s in range(0, b, step):
-        d = p[s:s+step] - t[s:s+step]
-        if m is not None: d = torch.where(m[s:s+step], d, 0.)
-        F = torch.fft.rfftn(d, dim=(1, 2, 3))[:, :nt // 2, :h // 2, :w // 2]
-        e = (F.real ** 2 + F.imag ** 2).sum(0).reshape(-1, c)
-        acc.index_add_(0, r, e[keep])
-    return (torch.sqrt(acc / b) / (nt * h * w)).cpu().numpy()
+    acc = torch.zeros(min(nt // 2, h // 2, w // 2), c, dtype=torch.float64, device=p.device)
+    for d, _, _ in _chunks(p, t, m, max_elems): _spectrum_add(acc, d)
+    return _spectrum_finish(acc, p.shape)
 
 def _nanmean(a): return float(a.mean()) if a.size else float('nan')
 
@@ -178,14 +189,20 @@ SCORE_KEYS = ('rmse', 'rel_l2', 'frmse', 'frmse_low', 'frmse_mid', 'frmse_high')
 def _score_chunk(p, t, m, fields):
     "All metrics per channel and together from one pass: squared errors, per-sample norms and one spectrum."
     b, c = p.shape[0], p.shape[-1]
-    se, t2 = (p - t) ** 2, t ** 2
-    if m is not None: se, t2 = torch.where(m, se, 0.), torch.where(m, t2, 0.)
+    n = min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2)
+    acc = torch.zeros(n, c, dtype=torch.float64, device=p.device)
+    se_c = torch.zeros(c, dtype=torch.float64, device=p.device)
+    err_bc, ref_bc, has_bc = [], [], []
+    for d, tc, mc in _chunks(p, t, m):
+        se = d ** 2
+        se_c += se.sum((0, 1, 2, 3))
+        err_bc.append(se.sum((1, 2, 3))); ref_bc.append((tc ** 2).sum((1, 2, 3)))  # [b, c]
+        has_bc.append(torch.ones(d.shape[0], c, dtype=torch.bool, device=d.device) if mc is None else mc.any((1, 2, 3)))
+        if n: _spectrum_add(acc, d)
+    err_bc, ref_bc, has_bc = torch.cat(err_bc), torch.cat(ref_bc), torch.cat(has_bc)
     cnt = (m.sum((0, 1, 2, 3)) if m is not None else torch.full((c,), p[..., 0].numel(), device=p.device)).double()
     if float(cnt.sum()) == 0: raise MetricInputError("`mask` has no valid point: the metrics are undefined")
-    err_bc, ref_bc = se.sum((1, 2, 3)), t2.sum((1, 2, 3))  # [b, c]
-    has_bc = m.any((1, 2, 3)) if m is not None else torch.ones(b, c, dtype=torch.bool, device=p.device)
-    n = min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2)
-    E = _spectrum(p, t, m) if n else np.zeros((0, c))
+    E = _spectrum_finish(acc, p.shape) if n else np.zeros((0, c))
     nan = float('nan')
     def one(sl):
         S, N = se_c[sl].sum().item(), cnt[sl].sum().item()
@@ -194,7 +211,6 @@ def _score_chunk(p, t, m, fields):
         f = _bands(E[:, sl]) if n and N else dict.fromkeys(('low', 'mid', 'high', 'all'), nan)
         return dict(rmse=math.sqrt(S / N) if N else nan, rel_l2=rel, frmse=f['all'], frmse_low=f['low'],
                     frmse_mid=f['mid'], frmse_high=f['high'])
-    se_c = se.sum((0, 1, 2, 3))
     out = {name: one(slice(i, i + 1)) for i, name in enumerate(fields)}
     out['all'] = one(slice(None))
     return out

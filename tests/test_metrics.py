@@ -102,6 +102,19 @@ def test_frmse_memory_chunking_is_exact(data):
     np.testing.assert_allclose(a, b, rtol=1e-12)
 
 
+def test_memory_chunks_do_not_change_results(data, monkeypatch):
+    p, t = data
+    from simreal_nb import metrics as M
+    m = np.random.default_rng(2).random(p.shape[:4]) > 0.3
+    ref = score_fields(p, t, ('u', 'v'), mask=m), rmse(p, t, m), rel_l2(p, t, m), frmse(p, t, m)
+    orig = M._chunks
+    monkeypatch.setattr(M, '_chunks', lambda p, t, m, max_elems=None: orig(p, t, m, 1))  # one sample per chunk
+    got = score_fields(p, t, ('u', 'v'), mask=m), rmse(p, t, m), rel_l2(p, t, m), frmse(p, t, m)
+    assert all(close(got[0][f], ref[0][f], 1e-12) for f in ref[0])
+    assert got[1] == pytest.approx(ref[1], rel=1e-12) and got[2] == pytest.approx(ref[2], rel=1e-12)
+    assert close(got[3], ref[3], 1e-12)
+
+
 def test_batch_size_is_mean_of_chunks(data):
     p, t = data
     assert rmse(p, t, batch_size=2) == pytest.approx(np.mean([rmse(p[:2], t[:2]), rmse(p[2:], t[2:])]))
