@@ -9,18 +9,12 @@ import math
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import MetricInputError, LAMS, balanced, setting_dims, select_view
+from .metrics import MetricInputError, LAMS, balanced, setting_dims, select_view, _check_lam
 
 # %% auto #0
 __all__ = ['domain_errors', 'winners', 'protocol_table', 'winner_table', 'pareto_plot', 'figure_png', 'lambda_inspector']
 
 # %% ../nbs/60_inspect.ipynb #c006
-def _check_lam(lam):
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`lam` must be a number in [0, 1], got {type(lam).__name__}")
-    if not 0 <= float(lam) <= 1: raise MetricInputError(f"`lam` must be in [0, 1], got {lam}")
-    return float(lam)
-
 def _label(v): return '/'.join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 # %% ../nbs/60_inspect.ipynb #c007
