@@ -137,8 +137,13 @@ def _check_lbm(c):
     nx, ny, D, U = int(c['nx']), int(c['ny']), float(c['D']), float(c['U'])
     if nx % 2 or ny % 2: raise SystemConfigError(f"nx={nx}, ny={ny}: expected even lattice sizes")
     if D < 4: raise SystemConfigError(f"D={D}: body must span >= 4 lattice cells")
-    if ny < 3 * D or nx < 6 * D: raise SystemConfigError(
-        f"grid nx={nx}, ny={ny} too small for body size D={D}: expected ny >= 3 D and nx >= 6 D")
+    if c['body'] == 'foil':  # projected height of the foil at the largest angle, streamwise room of 4 chords
+        amax = math.radians(_pair(c['aoa'], 'aoa')[1] + abs(c['aoa_err']))
+        h, need_x = D * math.sin(amax) + 0.12 * D * math.cos(amax), 4 * D
+    else: h, need_x = D, 6 * D
+    if ny < 3 * h or nx < need_x: raise SystemConfigError(
+        f"grid nx={nx}, ny={ny} too small for the {c['body']} of size D={D} (height {h:.1f} cells): "
+        f"expected ny >= {math.ceil(3 * h)} and nx >= {math.ceil(need_x)}")
     if not 0 < U <= 0.15: raise SystemConfigError(f"U={U}: lattice velocity must be in (0, 0.15] (Mach limit)")
     taus = [_lbm_tau(U, D, Re * f) for Re in (lo, hi) for f in (1.0, c['re_factor'])]
     if c['body'] == 'cylinder' and 'A' in c:
@@ -398,6 +403,197 @@ def _gen_kolmogorov(spec, c, seed):
     return dict(sim=sim, exp=exp, exp_truth=truth)
 
 # %% ../nbs/05_systems.ipynb #c025
+_C = torch.tensor([(0, 0), (1, 0), (0, 1), (-1, 0), (0, -1), (1, 1), (-1, 1), (-1, -1), (1, -1)])
+_W = torch.tensor([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)
+_OPP = [0, 3, 4, 1, 2, 7, 8, 5, 6]
+_CX, _CY = _C[:, 0].float().view(1, 9, 1, 1), _C[:, 1].float().view(1, 9, 1, 1)
+_WV = _W.view(1, 9, 1, 1)
+
+def _feq(rho, ux, uy):
+    "D2Q9 equilibrium [B,9,H,W] from rho, ux, uy [B,H,W]."
+    cu = 3 * (_CX * ux[:, None] + _CY * uy[:, None])
+    return _WV * rho[:, None] * (1 + cu + 0.5 * cu * cu - 1.5 * (ux * ux + uy * uy)[:, None])
+
+def _body_mask(c, ny, nx, dy=0.0, aoa=0.0):
+    "Solid cells [ny, nx] bool of the body (cylinder of diameter D or NACA0012 of chord D at `aoa` degrees)."
+    yy, xx = torch.meshgrid(torch.arange(ny, dtype=torch.float64), torch.arange(nx, dtype=torch.float64), indexing='ij')
+    xc, yc, D = c['body_x'] * nx, ny / 2 + dy, float(c['D'])
+    if c['body'] == 'cylinder': return (xx - xc) ** 2 + (yy - yc) ** 2 <= (D / 2) ** 2
+    a = math.radians(aoa)  # pivot at the quarter chord; positive aoa = nose up, flow from the left
+    xr = (xx - xc) * math.cos(a) - (yy - yc) * math.sin(a) + D / 4
+    yr = (xx - xc) * math.sin(a) + (yy - yc) * math.cos(a)
+    s = (xr / D).clamp(0, 1)
+    yt = 5 * 0.12 * D * (0.2969 * s.sqrt() - 0.1260 * s - 0.3516 * s ** 2 + 0.2843 * s ** 3 - 0.1015 * s ** 4)
+    return (xr >= 0) & (xr <= D) & (yr.abs() <= yt.clamp(min=0.35))
+
+def _boundary(solid):
+    "Solid cells with a fluid neighbour (where the moving-wall term acts)."
+    nb = torch.zeros_like(solid)
+    for cx, cy in _C[1:].tolist(): nb |= ~torch.roll(solid, (cy, cx), (-2, -1))
+    return solid & nb
+
+class _LBM:
+    "Batched D2Q9 BGK channel: bounce-back body, Zou/He inlet (x=0), zero-gradient outlet, periodic y."
+    def __init__(self, solid, tau, drag=None, outlet='gradient', inlet='eq'):
+        self.outlet, self.inlet = outlet, inlet
+        self.solid = solid[:, None]                     # [B,1,H,W]
+        self.omega = (1 / torch.as_tensor(tau, dtype=torch.float32)).view(-1, 1, 1, 1)
+        self.dragf = None if drag is None else (1 - torch.as_tensor(tau * drag, dtype=torch.float32)).view(-1, 1, 1)
+        self.wall = None
+    def set_rotation(self, xc, yc):
+        "Moving-wall term of a cylinder rotating about (xc, yc) [B]: per unit angular velocity."
+        B, _, H, W = self.solid.shape
+        yy, xx = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing='ij')
+        bnd = _boundary(self.solid[:, 0]).float()
+        bx = -(yy - yc.view(-1, 1, 1)) * bnd; by = (xx - xc.view(-1, 1, 1)) * bnd
+        self.wall = 6 * _WV * (_CX * bx[:, None] + _CY * by[:, None])
+    def macro(self, f):
+        rho = f.sum(1)
+        ux = (f[:, 1] + f[:, 5] + f[:, 8] - f[:, 3] - f[:, 6] - f[:, 7]) / rho
+        uy = (f[:, 2] + f[:, 5] + f[:, 6] - f[:, 4] - f[:, 7] - f[:, 8]) / rho
+        return rho, ux, uy
+    def step(self, f, uin, vin, rot=None):
+        "One step; uin, vin [B, H] inlet velocity; rot [B] wall angular velocity (lattice units) or None."
+        rho, ux, uy = self.macro(f)
+        if self.dragf is not None: ux, uy = ux * self.dragf, uy * self.dragf
+        f = torch.where(self.solid, f, f + self.omega * (_feq(rho, ux, uy) - f))
+        f = torch.stack([torch.roll(f[:, i], (cy, cx), (-2, -1)) if i else f[:, 0]
+                         for i, (cx, cy) in enumerate(_C.tolist())], 1)
+        fb = f[:, _OPP]
+        if rot is not None: fb = fb + rot.view(-1, 1, 1, 1) * self.wall
+        f = torch.where(self.solid, fb, f)
+        if self.outlet == 'pressure':                             # Zou/He pressure outlet, rho = 1
+            h = f[:, :, :, -1]
+            ux_o = -1 + h[:, 0] + h[:, 2] + h[:, 4] + 2 * (h[:, 1] + h[:, 5] + h[:, 8])
+            f[:, 3, :, -1] = h[:, 1] - 2 / 3 * ux_o
+            f[:, 7, :, -1] = h[:, 5] + 0.5 * (h[:, 2] - h[:, 4]) - ux_o / 6
+            f[:, 6, :, -1] = h[:, 8] - 0.5 * (h[:, 2] - h[:, 4]) - ux_o / 6
+        else: f[:, :, :, -1] = f[:, :, :, -2]                   # zero-gradient outlet
+        if self.inlet == 'zouhe':
+            g = f[:, :, :, 0]                                     # Zou/He velocity inlet
+            r = (g[:, 0] + g[:, 2] + g[:, 4] + 2 * (g[:, 3] + g[:, 6] + g[:, 7])) / (1 - uin)
+            f[:, 1, :, 0] = g[:, 3] + 2 / 3 * r * uin
+            f[:, 5, :, 0] = g[:, 7] - 0.5 * (g[:, 2] - g[:, 4]) + r * uin / 6 + 0.5 * r * vin
+            f[:, 8, :, 0] = g[:, 6] + 0.5 * (g[:, 2] - g[:, 4]) + r * uin / 6 - 0.5 * r * vin
+        else:                                                     # equilibrium inlet, density from x = 1
+            f[:, :, :, :1] = _feq(f[:, :, :, 1:2].sum(1), uin[..., None], vin[..., None])
+        return f
+    def fields(self, f):
+        "u, v, p=(rho-rho_in)/3 [B,H,W] in lattice units; zero inside the body."
+        rho, ux, uy = self.macro(f)
+        p = (rho - rho[:, :, :1].mean((1, 2), keepdim=True)) / 3
+        s = self.solid[:, 0]
+        return tuple(torch.where(s, 0., a) for a in (ux, uy, p))
+
+# %% ../nbs/05_systems.ipynb #c026
+def _inflow_modes(rng, c, B, ny):
+    "Travelling inflow disturbance: per member M modes (amplitudes, y-wavenumbers, frequencies, phases)."
+    M = int(c['turb_modes']); a = c['turb'] * math.sqrt(2 / M)
+    f_shed = 0.2 * c['U'] / c['D']
+    return dict(ky=rng.integers(1, 4, (B, M)), f=rng.uniform(0.3, 1.5, (B, M)) * f_shed,
+                ph=rng.uniform(0, 2 * math.pi, (B, 2, M)), amp=a * rng.uniform(0.7, 1.3, (B, 2, M)))
+
+def _inflow(modes, t, U, ny):
+    "Inlet u, v [B, ny] at lattice step t."
+    y = torch.arange(ny, dtype=torch.float64) / ny
+    arg = 2 * math.pi * (torch.as_tensor(modes['ky'])[..., None] * y - torch.as_tensor(modes['f'])[..., None] * t)
+    du = (torch.as_tensor(modes['amp'][:, 0])[..., None] * torch.sin(arg + torch.as_tensor(modes['ph'][:, 0])[..., None])).sum(1)
+    dv = (torch.as_tensor(modes['amp'][:, 1])[..., None] * torch.sin(arg + torch.as_tensor(modes['ph'][:, 1])[..., None])).sum(1)
+    return (U * (1 + du)).float(), (U * dv).float()
+
+def _gen_lbm(spec, c, seed):
+    torch.set_flush_denormal(True)
+    rng = np.random.default_rng(seed)
+    nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
+    ctl = spec.name == 'controlled'
+    Re_lo, Re_hi = _pair(c['Re'], 'Re')
+    Re = np.full(B, float(c['Re_spin'])) if ctl else _traj_params(rng, Re_lo, Re_hi, B, log=False)
+    tc = dict(Re=(Re, dict(units='1', long_name='Reynolds number U D / nu (nominal)')))
+    aoa = None
+    if c['body'] == 'foil':
+        aoa = _traj_params(rng, *_pair(c['aoa'], 'aoa'), B, log=False)
+        tc['Re'] = (Re, dict(units='1', long_name='chord Reynolds number U c / nu (nominal)'))
+        tc['aoa'] = (aoa, dict(units='deg', long_name='angle of attack (nominal)'))
+    # --- shared spin-up (sim physics, nominal parameter), with an asymmetric kick to start shedding
+    solid0 = _body_mask(c, ny, nx, 0.0, c.get('aoa_spin', 0.0))[None]
+    yy, xx = torch.meshgrid(torch.arange(ny, dtype=torch.float32), torch.arange(nx, dtype=torch.float32), indexing='ij')
+    xc, yc = c['body_x'] * nx, ny / 2
+    kick = 0.3 * U * torch.exp(-((xx - xc - 1.5 * D) ** 2 + (yy - yc - 0.3 * D) ** 2) / D ** 2)
+    f = _feq(torch.ones(1, ny, nx), torch.full((1, ny, nx), U), kick[None])
+    lb = _LBM(solid0, np.array([_lbm_tau(U, D, c['Re_spin'])]))
+    uin0, vin0 = torch.full((1, ny), U), torch.zeros(1, ny)
+    for _ in range(int(c['spin_steps'])): f = lb.step(f, uin0, vin0)
+    # --- branch: members [0, B) sim, [B, 2B) exp
+    off = float(c['offset'])
+    if aoa is None: solids = [_body_mask(c, ny, nx, 0.0)] * B + [_body_mask(c, ny, nx, off)] * B
+    else: solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
+    solid = torch.stack(solids)
+    tau = np.concatenate([_lbm_tau(U, D, Re), _lbm_tau(U, D, Re * c['re_factor'])])
+    drag = np.concatenate([np.zeros(B), np.full(B, c['drag'] * U / D)])
+    lb = _LBM(solid, tau, drag)
+    f = f.expand(2 * B, -1, -1, -1).clone()
+    f = torch.where((solid | solid0)[:, None], _WV.expand(2 * B, 9, ny, nx), f)   # rest state in (old or new) body cells
+    modes = _inflow_modes(rng, c, B, ny)
+    # --- actuation (controlled cylinder): command A sin(2 pi f_c t) as surface speed / U
+    f_shed = c.get('St', 0.21) * U / D                     # lattice shedding frequency estimate
+    if ctl:
+        A = _traj_params(rng, *_pair(c['A'], 'A'), B, log=False)
+        fr = rng.permutation(_traj_params(rng, *_pair(c['f_c'], 'f_c'), B, log=False))
+        lb.set_rotation(torch.full((2 * B,), xc), torch.cat([torch.full((B,), yc), torch.full((B,), yc + off)]))
+        lag = c['lag'] / f_shed                             # lag time constant in steps
+        cmd_of = lambda t: torch.as_tensor(A * np.sin(2 * math.pi * fr * f_shed * t), dtype=torch.float32)
+        act = torch.zeros(B)                                # exp actuator state (surface speed / U)
+    # --- physical units: body size phys_D [m], speed phys_U [m/s]
+    dx = c['phys_D'] / D; su = c['phys_U'] / U; dt = dx / su
+    R = D / 2
+    Us, Vs, Ps, cmds = [], [], [], []
+    zeros = torch.zeros(B, ny)
+    for t in range(T * fs):
+        if t % fs == 0:
+            u, v, p = lb.fields(f); Us.append(u); Vs.append(v); Ps.append(p)
+            if ctl: cmds.append(cmd_of(t))
+        ue, ve = _inflow(modes, t, U, ny)
+        uin, vin = torch.cat([torch.full((B, ny), U), ue]), torch.cat([zeros, ve])
+        rot = None
+        if ctl:
+            cmd = cmd_of(t)
+            act = act + (c['gain'] * cmd - act) / lag      # first-order lag (explicit Euler, lag >> 1 step)
+            rot = torch.cat([cmd, act]) * U / R
+        f = lb.step(f, uin, vin, rot)
+    u, v, p = (torch.stack(a, 1) for a in (Us, Vs, Ps))   # [2B, T, ny, nx]
+    if not (torch.isfinite(u).all() and torch.isfinite(p).all()) or u.abs().max() > 0.5:
+        raise FloatingPointError(f"{spec.name}: lattice Boltzmann run diverged; lower Re or raise D/U")
+    u, v, p = u * su, v * su, p * 1000 * su ** 2             # m/s, m/s, Pa (water, rho = 1000 kg/m^3)
+    xf, yf = np.arange(nx) * dx, np.arange(ny) * dx
+    xo, yo = _centres(xf, np.arange(nx // 2) * 2 + 0.5), _centres(yf, np.arange(ny // 2) * 2 + 0.5)
+    time_ = np.round(np.arange(T) * fs * dt, 9)
+    fluid = ~solid[:, None].expand(-1, T, -1, -1)
+    fluid_o = _block_mean(fluid.float()) == 1
+    inputs = None
+    if ctl:
+        tc['A'] = (A, dict(units='1', long_name='rotation amplitude (surface speed / U)'))
+        tc['f_c'] = (fr * f_shed / dt, dict(units='Hz', long_name='actuation frequency'))
+        cmd = torch.stack(cmds, 1).numpy() * c['phys_U'] / (c['phys_D'] / 2)
+        inputs = dict(omega_cmd=(cmd, dict(units='rad/s', long_name='commanded cylinder angular velocity')))
+    base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
+                periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], lattice=f'{nx}x{ny}',
+                lattice_D=D, lattice_U=U, description=spec.summary)
+    gap = dict(gap_re_factor=c['re_factor'], gap_drag=c['drag'], gap_turb=c['turb'], gap_offset_cells=off,
+               gap_description=spec.gap)
+    if aoa is not None: gap['gap_aoa_err'] = c['aoa_err']
+    if ctl: gap.update(gap_lag=c['lag'], gap_gain=c['gain'])
+    bm = lambda a: _block_mean(a)
+    sim = _mk_ds(dict(u=bm(u[:B]), v=bm(v[:B]), p=bm(p[:B])), xo, yo, time_, tc, dict(base, domain='sim'), _META,
+                 valid=fluid_o[:B], inputs=inputs)
+    truth = _mk_ds(dict(u=bm(u[B:]), v=bm(v[B:]), p=bm(p[B:])), xo, yo, time_, tc,
+                   dict(base, domain='exp_truth', never_train=1, **gap), _META, valid=fluid_o[B:], inputs=inputs)
+    full = _mk_ds(dict(u=u[B:], v=v[B:]), xf, yf, time_, tc, dict(base, domain='exp_truth', **gap), _META,
+                  valid=fluid[B:], inputs=inputs)
+    exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
+                  dropout=c['dropout'], periodic=False, U=c['phys_U'], seed=seed)
+    return dict(sim=sim, exp=exp, exp_truth=truth)
+
+# %% ../nbs/05_systems.ipynb #c028
 class _threads:
     "Temporarily set torch's intra-op threads (restored on exit); None leaves them alone."
     def __init__(self, n): self.n = n
@@ -406,7 +602,7 @@ class _threads:
         if self.n: torch.set_num_threads(int(self.n))
     def __exit__(self, *a): torch.set_num_threads(self.old)
 
-# %% ../nbs/05_systems.ipynb #c027
+# %% ../nbs/05_systems.ipynb #c030
 def make_twins(system:str, # one of `list_systems()`
                seed:int=0, # seeds initial states, per-trajectory parameters, inflow turbulence and noise
                size:str='default', # 'test' (tiny), 'quick' or 'default'
@@ -424,7 +620,7 @@ def make_twins(system:str, # one of `list_systems()`
         check_twin(ds, k)
     return out
 
-# %% ../nbs/05_systems.ipynb #c029
+# %% ../nbs/05_systems.ipynb #c032
 def cache_root(cache_dir=None)->Path:
     "The twin cache folder: `cache_dir`, else $SIMREAL_CACHE, else the user cache dir."
     if cache_dir is None: cache_dir = os.environ.get('SIMREAL_CACHE')
@@ -452,7 +648,7 @@ def twin_key(system, seed=0, size='default', **overrides)->str:
                            generator_version=GENERATOR_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
-# %% ../nbs/05_systems.ipynb #c030
+# %% ../nbs/05_systems.ipynb #c033
 _DOMAINS = ('sim', 'exp', 'exp_truth')
 
 def _read_entry(d, key):
@@ -478,7 +674,7 @@ def _write_entry(d, key, out):
     with os.fdopen(fd, 'w') as fh: json.dump(man, fh)
     os.replace(tmp, d / 'manifest.json')
 
-# %% ../nbs/05_systems.ipynb #c031
+# %% ../nbs/05_systems.ipynb #c034
 def load_twins(system:str, # one of `list_systems()`
                seed:int=0, # generator seed
                size:str='default', # 'test', 'quick' or 'default'
