@@ -1,0 +1,186 @@
+"Twin systems: contract, determinism, a physical gap per system, pressure only where it belongs, cache, errors."
+import os, time, json
+import numpy as np, pytest, xarray as xr
+from simreal_nb.schema import validate
+from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, measure, twin_key,
+                                cache_root, check_twin, SystemConfigError)
+
+NAMES = ('cylinder', 'controlled', 'foil', 'kolmogorov')
+# exp physics switched off: exp_truth then differs from sim only by float round-off (the "null" gap)
+NO_GAP = dict(cylinder=dict(re_factor=1.0, drag=0.0, turb=0.0, offset=0.0),
+              controlled=dict(re_factor=1.0, drag=0.0, turb=0.0, offset=0.0, lag=0.0, gain=1.0),
+              foil=dict(re_factor=1.0, drag=0.0, turb=0.0, offset=0.0, aoa_err=0.0),
+              kolmogorov=dict(nu_factor=1.0, alpha_add=0.0, forcing_gain=1.0, harmonic=0.0, stoch_amp=0.0))
+
+
+@pytest.fixture(scope='module')
+def twins():
+    t = time.perf_counter()
+    out = {s: make_twins(s, seed=0, size='test') for s in NAMES}
+    out['_seconds'] = time.perf_counter() - t
+    return out
+
+
+def rel_l2(a, b, fields=('u', 'v')):
+    "rel-L2 per (traj, time) of a vs b over the given fields, averaged over traj -> [time]."
+    num = sum(((a[f] - b[f]) ** 2).sum(('y', 'x')) for f in fields)
+    den = sum((b[f] ** 2).sum(('y', 'x')) for f in fields)
+    return np.sqrt(num / den).mean('traj').values
+
+
+def test_registry():
+    assert list_systems() == list(NAMES) and set(SYSTEMS) == set(NAMES)
+
+
+def test_test_size_is_small(twins):
+    for s in NAMES:
+        d = twins[s]
+        assert d['sim'].sizes['traj'] <= 4 and d['sim'].sizes['time'] <= 24
+        assert d['sim'].sizes['y'] * d['sim'].sizes['x'] <= 32 * 32
+    assert twins['_seconds'] < 60, twins['_seconds']  # a few seconds on an idle 2-core box
+
+
+@pytest.mark.parametrize('s', NAMES)
+def test_contract(twins, s):
+    d = twins[s]
+    for dom in ('sim', 'exp', 'exp_truth'):
+        validate(d[dom], domain=dom); check_twin(d[dom], dom)
+        ds = d[dom]
+        assert ds.attrs['system'] == s and ds.attrs['seed'] == 0 and ds.attrs['domain'] == dom
+        for f in ('u', 'v'): assert ds[f].dtype == np.float32 and ds[f].dims == ('traj', 'time', 'y', 'x')
+    sim, exp, tr = d['sim'], d['exp'], d['exp_truth']
+    assert 'p' in sim and 'p' in tr and 'p' not in exp           # pressure: sim and hidden truth only
+    assert float(sim.p.std()) > 0 and float(tr.p.std()) > 0
+    assert 'valid' in exp and exp.valid.dtype == bool and 0.5 < float(exp.valid.mean()) < 1.0
+    # exp_truth: sim grid, exp trajectories and times
+    for c in ('y', 'x'): np.testing.assert_array_equal(tr[c].values, sim[c].values)
+    for c in ('traj', 'time'): np.testing.assert_array_equal(tr[c].values, exp[c].values)
+    # per-trajectory parameters as coords on traj, the same in every domain
+    params = [k for k, c in sim.coords.items() if c.dims == ('traj',) and k != 'traj']
+    assert params
+    for k in params:
+        np.testing.assert_array_equal(exp[k].values, sim[k].values); np.testing.assert_array_equal(tr[k].values, sim[k].values)
+    # measurement parameters recorded on exp; the true gap only on the hidden truth
+    assert exp.attrs['measure_window'] == 4 and 'measure_noise_add' in exp.attrs
+    assert not any(k.startswith('gap_') for k in exp.attrs) and any(k.startswith('gap_') for k in tr.attrs)
+
+
+def test_controlled_input(twins):
+    d = twins['controlled']
+    for dom in ('sim', 'exp', 'exp_truth'):
+        ds = d[dom]
+        assert 'omega_cmd' in ds.attrs['inputs'].split() and ds['omega_cmd'].dims == ('traj', 'time')
+        assert float(np.abs(ds.omega_cmd).max()) > 0
+    assert {'A', 'f_c'} <= set(d['sim'].coords)
+
+
+def test_exp_truth_never_train(twins):
+    for s in NAMES:
+        tr = twins[s]['exp_truth']
+        assert tr.attrs['domain'] == 'exp_truth' and int(tr.attrs['never_train']) == 1
+        assert 'never_train' not in twins[s]['sim'].attrs and 'never_train' not in twins[s]['exp'].attrs
+
+
+@pytest.mark.parametrize('s', NAMES)
+def test_gap_is_physical(twins, s):
+    "From the same initial state the exp physics drifts away from sim; with the gap switched off it does not."
+    d = twins[s]
+    gap = rel_l2(d['sim'], d['exp_truth'])
+    null = make_twins(s, seed=0, size='test', **NO_GAP[s])
+    chaos = rel_l2(null['sim'], null['exp_truth'])
+    assert gap[-1] > 0.02 and gap[-1] > 10 * chaos[-1] + 1e-3, (gap[-1], chaos[-1])
+    assert gap[-1] > gap[1]                                     # the gap grows from the matched start
+    gp = rel_l2(d['sim'], d['exp_truth'], ('p',))
+    assert gp[-1] > 0.05                                        # the hidden pressure differs too
+
+
+def test_determinism(twins):
+    for s in ('cylinder', 'kolmogorov'):
+        again = make_twins(s, seed=0, size='test')
+        for dom in ('sim', 'exp', 'exp_truth'): xr.testing.assert_identical(again[dom], twins[s][dom])
+    other = make_twins('kolmogorov', seed=1, size='test')
+    assert not np.allclose(other['sim'].u.values, twins['kolmogorov']['sim'].u.values)
+
+
+def test_measure_generic():
+    "measure on a hand-made dataset: window mean of a constant is the constant; body + shadow masked; no pressure."
+    ny, nx = 16, 32
+    valid = np.ones((1, 2, ny, nx), bool); valid[:, :, 6:10, 8:12] = False
+    ds = xr.Dataset(dict(u=(('traj', 'time', 'y', 'x'), np.full((1, 2, ny, nx), 2.0, np.float32), dict(units='m/s', long_name='u')),
+                         v=(('traj', 'time', 'y', 'x'), np.zeros((1, 2, ny, nx), np.float32), dict(units='m/s', long_name='v')),
+                         p=(('traj', 'time', 'y', 'x'), np.ones((1, 2, ny, nx), np.float32), dict(units='Pa', long_name='p')),
+                         valid=(('traj', 'time', 'y', 'x'), valid)),
+                    coords=dict(traj=[0], time=[0., 1.], y=np.arange(ny) * 0.1, x=np.arange(nx) * 0.1),
+                    attrs=dict(domain='sim', system='toy'))
+    m = measure(ds, noise_add=0, noise_mult=0, dropout=0)
+    assert 'p' not in m and m.sizes['y'] == ny // 2 and m.sizes['x'] == nx // 2 and m.attrs['domain'] == 'exp'
+    np.testing.assert_allclose(m.u.values[m.valid.values], 2.0)
+    body_shadow = ~m.valid.values[0, 0]
+    assert body_shadow[3:5, 4:6].all()                          # body
+    assert body_shadow[6:, 4:6].all() and not body_shadow[:2, 4:6].any()  # shadow on +y only
+    assert m.valid.values[0, 0, :, :3].all()                    # upstream untouched
+    m2 = measure(ds, dropout=0.2, seed=3)
+    assert 0.6 < float(m2.valid.mean()) < 0.85 and m2.attrs['measure_dropout'] == 0.2
+    with pytest.raises(ValueError, match='dropout'): measure(ds, dropout=1.5)
+    with pytest.raises(ValueError, match="field 'u'"): measure(ds.drop_vars('u'))
+
+
+def test_cache_roundtrip_and_corruption(tmp_path):
+    a = load_twins('foil', seed=0, size='test', cache_dir=tmp_path)
+    entry = next((tmp_path / 'twins').iterdir())
+    assert sorted(p.name for p in entry.iterdir()) == ['exp.nc', 'exp_truth.nc', 'manifest.json', 'sim.nc']
+    t = time.perf_counter(); b = load_twins('foil', seed=0, size='test', cache_dir=tmp_path); warm = time.perf_counter() - t
+    xr.testing.assert_identical(a['exp'], b['exp'])
+    # corrupt: garbage bytes in the middle of a file -> hash mismatch -> regenerated, never trusted
+    f = entry / 'sim.nc'; raw = bytearray(f.read_bytes()); raw[len(raw) // 2: len(raw) // 2 + 64] = b'\x00' * 64
+    f.write_bytes(bytes(raw))
+    c = load_twins('foil', seed=0, size='test', cache_dir=tmp_path)
+    xr.testing.assert_identical(c['sim'], a['sim'])
+    d = load_twins('foil', seed=0, size='test', cache_dir=tmp_path)   # the repaired entry is trusted again
+    xr.testing.assert_identical(d['sim'], a['sim'])
+    # truncated file and a stale manifest (other key) are also regenerated
+    (entry / 'exp.nc').write_bytes(b'not a netcdf file')
+    xr.testing.assert_identical(load_twins('foil', seed=0, size='test', cache_dir=tmp_path)['exp'], a['exp'])
+    man = json.loads((entry / 'manifest.json').read_text()); man['key'] = 'stale'
+    (entry / 'manifest.json').write_text(json.dumps(man))
+    xr.testing.assert_identical(load_twins('foil', seed=0, size='test', cache_dir=tmp_path)['exp_truth'], a['exp_truth'])
+    assert json.loads((entry / 'manifest.json').read_text())['key'] != 'stale'
+    assert not list(entry.glob('*.tmp'))                                # atomic writes leave no temporaries
+
+
+def test_cache_key_and_env(tmp_path, monkeypatch):
+    assert twin_key('foil', 0, 'test') == twin_key('foil', 0, 'test')
+    assert twin_key('foil', 0, 'test') != twin_key('foil', 1, 'test') != twin_key('foil', 0, 'test', aoa=(20., 25.))
+    monkeypatch.setenv('SIMREAL_CACHE', str(tmp_path / 'envcache'))
+    assert cache_root() == tmp_path / 'envcache' / 'twins'
+    assert cache_root(tmp_path / 'arg') == tmp_path / 'arg' / 'twins'
+
+
+def test_write_twins(tmp_path):
+    paths = write_twins('kolmogorov', tmp_path / 'out', seed=0, size='test', cache_dir=tmp_path / 'c')
+    assert {k: p.name for k, p in paths.items()} == dict(sim='kolmogorov_sim.nc', exp='kolmogorov_exp.nc',
+                                                         exp_truth='kolmogorov_exp_truth.nc')
+    from simreal_nb.io import read_dataset
+    tr = read_dataset(paths['exp_truth'], domain='exp_truth')
+    assert int(tr.attrs['never_train']) == 1 and 'p' in tr and 'p' not in read_dataset(paths['exp'])
+
+
+@pytest.mark.parametrize('call, match', [
+    (lambda: make_twins('cylindre'), "expected one of \\['cylinder', 'controlled', 'foil', 'kolmogorov'\\]"),
+    (lambda: make_twins('kolmogorov', size='huge'), 'size'),
+    (lambda: make_twins('kolmogorov', nu=-1e-3), 'nu'),
+    (lambda: make_twins('kolmogorov', size='test', dt=0.2), 'CFL'),
+    (lambda: make_twins('cylinder', nx=32, ny=16), 'too small'),
+    (lambda: make_twins('foil', ny=24), 'too small'),
+    (lambda: make_twins('cylinder', Re=(100, 2000)), 'tau'),
+    (lambda: make_twins('cylinder', Re=-5), 'Re'),
+    (lambda: make_twins('cylinder', U=0.3), 'U'),
+    (lambda: make_twins('cylinder', bogus=1), 'bogus'),
+    (lambda: make_twins('cylinder', seed=-1), 'seed'),
+    (lambda: load_twins('nope'), 'nope'),
+])
+def test_bad_input_errors_before_compute(call, match):
+    t = time.perf_counter()
+    with pytest.raises(SystemConfigError, match=match) as e: call()
+    assert isinstance(e.value, ValueError)
+    assert time.perf_counter() - t < 0.5                        # raised before any simulation
