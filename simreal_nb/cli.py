@@ -46,7 +46,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
     "Rebuild report.md and figures/ of a run from its results.nc alone."
-    from .experiment import write_report
+    from .report import write_report
     print(write_report(run_dir))
 
 # %% ../nbs/90_cli.ipynb #c010
