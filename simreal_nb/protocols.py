@@ -346,6 +346,7 @@ class TrainConfig:
     grad_clip:float|None = 1.0  # max gradient norm (None: no clipping)
     eval_every:int|None = None  # updates between validations (None: steps // 10)
     val_batches:int|None = 8  # validation batches per domain (fixed, in order; None: the whole split)
+    val_domains:str = 'objective'  # validate the domains the phase optimises ('objective') or always both ('both')
     patience:int|None = None  # early stopping after this many evaluations without improvement (None: off)
     restore_best:bool = True  # end each phase with its best-validation weights
     log_every:int = 10  # updates between logged losses and gradient-conflict diagnostics
@@ -368,12 +369,14 @@ class TrainConfig:
                 raise ProtocolError(f"{k}: expected a positive integer or None, got {v!r}")
         if not (self.lr > 0): raise ProtocolError(f"lr: expected a positive number, got {self.lr!r}")
         if self.warmup < 0: raise ProtocolError(f"warmup: expected >= 0, got {self.warmup!r}")
+        if self.val_domains not in ('objective', 'both'):
+            raise ProtocolError(f"val_domains: expected 'objective' or 'both', got {self.val_domains!r}")
 
     def fingerprint(self) -> dict:
         "The settings a checkpoint must agree with to be resumed."
         return dict(steps=self.steps, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
                     warmup=self.warmup, min_lr=self.min_lr, grad_clip=self.grad_clip, seed=self.seed,
-                    eval_every=self.eval_every, val_batches=self.val_batches, patience=self.patience,
+                    eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
                     log_every=self.log_every, concat=self.concat)
 
 # %% ../nbs/40_protocols.ipynb #c035
@@ -528,7 +531,8 @@ class Trainer:
 
     def validate(self):
         ph = self.phases[self.phase_idx]
-        v = {d: self.val_loss(d) for d in ('sim', 'exp')}
+        use = ('sim', 'exp') if self.cfg.val_domains == 'both' else [d for d, w in ph.weights.items() if w > 0]
+        v = {d: self.val_loss(d) if d in use else None for d in ('sim', 'exp')}
         terms = [(w, v[d]) for d, w in ph.weights.items() if w > 0]
         obj = None if any(x is None for _, x in terms) else sum(w * x for w, x in terms)
         h = self.history['val']
@@ -749,7 +753,8 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
              domains:Sequence[str]=('sim', 'exp'),  # domains to score (those present in `data`)
              batch_size:int=16,  # windows per forward pass
              max_windows:int|None=None,  # evenly spaced subset of windows per domain and mode (None: all)
-             device:str='auto', amp:bool=True) -> xr.Dataset:
+             device:str|None=None,  # None: where the model's parameters are; or 'auto', 'cpu', 'cuda'
+             amp:bool=True) -> xr.Dataset:  # bf16 autocast on CUDA
     "Scores on the held-out windows of both domains, physical units: `score` (domain, mode, field, metric), `rmse_lead` (domain, field, lead)."
     from simreal_nb.metrics import score_fields, SCORE_KEYS
     norm = data.get('normalizer') if isinstance(data, dict) else getattr(data, 'normalizer', None)
@@ -765,6 +770,8 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
     lead = np.full((len(doms), len(fcoord), max(horizon, 1)), np.nan)
     nwin = np.zeros((len(doms), len(modes)), np.int64)
+    if device is None: device = next(model.parameters()).device if any(True for _ in model.parameters()) else 'cpu'
+    model.to(resolve_device(device))
     was_training = model.training; model.eval()
     try:
         for i, d in enumerate(doms):

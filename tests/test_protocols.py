@@ -328,7 +328,28 @@ def test_evaluate_perfect_model_scores_zero(toy):
 # ---------------------------------------------------------------------------------------------------------- benchmark
 def test_bench_joint_keys_and_threads():
     n = torch.get_num_threads()
-    r = bench_joint(batch=2, steps=2, warmup=1, grid=(8, 8), n_cond=1, model=ToyNet(dropout=0.0))
+    r = bench_joint(batch=2, steps=2, warmup=1, grid=(8, 8), n_cond=1, model=ToyNet(dropout=0.0), threads=1)
     assert {'joint_s', 'sim_s', 'exp_s', 'ratio'} <= set(r) and r['ratio'] == pytest.approx(r['joint_s'] / (r['sim_s'] + r['exp_s']))
     assert torch.get_num_threads() == n
     json.dumps(r)
+
+
+def test_rollout_conditioning_follows_the_window():
+    "Rollout step j sees the conditioning (parameters + inputs over its frames) of the short window starting j later."
+    from simreal_nb.align import WindowDataset
+    from simreal_nb.schema import FIELD_META
+    from simreal_nb.protocols import _cond_step, _long_windows
+    N, T, H, W = 2, 10, 4, 4
+    rng = np.random.default_rng(0)
+    ds = xr.Dataset({f: (('traj', 'time', 'y', 'x'), rng.standard_normal((N, T, H, W)).astype('float32'), FIELD_META[f]) for f in ('u', 'v')},
+                    coords=dict(traj=np.arange(N), time=np.arange(T) * 0.1, y=np.arange(H) * 1.0, x=np.arange(W) * 1.0,
+                                Re=('traj', [100., 150.])))
+    ds['omega_cmd'] = (('traj', 'time'), rng.standard_normal((N, T)).astype('float32'))
+    ds.attrs.update(domain='exp', system='t', generator='t', generator_version='1', seed=0, inputs='omega_cmd')
+    for n_in, n_out in [(1, 1), (2, 1), (2, 2)]:
+        short = WindowDataset(ds, n_in, n_out)
+        long = _long_windows(short, 4)
+        assert long.n_cond == 1 + n_in + 4
+        c_long = long[0]['cond'][None]
+        for j in range(0, 4 - n_out + 1, n_out):
+            torch.testing.assert_close(_cond_step(c_long, long.n_params, n_in + 4, j, n_in + n_out)[0], short[j]['cond'])
