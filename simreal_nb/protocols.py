@@ -719,23 +719,36 @@ def _subset(n, k):
     return sorted(set(np.linspace(0, n - 1, k).round().astype(int).tolist()))
 
 @torch.no_grad()
-def predict_windows(model:nn.Module, wd, horizon:int|None=None, batch_size:int=16, max_windows:int|None=None,
-                    device='auto', amp:bool=True, n_out:int=1) -> dict:
+def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
+                    wd,  # windows whose inputs (x, field_mask, cond) are fed to the model
+                    horizon:int|None=None,  # None: one call per window; else an autoregressive rollout of this many frames
+                    batch_size:int=16, max_windows:int|None=None,
+                    device='auto', amp:bool=True,
+                    n_out:int=1,  # frames per model call (for the rollout's conditioning)
+                    target=None,  # windows aligned with `wd` whose y/valid/field_mask are the truth (default: `wd`'s own)
+                   ) -> dict:
     "Model predictions on windows of `wd` (one-step, or a rollout over `horizon` frames): dict(pred, y, valid, field_mask)."
     dev = resolve_device(device)
     st = Stepper(model, device=dev, amp=amp)
+    if target is not None and len(target) != len(wd):
+        raise ValueError(f"predict_windows: target has {len(target)} windows but the inputs have {len(wd)}; expected aligned windows")
     idx = _subset(len(wd), max_windows)
     out = dict(pred=[], y=[], valid=[], field_mask=[])
     for i in range(0, len(idx), batch_size):
         b = _to(_fetch(wd, idx[i:i + batch_size]), dev)
+        if target is not None:
+            tb = _to(_fetch(target, idx[i:i + batch_size]), dev)
+            b = b | dict(y=tb['y'], score_valid=tb['valid'], score_mask=tb['field_mask'])
         with st.autocast():
             if horizon is None: p = model(b['x'], b['field_mask'], _cond(b)).float()
             else:
                 p = rollout(model, b['x'], b['field_mask'], horizon, n_out=n_out,
                             cond=_cond(b), n_params=getattr(wd, 'n_params', None), valid=b.get('valid'))
         T = p.shape[1]
-        v = b['valid'][:, :T] if 'valid' in b else torch.ones(p.shape[0], T, *p.shape[-2:], dtype=torch.bool, device=p.device)
-        for k, t in zip(('pred', 'y', 'valid', 'field_mask'), (p, b['y'][:, :T].float(), v, b['field_mask'])): out[k].append(t.cpu())
+        v = b.get('score_valid', b.get('valid'))
+        v = v[:, :T] if v is not None else torch.ones(p.shape[0], T, *p.shape[-2:], dtype=torch.bool, device=p.device)
+        fm = b.get('score_mask', b['field_mask'])
+        for k, t in zip(('pred', 'y', 'valid', 'field_mask'), (p, b['y'][:, :T].float(), v, fm)): out[k].append(t.cpu())
     return {k: torch.cat(v) for k, v in out.items()}
 
 # %% ../nbs/40_protocols.ipynb #c053
@@ -753,6 +766,7 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
              domains:Sequence[str]=('sim', 'exp'),  # domains to score (those present in `data`)
              batch_size:int=16,  # windows per forward pass
              max_windows:int|None=None,  # evenly spaced subset of windows per domain and mode (None: all)
+             exp_truth=None,  # hidden truth of the exp domain (xr.Dataset, via data.truth_windows; or aligned windows)
              device:str|None=None,  # None: where the model's parameters are; or 'auto', 'cpu', 'cuda'
              amp:bool=True) -> xr.Dataset:  # bf16 autocast on CUDA
     "Scores on the held-out windows of both domains, physical units: `score` (domain, mode, field, metric), `rmse_lead` (domain, field, lead)."
@@ -765,6 +779,15 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
     if not isinstance(horizon, (int, np.integer)) or horizon < 0: raise ValueError(f"evaluate: horizon must be an integer >= 0, got {horizon!r}")
     doms = [d for d in domains if _split(data, d, split) is not None and len(_split(data, d, split)) > 0]
     if not doms: raise ValueError(f"evaluate: no non-empty {split!r} split in domains {tuple(domains)}")
+    truth_wd = None
+    if exp_truth is not None:
+        if _split(data, 'exp', split) is None: raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
+        if isinstance(exp_truth, xr.Dataset):
+            if not hasattr(data, 'truth_windows'):
+                raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (align.DomainData); pass windows instead")
+            truth_wd = data.truth_windows(exp_truth, split)
+        else: truth_wd = exp_truth
+        doms.append('exp_truth')
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
@@ -775,13 +798,14 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
     was_training = model.training; model.eval()
     try:
         for i, d in enumerate(doms):
-            wd = _split(data, d, split)
+            wd = _split(data, 'exp' if d == 'exp_truth' else d, split)
             for j, mode in enumerate(modes):
                 w = wd if mode == 'one_step' else _long_windows(wd, horizon)
+                tw = None if d != 'exp_truth' else (truth_wd if mode == 'one_step' else _long_windows(truth_wd, horizon))
                 if len(w) == 0:
                     warnings.warn(f"evaluate: no {d} {split} window holds n_in + {horizon} frames; rollout skipped"); continue
                 r = predict_windows(model, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp,
-                                    n_out=int(torch.as_tensor(wd[0]['y']).shape[0]))
+                                    n_out=int(torch.as_tensor(wd[0]['y']).shape[0]), target=tw)
                 p, y = r['pred'], r['y']
                 if norm is not None: p, y = norm.decode(p, all_fields), norm.decode(y, all_fields)
                 p, y = p.permute(0, 1, 3, 4, 2), y.permute(0, 1, 3, 4, 2)  # [b, t, h, w, c]

@@ -353,3 +353,16 @@ def test_rollout_conditioning_follows_the_window():
         c_long = long[0]['cond'][None]
         for j in range(0, 4 - n_out + 1, n_out):
             torch.testing.assert_close(_cond_step(c_long, long.n_params, n_in + 4, j, n_in + n_out)[0], short[j]['cond'])
+
+
+def test_evaluate_exp_truth_scores_unmeasured_pressure(toy):
+    "exp_truth: the model gets the measured exp inputs and is scored on every true field, pressure included."
+    m = net(); m.eval()
+    ex = toy['exp']['test']
+    truth = ToyWindows(ex.ds | dict(present=torch.tensor([True, True, True]), domain='exp_truth'))
+    ev = evaluate(m, toy, horizon=3, exp_truth=truth)
+    assert list(ev.domain.values) == ['sim', 'exp', 'exp_truth']
+    assert np.isfinite(ev.score.sel(domain='exp_truth', field='p', metric='rmse')).all()
+    for mode in ('one_step', 'rollout'):  # same inputs: u and v scores agree with the exp domain
+        np.testing.assert_allclose(ev.score.sel(domain='exp_truth', mode=mode, field=['u', 'v'], metric='rmse'),
+                                   ev.score.sel(domain='exp', mode=mode, field=['u', 'v'], metric='rmse'), rtol=1e-6)
