@@ -552,22 +552,23 @@ class Trainer:
     # -- checkpoints ---------------------------------------------------------------------------------------------
     def last_ckpt(self): return None if self.ckpt_dir is None else self.ckpt_dir / 'last.pt'
 
-    def state_dict(self) -> dict:
-        "Everything needed to continue this run exactly."
+    def state_dict(self, final:bool=False) -> dict:
+        "Everything needed to continue this run exactly (`final`: a finished run keeps only model and history)."
+        keep = self.stepper is not None and not final
         return dict(format='simreal_nb.protocols/1', protocol=self.protocol.name, protocol_repr=repr(self.protocol),
                     config=self.cfg.fingerprint(), step=self.step, phase_idx=self.phase_idx,
                     model=self.model.state_dict(),
-                    optimizer=None if self.stepper is None else self.stepper.opt.state_dict(),
-                    scheduler=None if self.stepper is None else self.stepper.sched.state_dict(),
+                    optimizer=self.stepper.opt.state_dict() if keep else None,
+                    scheduler=self.stepper.sched.state_dict() if keep else None,
                     samplers={d: s.state_dict() for d, s in self.samplers.items()},
-                    rng=rng_state(), es=dict(self.es), best_state=self.best_state, history=self.history,
+                    rng=rng_state(), es=dict(self.es), best_state=None if final else self.best_state, history=self.history,
                     log_acc=list(self._acc))
 
-    def save(self, path=None):
+    def save(self, path=None, final:bool=False):
         "Atomically write the checkpoint (and history.json next to it)."
         path = Path(path) if path is not None else self.last_ckpt()
         if path is None: return None
-        atomic_save(self.state_dict(), path)
+        atomic_save(self.state_dict(final), path)
         atomic_write_text(json.dumps(self.history, default=float), path.parent / 'history.json')
         return path
 
@@ -583,6 +584,8 @@ class Trainer:
             raise CheckpointError(f"checkpoint {path}: settings differ from this run (checkpoint, run): {diff}")
         self.model.load_state_dict(ck['model'])
         self.step = int(ck['step'])
+        if ck['history'].get('done'):  # a finished run: the final weights and the history are all there is
+            self.history = ck['history']; return self
         if ck['phase_idx'] >= 0:
             self._enter_phase(int(ck['phase_idx']))
             self.stepper.opt.load_state_dict(ck['optimizer']); self.stepper.sched.load_state_dict(ck['scheduler'])
@@ -653,7 +656,7 @@ class Trainer:
             for p in self.model.parameters(): p.requires_grad_(True)
         self.history['done'] = True
         self.history['time_s'] = t_prev + time.perf_counter() - t0
-        if self.ckpt_dir is not None: self.save()
+        if self.ckpt_dir is not None: self.save(final=True)
         return self.history
 
 # %% ../nbs/40_protocols.ipynb #c039

@@ -251,11 +251,18 @@ def test_resume_after_kill(toy, tmp_path):
 
 
 def test_checkpoint_loads_weights_only(toy, tmp_path):
-    _run(toy, tmp_path, 'joint', steps=10)
-    ck = torch.load(tmp_path / 'last.pt', weights_only=True)
-    assert ck['step'] == 10 and ck['history']['done'] and set(ck['rng']) >= {'torch', 'numpy', 'python'}
+    with pytest.raises(KeyboardInterrupt):
+        _run(toy, tmp_path, 'joint', steps=10, stop_at=7)
+    ck = torch.load(tmp_path / 'last.pt', weights_only=True)  # mid-run: everything to continue
+    assert ck['step'] == 5 and not ck['history']['done'] and set(ck['rng']) >= {'torch', 'numpy', 'python'}
     s = ck['samplers']['sim']
-    assert ck['optimizer'] is not None and s['epoch'] * s['n'] + s['pos'] == 10 * KW['batch_size']
+    assert ck['optimizer']['state'] and ck['scheduler']['last_epoch'] == 5 and s['epoch'] * s['n'] + s['pos'] == 5 * KW['batch_size']
+    m, _ = _run(toy, tmp_path, 'joint', steps=10, resume=True)
+    ck = torch.load(tmp_path / 'last.pt', weights_only=True)  # finished: slim (weights + history)
+    assert ck['step'] == 10 and ck['history']['done'] and ck['optimizer'] is None and ck['best_state'] is None
+    fresh, h = _run(toy, tmp_path, 'joint', steps=10, resume=True)  # resuming a finished run restores its weights
+    for a, b in zip(m.state_dict().values(), fresh.state_dict().values()): torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert h['done'] and h['steps_done'] == 10
     with pytest.raises(CheckpointError, match='settings differ'):
         Trainer(net(), toy, 'joint', steps=12, ckpt_dir=str(tmp_path), **KW).fit(resume=True)
     with pytest.raises(CheckpointError, match='protocol'):
