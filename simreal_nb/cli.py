@@ -4,7 +4,7 @@
 
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
-import json, sys
+import json, os, sys
 from fastcore.script import call_parse, anno_parser, store_true
 
 # %% auto #0
@@ -119,4 +119,7 @@ def main(argv:list=None):
     parser = anno_parser(func, prog='simreal ' + ' '.join(words))
     args = vars(parser.parse_args(argv[len(words):]))
     for k in ('pdb','xtra'): args.pop(k, None)
-    return func(**args)
+    try: return func(**args)
+    except (ValueError, TypeError, FileNotFoundError) as e:  # the package's input errors: one clear line, no traceback
+        if os.environ.get('SIMREAL_DEBUG'): raise
+        raise SystemExit(f"simreal {' '.join(words)}: {e}") from None

@@ -1,0 +1,51 @@
+"The `simreal` console script, run as a user runs it: in a subprocess."
+import json, os, subprocess, sys
+from pathlib import Path
+import numpy as np
+import xarray as xr
+
+def simreal(*args, timeout=600):
+    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', *args],
+                       capture_output=True, text=True, timeout=timeout, env={**os.environ, 'MPLBACKEND': 'Agg'})
+    return r
+
+def test_help_lists_subcommands():
+    r = simreal('--help')
+    assert r.returncode == 0
+    for cmd in ('run', 'report', 'data list', 'data make', 'bench models', 'bench joint', 'ada mog'): assert cmd in r.stdout
+
+def test_unknown_command_fails_clearly():
+    r = simreal('fly')
+    assert r.returncode != 0 and 'unknown command' in r.stderr and 'run' in r.stderr
+
+def test_data_list():
+    r = simreal('data', 'list')
+    assert r.returncode == 0 and r.stdout.split() == ['cylinder', 'controlled', 'foil', 'kolmogorov']
+
+def test_run_quick_writes_results_report_and_timing(tmp_path):
+    out = tmp_path / 'run'
+    r = simreal('run', '--quick', '--out', str(out), '--systems', 'kolmogorov', '--capacities', 'S')
+    assert r.returncode == 0, r.stderr[-3000:]
+    with xr.open_dataset(out / 'results.nc', engine='h5netcdf') as res: res = res.load()
+    s = res.score
+    assert set(s.dims) >= {'system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric'}
+    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint']
+    assert list(s.metric.values) == ['rmse', 'rel_l2', 'frmse'] and set(s.domain.values) == {'sim', 'exp'}
+    assert s.sel(domain='exp', field='p').isnull().all()
+    assert np.isfinite(s.sel(domain='sim', field='p', metric='rmse')).all()
+    assert np.isfinite(s.sel(field='all')).all()
+    assert json.loads(res.attrs['config'])['size'] == 'quick'
+    assert 'bRMSE' in r.stdout or 'RMSE' in r.stdout          # the table is printed
+    report = (out / 'report.md').read_text()
+    assert "The paper's findings" in report and (out / 'figures' / 'pareto_rmse.png').exists()
+    timing = json.loads((out / 'timing.json').read_text())
+    assert len([k for k in timing if not k.startswith('_')]) == 4
+    # the report is rebuilt from results.nc alone
+    (out / 'report.md').unlink()
+    r = simreal('report', str(out))
+    assert r.returncode == 0 and (out / 'report.md').read_text() == report
+
+def test_run_bad_names_fail_before_compute(tmp_path):
+    r = simreal('run', '--quick', '--out', str(tmp_path / 'x'), '--systems', 'cylindre')
+    assert r.returncode != 0 and 'cylindre' in r.stderr and 'kolmogorov' in r.stderr
+    assert not (tmp_path / 'x').exists()
