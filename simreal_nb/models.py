@@ -102,27 +102,35 @@ class _Block(nn.Module):
         self.ln2, self.fc1, self.fc2 = nn.LayerNorm(dim), nn.Linear(dim, mlp), nn.Linear(mlp, dim)
     def forward(self, z):
         B, N, D = z.shape
-        q, k, v = self.qkv(self.ln1(z)).view(B, N, 3, self.heads, D // self.heads).permute(2, 0, 3, 1, 4)
+        # split (not unbind) so the backward is a single cat straight into the fused layer's grad layout
+        q, k, v = (t.view(B, N, self.heads, D // self.heads).transpose(1, 2) for t in self.qkv(self.ln1(z)).split(D, -1))
         a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, N, D)
         z = z + self.proj(a)
-        return z + self.fc2(F.gelu(self.fc1(self.ln2(z)), approximate='tanh'))
+        return z + self.fc2(F.gelu(self.fc1(self.ln2(z))))
 
 class _FieldCrossAttention(nn.Module):
-    "A learned query attends over the C field tokens of each patch; missing fields are masked out of the keys."
+    """A learned query attends over the C field tokens of each patch; missing fields are masked out of the keys.
+
+    Because the query is a parameter, its score against a key is `q·(W_k t + b_k) = (W_kᵀq)·t + q·b_k`: the scores
+    of all heads are one thin matrix product of the normalised tokens with `W_kᵀq` ([D, heads]), so the keys are
+    never materialised. The key-padding mask sets a missing field's score to -inf before the softmax over fields."""
     def __init__(self, dim, heads):
         super().__init__()
-        self.heads = heads
-        self.query = nn.Parameter(torch.randn(dim) * dim ** -0.5)
-        self.ln, self.q, self.kv, self.out = nn.LayerNorm(dim), nn.Linear(dim, dim), nn.Linear(dim, 2 * dim), nn.Linear(dim, dim)
+        self.heads, self.dh = heads, dim // heads
+        self.query = nn.Parameter(torch.randn(heads, dim // heads))
+        self.ln, self.k, self.v, self.out = nn.LayerNorm(dim), nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
     def forward(self, t, field_mask):
         "t: [B, C, N, D] field tokens; field_mask: [B, C] -> [B, N, D]"
         B, C, N, D = t.shape
-        h, dh = self.heads, D // self.heads
-        k, v = self.kv(self.ln(t)).view(B, C, N, 2, h, dh).permute(3, 0, 2, 4, 1, 5).reshape(2, B * N, h, C, dh)
-        q = self.q(self.query).view(1, h, 1, dh).expand(B * N, h, 1, dh)
-        keep = field_mask[:, None, None, None, :].expand(B, N, 1, 1, C).reshape(B * N, 1, 1, C)
-        a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # [B*N, h, 1, dh]
-        return self.out(a.reshape(B, N, D))
+        h, dh = self.heads, self.dh
+        tn = self.ln(t)
+        wk = self.k.weight.view(h, dh, D)
+        a = torch.einsum('hd,hdi->ih', self.query, wk) * dh ** -0.5         # [D, h]
+        s = tn @ a + (self.query * self.k.bias.view(h, dh)).sum(-1) * dh ** -0.5   # [B, C, N, h]
+        s = s.masked_fill(~field_mask[:, :, None, None], float('-inf'))  # key-padding mask
+        w = s.softmax(1)                                                    # over fields
+        v = self.v(tn).view(B, C, N, h, dh)
+        return self.out((w[..., None] * v).sum(1).reshape(B, N, D))
 
 # %% ../nbs/20_models.ipynb #c012
 class FieldAttentionNet(FieldModel):
@@ -135,7 +143,7 @@ class FieldAttentionNet(FieldModel):
                  n_cond=0,        # length K of the conditioning vector (0: no conditioning)
                  dim=192,         # token width
                  depth=4,         # transformer blocks over patch tokens
-                 heads=6,         # attention heads (dim // heads is the head width)
+                 heads=3,         # attention heads (dim // heads is the head width; 64 is fastest on CPU)
                  mlp=768,         # hidden width of the block MLPs
                  patch=4,         # patch size in grid cells
                  xheads=None,     # heads of the field cross-attention (default: `heads`)
@@ -177,13 +185,13 @@ class FieldAttentionNet(FieldModel):
         xm = torch.where(m5, x, 0.)  # a missing field's slot never reaches the network (NaN-safe)
         t = xm.reshape(B, T, C, hp, p, wp, p).permute(0, 2, 3, 5, 1, 4, 6).reshape(B, C, N, T * p * p)
         e = self.embeddings()                                              # [C, D]
-        t = self.stem_out(F.gelu(self.stem_in(t), approximate='tanh')) + e[None, :, None]
+        t = self.stem_out(F.gelu(self.stem_in(t))) + e[None, :, None]
         z = self.fuse(t, field_mask) + self.pos                            # [B, N, D]
         if self.cond_mlp is not None: z = z + self.cond_mlp(cond.to(z.dtype))[:, None]
         for blk in self.blocks: z = blk(z)
         z = self.dec_latent(self.ln_out(z))                                # [B, N, D]
-        q = F.gelu(z[:, None] + self.dec_field(e)[None, :, None], approximate='tanh')   # [B, C, N, D]
-        y = self.dec_out(F.gelu(self.dec_hidden(q), approximate='tanh'))   # [B, C, N, n_out*p*p]
+        q = F.gelu(z[:, None] + self.dec_field(e)[None, :, None])   # [B, C, N, D]
+        y = self.dec_out(F.gelu(self.dec_hidden(q)))   # [B, C, N, n_out*p*p]
         y = y.view(B, C, hp, wp, self.n_out, p, p).permute(0, 4, 1, 2, 5, 3, 6).reshape(B, self.n_out, C, H, W)
         return y + self.present_last(x, field_mask) if self.residual else y
 
@@ -198,7 +206,7 @@ class _SpectralConv2d(nn.Module):
         self.weight = nn.Parameter(s * torch.rand(2, cin, cout, m1, m2, 2))
     def forward(self, x):
         B, Ci, H, W = x.shape
-        f = torch.fft.rfft2(x, norm='ortho')
+        f = torch.fft.rfft2(x.float(), norm='ortho')  # FFTs in fp32 also under autocast
         w = torch.view_as_complex(self.weight)
         out = torch.zeros(B, w.shape[2], H, W // 2 + 1, dtype=f.dtype, device=x.device)
         m1, m2 = self.m1, self.m2
@@ -286,8 +294,8 @@ class UNet2d(FieldModel):
 
 # %% ../nbs/20_models.ipynb #c019
 CAPACITIES = {
-    'S':  dict(fan=dict(dim=192, depth=4, heads=6, mlp=768),   fno=dict(width=32, modes=12, layers=4), unet=dict(base=24, levels=3)),
-    'M':  dict(fan=dict(dim=256, depth=6, heads=8, mlp=1024),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3)),
+    'S':  dict(fan=dict(dim=192, depth=4, heads=3, mlp=768),   fno=dict(width=32, modes=12, layers=4), unet=dict(base=24, levels=3)),
+    'M':  dict(fan=dict(dim=256, depth=6, heads=4, mlp=1024),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3)),
     'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024)),   # MORPH-Ti widths
     'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048)),   # MORPH-S widths
 }
@@ -321,7 +329,7 @@ def n_params(model:nn.Module) -> int:
     "Number of trainable parameters."
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
-# %% ../nbs/20_models.ipynb #c037
+# %% ../nbs/20_models.ipynb #c039
 class CheckpointError(ValueError):
     "A checkpoint file cannot be turned back into a model."
 
@@ -366,7 +374,7 @@ def load_model(path,                  # a file written by `save_model`
     if isinstance(map_location, (str, torch.device)): model.to(map_location)
     return model
 
-# %% ../nbs/20_models.ipynb #c040
+# %% ../nbs/20_models.ipynb #c042
 def _matmul_flops_per_s(n=2048, reps=2):
     "fp32 matmul FLOP/s at the current thread count: best of `reps` timings of an n×n×n product."
     a, b = torch.randn(n, n), torch.randn(n, n)
@@ -407,7 +415,7 @@ class _PeakTensorMemory(TorchDispatchMode):
 
 def _bytes(ts): return sum(t.numel() * t.element_size() for t in ts)
 
-# %% ../nbs/20_models.ipynb #c041
+# %% ../nbs/20_models.ipynb #c043
 def bench_models(presets=('S', 'M'),   # capacity presets (keys of CAPACITIES)
                  arch:str='fan',       # architecture
                  grid=(32, 64),        # (H, W): the default 64×32 channel grid
@@ -426,7 +434,7 @@ def bench_models(presets=('S', 'M'),   # capacity presets (keys of CAPACITIES)
         for preset in presets:
             torch.manual_seed(seed)
             model = make_model(arch, preset, fields=fields, grid=grid)
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)  # the fused CPU kernel
             C = len(model.fields)
             x, y = torch.randn(batch, 1, C, *grid), torch.randn(batch, 1, C, *grid)
             mask = torch.ones(batch, C, dtype=torch.bool)
