@@ -143,8 +143,18 @@ def _check_samples(x, name, dim=None):
     if not np.isfinite(x).all(): raise ADAInputError(f"{name}: contains NaN or inf")
     return torch.from_numpy(x)
 
-def train_flow(x, hidden:int=128, depth:int=3, iters:int=2000, batch:int=512, lr:float=2e-3, seed:int=0,
-               steps:int=16, method:str='heun', verbose:bool=False) -> Flow:
+def train_flow(x,                   # simulation samples [n, d] (array or tensor)
+               hidden:int=128,      # width of the velocity MLP
+               depth:int=3,         # hidden layers of the velocity MLP
+               iters:int=2000,      # Adam steps
+               batch:int=512,       # samples per step
+               lr:float=2e-3,       # peak learning rate (one-cycle schedule)
+               seed:int=0,          # seeds the initialisation and the batches
+               steps:int=16,        # ODE steps the returned flow samples with
+               method:str='heun',   # ODE solver the returned flow uses: 'euler' or 'heun'
+               t_power:float=1.0,   # t = u**(1/t_power), u ~ U(0,1): > 1 weights the data end of the path
+               verbose:bool=False,  # print the loss now and then
+              ) -> Flow:
     "Fit a flow-matching model (linear / OT path) to simulation samples `x` [n, d]."
     x = _check_samples(x, 'x')
     g = torch.Generator().manual_seed(seed)
@@ -157,7 +167,7 @@ def train_flow(x, hidden:int=128, depth:int=3, iters:int=2000, batch:int=512, lr
     for it in range(iters):
         x1 = y[torch.randint(len(y), (batch,), generator=g)]
         x0 = torch.randn(x1.shape, generator=g)
-        t = torch.rand(batch, 1, generator=g)
+        t = torch.rand(batch, 1, generator=g) ** (1 / t_power)   # t_power > 1 puts more weight near the data end
         xt = (1 - t) * x0 + t * x1
         loss = ((flow.velocity(xt, t.squeeze(1)) - (x1 - x0)) ** 2).mean()
         opt.zero_grad(); loss.backward(); opt.step(); sched.step()
@@ -248,10 +258,27 @@ class MomentMatcher:
         return (((self.features(o).mean(0) - self.target) ** 2) / self.var).sum()
 
 # %% ../nbs/70_ada.ipynb #c037
-def align(base:Flow, observables:dict, exp:dict, method:str='ada', beta:float=0.1, order:int=2, iters:int=200,
-          batch:int=512, kl_batch:int=128, lr:float=1e-3, critic_steps:int=5, critic_lr:float=1e-3,
-          gp_weight:float=10., critic_hidden:int=64, critic_warmup:int=100, moment_weight:float=10., clip:float=1.0, seed:int=0,
-          verbose:bool=False) -> Flow:
+def align(base:Flow,                 # the frozen base model μ_base (trained on simulation)
+          observables:dict,           # name -> differentiable callable x [n, d] -> o [n, k] or [n]
+          exp:dict,                   # name -> experimental samples of that observable [N, k] (or [N])
+          method:str='ada',           # 'ada' (one WGAN-GP critic per observable) or 'ea' (moment matching)
+          beta:float=0.1,             # weight of KL(μθ ‖ μ_base), >= 0
+          order:int=2,                # EA only: match all moments up to this total degree
+          iters:int=200,              # generator steps
+          batch:int=512,              # generated samples per step for the observable term
+          kl_batch:int=128,           # generated samples per step for the KL term (exact likelihoods)
+          lr:float=1e-3,              # generator (velocity field) learning rate
+          critic_steps:int=5,         # ADA: critic updates per generator step
+          critic_lr:float=1e-3,       # ADA: critic learning rate
+          gp_weight:float=10.,        # ADA: gradient-penalty weight λ
+          critic_hidden:int=64,       # ADA: critic width
+          critic_warmup:int=100,      # ADA: critic updates against the base before the first generator step
+          moment_weight:float=10.,    # EA: weight of the whitened moment mismatch
+          clip:float=1.0,             # generator gradient-norm clip (0: none)
+          betas=(0.5, 0.9),           # generator Adam betas
+          seed:int=0,                 # seeds the critics, the noise and the experimental mini-batches
+          verbose:bool=False,         # print the losses now and then
+         ) -> Flow:
     "Fine-tune a copy of `base` so that its observables match `exp` (ADA: per-observable critics; EA: moments) + β·KL."
     if method not in ('ada', 'ea'): raise ADAInputError(f"method={method!r}: expected 'ada' or 'ea'")
     exp_t = check_alignment_inputs(base, observables, exp, beta)
@@ -262,7 +289,7 @@ def align(base:Flow, observables:dict, exp:dict, method:str='ada', beta:float=0.
     model = copy.deepcopy(base)
     for p in model.velocity.parameters(): p.requires_grad_(True)
     model.train()
-    gopt = torch.optim.Adam(model.velocity.parameters(), lr=lr)
+    gopt = torch.optim.Adam(model.velocity.parameters(), lr=lr, betas=tuple(betas))
     if method == 'ada':
         critics = {n: Critic(e.shape[1], critic_hidden) for n, e in exp_t.items()}
         copts = {n: torch.optim.Adam(c.parameters(), lr=critic_lr, betas=(0.5, 0.9)) for n, c in critics.items()}
@@ -416,7 +443,7 @@ def _atomic_write(path, write):
 def _write_json(path, obj): _atomic_write(path, lambda f: f.write(json.dumps(obj, indent=1).encode()))
 
 # %% ../nbs/70_ada.ipynb #c052
-MOG_CONFIG = dict(n_sim=20000, n_exp=4000, n_eval=2000, hidden=64, depth=3, base_iters=3000, base_lr=3e-3,
+MOG_CONFIG = dict(n_sim=20000, n_exp=4000, n_eval=2000, hidden=64, depth=3, base_iters=3000, base_lr=3e-3, t_power=3.,
                   steps=10, ode='heun', beta=0.1, iters=200, batch=512, kl_batch=128, ada_lr=2e-4, ea_lr=3e-4,
                   critic_steps=10, critic_lr=2e-3, critic_warmup=100, gp_weight=10., moment_weight=10.)
 
@@ -437,8 +464,15 @@ def mog_table(metrics:dict, extra:dict=None) -> str:
                     + (f"{p[0]:.2f} | {p[1]:.2f} |" if p else "– | – |"))
     return '\n'.join(rows)
 
-def run_mog(out, seed:int=0, quick:bool=False, verbose:bool=True, **overrides) -> dict:
+def run_mog(out,                 # output folder (created if missing)
+            seed:int=0,          # every random stream derives from it
+            quick:bool=False,    # tiny sizes: a smoke test of the plumbing, not a result
+            verbose:bool=True,   # print the table
+            **overrides,         # any key of MOG_CONFIG
+           ) -> dict:
     "The DESIGN §7 mixture-of-Gaussians benchmark: base flow, ADA, EA(1..4); writes metrics.json + samples_<method>.npy."
+    bad = [k for k in overrides if k not in MOG_CONFIG]
+    if bad: raise ADAInputError(f"run_mog: unknown settings {bad}; expected keys of MOG_CONFIG {list(MOG_CONFIG)}")
     cfg = {**MOG_CONFIG, **(MOG_QUICK if quick else {}), **overrides}
     t_start = time.time(); timings = {}
     S = lambda k: 1000 * int(seed) + k                      # every random stream derives from `seed`
@@ -448,7 +482,7 @@ def run_mog(out, seed:int=0, quick:bool=False, verbose:bool=True, **overrides) -
     exp = {k: fn(mog_sample('target', cfg['n_exp'], S(10 + i))) for i, (k, fn) in enumerate(obs.items())}
     t0 = time.time()
     base = train_flow(mog_sample('base', cfg['n_sim'], S(1)), cfg['hidden'], cfg['depth'], cfg['base_iters'],
-                      lr=cfg['base_lr'], seed=S(2), steps=cfg['steps'], method=cfg['ode'])
+                      lr=cfg['base_lr'], seed=S(2), steps=cfg['steps'], method=cfg['ode'], t_power=cfg['t_power'])
     timings['base'] = time.time() - t0
     common = dict(beta=cfg['beta'], iters=cfg['iters'], batch=cfg['batch'], kl_batch=cfg['kl_batch'], seed=S(3))
     models = {'base': base}
@@ -546,6 +580,13 @@ def _cos(p):
     b = p[:, 1:] - p[:, :-1]; r = b.norm(dim=-1)
     return ((b[:, 1:] * b[:, :-1]).sum(-1) / (r[:, 1:] * r[:, :-1])).mean(1)
 
+def _w1_1d(a, b):
+    a, b = np.sort(a), np.sort(b)
+    v = np.sort(np.concatenate([a, b]))
+    fa = np.searchsorted(a, v[:-1], side='right') / len(a)
+    fb = np.searchsorted(b, v[:-1], side='right') / len(b)
+    return float(np.sum(np.abs(fa - fb) * np.diff(v)))
+
 # %% ../nbs/70_ada.ipynb #c059
 CHAIN_OBSERVABLES = {'bond': _bonds, 'rg': _rg, 'e2e': _e2e, 'mdist': _mdist, 'cos': _cos}
 
@@ -557,15 +598,15 @@ def chain_observables(names=None) -> dict:
     return {n: (lambda s, f=CHAIN_OBSERVABLES[n]: f(state_to_chain(s))) for n in names}
 
 def w1(a, b) -> float:
-    "1-D Wasserstein-1 distance between sample sets; for vector samples [n, k], the mean over the k components."
-    from scipy.stats import wasserstein_distance
-    a, b = _np(a), _np(b)
+    "1-D Wasserstein-1 distance ∫|F_a - F_b| between sample sets; for vector samples [n, k], the mean over the k components."
+    a, b = _np(a).astype(np.float64), _np(b).astype(np.float64)
     a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
-    return float(np.mean([wasserstein_distance(a[:, i], b[:, i]) for i in range(a.shape[1])]))
+    if a.shape[1] != b.shape[1]: raise ADAInputError(f"w1: sample dims differ, {a.shape} vs {b.shape}")
+    return float(np.mean([_w1_1d(a[:, i], b[:, i]) for i in range(a.shape[1])]))
 
 # %% ../nbs/70_ada.ipynb #c062
-CHAIN_CONFIG = dict(n_sim=12000, n_exp=4000, n_eval=2000, hidden=64, depth=3, base_iters=3000, base_lr=3e-3,
-                    steps=10, ode='heun', beta=0.1, iters=150, batch=512, kl_batch=128, ada_lr=2e-4, ea_lr=3e-4,
+CHAIN_CONFIG = dict(n_sim=12000, n_exp=4000, n_eval=2000, hidden=64, depth=3, base_iters=3000, base_lr=3e-3, t_power=3.,
+                    steps=10, ode='heun', beta=0.1, iters=120, batch=256, kl_batch=64, ada_lr=2e-4, ea_lr=3e-4,
                     ea_order=2, critic_steps=10, critic_lr=2e-3, critic_warmup=100, gp_weight=10., moment_weight=10.,
                     order=('bond', 'rg', 'e2e'), held_out=('mdist', 'cos'), burn=4000, every=400)
 
@@ -583,8 +624,15 @@ def chain_table(res:dict) -> str:
     rows.append('| exp noise floor | ' + ' | '.join(f"{res['noise_floor'][n]:.4f} | –" for n in names) + ' |')
     return '\n'.join(rows)
 
-def run_chain(out, seed:int=0, quick:bool=False, verbose:bool=True, **overrides) -> dict:
+def run_chain(out,                 # output folder (created if missing)
+              seed:int=0,          # every random stream derives from it
+              quick:bool=False,    # tiny sizes: a smoke test of the plumbing, not a result
+              verbose:bool=True,   # print the table
+              **overrides,         # any key of CHAIN_CONFIG
+             ) -> dict:
     "Molecular toy: align a sim-trained chain model to 'exp' observables added one at a time; W1 on every observable."
+    bad = [k for k in overrides if k not in CHAIN_CONFIG]
+    if bad: raise ADAInputError(f"run_chain: unknown settings {bad}; expected keys of CHAIN_CONFIG {list(CHAIN_CONFIG)}")
     cfg = {**CHAIN_CONFIG, **(CHAIN_QUICK if quick else {}), **overrides}
     t_start = time.time()
     S = lambda k: 1000 * int(seed) + k
@@ -598,7 +646,7 @@ def run_chain(out, seed:int=0, quick:bool=False, verbose:bool=True, **overrides)
         exp = {n: _as2d(f(exp_state)) for n, f in allobs.items()}
         ref = {n: _as2d(f(ref_state)) for n, f in allobs.items()}
     base = train_flow(sim, cfg['hidden'], cfg['depth'], cfg['base_iters'], lr=cfg['base_lr'], seed=S(4),
-                      steps=cfg['steps'], method=cfg['ode'])
+                      steps=cfg['steps'], method=cfg['ode'], t_power=cfg['t_power'])
     z = torch.randn(cfg['n_eval'], sim.shape[1], generator=torch.Generator().manual_seed(S(5)))
     def score(model):
         with torch.no_grad(): x = model.sample(z=z)

@@ -1,0 +1,44 @@
+"""Time the ADA mixture-of-Gaussians experiment (base training + ADA + EA(1..4) + metrics).
+
+Budget: under 3 minutes on 2 CPU cores. Usage: python benchmarks/bench_ada.py [--threads 2] [--seed 0] [--quick] [--out DIR]
+Prints the per-phase timings, the machine load (the machine may be shared: timings include contention) and the
+measured-vs-paper table; writes bench_ada.json next to the run's files.
+"""
+import argparse, json, os, tempfile, time
+import torch
+from simreal_nb.ada import run_mog
+
+BUDGET_S = 180.0
+
+def _load():
+    try: return os.getloadavg()
+    except OSError: return None
+
+def bench_ada(out=None, seed:int=0, threads:int=2, quick:bool=False) -> dict:
+    "Run `run_mog` once with `threads` torch threads (restored afterwards); return timings and the load."
+    out = out or tempfile.mkdtemp(prefix='bench_ada_')
+    n0 = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        load0, t0 = _load(), time.perf_counter()
+        metrics = run_mog(out, seed=seed, quick=quick, verbose=True)
+        wall = time.perf_counter() - t0
+    finally:
+        torch.set_num_threads(n0)
+    info = json.load(open(os.path.join(out, 'run_info.json')))
+    res = dict(wall_s=wall, budget_s=BUDGET_S, ratio_to_budget=wall / BUDGET_S, threads=threads, quick=quick,
+               phases_s=info['timings_s'], load_before=load0, load_after=_load(), cpu_count=os.cpu_count(),
+               out=out, metrics=metrics)
+    with open(os.path.join(out, 'bench_ada.json'), 'w') as f: json.dump(res, f, indent=1)
+    return res
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--threads', type=int, default=2); p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--quick', action='store_true'); p.add_argument('--out', default=None)
+    a = p.parse_args()
+    r = bench_ada(a.out, a.seed, a.threads, a.quick)
+    ph = r['phases_s']
+    print(f"\nphases [s]: " + ', '.join(f'{k} {v:.1f}' for k, v in ph.items()))
+    print(f"wall {r['wall_s']:.1f} s = {r['ratio_to_budget']:.2f} x the {BUDGET_S:.0f} s budget "
+          f"({r['threads']} threads; load avg before {r['load_before']}, after {r['load_after']}; {r['cpu_count']} cpus)")

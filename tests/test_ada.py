@@ -1,0 +1,196 @@
+"Tests for simreal_nb.ada: estimators against known answers, metrics, error contracts, the benchmark drivers."
+import json, math, os
+import numpy as np
+import pytest
+import torch
+from simreal_nb.ada import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow,
+                            align, check_alignment_inputs, MomentMatcher, mog_sample, mog_logpdf, mog_params,
+                            mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy, MOG_VERTICES, MOG_METHODS,
+                            MOG_PROJECTIONS, odeint, run_mog, run_chain, chain_observables, chain_to_state,
+                            state_to_chain, chain_langevin, w1, CHAIN_OBSERVABLES)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _kl_gauss(m1, s1, m2, s2):
+    m1, m2 = torch.tensor(m1), torch.tensor(m2)
+    return len(m1) * (math.log(s2 / s1) + s1 ** 2 / (2 * s2 ** 2) - 0.5) + ((m1 - m2) ** 2).sum().item() / (2 * s2 ** 2)
+
+
+@pytest.fixture(scope='module')
+def flow2d():
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(3000, 2, generator=g) * torch.tensor([0.5, 2.0]) + torch.tensor([3., -1.])
+    return train_flow(data, hidden=32, depth=2, iters=150, batch=256, seed=0, steps=6)
+
+
+def test_divergence_matches_autograd_trace():
+    torch.manual_seed(0)
+    v = VelocityMLP(4, hidden=16, depth=3)
+    x = torch.randn(7, 4)
+    t = torch.rand(7)
+    a, d = v(x, t, with_div=True)
+    a2, d2 = exact_div(v, x, t)
+    torch.testing.assert_close(a, a2); torch.testing.assert_close(d, d2, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize('method', ['heun', 'euler'])
+def test_kl_matches_closed_form_for_two_gaussians(method):
+    m1, s1, m2, s2 = [0.5, 0., -1.], 0.7, [0., 0.3, 0.], 1.2
+    steps = 16 if method == 'heun' else 200
+    q, p = Flow(GaussianPath(m1, s1), steps=steps, method=method), Flow(GaussianPath(m2, s2), steps=steps, method=method)
+    est, x = kl_divergence(q, p, n=4000, generator=torch.Generator().manual_seed(1))
+    lr = (torch.distributions.Normal(torch.tensor(m1), s1).log_prob(x).sum(1)
+          - torch.distributions.Normal(torch.tensor(m2), s2).log_prob(x).sum(1))
+    ref = _kl_gauss(m1, s1, m2, s2)
+    assert abs(est.item() - lr.mean().item()) < (2e-3 if method == 'heun' else 2e-2)
+    assert abs(est.item() - ref) < 4 * lr.std().item() / math.sqrt(len(lr)) + 0.01
+
+
+def test_kl_through_autograd_divergence_path():
+    "A velocity callable without a `with_div` path uses the exact autograd trace; same answer."
+    gp = GaussianPath([1., -1.], 0.6)
+    class Plain(torch.nn.Module):
+        def __init__(self): super().__init__(); self.dim = 2
+        def forward(self, x, t): return gp(x, t)
+    q, p = Flow(Plain(), steps=12), Flow(GaussianPath([0., 0.], 1.0), steps=12)
+    est, x = kl_divergence(q, p, n=2000, generator=torch.Generator().manual_seed(2))
+    lr = (torch.distributions.Normal(torch.tensor([1., -1.]), 0.6).log_prob(x).sum(1)
+          - torch.distributions.Normal(torch.zeros(2), 1.0).log_prob(x).sum(1))
+    assert abs(est.item() - lr.mean().item()) < 2e-3
+
+
+def test_kl_is_differentiable(flow2d):
+    model = Flow(VelocityMLP(2, 32, 2), flow2d.mean, flow2d.std, steps=4)
+    model.velocity.load_state_dict(flow2d.velocity.state_dict())
+    kl, _ = kl_divergence(model, flow2d, n=64, generator=torch.Generator().manual_seed(0))
+    kl.backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.velocity.parameters())
+    assert abs(kl.item()) < 0.1   # identical weights: KL ≈ 0 up to the ODE solver's error
+
+
+def test_metrics_identical_samples_are_zero():
+    ref = mog_sample('target', 2000, 1)
+    m = mog_metrics(ref, ref)
+    assert set(m) == {'energy_w2', 'cluster_kl', 'kde_l1'} and all(abs(v) < 1e-9 for v in m.values())
+    floor = mog_metrics(mog_sample('target', 2000, 2), ref)
+    base = mog_metrics(mog_sample('base', 2000, 3), ref)
+    assert floor['cluster_kl'] < 0.02 and base['cluster_kl'] > 0.07
+    assert floor['energy_w2'] < base['energy_w2'] and floor['kde_l1'] < base['kde_l1']
+
+
+def test_cluster_kl_of_known_occupancy():
+    ref = MOG_VERTICES[[0] * 50 + [1] * 50]        # occupancy (0.5, 0.5, 0, ...)
+    x = MOG_VERTICES[[0] * 75 + [1] * 25] + 0.1    # nearest vertices unchanged by the small offset
+    np.testing.assert_allclose(occupancy(x)[:2], [0.75, 0.25])
+    p = np.array([0.5, 0.5] + [0] * 6) + 1e-6; p /= p.sum()
+    q = np.array([0.75, 0.25] + [0] * 6) + 1e-6; q /= q.sum()
+    assert abs(cluster_kl(x, ref) - np.sum(p * np.log(p / q))) < 1e-12
+    assert abs(cluster_kl(x, ref) - (0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25))) < 1e-4
+
+
+def test_energy_w2_of_a_known_shift():
+    ref = np.linspace(0, 1, 500)[:, None]
+    # with E(x) = x, shifting every sample by 0.3 shifts every energy by 0.3: W2 = 0.3
+    assert abs(energy_w2(ref + 0.3, ref, logpdf=lambda a: -torch.as_tensor(a)[:, 0]) - 0.3) < 1e-9
+
+
+def test_mog_target_definition():
+    w, m, s = mog_params('target')
+    np.testing.assert_allclose(w.numpy(), [0.2, 0.2, 0.15, 0.15, 0.1, 0.1, 0.05, 0.05])
+    np.testing.assert_allclose(s.numpy(), [0.8, 0.8, 0.6, 0.6, 0.5, 0.5, 0.4, 0.4])
+    assert (m[0::2] == -m[1::2]).all()                 # rows (0,1), (2,3), ... are antipodal pairs
+    x = mog_sample('target', 20000, 0)
+    np.testing.assert_allclose(occupancy(x), w.numpy(), atol=0.01)
+    # the log-density integrates to 1 (importance check against the base)
+    xb = mog_sample('base', 50000, 1)
+    ratio = torch.exp(mog_logpdf(xb, 'target') - mog_logpdf(xb, 'base'))
+    assert abs(ratio.mean().item() - 1) < 0.05
+
+
+def test_ea_moves_the_constrained_moments(flow2d):
+    obs = {'x0': lambda x: x[:, 0]}
+    exp = {'x0': torch.randn(4000, generator=torch.Generator().manual_seed(5)) * 0.5 + 4.0}
+    model = align(flow2d, obs, exp, 'ea', order=1, beta=0.01, iters=25, batch=256, kl_batch=64, lr=1e-2)
+    with torch.no_grad():
+        before = flow2d.sample(4000, generator=torch.Generator().manual_seed(3))[:, 0].mean().item()
+        after = model.sample(4000, generator=torch.Generator().manual_seed(3))[:, 0].mean().item()
+    assert abs(before - 3.0) < 0.3 and after > 3.5, (before, after)
+    mm = MomentMatcher(torch.as_tensor(exp['x0'])[:, None], 2)
+    assert len(mm.pows) == 2 and mm.loss(torch.as_tensor(exp['x0'])[:, None]) < 1e-8
+
+
+def test_ada_runs_and_records_history(flow2d):
+    obs = {'x0': lambda x: x[:, 0], 'both': lambda x: x}
+    exp = {'x0': np.random.default_rng(0).normal(4, 0.5, (500,)), 'both': np.random.default_rng(1).normal(0, 1, (500, 2))}
+    model = align(flow2d, obs, exp, 'ada', iters=3, batch=64, kl_batch=16, critic_steps=2, critic_warmup=2)
+    assert len(model.history) == 3 and {'w1_x0', 'w1_both', 'kl', 'fit'} <= set(model.history[-1])
+    assert not any(p.requires_grad for p in model.parameters())
+    assert not any(p.requires_grad for p in flow2d.parameters())   # the base is untouched
+
+
+@pytest.mark.parametrize('kw, match', [
+    (dict(exp={'xy': np.zeros((10, 3))}), 'does not match'),
+    (dict(exp={'xy': np.zeros((0, 2))}), 'empty'),
+    (dict(exp={'xy': np.zeros((10, 2))}, beta=-1.0), 'beta'),
+    (dict(exp={'yz': np.zeros((10, 2))}), 'no experimental samples'),
+    (dict(exp={'xy': np.full((10, 2), np.nan)}), 'NaN'),
+    (dict(exp={'xy': np.zeros((10, 2))}, observables={}), 'non-empty'),
+])
+def test_bad_input_gives_clear_errors(kw, match):
+    base = Flow(GaussianPath([0., 0., 0.], 1.0), steps=2)
+    args = {**dict(observables={'xy': lambda x: x[:, :2]}, beta=0.1), **kw}
+    with pytest.raises(ADAInputError, match=match):
+        check_alignment_inputs(base, **args)
+    with pytest.raises(ADAInputError, match=match):   # align checks before any training
+        align(base, method='ada', iters=1, **args)
+
+
+def test_other_bad_arguments(flow2d):
+    obs, exp = {'x0': lambda x: x[:, 0]}, {'x0': np.zeros(10)}
+    with pytest.raises(ADAInputError, match='method'): align(flow2d, obs, exp, method='gan')
+    with pytest.raises(ADAInputError, match='iters'): align(flow2d, obs, exp, iters=0)
+    with pytest.raises(ADAInputError, match='steps'): odeint(lambda x, t: x, torch.zeros(2, 2), steps=0)
+    with pytest.raises(ADAInputError, match='empty'): train_flow(np.zeros((0, 3)))
+    with pytest.raises(ADAInputError, match='unknown chain observables'): chain_observables(['rg', 'nope'])
+    assert issubclass(ADAInputError, ValueError)
+
+
+def test_chain_state_roundtrip_and_observables():
+    pos = chain_langevin(200, 'sim', seed=0, burn=100, every=20)
+    s = chain_to_state(pos)
+    assert s.shape == (200, 9)
+    back = state_to_chain(s)
+    for f in CHAIN_OBSERVABLES.values():
+        torch.testing.assert_close(f(back), f(pos), atol=1e-4, rtol=1e-4)
+    obs = chain_observables()
+    assert obs['bond'](s).shape == (200, 5) and obs['rg'](s).shape == (200,)
+    assert w1(obs['rg'](s), obs['rg'](s)) == 0
+
+
+def test_run_mog_quick_writes_files(tmp_path):
+    met = run_mog(tmp_path, seed=0, quick=True, verbose=False)
+    assert set(met) == set(MOG_METHODS) == {'base', 'ada', 'ea1', 'ea2', 'ea3', 'ea4'}
+    on_disk = json.loads((tmp_path / 'metrics.json').read_text())
+    assert on_disk == met
+    for m in MOG_METHODS:
+        assert set(met[m]) == {'energy_w2', 'cluster_kl', 'kde_l1'} and all(np.isfinite(list(met[m].values())))
+        a = np.load(tmp_path / f'samples_{m}.npy')
+        assert a.shape == (2000, 3) and a.dtype == np.float32 and np.isfinite(a).all()
+    assert not [p for p in os.listdir(tmp_path) if p.endswith('.tmp')]
+
+
+def test_run_chain_quick_writes_metrics(tmp_path):
+    res = run_chain(tmp_path, seed=1, quick=True, verbose=False)
+    on_disk = json.loads((tmp_path / 'metrics.json').read_text())
+    names = set(res['order']) | set(res['held_out'])
+    assert names == set(CHAIN_OBSERVABLES) and set(on_disk['base']) == names
+    assert [s['added'] for s in on_disk['steps']] == res['order']
+    for s in on_disk['steps']:
+        assert set(s['ada']) == names and set(s['ea']) == names
