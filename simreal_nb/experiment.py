@@ -19,13 +19,12 @@ from .io import write_dataset
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES
-from .metrics import METRICS, rmse, rel_l2
+from .metrics import METRICS
 from .protocols import get_protocol, train, evaluate, rollout, resolve_device, atomic_write_text
 
 # %% auto #0
 __all__ = ['PRESETS', 'DEFAULT_PROTOCOLS', 'DEFAULT_CAPACITIES', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'make_grid',
-           'cell_data', 'truth_pressure_error', 'cell_path', 'run_cell', 'open_run_dir', 'map_cells', 'collect_results',
-           'run_experiment']
+           'cell_data', 'cell_path', 'run_cell', 'open_run_dir', 'map_cells', 'collect_results', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -103,28 +102,8 @@ def cell_data(system:str, cfg:GridConfig):
     return _DATA[k]
 
 # %% ../nbs/50_experiment.ipynb #c016
-def _long(ds, dd, horizon, for_eval=False):
-    return WindowDataset(ds, dd.n_in, horizon, horizon, dd.normalizer, dd.fields, cond=dd.cond_names, for_eval=for_eval)
-
-def _even(n, k): return sorted(set(np.linspace(0, n - 1, min(n, k)).round().astype(int).tolist())) if n else []
-
-@torch.no_grad()
-def truth_pressure_error(model, dd, exp_truth, horizon:int, max_windows:int=24, device='cpu') -> dict:
-    "Rollout error of pressure predicted from measured exp velocities against the exp domain's hidden true pressure."
-    if 'p' not in dd.fields: return dict(rmse=float('nan'), rel_l2=float('nan'))
-    ew = _long(dd.exp_ds['test'], dd, horizon)
-    tw = _long(dd.truth_windows(exp_truth, 'test').ds, dd, horizon, for_eval=True)
-    assert len(ew) == len(tw), 'exp and exp_truth windows must match one to one'
-    idx = _even(len(ew), max_windows)
-    if not idx: return dict(rmse=float('nan'), rel_l2=float('nan'))
-    b, truth = ew.get_batch(idx), tw.get_batch(idx)
-    model.eval()
-    pred = rollout(model, b['x'].to(device), b['field_mask'].to(device), horizon, n_out=dd.n_out,
-                   cond=b['cond'].to(device), n_params=ew.n_params, valid=b['valid'].to(device)).float().cpu()
-    c = dd.fields.index('p')
-    p = dd.normalizer.decode(pred[:, :, c:c+1], ('p',)); t = dd.normalizer.decode(truth['y'][:, :, c:c+1].float(), ('p',))
-    p, t, m = p.permute(0, 1, 3, 4, 2), t.permute(0, 1, 3, 4, 2), truth['valid'][..., None]
-    return dict(rmse=rmse(p, t, m), rel_l2=rel_l2(p, t, m))
+def _long(ds, dd, horizon):
+    return WindowDataset(ds, dd.n_in, horizon, horizon, dd.normalizer, dd.fields, cond=dd.cond_names)
 
 # %% ../nbs/50_experiment.ipynb #c018
 BANDS = ('low', 'mid', 'high')
@@ -172,20 +151,21 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
                  val_batches=cfg.val_batches, device=str(dev), progress=False,
                  resume=True)
     t_train = time.perf_counter() - t0 - t_data
-    ev = evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=str(dev))
-    tp = truth_pressure_error(model, dd, truth, cfg.horizon, cfg.eval_windows, dev)
+    ev = evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth, device=str(dev))
     ex = _example(model, dd, cfg.horizon, dev)
     t_eval = time.perf_counter() - t0 - t_data - t_train
     cos, frac = _conflict(hist)
-    sc = ev['score'].reindex(field=list(dd.fields) + ['all'])
+    fields = list(dd.fields) + ['all']
+    sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])
+    truth = ev['score'].sel(domain='exp_truth', mode='rollout', field='p', drop=True)
     H, W = dd.grid
     ds = xr.Dataset(dict(
         score=sc.sel(mode='rollout', metric=list(METRICS), drop=True),
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
         frmse_band=sc.sel(mode='rollout', metric=[f'frmse_{b}' for b in BANDS], drop=True)
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
-        rmse_lead=ev['rmse_lead'].reindex(field=list(dd.fields) + ['all']),
-        truth_p_rmse=((), tp['rmse']), truth_p_rel_l2=((), tp['rel_l2']),
+        rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
+        truth_p_rmse=((), float(truth.sel(metric='rmse'))), truth_p_rel_l2=((), float(truth.sel(metric='rel_l2'))),
         grad_cos_mean=((), cos), grad_conflict_frac=((), frac),
         params=((), float(n_params(model))), train_s=((), t_train), eval_s=((), t_eval),
         example=xr.DataArray(ex, dims=('domain', 'field', 'kind', 'ey', 'ex'),
