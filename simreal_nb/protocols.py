@@ -195,7 +195,7 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
         raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
-# %% ../nbs/40_protocols.ipynb #c025
+# %% ../nbs/40_protocols.ipynb #c026
 def resolve_device(device:str|torch.device='auto') -> torch.device:
     "'auto' -> CUDA when available, else CPU."
     if isinstance(device, torch.device): return device
@@ -215,7 +215,7 @@ def _can_concat(bs):
     return all(k in a and k in b and a[k].shape[1:] == b[k].shape[1:] for k in ('x', 'y', 'field_mask', 'valid')) and \
         ((_cond(a) is None) == (_cond(b) is None)) and (_cond(a) is None or _cond(a).shape[1:] == _cond(b).shape[1:])
 
-# %% ../nbs/40_protocols.ipynb #c026
+# %% ../nbs/40_protocols.ipynb #c027
 class Stepper:
     "One optimiser update from per-domain batches: masked losses, weighted sum, clipping, AdamW step, schedule step."
     def __init__(self, model:nn.Module, optimizer:torch.optim.Optimizer|None=None, scheduler=None,
@@ -284,7 +284,7 @@ class Stepper:
         if info: out.update(info)
         return out
 
-# %% ../nbs/40_protocols.ipynb #c030
+# %% ../nbs/40_protocols.ipynb #c031
 def rng_state() -> dict:
     "RNG states of torch, CUDA, numpy and python as weights_only-loadable values."
     npst = np.random.get_state()
@@ -308,7 +308,7 @@ def seed_everything(seed:int):
     "Seed python, numpy and torch (all devices)."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
-# %% ../nbs/40_protocols.ipynb #c031
+# %% ../nbs/40_protocols.ipynb #c032
 def atomic_save(obj, path:str|Path):
     "torch.save to a temporary file next to `path`, fsync, then os.replace."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -333,7 +333,7 @@ def load_checkpoint(path:str|Path, map_location='cpu') -> dict:
     try: return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e: raise CheckpointError(f"checkpoint: cannot read {path} with weights_only=True: {e}") from e
 
-# %% ../nbs/40_protocols.ipynb #c034
+# %% ../nbs/40_protocols.ipynb #c035
 @dataclass
 class TrainConfig:
     "Knobs shared by every protocol (equal budgets: same `steps`, `batch_size` and `seed` across protocols)."
@@ -379,7 +379,7 @@ class TrainConfig:
                     eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
                     log_every=self.log_every, concat=self.concat)
 
-# %% ../nbs/40_protocols.ipynb #c035
+# %% ../nbs/40_protocols.ipynb #c036
 def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[int], float]:
     "Learning-rate multiplier: linear warm-up over `warmup` (fraction or count) of `steps`, then cosine to `min_lr`."
     nw = int(round(warmup * steps)) if warmup < 1 else int(warmup)
@@ -390,7 +390,7 @@ def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[i
         return min_lr + (1 - min_lr) * 0.5 * (1 + math.cos(math.pi * t))
     return f
 
-# %% ../nbs/40_protocols.ipynb #c037
+# %% ../nbs/40_protocols.ipynb #c038
 def _domain(data, d):
     if data is None: return None
     if isinstance(data, dict): return data.get(d)
@@ -436,7 +436,7 @@ def _check_data(data, protocol):
         out[d] = ds
     return out
 
-# %% ../nbs/40_protocols.ipynb #c038
+# %% ../nbs/40_protocols.ipynb #c039
 class Trainer:
     "Train `model` on `data` with `protocol`; checkpoints, resume, early stopping, gradient-conflict logging."
     def __init__(self, model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
@@ -659,7 +659,7 @@ class Trainer:
         if self.ckpt_dir is not None: self.save(final=True)
         return self.history
 
-# %% ../nbs/40_protocols.ipynb #c039
+# %% ../nbs/40_protocols.ipynb #c040
 def train(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]; trained in place
           data,  # DomainData or dict with sim/exp -> train/val/test window datasets
           protocol:str|Protocol='joint',  # protocol object or name ('sim_only', 'joint@0.3', ...)
@@ -669,7 +669,7 @@ def train(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W];
     "Train `model` in place with `protocol`; return the history dict (losses, validation, gradient conflict)."
     return Trainer(model, data, protocol, **config).fit(resume=resume, callbacks=callbacks)
 
-# %% ../nbs/40_protocols.ipynb #c050
+# %% ../nbs/40_protocols.ipynb #c053
 def _long_windows(wd, horizon, stride=None):
     "Windows of `wd`'s data with `horizon` target frames (same normaliser, fields and conditioning)."
     if len(wd) and torch.as_tensor(wd[0]['y']).shape[0] >= horizon: return wd
@@ -690,7 +690,7 @@ def _cond_step(cond, n_params, L_long, j0, L):
     idx = torch.arange(j0, j0 + L, device=cond.device).clamp_max(L_long - 1)  # hold the last value past the end
     return torch.cat([cond[:, :n_params], inp[:, :, idx].reshape(B, -1)], 1)
 
-# %% ../nbs/40_protocols.ipynb #c051
+# %% ../nbs/40_protocols.ipynb #c054
 @torch.no_grad()
 def rollout(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
             x:torch.Tensor,  # initial frames [B, n_in, C, H, W] (normalised)
@@ -714,7 +714,7 @@ def rollout(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W
         done += k
     return torch.cat(frames, 1)
 
-# %% ../nbs/40_protocols.ipynb #c052
+# %% ../nbs/40_protocols.ipynb #c055
 EVAL_MODES = ('one_step', 'rollout')  # the `mode` coordinate of `evaluate`
 
 def _subset(n, k):
@@ -754,13 +754,13 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
         for k, t in zip(('pred', 'y', 'valid', 'field_mask'), (p, b['y'][:, :T].float(), v, fm)): out[k].append(t.cpu())
     return {k: torch.cat(v) for k, v in out.items()}
 
-# %% ../nbs/40_protocols.ipynb #c053
+# %% ../nbs/40_protocols.ipynb #c056
 def _lead_rmse(p, y, m):
     "RMSE per lead time over valid points: p, y [b, t, h, w, c], m [b, t, h, w] -> [t]."
     w = m[..., None].expand_as(p).double()
     return (((p.double() - y.double()) ** 2 * w).sum((0, 2, 3, 4)) / w.sum((0, 2, 3, 4)).clamp_min(1)).sqrt()
 
-# %% ../nbs/40_protocols.ipynb #c054
+# %% ../nbs/40_protocols.ipynb #c057
 def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]
              data,  # DomainData or dict: sim/exp -> split -> windows, plus .normalizer and .fields
              split:str='test',  # split scored in both domains
@@ -833,7 +833,7 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1)),
         attrs=dict(split=split, horizon=int(horizon)))
 
-# %% ../nbs/40_protocols.ipynb #c056
+# %% ../nbs/40_protocols.ipynb #c059
 def _synthetic_batch(batch, C, n_in, n_out, grid, n_cond, present, seed):
     g = torch.Generator().manual_seed(seed)
     H, W = grid
@@ -860,7 +860,8 @@ def bench_joint(batch:int=8,  # windows per domain mini-batch
     try:
         dev = resolve_device(device)
         torch.manual_seed(0)
-        if model is None:
+        if model is not None: arch, capacity = type(model).__name__, None
+        else:
             from simreal_nb.models import make_model
             model = make_model(arch, capacity, fields=fields, n_in=n_in, n_out=n_out, grid=tuple(grid), n_cond=n_cond)
         model = model.to(dev)
