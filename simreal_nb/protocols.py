@@ -277,6 +277,8 @@ class Stepper:
         batches = {d: _to(b, self.device) for d, b in batches.items()}
         losses, total, info = self.grads(batches, weights, diag)
         gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
+        if gn is not None and not torch.isfinite(gn):
+            raise NonFiniteLossError(f"gradient norm is {gn.item()} (loss {total.detach().item()})")
         lr = self.opt.param_groups[0]['lr']
         self.opt.step()
         if self.sched is not None: self.sched.step()

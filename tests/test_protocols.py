@@ -373,3 +373,19 @@ def test_evaluate_exp_truth_scores_unmeasured_pressure(toy):
     for mode in ('one_step', 'rollout'):  # same inputs: u and v scores agree with the exp domain
         np.testing.assert_allclose(ev.score.sel(domain='exp_truth', mode=mode, field=['u', 'v'], metric='rmse'),
                                    ev.score.sel(domain='exp', mode=mode, field=['u', 'v'], metric='rmse'), rtol=1e-6)
+
+
+def test_nonfinite_gradient_stops_before_the_update(toy):
+    class InfGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x): return x.clone()
+        @staticmethod
+        def backward(ctx, g): return g * float('inf')
+    class Bad(ToyNet):
+        def forward(self, x, field_mask, cond=None): return InfGrad.apply(super().forward(x, field_mask, cond))
+    torch.manual_seed(0); m = Bad(dropout=0.0)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    with pytest.raises(NonFiniteLossError, match='gradient norm') as e:
+        train(m, toy, 'sim_only', steps=5, **KW)
+    assert e.value.step == 0 and e.value.checkpoint is None
+    for k, v in m.state_dict().items(): assert torch.equal(v, before[k])  # no update applied
