@@ -371,6 +371,8 @@ class TrainConfig:
                 raise ProtocolError(f"{k}: expected a positive integer or None, got {v!r}")
         if not (self.lr > 0): raise ProtocolError(f"lr: expected a positive number, got {self.lr!r}")
         if self.warmup < 0: raise ProtocolError(f"warmup: expected >= 0, got {self.warmup!r}")
+        if self.ckpt_every is not None and self.ckpt_dir is None:
+            raise ProtocolError(f"ckpt_every={self.ckpt_every} needs ckpt_dir: expected a directory for the checkpoints")
         if self.val_domains not in ('objective', 'both'):
             raise ProtocolError(f"val_domains: expected 'objective' or 'both', got {self.val_domains!r}")
 
