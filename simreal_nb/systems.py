@@ -16,7 +16,8 @@ from .schema import validate as _schema_validate
 
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'check_twin',
-           'measure', 'make_twins', 'cache_root', 'twin_key', 'load_twins', 'write_twins']
+           'measure', 'make_twins', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins', 'write_twins',
+           'load_all_twins', 'bench_systems']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
@@ -44,18 +45,18 @@ _KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, fr
 _KOL_SIZES = dict(
     test=dict(_KOL_BASE, n=32, n_traj=4, n_frames=20, dt=0.05, nu=(6e-3, 9e-3), t_spin=10.0, t_adapt=0.5),
     quick=dict(_KOL_BASE, n=64, n_traj=4, n_frames=40, dt=0.025, nu=(3e-3, 4.5e-3)),
-    default=dict(_KOL_BASE, n=128, n_traj=4, n_frames=48, dt=0.0125),
+    default=dict(_KOL_BASE, n=128, n_traj=4, n_frames=40, dt=0.0125),
 )
 
 _LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=0.85, drag=0.03, turb=0.03, turb_modes=3,
-                 offset=0.5, spin_steps=3000, phys_D=0.01, phys_U=0.01, **_MEAS)
+                 offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, **_MEAS)
 _CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150.)
 _CYL_SIZES = dict(
     test=dict(_CYL, nx=64, ny=32, D=6, Re=(70., 100.), Re_spin=85., U=0.12, n_traj=4, n_frames=20, frame_steps=10,
               spin_steps=600),
     quick=dict(_CYL, nx=96, ny=48, D=6, Re=(80., 140.), Re_spin=110., U=0.12, n_traj=4, n_frames=40, frame_steps=15,
-               spin_steps=2000),
-    default=dict(_CYL, nx=128, ny=64, n_traj=4, n_frames=80),
+               spin_steps=1500),
+    default=dict(_CYL, nx=128, ny=64, n_traj=4, n_frames=64),
 )
 def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85)
 _CTL_SIZES = {k: _ctl(v) for k, v in _CYL_SIZES.items()}
@@ -65,8 +66,8 @@ _FOIL_SIZES = dict(
     test=dict(_FOIL, nx=64, ny=32, D=12, Re=(150., 250.), Re_spin=200., U=0.12, n_traj=4, n_frames=20,
               frame_steps=10, spin_steps=600),
     quick=dict(_FOIL, nx=96, ny=48, D=18, Re=(250., 450.), Re_spin=350., U=0.12, n_traj=4, n_frames=40,
-               frame_steps=15, spin_steps=2000),
-    default=dict(_FOIL, nx=128, ny=64, n_traj=4, n_frames=80),
+               frame_steps=15, spin_steps=1500),
+    default=dict(_FOIL, nx=128, ny=64, n_traj=4, n_frames=64),
 )
 
 SYSTEMS = {
@@ -611,13 +612,12 @@ class _threads:
 def make_twins(system:str, # one of `list_systems()`
                seed:int=0, # seeds initial states, per-trajectory parameters, inflow turbulence and noise
                size:str='default', # 'test' (tiny), 'quick' or 'default'
-               threads:int|None=None, # torch threads while generating; None: 1 for size='test', else unchanged
+               threads:int|None=1, # torch threads while generating (None: leave torch's setting)
                **overrides)->dict: # any key of the size preset, e.g. n_traj=6
     "Generate the twin datasets of `system` (no cache): dict(sim=, exp=, exp_truth=)."
     spec = _get_spec(system)
     if not isinstance(seed, (int, np.integer)) or seed < 0: raise SystemConfigError(f"seed={seed!r}: expected an int >= 0")
     c = _resolve(spec, size, overrides); c['_size'] = size
-    if threads is None and size == 'test': threads = 1
     with _threads(threads): out = (_gen_kolmogorov if spec.kind == 'spectral' else _gen_lbm)(spec, c, int(seed))
     for k, ds in out.items():
         ds.attrs['size'] = size
@@ -625,7 +625,42 @@ def make_twins(system:str, # one of `list_systems()`
         check_twin(ds, k)
     return out
 
-# %% ../nbs/05_systems.ipynb #c032
+# %% ../nbs/05_systems.ipynb #c034
+def gap_curve(a:xr.Dataset, b:xr.Dataset, # datasets on one grid (e.g. sim and exp_truth); b is the reference
+              fields=('u', 'v'), # fields compared jointly
+              valid=None)->xr.DataArray: # optional bool mask (traj,time,y,x) of points to use
+    "rel-L2 of `a` against `b` per (traj, time): ||a - b|| / ||b|| over (y, x, fields)."
+    w = 1.0 if valid is None else valid.astype('float32')
+    num = sum((((a[f] - b[f]) ** 2) * w).sum(('y', 'x')) for f in fields)
+    den = sum(((b[f] ** 2) * w).sum(('y', 'x')) for f in fields)
+    return np.sqrt(num / den).rename('rel_l2')
+
+def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
+               traj:int=0, # trajectory index
+               t:int=-1, # time index
+               dpi:int=70):
+    "One frame of u, v and p: sim, hidden exp truth, measured exp (invalid vectors blank; exp has no pressure)."
+    import matplotlib.pyplot as plt
+    sim, tr, ex = tw['sim'].isel(traj=traj, time=t), tw['exp_truth'].isel(traj=traj, time=t), tw['exp'].isel(traj=traj, time=t)
+    ratio = sim.sizes['x'] / sim.sizes['y']
+    w = 3.0 * min(ratio, 2.0); h = w / ratio
+    fig, ax = plt.subplots(3, 3, figsize=(3 * w, 3 * h + 0.5), dpi=dpi)
+    ext = [float(sim.x.min()), float(sim.x.max()), float(sim.y.min()), float(sim.y.max())]
+    lim = {f: float(np.abs(sim[f]).max()) for f in ('u', 'v', 'p')}
+    cm = dict(u=('viridis', float(sim.u.min()), lim['u']), v=('RdBu_r', -lim['v'], lim['v']), p=('PuOr_r', -lim['p'], lim['p']))
+    for j, (ds, name) in enumerate(((sim, 'sim'), (tr, 'exp truth (hidden)'), (ex, 'exp (measured)'))):
+        for i, f in enumerate(('u', 'v', 'p')):
+            a = ax[i, j]; a.set_xticks([]); a.set_yticks([])
+            if f not in ds:
+                a.text(0.5, 0.5, 'no pressure\n(PIV measures u, v)', ha='center', va='center', fontsize=9); continue
+            val = ds[f].where(ds.valid) if 'valid' in ds else ds[f]
+            a.imshow(val.values, origin='lower', extent=ext, aspect='equal', cmap=cm[f][0], vmin=cm[f][1], vmax=cm[f][2])
+            a.set_title(f'{f}  {name}', fontsize=8)
+    fig.suptitle(f"{sim.attrs['system']}  traj {traj}  t = {float(sim.time):.2f} s", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+# %% ../nbs/05_systems.ipynb #c039
 def cache_root(cache_dir=None)->Path:
     "The twin cache folder: `cache_dir`, else $SIMREAL_CACHE, else the user cache dir."
     if cache_dir is None: cache_dir = os.environ.get('SIMREAL_CACHE')
@@ -653,7 +688,7 @@ def twin_key(system, seed=0, size='default', **overrides)->str:
                            generator_version=GENERATOR_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
-# %% ../nbs/05_systems.ipynb #c033
+# %% ../nbs/05_systems.ipynb #c040
 _DOMAINS = ('sim', 'exp', 'exp_truth')
 
 def _read_entry(d, key):
@@ -679,12 +714,12 @@ def _write_entry(d, key, out):
     with os.fdopen(fd, 'w') as fh: json.dump(man, fh)
     os.replace(tmp, d / 'manifest.json')
 
-# %% ../nbs/05_systems.ipynb #c034
+# %% ../nbs/05_systems.ipynb #c041
 def load_twins(system:str, # one of `list_systems()`
                seed:int=0, # generator seed
                size:str='default', # 'test', 'quick' or 'default'
                cache_dir=None, # cache folder; None: $SIMREAL_CACHE or the user cache dir
-               threads:int|None=None, # torch threads if it has to generate
+               threads:int|None=1, # torch threads if it has to generate
                **overrides)->dict:
     "Twin datasets of `system` from the cache, generated (and cached) when missing, stale or corrupt."
     key = twin_key(system, seed, size, **overrides)   # validates all arguments before any compute
@@ -711,3 +746,66 @@ def write_twins(system:str, # one of `list_systems()`
     out = load_twins(system, seed, size, cache_dir=cache_dir, **overrides)
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     return {k: write_dataset(out[k], out_dir / f'{system}_{k}.nc') for k in _DOMAINS}
+
+# %% ../nbs/05_systems.ipynb #c046
+def _fill_entry(system, seed, size, cache_dir, overrides):
+    "Worker: make sure the cache entry exists; returns seconds spent (0 if it was already cached)."
+    t = time.perf_counter()
+    key = twin_key(system, seed, size, **overrides)
+    d = cache_root(cache_dir) / f'{system}-{size}-s{int(seed)}-{key}'
+    if d.exists() and _read_entry(d, key) is not None: return 0.0
+    load_twins(system, seed, size, cache_dir=cache_dir, **overrides)
+    return time.perf_counter() - t
+
+# %% ../nbs/05_systems.ipynb #c047
+def load_all_twins(systems=None, # names (default: all of `list_systems()`)
+                   seed:int=0, size:str='default', cache_dir=None, # as in `load_twins`
+                   workers:int=2, # processes generating missing entries in parallel (1: in this process)
+                   **overrides)->dict:
+    "dict system -> twins, generating missing cache entries `workers` at a time."
+    systems = list_systems() if systems is None else list(systems)
+    for s_ in systems: twin_key(s_, seed, size, **overrides)   # every argument checked before any compute
+    if workers > 1 and len(systems) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(min(workers, len(systems)), mp_context=mp.get_context('spawn')) as ex:
+            list(ex.map(_fill_entry, systems, [seed] * len(systems), [size] * len(systems),
+                        [cache_dir] * len(systems), [overrides] * len(systems)))
+    return {s_: load_twins(s_, seed, size, cache_dir=cache_dir, **overrides) for s_ in systems}
+
+# %% ../nbs/05_systems.ipynb #c049
+def bench_systems(size:str='default', # size preset to time
+                  seed:int=0, systems=None, # which systems (default: all)
+                  workers:int=2, # generator processes (the 2-core budget)
+                  repeats:int=3, # warm cache loads timed (median reported)
+                  cache_dir=None)->dict: # None: a fresh temporary folder (cold)
+    "Time cold generation (parallel workers) and warm cache loads of the twin systems; dict of timings."
+    import statistics, multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+    systems = list_systems() if systems is None else list(systems)
+    tmp = None
+    if cache_dir is None: tmp = tempfile.mkdtemp(prefix='simreal-bench-'); cache_dir = tmp
+    try:
+        load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
+        t = time.perf_counter()
+        if workers > 1:
+            with ProcessPoolExecutor(min(workers, len(systems)), mp_context=mp.get_context('spawn')) as ex:
+                per = list(ex.map(_fill_entry, systems, [seed] * len(systems), [size] * len(systems),
+                                  [cache_dir] * len(systems), [{}] * len(systems)))
+        else: per = [_fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems]
+        cold = time.perf_counter() - t
+        warm = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for s_ in systems: load_twins(s_, seed, size, cache_dir=cache_dir)
+            warm.append(time.perf_counter() - t)
+        mb = sum(f.stat().st_size for f in cache_root(cache_dir).rglob('*.nc')) / 2 ** 20
+        return dict(size=size, systems=systems, workers=workers, threads_per_worker=1,
+                    cold_total_s=round(cold, 2), cold_per_system_s={s_: round(p, 2) for s_, p in zip(systems, per)},
+                    warm_load_median_s=round(statistics.median(warm), 3), warm_load_all_s=[round(w, 3) for w in warm],
+                    cache_mb=round(mb, 1), budget_cold_s=60, budget_load_s=2,
+                    cold_ok=cold < 60, load_ok=statistics.median(warm) < 2,
+                    loadavg_before=load1, loadavg_after=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None,
+                    cpu_count=os.cpu_count())
+    finally:
+        if tmp: shutil.rmtree(tmp, ignore_errors=True)
