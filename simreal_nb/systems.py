@@ -38,6 +38,7 @@ class SystemSpec:
 
 # %% ../nbs/05_systems.ipynb #c009
 _MEAS = dict(window=4, stride=2, noise_add=0.03, noise_mult=0.02, dropout=0.02)  # PIV defaults (fractions of U)
+_MEAS['ic_eps'] = 0.0  # relative perturbation of the exp initial state (0: identical start; >0 measures chaos)
 
 _KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, frame_dt=0.25, t_spin=20.0,
                  t_adapt=1.0, nu_factor=1.25, alpha_add=0.04, forcing_gain=0.92, harmonic=0.1,
@@ -365,6 +366,7 @@ def _gen_kolmogorov(spec, c, seed):
     al2 = torch.cat([c['alpha'] * one, (c['alpha'] + c['alpha_add']) * one])
     chi2 = torch.cat([c['chi'] * one, c['chi'] * c['forcing_gain'] * one])
     har2 = torch.cat([0 * one, c['harmonic'] * one])
+    if c['ic_eps']: W[B:] = W[B:] * (1 + c['ic_eps'] * torch.randn(W[B:].shape, generator=g))
     sp.setup(nu2, al2, _kol_forcing(sp, chi2, c['k_f'], har2, 2 * B), c['dt'])
     kk = sp.k2.sqrt() * sp.L / (2 * math.pi)
     band = ((kk >= c['stoch_band'][0]) & (kk <= c['stoch_band'][1])).to(torch.complex64)
@@ -539,6 +541,7 @@ def _gen_lbm(spec, c, seed):
     lb = _LBM(solid, tau, drag)
     f = f.expand(2 * B, -1, -1, -1).clone()
     f = torch.where((solid | solid0)[:, None], _WV.expand(2 * B, 9, ny, nx), f)   # rest state in (old or new) body cells
+    if c['ic_eps']: f[B:] = f[B:] * (1 + c['ic_eps'] * torch.randn(f[B:].shape, generator=torch.Generator().manual_seed(seed)))
     modes = _inflow_modes(rng, c, B, ny)
     # --- actuation (controlled cylinder): command A sin(2 pi f_c t) as surface speed / U
     f_shed = c.get('St', 0.21) * U / D                     # lattice shedding frequency estimate
@@ -749,13 +752,33 @@ def write_twins(system:str, # one of `list_systems()`
 
 # %% ../nbs/05_systems.ipynb #c046
 def _fill_entry(system, seed, size, cache_dir, overrides):
-    "Worker: make sure the cache entry exists; returns seconds spent (0 if it was already cached)."
-    t = time.perf_counter()
+    "Make sure the cache entry exists; returns [wall seconds, CPU seconds] spent ([0, 0] if it was already cached)."
+    t, c = time.perf_counter(), time.process_time()
     key = twin_key(system, seed, size, **overrides)
     d = cache_root(cache_dir) / f'{system}-{size}-s{int(seed)}-{key}'
-    if d.exists() and _read_entry(d, key) is not None: return 0.0
+    if d.exists() and _read_entry(d, key) is not None: return [0.0, 0.0]
     load_twins(system, seed, size, cache_dir=cache_dir, **overrides)
-    return time.perf_counter() - t
+    return [time.perf_counter() - t, time.process_time() - c]
+
+def _fill_parallel(systems, seed, size, cache_dir, overrides, workers):
+    "Run `_fill_entry` for each system in fresh interpreter processes, `workers` at a time; dict of seconds."
+    import subprocess, sys
+    code = ("import json, sys; from simreal_nb.systems import _fill_entry; a = json.loads(sys.argv[1]); "
+            "print(json.dumps(_fill_entry(*a)))")
+    root = str(cache_root(cache_dir).parent)
+    todo, running, out = list(systems), {}, {}
+    while todo or running:
+        while todo and len(running) < workers:
+            s_ = todo.pop(0)
+            arg = json.dumps([s_, int(seed), size, root, overrides])
+            running[s_] = subprocess.Popen([sys.executable, '-c', code, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for s_, pr in list(running.items()):
+            if pr.poll() is None: continue
+            o, e = pr.communicate(); del running[s_]
+            if pr.returncode: raise RuntimeError(f"generating {s_!r} failed in a worker process:\n{e[-2000:]}")
+            out[s_] = json.loads(o.strip().splitlines()[-1])
+        time.sleep(0.05)
+    return out
 
 # %% ../nbs/05_systems.ipynb #c047
 def load_all_twins(systems=None, # names (default: all of `list_systems()`)
@@ -765,12 +788,8 @@ def load_all_twins(systems=None, # names (default: all of `list_systems()`)
     "dict system -> twins, generating missing cache entries `workers` at a time."
     systems = list_systems() if systems is None else list(systems)
     for s_ in systems: twin_key(s_, seed, size, **overrides)   # every argument checked before any compute
-    if workers > 1 and len(systems) > 1:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor
-        with ProcessPoolExecutor(min(workers, len(systems)), mp_context=mp.get_context('spawn')) as ex:
-            list(ex.map(_fill_entry, systems, [seed] * len(systems), [size] * len(systems),
-                        [cache_dir] * len(systems), [overrides] * len(systems)))
+    if workers > 1 and len(systems) > 1 and size != 'test':  # test sizes: process start-up would dominate
+        _fill_parallel(systems, seed, size, cache_dir, overrides, workers)
     return {s_: load_twins(s_, seed, size, cache_dir=cache_dir, **overrides) for s_ in systems}
 
 # %% ../nbs/05_systems.ipynb #c049
@@ -780,19 +799,15 @@ def bench_systems(size:str='default', # size preset to time
                   repeats:int=3, # warm cache loads timed (median reported)
                   cache_dir=None)->dict: # None: a fresh temporary folder (cold)
     "Time cold generation (parallel workers) and warm cache loads of the twin systems; dict of timings."
-    import statistics, multiprocessing as mp
-    from concurrent.futures import ProcessPoolExecutor
+    import statistics
     systems = list_systems() if systems is None else list(systems)
     tmp = None
     if cache_dir is None: tmp = tempfile.mkdtemp(prefix='simreal-bench-'); cache_dir = tmp
     try:
         load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
         t = time.perf_counter()
-        if workers > 1:
-            with ProcessPoolExecutor(min(workers, len(systems)), mp_context=mp.get_context('spawn')) as ex:
-                per = list(ex.map(_fill_entry, systems, [seed] * len(systems), [size] * len(systems),
-                                  [cache_dir] * len(systems), [{}] * len(systems)))
-        else: per = [_fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems]
+        if workers > 1: per = _fill_parallel(systems, seed, size, cache_dir, {}, workers)
+        else: per = {s_: _fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
         cold = time.perf_counter() - t
         warm = []
         for _ in range(repeats):
@@ -801,7 +816,9 @@ def bench_systems(size:str='default', # size preset to time
             warm.append(time.perf_counter() - t)
         mb = sum(f.stat().st_size for f in cache_root(cache_dir).rglob('*.nc')) / 2 ** 20
         return dict(size=size, systems=systems, workers=workers, threads_per_worker=1,
-                    cold_total_s=round(cold, 2), cold_per_system_s={s_: round(p, 2) for s_, p in zip(systems, per)},
+                    cold_total_s=round(cold, 2), cold_per_system_s={s_: round(per[s_][0], 2) for s_ in systems},
+                    cold_cpu_per_system_s={s_: round(per[s_][1], 2) for s_ in systems},
+                    cold_cpu_total_s=round(sum(per[s_][1] for s_ in systems), 2),
                     warm_load_median_s=round(statistics.median(warm), 3), warm_load_all_s=[round(w, 3) for w in warm],
                     cache_mb=round(mb, 1), budget_cold_s=60, budget_load_s=2,
                     cold_ok=cold < 60, load_ok=statistics.median(warm) < 2,
