@@ -1,6 +1,8 @@
 """Time the ADA mixture-of-Gaussians experiment (base training + ADA + EA(1..4) + metrics).
 
-Budget: under 3 minutes on 2 CPU cores. Usage: python benchmarks/bench_ada.py [--threads 2] [--seed 0] [--quick] [--out DIR]
+Budget: under 3 minutes on 2 CPU cores. Usage: python benchmarks/bench_ada.py [--threads 1] [--seed 0] [--quick] [--out DIR]
+One torch thread by default: the networks are tiny (64-wide MLPs), so a second thread buys little when the machine is
+idle and costs several-fold when it is shared (thread oversubscription).
 Prints the per-phase timings, the machine load (the machine may be shared: timings include contention) and the
 measured-vs-paper table; writes bench_ada.json next to the run's files.
 """
@@ -14,7 +16,7 @@ def _load():
     try: return os.getloadavg()
     except OSError: return None
 
-def bench_ada(out=None, seed:int=0, threads:int=2, quick:bool=False) -> dict:
+def bench_ada(out=None, seed:int=0, threads:int=1, quick:bool=False) -> dict:
     "Run `run_mog` once with `threads` torch threads (restored afterwards); return timings and the load."
     out = out or tempfile.mkdtemp(prefix='bench_ada_')
     n0 = torch.get_num_threads()
@@ -34,7 +36,7 @@ def bench_ada(out=None, seed:int=0, threads:int=2, quick:bool=False) -> dict:
 
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--threads', type=int, default=2); p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--threads', type=int, default=1); p.add_argument('--seed', type=int, default=0)
     p.add_argument('--quick', action='store_true'); p.add_argument('--out', default=None)
     a = p.parse_args()
     r = bench_ada(a.out, a.seed, a.threads, a.quick)

@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_CONFIG', 'MOG_QUICK', 'PAPER_TABLE5', 'MOG_METHODS',
-           'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_CONFIG', 'CHAIN_QUICK', 'ADAInputError', 'VelocityMLP',
-           'exact_div', 'odeint', 'Flow', 'GaussianPath', 'train_flow', 'kl_divergence', 'Critic', 'gradient_penalty',
-           'check_alignment_inputs', 'MomentMatcher', 'align', 'mog_params', 'mog_sample', 'mog_logpdf',
-           'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1', 'mog_metrics',
-           'plot_projections', 'mog_table', 'run_mog', 'chain_energy', 'chain_langevin', 'chain_to_state',
-           'state_to_chain', 'chain_observables', 'w1', 'chain_table', 'run_chain']
+           'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_CONFIG', 'CHAIN_QUICK', 'TWIN_PROBES', 'TWIN_CONFIG',
+           'TWIN_QUICK', 'ADAInputError', 'VelocityMLP', 'exact_div', 'odeint', 'Flow', 'GaussianPath', 'train_flow',
+           'kl_divergence', 'Critic', 'gradient_penalty', 'check_alignment_inputs', 'MomentMatcher', 'align',
+           'mog_params', 'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d',
+           'kde_l1', 'mog_metrics', 'plot_projections', 'mog_table', 'run_mog', 'chain_energy', 'chain_langevin',
+           'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'chain_table', 'run_chain',
+           'twin_probe_samples', 'run_twins']
 
 # %% ../nbs/70_ada.ipynb #c003
 import json, math, os, tempfile, time, itertools, copy
@@ -444,7 +445,7 @@ def _write_json(path, obj): _atomic_write(path, lambda f: f.write(json.dumps(obj
 
 # %% ../nbs/70_ada.ipynb #c052
 MOG_CONFIG = dict(n_sim=20000, n_exp=4000, n_eval=2000, hidden=64, depth=3, base_iters=3000, base_lr=3e-3, t_power=3.,
-                  steps=10, ode='heun', beta=0.1, iters=200, batch=512, kl_batch=128, ada_lr=2e-4, ea_lr=3e-4,
+                  steps=10, ode='heun', beta=0.3, iters=200, batch=512, kl_batch=128, ada_lr=2e-4, ea_lr=3e-4,
                   critic_steps=10, critic_lr=2e-3, critic_warmup=100, gp_weight=10., moment_weight=10.)
 
 MOG_QUICK = dict(n_sim=4000, n_exp=1000, base_iters=150, iters=4, batch=128, kl_batch=32, critic_steps=2, critic_warmup=4)
@@ -551,19 +552,19 @@ def chain_langevin(n:int, kind:str='sim', n_beads:int=6, seed:int=0, dt:float=1e
     return torch.cat(out)[:n].float()
 
 def chain_to_state(pos) -> torch.Tensor:
-    "Canonical internal state [n, 2N-3]: bead 0 at the origin, bead 1 on the +x axis (removes translation, rotation)."
-    p = pos - pos[:, :1]
-    ang = torch.atan2(p[:, 1, 1], p[:, 1, 0])
-    c, s = torch.cos(-ang)[:, None], torch.sin(-ang)[:, None]
-    q = torch.stack([c * p[..., 0] - s * p[..., 1], s * p[..., 0] + c * p[..., 1]], -1)
-    return torch.cat([q[:, 1, :1], q[:, 2:].reshape(len(q), -1)], 1)
+    "Internal coordinates [n, 2N-3]: the N-1 bond lengths, then the N-2 signed turning angles (no translation, rotation)."
+    b = pos[:, 1:] - pos[:, :-1]
+    cross = b[:, :-1, 0] * b[:, 1:, 1] - b[:, :-1, 1] * b[:, 1:, 0]
+    dot = (b[:, :-1] * b[:, 1:]).sum(-1)
+    return torch.cat([b.norm(dim=-1), torch.atan2(cross, dot)], 1)
 
 def state_to_chain(s) -> torch.Tensor:
-    "Inverse of `chain_to_state`: bead positions [n, N, 2] from the canonical state (differentiable)."
-    n = s.shape[0]
-    b0 = torch.zeros(n, 1, 2, dtype=s.dtype)
-    b1 = torch.stack([s[:, 0], torch.zeros_like(s[:, 0])], -1)[:, None]
-    return torch.cat([b0, b1, s[:, 1:].reshape(n, -1, 2)], 1)
+    "Inverse of `chain_to_state`: bead positions [n, N, 2] (bead 0 at the origin, first bond along +x); differentiable."
+    nb = (s.shape[1] + 1) // 2
+    r, th = s[:, :nb], s[:, nb:]
+    phi = torch.cat([torch.zeros_like(r[:, :1]), torch.cumsum(th, 1)], 1)          # heading of every bond
+    steps = torch.stack([r * torch.cos(phi), r * torch.sin(phi)], -1)
+    return torch.cat([torch.zeros_like(steps[:, :1]), torch.cumsum(steps, 1)], 1)
 
 # %% ../nbs/70_ada.ipynb #c058
 def _bonds(p): return (p[:, 1:] - p[:, :-1]).norm(dim=-1)
@@ -667,4 +668,77 @@ def run_chain(out,                 # output folder (created if missing)
     table = chain_table(res)
     _atomic_write(os.path.join(out, 'table.md'), lambda f: f.write((table + '\n').encode()))
     if verbose: print(table); print(f"total {res['time_s']:.1f} s")
+    return res
+
+# %% ../nbs/70_ada.ipynb #c066
+TWIN_PROBES = ((0.35, 0.6), (0.5, 0.6), (0.7, 0.6))   # (x, y) as fractions of the domain: in the wake, off-axis
+
+def twin_probe_samples(ds, probes=TWIN_PROBES, fields=('u', 'v', 'p')) -> np.ndarray:
+    "Field values at probe points (fractions of the domain) for every (traj, time) snapshot: [n, len(probes)·len(fields)]."
+    x, y = ds.x.values, ds.y.values
+    cols, ok = [], None
+    for fx, fy in probes:
+        sel = dict(x=x[0] + fx * (x[-1] - x[0]), y=y[0] + fy * (y[-1] - y[0]), method='nearest')
+        if 'valid' in ds:
+            v = ds['valid'].sel(**sel).values.reshape(-1)
+            ok = v if ok is None else ok & v
+        for f in fields:
+            if f not in ds: raise ADAInputError(f"ds: field {f!r} missing; the dataset has {list(ds.data_vars)}")
+            cols.append(ds[f].sel(**sel).values.reshape(-1).astype(np.float64))
+    a = np.stack(cols, 1)
+    keep = np.isfinite(a).all(1) & (ok if ok is not None else True)
+    return a[keep]
+
+TWIN_CONFIG = dict(size='quick', n_traj=8, n_frames=60, hidden=64, depth=3, base_iters=2000, base_lr=3e-3, t_power=3.,
+                   steps=10, ode='heun', beta=0.1, iters=150, batch=256, kl_batch=64, ada_lr=2e-4, ea_lr=3e-4, ea_order=2,
+                   critic_steps=10, critic_lr=2e-3, critic_warmup=100, gp_weight=10., moment_weight=10., n_eval=2000)
+
+TWIN_QUICK = dict(size='test', n_traj=4, n_frames=20, base_iters=100, iters=3, batch=64, kl_batch=16, critic_steps=2,
+                  critic_warmup=3, n_eval=200)
+
+def run_twins(out,                 # output folder (created if missing)
+              system:str='cylinder',  # a twin system of simreal_nb.systems
+              seed:int=0,          # twin-data seed; every other random stream derives from it
+              quick:bool=False,    # tiny sizes: a smoke test of the plumbing, not a result
+              verbose:bool=True,   # print the table
+              **overrides,         # any key of TWIN_CONFIG
+             ) -> dict:
+    "ADA on twin flow data: a model of (u, v, p) at wake probes trained on sim, aligned to exp (u, v); scored on hidden p."
+    from simreal_nb.systems import make_twins
+    bad = [k for k in overrides if k not in TWIN_CONFIG]
+    if bad: raise ADAInputError(f"run_twins: unknown settings {bad}; expected keys of TWIN_CONFIG {list(TWIN_CONFIG)}")
+    cfg = {**TWIN_CONFIG, **(TWIN_QUICK if quick else {}), **overrides}
+    t_start = time.time(); S = lambda k: 1000 * int(seed) + k
+    d = make_twins(system, seed=seed, size=cfg['size'], n_traj=cfg['n_traj'], n_frames=cfg['n_frames'])
+    P = len(TWIN_PROBES)
+    sim = twin_probe_samples(d['sim'])                              # [n, 3P]: (u, v, p) per probe
+    truth = twin_probe_samples(d['exp_truth'])                      # the real physics, never trained on
+    exp_uv = twin_probe_samples(d['exp'], fields=('u', 'v'))        # what the experiment measures
+    mu, sd = sim.mean(0), sim.std(0) + 1e-12                        # one fixed scaling from sim: dimensionless state
+    iuv = [3 * k + j for k in range(P) for j in (0, 1)]; ip = [3 * k + 2 for k in range(P)]
+    obs = {'uv': lambda s: s[:, iuv]}
+    exp = {'uv': (exp_uv - mu[iuv]) / sd[iuv]}
+    base = train_flow((sim - mu) / sd, cfg['hidden'], cfg['depth'], cfg['base_iters'], lr=cfg['base_lr'], seed=S(4),
+                      steps=cfg['steps'], method=cfg['ode'], t_power=cfg['t_power'])
+    common = dict(beta=cfg['beta'], iters=cfg['iters'], batch=cfg['batch'], kl_batch=cfg['kl_batch'], seed=S(6))
+    models = {'base': base,
+              'ada': align(base, obs, exp, 'ada', lr=cfg['ada_lr'], critic_steps=cfg['critic_steps'], critic_lr=cfg['critic_lr'],
+                           critic_warmup=cfg['critic_warmup'], gp_weight=cfg['gp_weight'], **common),
+              f"ea{cfg['ea_order']}": align(base, obs, exp, 'ea', order=cfg['ea_order'], lr=cfg['ea_lr'],
+                                            moment_weight=cfg['moment_weight'], **common)}
+    z = torch.randn(cfg['n_eval'], sim.shape[1], generator=torch.Generator().manual_seed(S(5)))
+    def score(a):   # W1 to the true exp physics, per field type, averaged over probes (physical units)
+        return dict(w1_p=float(np.mean([w1(a[:, i], truth[:, i]) for i in ip])),
+                    w1_uv=float(np.mean([w1(a[:, i], truth[:, i]) for i in iuv])))
+    res = {'sim data': score(sim), 'exp measurement (u,v only)': dict(w1_p=float('nan'),
+           w1_uv=float(np.mean([w1(exp_uv[:, j], truth[:, i]) for j, i in enumerate(iuv)])))}
+    for m, model in models.items():
+        with torch.no_grad(): a = model.sample(z=z).numpy().astype(np.float64) * sd + mu
+        res[m] = score(a)
+    info = dict(system=system, seed=int(seed), quick=bool(quick), probes=TWIN_PROBES, n_sim=len(sim), n_exp=len(exp_uv),
+                n_truth=len(truth), config=cfg, time_s=time.time() - t_start)
+    _write_json(os.path.join(out, 'metrics.json'), dict(metrics=res, info=info))
+    if verbose:
+        print(f"{system}: W1 to the true exp physics at {P} wake probes (p is never observed in exp)")
+        for m, v in res.items(): print(f"  {m:28s} p {v['w1_p']:.3e}   (u,v) {v['w1_uv']:.3e}")
     return res

@@ -194,3 +194,13 @@ def test_run_chain_quick_writes_metrics(tmp_path):
     assert [s['added'] for s in on_disk['steps']] == res['order']
     for s in on_disk['steps']:
         assert set(s['ada']) == names and set(s['ea']) == names
+
+
+@pytest.mark.slow
+def test_run_twins_quick(tmp_path):
+    pytest.importorskip('simreal_nb.systems')
+    from simreal_nb.ada import run_twins
+    res = run_twins(tmp_path, 'cylinder', seed=0, quick=True, verbose=False)
+    assert {'sim data', 'base', 'ada', 'ea2'} <= set(res)
+    assert all(np.isfinite(res[m]['w1_p']) and res[m]['w1_p'] >= 0 for m in ('sim data', 'base', 'ada', 'ea2'))
+    assert json.loads((tmp_path / 'metrics.json').read_text())['metrics'].keys() == res.keys()
