@@ -15,11 +15,11 @@ import torch.nn as nn
 import xarray as xr
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'EVAL_MODES', 'ProtocolError', 'CheckpointError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler',
-           'collate', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol', 'resolve_device',
-           'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'atomic_save', 'atomic_write_text',
-           'load_checkpoint', 'TrainConfig', 'warmup_cosine', 'Trainer', 'train', 'rollout', 'predict_windows',
-           'evaluate', 'bench_joint']
+__all__ = ['PROTOCOLS', 'COMBINERS', 'EVAL_MODES', 'ProtocolError', 'CheckpointError', 'NonFiniteLossError', 'masked_mse',
+           'CyclingSampler', 'collate', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol',
+           'resolve_device', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'atomic_save',
+           'atomic_write_text', 'load_checkpoint', 'TrainConfig', 'warmup_cosine', 'Trainer', 'train', 'rollout',
+           'predict_windows', 'evaluate', 'bench_joint']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -116,12 +116,14 @@ class Phase:
     weights: dict  # domain -> loss weight, e.g. {'sim': 0.5, 'exp': 0.5}
     freeze_stem: bool = False  # freeze parameters whose name starts with one of `model.stem_prefixes`
     lr_scale: float = 1.0  # multiplies the trainer's learning rate in this phase
+    combiner: str = 'sum'  # how a two-domain update merges the domain gradients (see `combine_grads`)
 
     @property
     def domains(self): return tuple(self.weights)
 
 # %% ../nbs/40_protocols.ipynb #c019
 PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # protocol names on the command line and in results
+COMBINERS = ('sum', 'pcgrad', 'cagrad')  # Joint gradient combiners: 'sum' is the paper's Joint; the others go beyond it
 
 def _check_lam(lam):
     try: lam = float(lam)
@@ -173,11 +175,15 @@ class SimToExp(Protocol):
 class Joint(Protocol):
     "Every update draws one sim and one exp mini-batch and minimises λ·R_sim + (1-λ)·R_exp."
     needs = ('sim', 'exp')
-    def __init__(self, lam:float=0.5):  # weight of the sim risk, in [0, 1]
+    def __init__(self, lam:float=0.5,  # weight of the sim risk, in [0, 1]
+                 combiner:str='sum'):  # 'sum' (the paper's Joint), or a gradient combiner: 'pcgrad', 'cagrad'
         self.lam = _check_lam(lam)
-        self.name = 'joint' if self.lam == 0.5 else f'joint@{self.lam:g}'
-    def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam})]
-    def __repr__(self): return f"Joint(lam={self.lam:g})"
+        if combiner not in COMBINERS: raise ProtocolError(f"combiner: expected one of {COMBINERS}, got {combiner!r}")
+        self.combiner = combiner
+        base = 'joint' if combiner == 'sum' else f'joint_{combiner}'
+        self.name = base if self.lam == 0.5 else f'{base}@{self.lam:g}'
+    def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
+    def __repr__(self): return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
 
 # %% ../nbs/40_protocols.ipynb #c020
 def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint' or 'joint@<λ>', or a Protocol
@@ -186,11 +192,13 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     if isinstance(name, Protocol): return name
     if not isinstance(name, str): raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
     base, at, arg = name.strip().partition('@')
-    if at and base != 'joint':
-        raise ProtocolError(f"protocol: only 'joint' takes a weight ('joint@0.3'), got {name!r}")
-    if at: return Joint(arg)
-    ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp, joint=Joint,
-                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True))
+    joints = {'joint': 'sum', **{f'joint_{c}': c for c in COMBINERS if c != 'sum'}}
+    if at and base not in joints:
+        raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != 'joint']}) take a weight ('joint@0.3'), got {name!r}")
+    if at: return Joint(arg, combiner=joints[base])
+    ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
+                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True),
+                 **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
     if base not in ctors:
         raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
@@ -215,7 +223,36 @@ def _can_concat(bs):
     return all(k in a and k in b and a[k].shape[1:] == b[k].shape[1:] for k in ('x', 'y', 'field_mask', 'valid')) and \
         ((_cond(a) is None) == (_cond(b) is None)) and (_cond(a) is None or _cond(a).shape[1:] == _cond(b).shape[1:])
 
-# %% ../nbs/40_protocols.ipynb #c027
+# %% ../nbs/40_protocols.ipynb #c028
+def combine_grads(g_sim:torch.Tensor,  # flattened gradient of R_sim
+                  g_exp:torch.Tensor,  # flattened gradient of R_exp
+                  lam:float=0.5,  # weight of the sim risk
+                  method:str='sum',  # 'sum', 'pcgrad' or 'cagrad'
+                  c:float=0.4,  # CAGrad radius (0: the plain Joint gradient)
+                 ) -> torch.Tensor:
+    "Update direction from the two domain gradients: λ-weighted sum, PCGrad projection or CAGrad."
+    if method not in COMBINERS: raise ProtocolError(f"method: expected one of {COMBINERS}, got {method!r}")
+    a, b = lam * g_sim, (1 - lam) * g_exp
+    if method == 'sum': return a + b
+    if method == 'pcgrad':
+        dot = (a.double() @ b.double())
+        if dot >= 0: return a + b
+        pa = a - (dot / (b.double() @ b.double()).clamp_min(1e-30)).to(a.dtype) * b
+        pb = b - (dot / (a.double() @ a.double()).clamp_min(1e-30)).to(a.dtype) * a
+        return pa + pb
+    g1, g2 = g_sim.double(), g_exp.double()
+    G11, G12, G22 = g1 @ g1, g1 @ g2, g2 @ g2
+    g0g1, g0g2 = lam * G11 + (1 - lam) * G12, lam * G12 + (1 - lam) * G22
+    g0n2 = lam * g0g1 + (1 - lam) * g0g2
+    sphi = c * g0n2.clamp_min(0).sqrt()
+    w = torch.linspace(0, 1, 1001, dtype=torch.float64, device=g1.device)
+    gwn = (w ** 2 * G11 + 2 * w * (1 - w) * G12 + (1 - w) ** 2 * G22).clamp_min(0).sqrt()
+    k = int(torch.argmin(w * g0g1 + (1 - w) * g0g2 + sphi * gwn))
+    g0 = lam * g1 + (1 - lam) * g2
+    d = g0 if gwn[k] <= 1e-30 else g0 + (sphi / gwn[k]) * (w[k] * g1 + (1 - w[k]) * g2)
+    return (d / (1 + c ** 2)).to(g_sim.dtype)
+
+# %% ../nbs/40_protocols.ipynb #c030
 class Stepper:
     "One optimiser update from per-domain batches: masked losses, weighted sum, clipping, AdamW step, schedule step."
     def __init__(self, model:nn.Module, optimizer:torch.optim.Optimizer|None=None, scheduler=None,
@@ -243,8 +280,8 @@ class Stepper:
 
     def params(self): return [p for p in self.model.parameters() if p.requires_grad]
 
-    def grads(self, batches:dict, weights:dict, diag:bool=False):
-        "Fill `.grad` with the gradient of the weighted loss; return (losses, total, diagnostics or None)."
+    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum'):
+        "Fill `.grad` with the update direction of the weighted loss; return (losses, total, diagnostics or None)."
         losses = self.losses(batches)
         total = sum(float(weights[d]) * losses[d] for d in losses)
         if not torch.isfinite(total.detach()):
@@ -252,30 +289,35 @@ class Stepper:
         params = self.params()
         for p in params: p.grad = None
         info = None
-        if diag and len(losses) == 2:
-            (d1, l1), (d2, l2) = losses.items()
-            g1 = torch.autograd.grad(l1, params, retain_graph=True, allow_unused=True)
-            g2 = torch.autograd.grad(l2, params, allow_unused=True)
-            w1, w2 = float(weights[d1]), float(weights[d2])
-            shared1, shared2 = [], []
-            for p, a, b in zip(params, g1, g2):
-                if a is not None and b is not None: shared1.append(a.flatten()); shared2.append(b.flatten())
-                g = None if a is None and b is None else (w1 * a if a is not None else 0) + (w2 * b if b is not None else 0)
-                p.grad = None if g is None else g.detach().to(p.dtype)
-            if shared1:
-                a, b = torch.cat(shared1).double(), torch.cat(shared2).double()
-                dot = float(a @ b); na, nb = float(a.norm()), float(b.norm())
-                info = dict(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na if d1 == 'sim' else nb,
-                            norm_exp=nb if d1 == 'sim' else na)
+        if (diag or combiner != 'sum') and set(losses) == {'sim', 'exp'}:
+            gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
+            ge = torch.autograd.grad(losses['exp'], params, allow_unused=True)
+            shared = [(a.flatten(), b.flatten()) for a, b in zip(gs, ge) if a is not None and b is not None]
+            if shared:
+                a, b = torch.cat([x for x, _ in shared]).double(), torch.cat([y for _, y in shared]).double()
+                dot, na, nb = float(a @ b), float(a.norm()), float(b.norm())
+                info = dict(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na, norm_exp=nb)
+            ws, we = float(weights['sim']), float(weights['exp'])
+            if combiner == 'sum':  # the plain Joint gradient, parameter by parameter
+                for p, x, y in zip(params, gs, ge):
+                    if x is None and y is None: continue
+                    p.grad = ((ws * x if x is not None else 0) + (we * y if y is not None else 0)).detach().to(p.dtype)
+            else:
+                flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
+                scale = ws + we
+                d = scale * combine_grads(flat(gs), flat(ge), ws / scale if scale else 0.5, combiner)
+                i = 0
+                for p in params:
+                    p.grad = d[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
         else:
             total.backward()
         return losses, total, info
 
-    def step(self, batches:dict, weights:dict, diag:bool=False) -> dict:
+    def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum') -> dict:
         "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
         self.model.train()
         batches = {d: _to(b, self.device) for d, b in batches.items()}
-        losses, total, info = self.grads(batches, weights, diag)
+        losses, total, info = self.grads(batches, weights, diag, combiner)
         gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
         if gn is not None and not torch.isfinite(gn):
             raise NonFiniteLossError(f"gradient norm is {gn.item()} (loss {total.detach().item()})")
@@ -286,7 +328,7 @@ class Stepper:
         if info: out.update(info)
         return out
 
-# %% ../nbs/40_protocols.ipynb #c031
+# %% ../nbs/40_protocols.ipynb #c034
 def rng_state() -> dict:
     "RNG states of torch, CUDA, numpy and python as weights_only-loadable values."
     npst = np.random.get_state()
@@ -310,7 +352,7 @@ def seed_everything(seed:int):
     "Seed python, numpy and torch (all devices)."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
-# %% ../nbs/40_protocols.ipynb #c032
+# %% ../nbs/40_protocols.ipynb #c035
 def atomic_save(obj, path:str|Path):
     "torch.save to a temporary file next to `path`, fsync, then os.replace."
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
@@ -335,7 +377,7 @@ def load_checkpoint(path:str|Path, map_location='cpu') -> dict:
     try: return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e: raise CheckpointError(f"checkpoint: cannot read {path} with weights_only=True: {e}") from e
 
-# %% ../nbs/40_protocols.ipynb #c035
+# %% ../nbs/40_protocols.ipynb #c038
 @dataclass
 class TrainConfig:
     "Knobs shared by every protocol (equal budgets: same `steps`, `batch_size` and `seed` across protocols)."
@@ -383,7 +425,7 @@ class TrainConfig:
                     eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
                     log_every=self.log_every, concat=self.concat)
 
-# %% ../nbs/40_protocols.ipynb #c036
+# %% ../nbs/40_protocols.ipynb #c039
 def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[int], float]:
     "Learning-rate multiplier: linear warm-up over `warmup` (fraction or count) of `steps`, then cosine to `min_lr`."
     nw = int(round(warmup * steps)) if warmup < 1 else int(warmup)
@@ -394,7 +436,7 @@ def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[i
         return min_lr + (1 - min_lr) * 0.5 * (1 + math.cos(math.pi * t))
     return f
 
-# %% ../nbs/40_protocols.ipynb #c038
+# %% ../nbs/40_protocols.ipynb #c041
 def _domain(data, d):
     if data is None: return None
     if isinstance(data, dict): return data.get(d)
@@ -440,7 +482,7 @@ def _check_data(data, protocol):
         out[d] = ds
     return out
 
-# %% ../nbs/40_protocols.ipynb #c039
+# %% ../nbs/40_protocols.ipynb #c042
 class Trainer:
     "Train `model` on `data` with `protocol`; checkpoints, resume, early stopping, gradient-conflict logging."
     def __init__(self, model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
@@ -633,7 +675,7 @@ class Trainer:
                 diag = len(ph.weights) == 2 and (self.step % cfg.log_every == 0)
                 batches = {d: _fetch(self.train_sets[d], self.samplers[d].next()) for d in ph.domains}
                 try:
-                    out = self.stepper.step(batches, ph.weights, diag=diag)
+                    out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner)
                 except NonFiniteLossError as e:
                     raise NonFiniteLossError(f"{e} at step {self.step} ({self.protocol.name}); training stopped. "
                         f"Last good checkpoint: {self.last_ckpt() if self.last_ckpt() and self.last_ckpt().exists() else 'none'}",
@@ -663,7 +705,7 @@ class Trainer:
         if self.ckpt_dir is not None: self.save(final=True)
         return self.history
 
-# %% ../nbs/40_protocols.ipynb #c040
+# %% ../nbs/40_protocols.ipynb #c043
 def train(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]; trained in place
           data,  # DomainData or dict with sim/exp -> train/val/test window datasets
           protocol:str|Protocol='joint',  # protocol object or name ('sim_only', 'joint@0.3', ...)
@@ -673,7 +715,7 @@ def train(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W];
     "Train `model` in place with `protocol`; return the history dict (losses, validation, gradient conflict)."
     return Trainer(model, data, protocol, **config).fit(resume=resume, callbacks=callbacks)
 
-# %% ../nbs/40_protocols.ipynb #c053
+# %% ../nbs/40_protocols.ipynb #c056
 def _long_windows(wd, horizon, stride=None):
     "Windows of `wd`'s data with `horizon` target frames (same normaliser, fields and conditioning)."
     if len(wd) and torch.as_tensor(wd[0]['y']).shape[0] >= horizon: return wd
@@ -694,7 +736,7 @@ def _cond_step(cond, n_params, L_long, j0, L):
     idx = torch.arange(j0, j0 + L, device=cond.device).clamp_max(L_long - 1)  # hold the last value past the end
     return torch.cat([cond[:, :n_params], inp[:, :, idx].reshape(B, -1)], 1)
 
-# %% ../nbs/40_protocols.ipynb #c054
+# %% ../nbs/40_protocols.ipynb #c057
 @torch.no_grad()
 def rollout(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
             x:torch.Tensor,  # initial frames [B, n_in, C, H, W] (normalised)
@@ -718,7 +760,7 @@ def rollout(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W
         done += k
     return torch.cat(frames, 1)
 
-# %% ../nbs/40_protocols.ipynb #c055
+# %% ../nbs/40_protocols.ipynb #c058
 EVAL_MODES = ('one_step', 'rollout')  # the `mode` coordinate of `evaluate`
 
 def _subset(n, k):
@@ -758,13 +800,13 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
         for k, t in zip(('pred', 'y', 'valid', 'field_mask'), (p, b['y'][:, :T].float(), v, fm)): out[k].append(t.cpu())
     return {k: torch.cat(v) for k, v in out.items()}
 
-# %% ../nbs/40_protocols.ipynb #c056
+# %% ../nbs/40_protocols.ipynb #c059
 def _lead_rmse(p, y, m):
     "RMSE per lead time over valid points: p, y [b, t, h, w, c], m [b, t, h, w] -> [t]."
     w = m[..., None].expand_as(p).double()
     return (((p.double() - y.double()) ** 2 * w).sum((0, 2, 3, 4)) / w.sum((0, 2, 3, 4)).clamp_min(1)).sqrt()
 
-# %% ../nbs/40_protocols.ipynb #c057
+# %% ../nbs/40_protocols.ipynb #c060
 def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]
              data,  # DomainData or dict: sim/exp -> split -> windows, plus .normalizer and .fields
              split:str='test',  # split scored in both domains
@@ -837,7 +879,7 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1)),
         attrs=dict(split=split, horizon=int(horizon)))
 
-# %% ../nbs/40_protocols.ipynb #c059
+# %% ../nbs/40_protocols.ipynb #c062
 def _synthetic_batch(batch, C, n_in, n_out, grid, n_cond, present, seed):
     g = torch.Generator().manual_seed(seed)
     H, W = grid

@@ -9,8 +9,8 @@ import torch.nn as nn
 import xarray as xr
 
 from simreal_nb.protocols import (CheckpointError, CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp,
-                                  Stepper, Trainer, bench_joint, collate, evaluate, get_protocol, load_checkpoint,
-                                  masked_mse, train)
+                                  Stepper, Trainer, bench_joint, collate, combine_grads, evaluate, get_protocol,
+                                  load_checkpoint, masked_mse, train)
 
 
 # ---------------------------------------------------------------------------------------------------------- fixtures
@@ -389,3 +389,52 @@ def test_nonfinite_gradient_stops_before_the_update(toy):
         train(m, toy, 'sim_only', steps=5, **KW)
     assert e.value.step == 0 and e.value.checkpoint is None
     for k, v in m.state_dict().items(): assert torch.equal(v, before[k])  # no update applied
+
+
+
+# ---------------------------------------------------------------------------------------------------------- combiners
+def test_combiner_names():
+    p = get_protocol('joint_pcgrad@0.3')
+    assert (p.name, p.lam, p.combiner) == ('joint_pcgrad@0.3', 0.3, 'pcgrad')
+    assert get_protocol('joint_cagrad').name == 'joint_cagrad' and get_protocol('joint').combiner == 'sum'
+    with pytest.raises(ProtocolError, match='combiner'):
+        Joint(0.5, combiner='mean')
+    with pytest.raises(ProtocolError):
+        get_protocol('joint_pcgrad@2')
+
+
+def test_combine_grads_properties():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        a, b = torch.randn(50, generator=g, dtype=torch.float64), torch.randn(50, generator=g, dtype=torch.float64)
+        lam = float(torch.rand((), generator=g))
+        s = combine_grads(a, b, lam)
+        torch.testing.assert_close(s, lam * a + (1 - lam) * b)
+        pc = combine_grads(a, b, lam, 'pcgrad')
+        if a @ b >= 0: torch.testing.assert_close(pc, s)
+        else:  # each projected part is orthogonal to the other domain's gradient
+            pa = lam * a - ((lam * a) @ ((1 - lam) * b)) / (((1 - lam) * b) @ ((1 - lam) * b)) * (1 - lam) * b
+            assert abs(float(pa @ b)) < 1e-9 and float(pc @ a) >= -1e-9 and float(pc @ b) >= -1e-9
+        torch.testing.assert_close(combine_grads(a, b, lam, 'cagrad', c=0.0), s)
+        ca = combine_grads(a, b, lam, 'cagrad', c=0.5)
+        worst = lambda d: min(float(d @ a), float(d @ b)) / float(d.norm())
+        assert worst(ca) >= worst(s) - 1e-9  # CAGrad never worsens the worse domain's rate
+
+
+def test_joint_combiner_update_uses_combine_grads(toy):
+    m = net(); m.eval()
+    bs, be = (collate([toy[d]['train'][i] for i in range(4)]) for d in ('sim', 'exp'))
+    st = Stepper(m, device='cpu')
+    flat = lambda: torch.cat([p.grad.flatten() for p in m.parameters()])
+    st.grads({'sim': bs}, {'sim': 1.0}); gs = flat()
+    st.grads({'exp': be}, {'exp': 1.0}); ge = flat()
+    for method in ('pcgrad', 'cagrad'):
+        _, _, info = st.grads({'sim': bs, 'exp': be}, {'sim': 0.3, 'exp': 0.7}, combiner=method)
+        torch.testing.assert_close(flat(), combine_grads(gs, ge, 0.3, method), rtol=1e-4, atol=1e-6)
+        assert info is not None and -1 <= info['cos'] <= 1
+
+
+@pytest.mark.parametrize('name', ['joint_pcgrad', 'joint_cagrad@0.7'])
+def test_trainer_runs_combiners(toy, name):
+    h = train(net(), toy, name, steps=8, **KW)
+    assert h['protocol'] == name and h['steps_done'] == 8 and h['conflict']['step'] == [0, 4]
