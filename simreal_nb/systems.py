@@ -731,8 +731,13 @@ def load_twins(system:str, # one of `list_systems()`
     out = _read_entry(d, key) if d.exists() else None
     if out is not None: return out
     out = make_twins(system, seed, size, threads=threads, **overrides)
-    if d.exists(): shutil.rmtree(d, ignore_errors=True)
-    _write_entry(d, key, out)
+    try:
+        if d.exists(): shutil.rmtree(d, ignore_errors=True)
+        _write_entry(d, key, out)
+    except OSError as e:  # read-only or full disk: the data are still good, only not cached
+        import warnings
+        warnings.warn(f"load_twins: could not cache {system!r} under {str(root)!r} ({e}); returning uncached data")
+        return out
     for old in root.glob(prefix + '*'):  # stale entries: written by another package or generator version
         try: man = json.loads((old / 'manifest.json').read_text())
         except Exception: man = {}

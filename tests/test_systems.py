@@ -184,3 +184,19 @@ def test_bad_input_errors_before_compute(call, match):
     with pytest.raises(SystemConfigError, match=match) as e: call()
     assert isinstance(e.value, ValueError)
     assert time.perf_counter() - t < 0.5                        # raised before any simulation
+
+
+def test_stale_entries_removed(tmp_path):
+    "An entry written by another package/generator version is removed when the current one is made."
+    root = tmp_path / 'twins'; stale = root / 'kolmogorov-test-s0-0123456789abcdef0123'
+    stale.mkdir(parents=True)
+    (stale / 'manifest.json').write_text(json.dumps(dict(key='x', version='0.0.1', generator_version='0', files={})))
+    load_twins('kolmogorov', seed=0, size='test', cache_dir=tmp_path)
+    assert not stale.exists() and len(list(root.iterdir())) == 1
+
+
+def test_unwritable_cache_still_returns_data(tmp_path):
+    blocker = tmp_path / 'file'; blocker.write_text('not a folder')      # cache root below a plain file
+    with pytest.warns(UserWarning, match='could not cache'):
+        d = load_twins('kolmogorov', seed=0, size='test', cache_dir=blocker)
+    assert 'p' in d['sim']
