@@ -663,7 +663,7 @@ def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
     fig.tight_layout()
     return fig
 
-# %% ../nbs/05_systems.ipynb #c039
+# %% ../nbs/05_systems.ipynb #c040
 def cache_root(cache_dir=None)->Path:
     "The twin cache folder: `cache_dir`, else $SIMREAL_CACHE, else the user cache dir."
     if cache_dir is None: cache_dir = os.environ.get('SIMREAL_CACHE')
@@ -691,7 +691,7 @@ def twin_key(system, seed=0, size='default', **overrides)->str:
                            generator_version=GENERATOR_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
-# %% ../nbs/05_systems.ipynb #c040
+# %% ../nbs/05_systems.ipynb #c041
 _DOMAINS = ('sim', 'exp', 'exp_truth')
 
 def _read_entry(d, key):
@@ -717,7 +717,7 @@ def _write_entry(d, key, out):
     with os.fdopen(fd, 'w') as fh: json.dump(man, fh)
     os.replace(tmp, d / 'manifest.json')
 
-# %% ../nbs/05_systems.ipynb #c041
+# %% ../nbs/05_systems.ipynb #c042
 def load_twins(system:str, # one of `list_systems()`
                seed:int=0, # generator seed
                size:str='default', # 'test', 'quick' or 'default'
@@ -755,7 +755,7 @@ def write_twins(system:str, # one of `list_systems()`
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     return {k: write_dataset(out[k], out_dir / f'{system}_{k}.nc') for k in _DOMAINS}
 
-# %% ../nbs/05_systems.ipynb #c046
+# %% ../nbs/05_systems.ipynb #c047
 def _fill_entry(system, seed, size, cache_dir, overrides):
     "Make sure the cache entry exists; returns [wall seconds, CPU seconds] spent ([0, 0] if it was already cached)."
     t, c = time.perf_counter(), time.process_time()
@@ -785,7 +785,7 @@ def _fill_parallel(systems, seed, size, cache_dir, overrides, workers):
         time.sleep(0.05)
     return out
 
-# %% ../nbs/05_systems.ipynb #c047
+# %% ../nbs/05_systems.ipynb #c048
 def load_all_twins(systems=None, # names (default: all of `list_systems()`)
                    seed:int=0, size:str='default', cache_dir=None, # as in `load_twins`
                    workers:int=2, # processes generating missing entries in parallel (1: in this process)
@@ -797,7 +797,7 @@ def load_all_twins(systems=None, # names (default: all of `list_systems()`)
         _fill_parallel(systems, seed, size, cache_dir, overrides, workers)
     return {s_: load_twins(s_, seed, size, cache_dir=cache_dir, **overrides) for s_ in systems}
 
-# %% ../nbs/05_systems.ipynb #c049
+# %% ../nbs/05_systems.ipynb #c050
 def bench_systems(size:str='default', # size preset to time
                   seed:int=0, systems=None, # which systems (default: all)
                   workers:int=2, # generator processes (the 2-core budget)
