@@ -17,9 +17,9 @@ import xarray as xr
 # %% auto #0
 __all__ = ['PROTOCOLS', 'COMBINERS', 'EVAL_MODES', 'ProtocolError', 'CheckpointError', 'NonFiniteLossError', 'masked_mse',
            'CyclingSampler', 'collate', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol',
-           'resolve_device', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'atomic_save',
-           'atomic_write_text', 'load_checkpoint', 'TrainConfig', 'warmup_cosine', 'Trainer', 'train', 'rollout',
-           'predict_windows', 'evaluate', 'bench_joint']
+           'resolve_device', 'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything',
+           'atomic_save', 'atomic_write_text', 'load_checkpoint', 'TrainConfig', 'warmup_cosine', 'Trainer', 'train',
+           'rollout', 'predict_windows', 'evaluate', 'bench_joint']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -211,6 +211,12 @@ def resolve_device(device:str|torch.device='auto') -> torch.device:
     try: return torch.device(device)
     except (RuntimeError, TypeError): raise ProtocolError(f"device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
 
+def dist_info() -> tuple[int, int]:
+    "(rank, world size) of the initialised torch.distributed process group, else (0, 1)."
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized(): return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
 def _to(batch, device):
     return {k: v.to(device, non_blocking=True) for k, v in batch.items()}
 
@@ -280,11 +286,11 @@ class Stepper:
 
     def params(self): return [p for p in self.model.parameters() if p.requires_grad]
 
-    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum'):
+    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True):
         "Fill `.grad` with the update direction of the weighted loss; return (losses, total, diagnostics or None)."
         losses = self.losses(batches)
         total = sum(float(weights[d]) * losses[d] for d in losses)
-        if not torch.isfinite(total.detach()):
+        if check_finite and not torch.isfinite(total.detach()):
             raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
         params = self.params()
         for p in params: p.grad = None
@@ -313,11 +319,28 @@ class Stepper:
             total.backward()
         return losses, total, info
 
+    def _all_reduce(self, total, losses, world):
+        "Data parallel: average gradients and losses over ranks in one collective; a non-finite loss stops every rank."
+        import torch.distributed as dist
+        params = self.params()
+        parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().float() for p in params]
+        scal = torch.stack([total.detach().float()] + [l.detach().float() for l in losses.values()])
+        buf = torch.cat(parts + [scal]) / world
+        dist.all_reduce(buf)
+        i = 0
+        for p in params:
+            p.grad = buf[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
+        total, red = buf[i], buf[i + 1:]
+        if not torch.isfinite(total): raise NonFiniteLossError(f"loss (mean over {world} ranks) is {total.item()}")
+        return total, dict(zip(losses, red))
+
     def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum') -> dict:
         "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
         self.model.train()
         batches = {d: _to(b, self.device) for d, b in batches.items()}
-        losses, total, info = self.grads(batches, weights, diag, combiner)
+        rank, world = dist_info()
+        losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1)
+        if world > 1: total, losses = self._all_reduce(total, losses, world)
         gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
         if gn is not None and not torch.isfinite(gn):
             raise NonFiniteLossError(f"gradient norm is {gn.item()} (loss {total.detach().item()})")
@@ -503,7 +526,8 @@ class Trainer:
         self.model = model.to(self.device)
         if any(p.freeze_stem for p in self.phases): self._stem_params()  # fail early
         self.eval_every = self.cfg.eval_every or max(1, self.cfg.steps // 10)
-        self.samplers = {d: CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, _DOMAIN_IDS.get(d, 9))
+        self.rank, self.world = dist_info()  # data parallel: each rank draws its own sim and exp batches
+        self.samplers = {d: CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, _DOMAIN_IDS.get(d, 9) + 1000 * self.rank)
                          for d, ds in self.train_sets.items()}
         self.ckpt_dir = None if self.cfg.ckpt_dir is None else Path(self.cfg.ckpt_dir)
         self.step, self.phase_idx, self.stepper = 0, -1, None
@@ -608,14 +632,27 @@ class Trainer:
                     scheduler=self.stepper.sched.state_dict() if keep else None,
                     samplers={d: s.state_dict() for d, s in self.samplers.items()},
                     rng=rng_state(), es=dict(self.es), best_state=None if final else self.best_state, history=self.history,
-                    log_acc=list(self._acc))
+                    log_acc=list(self._acc), world=self.world, ranks=self._rank_states())
+
+    def _rank_states(self):
+        "Data parallel: every rank's RNG and sampler states (gathered on all ranks), else None."
+        if self.world == 1: return None
+        import torch.distributed as dist
+        out = [None] * self.world
+        dist.all_gather_object(out, dict(rng=rng_state(), samplers={d: s.state_dict() for d, s in self.samplers.items()}))
+        return out
 
     def save(self, path=None, final:bool=False):
         "Atomically write the checkpoint (and history.json next to it)."
         path = Path(path) if path is not None else self.last_ckpt()
         if path is None: return None
-        atomic_save(self.state_dict(final), path)
-        atomic_write_text(json.dumps(self.history, default=float), path.parent / 'history.json')
+        sd = self.state_dict(final)  # (a collective under data parallelism: every rank calls save)
+        if self.rank == 0:
+            atomic_save(sd, path)
+            atomic_write_text(json.dumps(self.history, default=float), path.parent / 'history.json')
+        if self.world > 1:
+            import torch.distributed as dist
+            dist.barrier()
         return path
 
     def load(self, path=None):
@@ -635,10 +672,13 @@ class Trainer:
         if ck['phase_idx'] >= 0:
             self._enter_phase(int(ck['phase_idx']))
             self.stepper.opt.load_state_dict(ck['optimizer']); self.stepper.sched.load_state_dict(ck['scheduler'])
-        for d, s in self.samplers.items(): s.load_state_dict(ck['samplers'][d])
+        if ck.get('world', 1) != self.world:
+            raise CheckpointError(f"checkpoint {path} was written by {ck.get('world', 1)} ranks; this run has {self.world}")
+        mine = ck['ranks'][self.rank] if self.world > 1 else dict(rng=ck['rng'], samplers=ck['samplers'])
+        for d, s in self.samplers.items(): s.load_state_dict(mine['samplers'][d])
         self.es, self.best_state, self.history = dict(ck['es']), ck['best_state'], ck['history']
         self._acc = list(ck.get('log_acc', []))
-        set_rng_state(ck['rng'])
+        set_rng_state(mine['rng'])
         return self
 
     # -- the loop ------------------------------------------------------------------------------------------------
@@ -657,7 +697,10 @@ class Trainer:
         if resume and self.last_ckpt() is not None and self.last_ckpt().exists():
             self.load(); self.history['resumed_from'].append(self.step)
         elif self.step == 0:
-            seed_everything(self.cfg.seed)
+            seed_everything(self.cfg.seed + self.rank)
+            if self.world > 1:  # every rank starts from rank 0's weights
+                import torch.distributed as dist
+                for t in self.model.state_dict().values(): dist.broadcast(t, 0)
         if self.history.get('done'): return self.history
         total, cfg = self.bounds[-1], self.cfg
         it = range(total)
