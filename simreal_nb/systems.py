@@ -707,9 +707,10 @@ def _read_entry(d, key):
         return out
     except Exception: return None
 
-def _write_entry(d, key, out):
+def _write_entry(d, key, out, overrides=None):
     d.mkdir(parents=True, exist_ok=True)
-    man = dict(key=key, version=_pkg_version(), generator_version=GENERATOR_VERSION, files={})
+    man = dict(key=key, version=_pkg_version(), generator_version=GENERATOR_VERSION, files={},
+               overrides=json.loads(json.dumps(overrides or {}, default=str)))
     for k in _DOMAINS:
         f = write_dataset(out[k], d / f'{k}.nc')
         man['files'][k] = _digest(f)
@@ -733,16 +734,18 @@ def load_twins(system:str, # one of `list_systems()`
     out = make_twins(system, seed, size, threads=threads, **overrides)
     try:
         if d.exists(): shutil.rmtree(d, ignore_errors=True)
-        _write_entry(d, key, out)
+        _write_entry(d, key, out, overrides)
     except OSError as e:  # read-only or full disk: the data are still good, only not cached
         import warnings
         warnings.warn(f"load_twins: could not cache {system!r} under {str(root)!r} ({e}); returning uncached data")
         return out
-    for old in root.glob(prefix + '*'):  # stale entries: written by another package or generator version
+    for old in root.glob(prefix + '*'):  # stale: another package/generator version, or older preset parameters
+        if old == d or not old.is_dir(): continue
         try: man = json.loads((old / 'manifest.json').read_text())
         except Exception: man = {}
-        if old != d and (man.get('version'), man.get('generator_version')) != (_pkg_version(), GENERATOR_VERSION):
-            shutil.rmtree(old, ignore_errors=True)
+        other_version = (man.get('version'), man.get('generator_version')) != (_pkg_version(), GENERATOR_VERSION)
+        old_preset = not overrides and not man.get('overrides')
+        if other_version or old_preset: shutil.rmtree(old, ignore_errors=True)
     return out
 
 def write_twins(system:str, # one of `list_systems()`

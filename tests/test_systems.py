@@ -200,3 +200,14 @@ def test_unwritable_cache_still_returns_data(tmp_path):
     with pytest.warns(UserWarning, match='could not cache'):
         d = load_twins('kolmogorov', seed=0, size='test', cache_dir=blocker)
     assert 'p' in d['sim']
+
+
+def test_old_preset_entry_removed_but_override_entries_kept(tmp_path):
+    load_twins('kolmogorov', seed=0, size='test', cache_dir=tmp_path, n_frames=12)       # an override entry
+    root = tmp_path / 'twins'; old = root / 'kolmogorov-test-s0-00000000000000000000'
+    old.mkdir()
+    from simreal_nb.systems import GENERATOR_VERSION, _pkg_version
+    (old / 'manifest.json').write_text(json.dumps(dict(key='old', version=_pkg_version(),
+                                                       generator_version=GENERATOR_VERSION, files={}, overrides={})))
+    load_twins('kolmogorov', seed=0, size='test', cache_dir=tmp_path)                    # the preset entry
+    assert not old.exists() and len(list(root.iterdir())) == 2
