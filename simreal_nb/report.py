@@ -16,7 +16,7 @@ from .inspect import pareto_plot
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
-           'rollout_figure', 'report_text', 'write_report']
+           'rollout_figure', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -178,3 +178,26 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     tmp = run_dir / 'report.md.tmp'; tmp.write_text(text); os.replace(tmp, run_dir / 'report.md')
     if verbose: print(text)
     return run_dir / 'report.md'
+
+# %% ../nbs/55_report.ipynb #c024
+def protocol_ranking(score:xr.DataArray, metric:str='rmse', lam:float=0.5) -> dict:
+    "Per setting 'system/capacity': protocols ordered from lowest to highest bM(λ)."
+    t = balanced_score(score.sel(metric=[metric]), lam).sel(metric=metric, drop=True)
+    out = {}
+    for s in t.system.values:
+        for c in t.capacity.values:
+            v = t.sel(system=s, capacity=c).to_series().dropna().sort_values()
+            if len(v): out[f'{s}/{c}'] = [str(p) for p in v.index]
+    return out
+
+def ranking_agreement(a:dict, b:dict) -> dict:
+    "Share of common settings where two rankings agree on the winner, and on the full order; Kendall's tau per setting."
+    from scipy.stats import kendalltau
+    common = sorted(set(a) & set(b))
+    taus = {}
+    for k in common:
+        ps = [p for p in a[k] if p in b[k]]
+        taus[k] = float(kendalltau([a[k].index(p) for p in ps], [b[k].index(p) for p in ps]).statistic) if len(ps) > 1 else float('nan')
+    n = max(len(common), 1)
+    return dict(settings=len(common), same_winner=sum(a[k][0] == b[k][0] for k in common) / n,
+                same_order=sum(a[k] == b[k] for k in common) / n, kendall_tau=taus)
