@@ -277,6 +277,7 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
           moment_weight:float=10.,    # EA: weight of the whitened moment mismatch
           clip:float=1.0,             # generator gradient-norm clip (0: none)
           betas=(0.5, 0.9),           # generator Adam betas
+          ema:float=0.,               # > 0: return the exponential moving average of the generator weights (decay)
           seed:int=0,                 # seeds the critics, the noise and the experimental mini-batches
           verbose:bool=False,         # print the losses now and then
          ) -> Flow:
@@ -291,6 +292,7 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
     for p in model.velocity.parameters(): p.requires_grad_(True)
     model.train()
     gopt = torch.optim.Adam(model.velocity.parameters(), lr=lr, betas=tuple(betas))
+    avg = [p.detach().clone() for p in model.velocity.parameters()] if ema else None
     if method == 'ada':
         critics = {n: Critic(e.shape[1], critic_hidden) for n, e in exp_t.items()}
         copts = {n: torch.optim.Adam(c.parameters(), lr=critic_lr, betas=(0.5, 0.9)) for n, c in critics.items()}
@@ -329,9 +331,15 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
         gopt.zero_grad(); loss.backward()
         if clip: torch.nn.utils.clip_grad_norm_(model.velocity.parameters(), clip)
         gopt.step()
+        if ema:
+            with torch.no_grad():
+                for a, p in zip(avg, model.velocity.parameters()): a.lerp_(p, 1 - ema)
         hist.append(rec)
         if verbose and (it % max(1, iters // 10) == 0 or it == iters - 1):
             print(' '.join(f'{k}={v:.4g}' if isinstance(v, float) else f'{k}={v}' for k, v in rec.items()))
+    if ema:
+        with torch.no_grad():
+            for a, p in zip(avg, model.velocity.parameters()): p.copy_(a)
     model.eval()
     for p in model.parameters(): p.requires_grad_(False)
     model.history = hist
