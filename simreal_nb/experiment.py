@@ -33,7 +33,7 @@ class GridConfig:
     size: str = 'default'     # size preset of the twin systems ('test', 'quick', 'default')
     n_in: int = 2             # input frames per window
     n_out: int = 1            # frames predicted per model call
-    steps: int = 300          # optimiser updates, equal for every protocol
+    steps: int = 240          # optimiser updates, equal for every protocol
     batch: int = 8            # mini-batch size per domain
     lr: float = 2e-3          # peak learning rate (AdamW, warm-up then cosine)
     horizon: int = 8          # autoregressive rollout length scored on the test trajectories
@@ -41,13 +41,13 @@ class GridConfig:
     arch: str = 'fan'         # model architecture (see `models.make_model`)
     patch: int = 8            # patch size of the field-attention net
     data_seed: int = 0        # seed of the twin data: every training seed sees the same data
-    ckpt_every: int = 100     # updates between checkpoints
-    val_every: int = 50       # updates between validations (early stopping / best-weights restore)
+    ckpt_every: int = 80      # updates between checkpoints
+    val_every: int = 40       # updates between validations (early stopping / best-weights restore)
     val_batches: int = 4      # validation batches per domain
 
 PRESETS = {'test':    GridConfig(size='test', steps=8, batch=4, horizon=4, eval_windows=4, ckpt_every=4, val_every=8, val_batches=1),
            'quick':   GridConfig(size='quick', steps=60, batch=8, horizon=6, eval_windows=12, ckpt_every=30, val_every=20, val_batches=2),
-           'default': GridConfig(size='default', steps=300, batch=8, horizon=8, eval_windows=24, ckpt_every=100, val_every=50)}
+           'default': GridConfig(size='default', steps=240, batch=8, horizon=8, eval_windows=24, ckpt_every=80, val_every=40)}
 
 # %% ../nbs/50_experiment.ipynb #c008
 DEFAULT_PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')
