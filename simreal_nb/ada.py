@@ -195,13 +195,14 @@ class Critic(nn.Module):
         self.net = nn.Sequential(*layers, nn.Linear(sizes[-1], 1))
     def forward(self, o): return self.net(o).squeeze(-1)
 
-def gradient_penalty(critic, real, fake, generator=None):
-    "WGAN-GP penalty E[(‖∇f(o)‖ - 1)²] on random interpolates of real and fake observable samples."
+def gradient_penalty(critic, real, fake, generator=None, one_sided:bool=True):
+    "Penalty on ‖∇f(o)‖ at random interpolates of real and fake: max(0, ‖∇f‖-1)² (one-sided, WGAN-LP) or (‖∇f‖-1)² (WGAN-GP)."
     n = min(len(real), len(fake))
     e = torch.rand(n, 1, generator=generator)
     o = (e * real[:n] + (1 - e) * fake[:n]).requires_grad_(True)
     g, = torch.autograd.grad(critic(o).sum(), o, create_graph=True)
-    return ((g.norm(dim=1) - 1) ** 2).mean()
+    d = g.norm(dim=1) - 1
+    return ((d.clamp_min(0) if one_sided else d) ** 2).mean()
 
 # %% ../nbs/70_ada.ipynb #c028
 def _as2d(o): return o.unsqueeze(1) if o.dim() == 1 else o.reshape(o.shape[0], -1)
@@ -272,6 +273,7 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
           critic_steps:int=5,         # ADA: critic updates per generator step
           critic_lr:float=1e-3,       # ADA: critic learning rate
           gp_weight:float=10.,        # ADA: gradient-penalty weight λ
+          one_sided:bool=True,        # ADA: one-sided penalty (WGAN-LP); False: two-sided WGAN-GP
           critic_hidden:int=64,       # ADA: critic width
           critic_warmup:int=100,      # ADA: critic updates against the base before the first generator step
           moment_weight:float=10.,    # EA: weight of the whitened moment mismatch
@@ -304,7 +306,7 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
         c = critics[n]
         for _ in range(k):
             real = real_batch(n)
-            lc = c(fake).mean() - c(real).mean() + gp_weight * gradient_penalty(c, real, fake, g)
+            lc = c(fake).mean() - c(real).mean() + gp_weight * gradient_penalty(c, real, fake, g, one_sided)
             copts[n].zero_grad(); lc.backward(); copts[n].step()
     if method == 'ada' and critic_warmup:
         with torch.no_grad(): x0 = model.sample(batch, generator=g)
@@ -533,14 +535,14 @@ def chain_energy(pos, k_bond=50., r0=1.0, k_angle=0., eps=1.0, sigma=0.9, attrac
     if k_angle: u = u + k_angle * (1 - (b[:, 1:] * b[:, :-1]).sum(-1) / (r[:, 1:] * r[:, :-1])).sum(1)
     N = pos.shape[1]
     i, j = torch.triu_indices(N, N, offset=2)
-    d = (pos[:, i] - pos[:, j]).norm(dim=-1).clamp_min(0.3 * sigma)
+    d = (pos[:, i] - pos[:, j]).norm(dim=-1).clamp_min(0.7 * sigma)   # soft core: bounded forces
     lj = lambda d: 4 * eps * ((sigma / d) ** 12 - (sigma / d) ** 6)
     cut = rc * sigma if attractive else 2 ** (1 / 6) * sigma
     e = torch.where(d < cut, lj(d) - lj(torch.tensor(cut)), torch.zeros_like(d))
     return u + e.sum(1)
 
 def chain_langevin(n:int, kind:str='sim', n_beads:int=6, seed:int=0, dt:float=1e-3, burn:int=4000,
-                   every:int=400, n_chains:int=1000, kT:float=1.0) -> torch.Tensor:
+                   every:int=400, n_chains:int=1000, kT:float=1.0, f_max:float=200.) -> torch.Tensor:
     "`n` chain configurations [n, n_beads, 2] sampled by overdamped Langevin under the 'sim' or 'exp' force field."
     if kind not in CHAIN_FORCE_FIELDS: raise ADAInputError(f"kind={kind!r}: expected one of {list(CHAIN_FORCE_FIELDS)}")
     ff = CHAIN_FORCE_FIELDS[kind]
@@ -554,6 +556,8 @@ def chain_langevin(n:int, kind:str='sim', n_beads:int=6, seed:int=0, dt:float=1e
     while len(out) < n_snap:
         x = x.detach().requires_grad_(True)
         f, = torch.autograd.grad(chain_energy(x, **ff).sum(), x)
+        fn = f.norm(dim=-1, keepdim=True)
+        f = f * (f_max / fn.clamp_min(f_max)).clamp(max=1.0)    # cap |F| per bead: no blow-ups at rare close contacts
         x = (x - dt * f + noise * torch.randn(x.shape, generator=g, dtype=torch.float64)).detach()
         step += 1
         if step > burn and step % every == 0: out.append(x.clone())

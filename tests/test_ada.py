@@ -204,3 +204,21 @@ def test_run_twins_quick(tmp_path):
     assert {'sim data', 'base', 'ada', 'ea2'} <= set(res)
     assert all(np.isfinite(res[m]['w1_p']) and res[m]['w1_p'] >= 0 for m in ('sim data', 'base', 'ada', 'ea2'))
     assert json.loads((tmp_path / 'metrics.json').read_text())['metrics'].keys() == res.keys()
+
+
+def test_one_sided_critic_recovers_from_a_wrong_sign_start():
+    "A 1-D critic that starts decreasing must still learn W1 > 0 (the two-sided penalty can trap it at ≈ -W1)."
+    from simreal_nb.ada import Critic, gradient_penalty
+    torch.manual_seed(0); g = torch.Generator().manual_seed(0)
+    real_all, fake = torch.randn(4000, 1) * 0.5 + 4.0, torch.randn(256, 1) + 3.2
+    c = Critic(1)
+    with torch.no_grad():
+        if (c(torch.tensor([[4.]])) - c(torch.tensor([[3.]]))).item() > 0: c.net[-1].weight.mul_(-1)
+        assert (c(torch.tensor([[4.]])) - c(torch.tensor([[3.]]))).item() < 0
+    opt = torch.optim.Adam(c.parameters(), lr=2e-3, betas=(0.5, 0.9))
+    for _ in range(300):
+        real = real_all[torch.randint(4000, (256,), generator=g)]
+        loss = c(fake).mean() - c(real).mean() + 10 * gradient_penalty(c, real, fake, g, one_sided=True)
+        opt.zero_grad(); loss.backward(); opt.step()
+    est = (c(real_all).mean() - c(fake).mean()).item()
+    assert 0.6 < est < 1.2, est        # true W1 ≈ 0.9
