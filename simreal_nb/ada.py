@@ -269,6 +269,7 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
           iters:int=200,              # generator steps
           batch:int=512,              # generated samples per step for the observable term
           kl_batch:int=128,           # generated samples per step for the KL term (exact likelihoods)
+          kl_steps:int=None,          # ODE steps for the KL term's likelihoods (None: the flow's own)
           lr:float=1e-3,              # generator (velocity field) learning rate
           critic_steps:int=5,         # ADA: critic updates per generator step
           critic_lr:float=1e-3,       # ADA: critic learning rate
@@ -326,7 +327,7 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
             fit = moment_weight * sum(m.loss(obs[n]) for n, m in matchers.items())
         loss = fit
         if beta > 0:
-            kl, _ = kl_divergence(model, base, kl_batch, generator=g)
+            kl, _ = kl_divergence(model, base, kl_batch, steps=kl_steps, generator=g)
             loss = loss + beta * kl
             rec['kl'] = kl.item()
         rec['fit'] = float(fit.detach())
