@@ -159,9 +159,10 @@ def train_flow(x,                   # simulation samples [n, d] (array or tensor
     "Fit a flow-matching model (linear / OT path) to simulation samples `x` [n, d]."
     x = _check_samples(x, 'x')
     g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
     mean, std = x.mean(0), x.std(0).clamp_min(1e-6)
-    flow = Flow(VelocityMLP(x.shape[1], hidden, depth), mean, std, steps, method)
+    with torch.random.fork_rng(devices=[]):          # seeded initialisation without touching the global RNG
+        torch.manual_seed(seed)
+        flow = Flow(VelocityMLP(x.shape[1], hidden, depth), mean, std, steps, method)
     y = (x - mean) / std
     opt = torch.optim.Adam(flow.velocity.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=iters, pct_start=0.05)
@@ -289,7 +290,6 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
     exp_t = check_alignment_inputs(base, observables, exp, beta)
     for nm, v, lo in (('iters', iters, 1), ('batch', batch, 2), ('kl_batch', kl_batch, 2), ('critic_steps', critic_steps, 1), ('order', order, 1)):
         if int(v) != v or v < lo: raise ADAInputError(f"{nm}={v}: expected an integer >= {lo}")
-    torch.manual_seed(seed)
     g = torch.Generator().manual_seed(seed)
     model = copy.deepcopy(base)
     for p in model.velocity.parameters(): p.requires_grad_(True)
@@ -297,7 +297,9 @@ def align(base:Flow,                 # the frozen base model μ_base (trained on
     gopt = torch.optim.Adam(model.velocity.parameters(), lr=lr, betas=tuple(betas))
     avg = [p.detach().clone() for p in model.velocity.parameters()] if ema else None
     if method == 'ada':
-        critics = {n: Critic(e.shape[1], critic_hidden) for n, e in exp_t.items()}
+        with torch.random.fork_rng(devices=[]):      # seeded critics without touching the global RNG
+            torch.manual_seed(seed)
+            critics = {n: Critic(e.shape[1], critic_hidden) for n, e in exp_t.items()}
         copts = {n: torch.optim.Adam(c.parameters(), lr=critic_lr, betas=(0.5, 0.9)) for n, c in critics.items()}
     else:
         matchers = {n: MomentMatcher(e, order) for n, e in exp_t.items()}

@@ -129,7 +129,9 @@ def test_ea_moves_the_constrained_moments(flow2d):
 def test_ada_runs_and_records_history(flow2d):
     obs = {'x0': lambda x: x[:, 0], 'both': lambda x: x}
     exp = {'x0': np.random.default_rng(0).normal(4, 0.5, (500,)), 'both': np.random.default_rng(1).normal(0, 1, (500, 2))}
+    state = torch.random.get_rng_state()
     model = align(flow2d, obs, exp, 'ada', iters=3, batch=64, kl_batch=16, critic_steps=2, critic_warmup=2)
+    assert torch.equal(state, torch.random.get_rng_state())          # seeded from `seed`, global RNG untouched
     assert len(model.history) == 3 and {'w1_x0', 'w1_both', 'kl', 'fit'} <= set(model.history[-1])
     assert not any(p.requires_grad for p in model.parameters())
     assert not any(p.requires_grad for p in flow2d.parameters())   # the base is untouched
