@@ -22,6 +22,7 @@ def readme_text(nb_path=ROOT/'nbs'/'index.ipynb') -> str:
             cell.source = '\n'.join(l for l in lines if not DIRECTIVE.match(l))
         cells.append(cell)
     nb.cells = cells
+    nb.metadata['language_info'] = {'name': 'python'}  # fenced code blocks marked as python
     body, _ = MarkdownExporter().from_notebook_node(nb)
     body = re.sub(r'\n{3,}', '\n\n', body).strip() + '\n'
     return body
