@@ -174,9 +174,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     ds = ds.expand_dims(system=[cell.system], capacity=[cell.capacity], protocol=[cell.protocol], seed=[cell.seed])
     for v in ('train_s', 'eval_s', 'params', 'truth_p_rmse', 'truth_p_rel_l2', 'grad_cos_mean', 'grad_conflict_frac'):
         ds[v].attrs['long_name'] = v.replace('_', ' ')
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + '.tmp')
-    ds.to_netcdf(tmp, engine='h5netcdf'); os.replace(tmp, path)
+    write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
     return dict(key=cell.key, skipped=False, data_s=t_data, train_s=t_train, eval_s=t_eval,
                 total_s=time.perf_counter() - t0)
 
@@ -269,8 +267,7 @@ def run_experiment(out='runs/default',  # run directory
     timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
     atomic_write_text(json.dumps(timing, indent=1), tfile)
     res = collect_results(run_dir, cells)
-    tmp = run_dir / 'results.nc.tmp'
-    res.to_netcdf(tmp, engine='h5netcdf'); os.replace(tmp, run_dir / 'results.nc')
+    write_dataset(res, run_dir / 'results.nc', validate=False)
     if report:
         from simreal_nb.report import write_report
         write_report(run_dir, verbose=verbose)

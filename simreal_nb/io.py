@@ -11,7 +11,7 @@ import xarray as xr
 from .schema import validate as _validate, DIMS, FIELD_META
 
 # %% auto #0
-__all__ = ['write_dataset', 'read_dataset']
+__all__ = ['atomic_write', 'write_dataset', 'read_dataset']
 
 # %% ../nbs/10_io.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -34,6 +34,23 @@ def _storable(ds):
     for name, var in ds.variables.items(): var.attrs = _clean_attrs(var.attrs, repr(name))
     return ds
 
+# %% ../nbs/10_io.ipynb #f999ac12
+def atomic_write(path,  # destination file
+                 write,  # write(tmp_path): writes the whole content to the temporary path it is given
+                ) -> Path:
+    "Call `write` on a temporary file next to `path`, then `os.replace` it onto `path`; return the path."
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp): os.remove(tmp)
+        raise
+    return path
+
 # %% ../nbs/10_io.ipynb #c006
 def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)
                   path,  # destination: `*.nc` (netCDF, h5netcdf) or `*.zarr` (needs the zarr package)
@@ -49,15 +66,7 @@ def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)
     ds = _storable(ds)
     if _is_zarr(path): return _write_zarr(ds, path)
     enc = {n: dict(zlib=True, complevel=3) for n in ds.data_vars} if compress else None
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    os.close(fd)
-    try:
-        ds.to_netcdf(tmp, engine='h5netcdf', encoding=enc)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.remove(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine='h5netcdf', encoding=enc))
 
 # %% ../nbs/10_io.ipynb #c007
 def _write_zarr(ds, path):

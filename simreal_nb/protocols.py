@@ -13,6 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import xarray as xr
+from .io import atomic_write
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'COMBINERS', 'EVAL_MODES', 'ProtocolError', 'CheckpointError', 'NonFiniteLossError', 'masked_mse',
@@ -376,22 +377,16 @@ def seed_everything(seed:int):
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
 # %% ../nbs/40_protocols.ipynb #c035
+def _save_synced(obj, tmp):
+    with open(tmp, 'wb') as f: torch.save(obj, f); f.flush(); os.fsync(f.fileno())
+
 def atomic_save(obj, path:str|Path):
-    "torch.save to a temporary file next to `path`, fsync, then os.replace."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, 'wb') as f:
-            torch.save(obj, f); f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists(): tmp.unlink()
+    "torch.save to a temporary file next to `path`, fsync, then os.replace (see `io.atomic_write`)."
+    atomic_write(path, lambda tmp: _save_synced(obj, tmp))
 
 def atomic_write_text(text:str, path:str|Path):
-    "Write text to a temporary file next to `path`, then os.replace."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text); os.replace(tmp, path)
+    "Write text to a temporary file next to `path`, then os.replace (see `io.atomic_write`)."
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 def load_checkpoint(path:str|Path, map_location='cpu') -> dict:
     "Load a trainer checkpoint with `weights_only=True`."

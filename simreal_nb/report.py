@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 from .metrics import (PAPER, LAMS, METRICS, BASELINES, JOINT, balanced_score, best_non_joint, joint_reduction,
                                 win_counts, forgetting, pressure_reduction, headline, compare_to_paper)
 from .inspect import pareto_plot
+from .io import atomic_write
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
@@ -173,9 +174,9 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     timing = json.loads(tfile.read_text()) if tfile.exists() else None
     figs = run_dir / 'figures'; figs.mkdir(exist_ok=True)
     for name, fig in (('pareto_rmse', pareto_plot(res['score'], 'rmse', lams=(0.2, 0.5, 0.8))), ('rollouts', rollout_figure(res))):
-        tmp = figs / f'{name}.png.tmp'; fig.savefig(tmp, format='png'); os.replace(tmp, figs / f'{name}.png')
+        atomic_write(figs / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
     text = report_text(res, timing)
-    tmp = run_dir / 'report.md.tmp'; tmp.write_text(text); os.replace(tmp, run_dir / 'report.md')
+    atomic_write(run_dir / 'report.md', lambda tmp: Path(tmp).write_text(text))
     if verbose: print(text)
     return run_dir / 'report.md'
 
