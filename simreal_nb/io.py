@@ -41,8 +41,7 @@ def atomic_write(path,  # destination file
     "Call `write` on a temporary file next to `path`, then `os.replace` it onto `path`; return the path."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', suffix='.tmp', dir=path.parent)
-    os.close(fd)
+    tmp = str(path.parent / f'.{path.name}.{uuid.uuid4().hex}.tmp')  # created by `write`, with the usual permissions
     try:
         write(tmp)
         os.replace(tmp, path)
