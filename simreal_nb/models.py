@@ -295,7 +295,7 @@ class UNet2d(FieldModel):
 # %% ../nbs/20_models.ipynb #c019
 CAPACITIES = {
     'S':  dict(fan=dict(dim=192, depth=4, heads=3, mlp=768),   fno=dict(width=32, modes=12, layers=4), unet=dict(base=24, levels=3)),
-    'M':  dict(fan=dict(dim=256, depth=6, heads=4, mlp=1024),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3)),
+    'M':  dict(fan=dict(dim=384, depth=4, heads=6, mlp=1536),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3)),
     'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024)),   # MORPH-Ti widths
     'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048)),   # MORPH-S widths
 }
