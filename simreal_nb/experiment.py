@@ -46,7 +46,7 @@ class GridConfig:
     val_batches: int = 4      # validation batches per domain
 
 PRESETS = {'test':    GridConfig(size='test', steps=8, batch=4, horizon=4, eval_windows=4, ckpt_every=4, val_every=8, val_batches=1),
-           'quick':   GridConfig(size='quick', steps=60, batch=8, horizon=6, eval_windows=12, ckpt_every=30, val_every=20, val_batches=2),
+           'quick':   GridConfig(size='quick', steps=50, batch=8, horizon=6, eval_windows=12, ckpt_every=25, val_every=25, val_batches=2),
            'default': GridConfig(size='default', steps=240, batch=8, horizon=8, eval_windows=24, ckpt_every=80, val_every=40)}
 
 # %% ../nbs/50_experiment.ipynb #c008
