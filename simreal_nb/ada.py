@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
+from .io import atomic_write
 
 # %% ../nbs/70_ada.ipynb #c006
 class ADAInputError(ValueError):
@@ -444,15 +445,10 @@ def plot_projections(samples:dict, bins:int=60, lim:float=6.5, dpi:int=70):
 
 # %% ../nbs/70_ada.ipynb #c051
 def _atomic_write(path, write):
-    "Write a file atomically: `write(fileobj)` into a temp file in the same folder, then os.replace."
-    path = str(path); d = os.path.dirname(os.path.abspath(path)); os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix='.' + os.path.basename(path), suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'wb') as f: write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.remove(tmp)
-        raise
+    "Write a file atomically: `write(fileobj)` on a binary file, through `io.atomic_write`."
+    def _write(tmp):
+        with open(tmp, 'wb') as f: write(f)
+    atomic_write(path, _write)
 
 def _write_json(path, obj): _atomic_write(path, lambda f: f.write(json.dumps(obj, indent=1).encode()))
 

@@ -14,6 +14,7 @@ from torch.utils._pytree import tree_leaves
 from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
 import simreal_nb
+from .io import atomic_write
 
 # %% auto #0
 __all__ = ['CAPACITIES', 'ARCHS', 'MODEL_CLASSES', 'ModelInputError', 'FieldModel', 'FieldAttentionNet', 'FNO2d', 'UNet2d',
@@ -337,19 +338,10 @@ def save_model(model:FieldModel,  # a model built by `make_model` (or any `Field
                path):             # destination file (parent directories are created)
     "Atomically save `model` with its class name, init kwargs and package version."
     if not hasattr(model, 'init_kwargs'): _fail(f"model: {type(model).__name__} has no init_kwargs; expected a FieldModel")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     kw = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.init_kwargs.items()}
     ckpt = dict(format='simreal_nb.model/1', cls=type(model).__name__, init_kwargs=kw,
                 version=simreal_nb.__version__, state_dict=model.state_dict())
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + '.', suffix='.tmp')
-    try:
-        with os.fdopen(fd, 'wb') as f: torch.save(ckpt, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
-    return path
+    return atomic_write(path, lambda tmp: torch.save(ckpt, tmp))
 
 def load_model(path,                  # a file written by `save_model`
                map_location='cpu',    # passed to `torch.load`
