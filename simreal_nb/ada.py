@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 import torch.nn.functional as F
-from .io import atomic_write
+from .store import atomic_write
 
 # %% ../nbs/70_ada.ipynb #c006
 class ADAInputError(ValueError):

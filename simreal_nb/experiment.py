@@ -15,7 +15,7 @@ import xarray as xr
 from fastprogress.fastprogress import progress_bar
 from . import __version__
 from .schema import FIELDS
-from .io import write_dataset
+from .store import write_dataset
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES

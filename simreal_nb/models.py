@@ -14,7 +14,7 @@ from torch.utils._pytree import tree_leaves
 from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
 import simreal_nb
-from .io import atomic_write
+from .store import atomic_write
 
 # %% auto #0
 __all__ = ['CAPACITIES', 'ARCHS', 'MODEL_CLASSES', 'ModelInputError', 'FieldModel', 'FieldAttentionNet', 'FNO2d', 'UNet2d',

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import xarray as xr
-from .io import atomic_write
+from .store import atomic_write
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'COMBINERS', 'EVAL_MODES', 'ProtocolError', 'CheckpointError', 'NonFiniteLossError', 'masked_mse',

@@ -12,8 +12,8 @@ import xarray as xr
 from matplotlib.figure import Figure
 from .metrics import (PAPER, LAMS, METRICS, BASELINES, JOINT, balanced_score, best_non_joint, joint_reduction,
                                 win_counts, forgetting, pressure_reduction, headline, compare_to_paper)
-from .inspect import pareto_plot
-from .io import atomic_write
+from .tradeoff import pareto_plot
+from .store import atomic_write
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import xarray as xr
-from .io import write_dataset, read_dataset
+from .store import write_dataset, read_dataset
 from .schema import validate as _schema_validate
 
 # %% auto #0

@@ -160,7 +160,7 @@ def test_write_twins(tmp_path):
     paths = write_twins('kolmogorov', tmp_path / 'out', seed=0, size='test', cache_dir=tmp_path / 'c')
     assert {k: p.name for k, p in paths.items()} == dict(sim='kolmogorov_sim.nc', exp='kolmogorov_exp.nc',
                                                          exp_truth='kolmogorov_exp_truth.nc')
-    from simreal_nb.io import read_dataset
+    from simreal_nb.store import read_dataset
     tr = read_dataset(paths['exp_truth'], domain='exp_truth')
     assert int(tr.attrs['never_train']) == 1 and 'p' in tr and 'p' not in read_dataset(paths['exp'])
 

@@ -1,9 +1,9 @@
-"λ inspector: tables, winners, the Pareto figure, the widget and its graceful failure without ipywidgets."
+"The sim-exp trade-off: tables, winners, the Pareto figure, the widget and its graceful failure without ipywidgets."
 import subprocess, sys
 import numpy as np, pytest, xarray as xr
 from matplotlib.figure import Figure
 from simreal_nb.metrics import MetricInputError, synthetic_score
-from simreal_nb.inspect import domain_errors, winners, protocol_table, winner_table, pareto_plot, figure_png, lambda_inspector
+from simreal_nb.tradeoff import domain_errors, winners, protocol_table, winner_table, pareto_plot, figure_png, lambda_inspector
 
 ERRS = {'sim_only': (0.02, 1.0), 'exp_only': (1.0, 0.02), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15)}
 
@@ -76,11 +76,3 @@ def test_lambda_inspector_without_ipywidgets(score, monkeypatch):
     monkeypatch.setitem(sys.modules, 'ipywidgets', None)
     with pytest.raises(ImportError, match='needs ipywidgets'): lambda_inspector(score)
     assert isinstance(pareto_plot(score), Figure)  # the rest keeps working
-
-
-def test_stdlib_inspect_not_shadowed():
-    code = ("import simreal_nb.inspect as si, inspect, simreal_nb; "
-            "assert inspect.signature is not None and inspect.__file__ != si.__file__; "
-            "from fastcore.docments import docments; print('ok')")
-    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
-    assert r.returncode == 0 and 'ok' in r.stdout, r.stderr

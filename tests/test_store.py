@@ -1,7 +1,7 @@
 "Atomic netCDF writes, loaded-and-closed reads, validation on read."
 import os, numpy as np, pytest, xarray as xr
 from simreal_nb.schema import DIMS, FIELD_META, DataContractError
-from simreal_nb.io import write_dataset, read_dataset
+from simreal_nb.store import write_dataset, read_dataset
 
 
 def make(domain='exp'):
