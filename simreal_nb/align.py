@@ -9,11 +9,11 @@ from dataclasses import dataclass, field as dc_field
 import numpy as np
 import xarray as xr
 import torch
-from .schema import FIELDS, FIELD_META, DIMS, DataContractError, validate, fields_of, input_names
+from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train
 
 # %% auto #0
-__all__ = ['example_pair', 'regrid', 'align_domains', 'NeverTrainError', 'Normalizer', 'split_trajs', 'WindowDataset',
-           'DomainData', 'make_domain_data', 'resample_time', 'event_times', 'ClockMap', 'event_anchor_align']
+__all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'WindowDataset', 'DomainData',
+           'make_domain_data', 'resample_time', 'event_times', 'ClockMap', 'event_anchor_align']
 
 # %% ../nbs/15_align.ipynb #c006
 def example_pair(n_traj: int = 5,  # trajectories per domain
@@ -172,16 +172,6 @@ def _stats(a):
     m, s = float(a.mean()), float(a.std())
     return m, (s if s > 1e-12 * max(1.0, abs(m)) and s > 0 else 1.0)
 
-# %% ../nbs/15_align.ipynb #c020
-class NeverTrainError(DataContractError):
-    "A dataset marked never-train (the hidden experimental truth) reached a training path."
-
-def _refuse_truth(ds, where):
-    if ds.attrs.get('domain') == 'exp_truth' or int(ds.attrs.get('never_train', 0) or 0):
-        raise NeverTrainError(f"{where}: dataset has attrs domain={ds.attrs.get('domain')!r}, never_train="
-                              f"{ds.attrs.get('never_train', 0)}; the hidden experimental truth is for evaluation only "
-                              f"(use WindowDataset(..., for_eval=True) or DomainData.truth_windows to evaluate on it)")
-
 # %% ../nbs/15_align.ipynb #c021
 class Normalizer:
     "Per-field (and per-condition) mean/std; `encode(x, fields)` = (x - mean) / std on the channel axis -3."
@@ -196,7 +186,7 @@ class Normalizer:
         for name, d in dict(ds=ds, fallback=fallback).items():
             if d is None: continue
             if not isinstance(d, xr.Dataset): raise TypeError(f"Normalizer.fit: `{name}` is a {type(d).__name__}; expected an xarray.Dataset")
-            _refuse_truth(d, f'Normalizer.fit(`{name}`)')
+            refuse_never_train(d, f'Normalizer.fit(`{name}`)')
         stats = {}
         for src in ([fallback] if fallback is not None else []) + [ds]:
             valid = _valid_of(src).values
@@ -325,7 +315,7 @@ class WindowDataset(torch.utils.data.Dataset):
                  for_eval: bool = False,  # allow a never-train dataset (exp_truth) for evaluation only
                 ):
         if not isinstance(ds, xr.Dataset): raise TypeError(f"WindowDataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
-        if not for_eval: _refuse_truth(ds, 'WindowDataset')
+        if not for_eval: refuse_never_train(ds, 'WindowDataset')
         for name, v in dict(n_in=n_in, n_out=n_out, stride=stride).items():
             if not isinstance(v, (int, np.integer)) or v < (0 if name == 'n_out' else 1):
                 raise ValueError(f"WindowDataset: `{name}`={v!r}; expected an integer >= {0 if name == 'n_out' else 1}")
@@ -468,7 +458,7 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
     "Aligned, split, normalised windows of both domains (normaliser fitted on sim train only)."
     for name, ds in dict(sim=sim, exp=exp).items():
         if not isinstance(ds, xr.Dataset): raise TypeError(f"make_domain_data: `{name}` is a {type(ds).__name__}; expected an xarray.Dataset")
-        _refuse_truth(ds, f'make_domain_data(`{name}`)')
+        refuse_never_train(ds, f'make_domain_data(`{name}`)')
     validate(sim, 'sim'); validate(exp, 'exp')
     if dt is not None:
         sim, exp = resample_time(sim, dt), resample_time(exp, dt)

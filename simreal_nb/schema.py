@@ -8,7 +8,8 @@ import numpy as np
 import xarray as xr
 
 # %% auto #0
-__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'DataContractError', 'fields_of', 'input_names', 'validate']
+__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'DataContractError', 'fields_of', 'input_names', 'validate',
+           'NeverTrainError', 'never_train', 'refuse_never_train']
 
 # %% ../nbs/00_schema.ipynb #c006
 FIELDS = ('u', 'v', 'p')  # canonical field order everywhere in the package
@@ -124,3 +125,21 @@ def validate(ds: xr.Dataset,  # the dataset to check
         n, idx = _nonfinite_where(np.asarray(var.values))
         if n: _fail(f"input {name!r} has {n} NaN/inf values (first at {dict(zip(('traj', 'time'), idx))}); expected finite values")
     return ds
+
+# %% ../nbs/00_schema.ipynb #b65c80c5
+class NeverTrainError(DataContractError):
+    "Evaluation-only data (the hidden experimental truth) reached something that trains or fits."
+
+def never_train(obj) -> bool:
+    "True when `obj` (a Dataset, or anything holding one as `.ds`/`.dataset`, or naming its `domain`) is evaluation-only."
+    for cand in (obj, getattr(obj, 'ds', None), getattr(obj, 'dataset', None)):
+        a = getattr(cand, 'attrs', None)
+        if isinstance(a, dict) and (a.get('domain') == 'exp_truth' or int(a.get('never_train', 0) or 0)): return True
+    return getattr(obj, 'domain', None) == 'exp_truth'
+
+def refuse_never_train(obj, where:str):
+    "Raise `NeverTrainError` naming `where` when `obj` is evaluation-only data."
+    if never_train(obj):
+        raise NeverTrainError(f"{where}: got evaluation-only data (domain 'exp_truth' / attrs never_train=1); the hidden "
+                              "experimental truth is for evaluation only (use WindowDataset(..., for_eval=True) or "
+                              "DomainData.truth_windows to evaluate on it)")

@@ -1,8 +1,8 @@
 "Alignment: common grid, presence, valid; normaliser; splits; windows; never-train refusal; time alignment."
 import numpy as np, pytest, torch, xarray as xr
-from simreal_nb.schema import FIELDS, DIMS, DataContractError, validate
+from simreal_nb.schema import FIELDS, DIMS, DataContractError, NeverTrainError, validate
 from simreal_nb.align import (example_pair, align_domains, regrid, Normalizer, split_trajs, WindowDataset,
-                              make_domain_data, DomainData, NeverTrainError, resample_time, event_times,
+                              make_domain_data, DomainData, resample_time, event_times,
                               event_anchor_align, ClockMap)
 
 
