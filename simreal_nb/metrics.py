@@ -10,10 +10,11 @@ import torch
 import xarray as xr
 
 # %% auto #0
-__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'BASELINES', 'JOINT', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse',
-           'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'balanced', 'lambda_sweep',
-           'joint_name', 'setting_dims', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction',
-           'win_counts', 'synthetic_score', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
+__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError',
+           'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'check_lam', 'balanced',
+           'lambda_sweep', 'joint_name', 'setting_dims', 'select_view', 'balanced_score', 'best_non_joint',
+           'joint_reduction', 'win_counts', 'synthetic_score', 'forgetting', 'pressure_reduction', 'headline',
+           'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(ValueError):
@@ -241,15 +242,20 @@ def scores_to_xarray(scores:dict, # output of `score_fields`
 
 # %% ../nbs/30_metrics.ipynb #c043
 LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
-BASELINES = ('sim_only', 'exp_only', 'sim_to_exp')   # the paper's non-joint protocols
-JOINT = 'joint'                                      # Joint at λ = 0.5
+PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four protocols, by their names in results
+NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
+JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
 
 # %% ../nbs/30_metrics.ipynb #c044
-def _check_lam(lam, name='lam'):
-    if isinstance(lam, bool) or not isinstance(lam, (int, float, np.integer, np.floating)):
-        raise TypeError(f"`{name}` must be a number in [0, 1], got {type(lam).__name__}")
-    if not 0 <= float(lam) <= 1: raise MetricInputError(f"`{name}` must be in [0, 1], got {lam}")
-    return float(lam)
+def check_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
+              name:str='lam', # the argument's name, for the error message
+             ) -> float:
+    "λ as a float in [0, 1], or one `MetricInputError` naming the argument and the expected range."
+    try: v = float(lam) if not isinstance(lam, bool) else None
+    except (TypeError, ValueError): v = None
+    if v is None or not (math.isfinite(v) and 0.0 <= v <= 1.0):
+        raise MetricInputError(f"`{name}` must be a number in [0, 1], got {lam!r}")
+    return v
 
 # %% ../nbs/30_metrics.ipynb #c045
 def balanced(m_sim, # metric on held-out sim: float, numpy array or xarray object
@@ -257,7 +263,7 @@ def balanced(m_sim, # metric on held-out sim: float, numpy array or xarray objec
              lam=0.5, # weight of the sim domain, in [0, 1]
             ):
     "Balanced metric bM(λ) = λ·M_sim + (1-λ)·M_exp."
-    lam = _check_lam(lam)
+    lam = check_lam(lam)
     return lam * m_sim + (1 - lam) * m_exp
 
 # %% ../nbs/30_metrics.ipynb #c046
@@ -266,7 +272,7 @@ def lambda_sweep(m_sim, # metric on held-out sim: float, numpy array or xarray o
                  lams=LAMS, # the λ values
                 ) -> xr.DataArray:
     "bM(λ) for every λ in `lams`, stacked along a new leading dim `lam`."
-    lams = [_check_lam(l, 'lams') for l in np.atleast_1d(lams).tolist()]
+    lams = [check_lam(l, 'lams') for l in np.atleast_1d(lams).tolist()]
     if not isinstance(m_sim, (xr.DataArray, xr.Dataset)): m_sim = xr.DataArray(np.asarray(m_sim, dtype=float))
     if not isinstance(m_exp, (xr.DataArray, xr.Dataset)): m_exp = xr.DataArray(np.asarray(m_exp, dtype=float))
     out = xr.concat([balanced(m_sim, m_exp, l) for l in lams], dim='lam')
@@ -275,7 +281,7 @@ def lambda_sweep(m_sim, # metric on held-out sim: float, numpy array or xarray o
 # %% ../nbs/30_metrics.ipynb #c050
 def joint_name(lam:float) -> str:
     "Protocol name of Joint trained at `lam`: 'joint' for 0.5, else 'joint@0.3' style."
-    lam = _check_lam(lam)
+    lam = check_lam(lam)
     return JOINT if lam == 0.5 else f'{JOINT}@{lam:g}'
 
 NON_SETTING_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'lam', 'mode')  # dims that do not index settings
@@ -332,7 +338,7 @@ def balanced_score(score:xr.DataArray, # results array with dims protocol, domai
 
 # %% ../nbs/30_metrics.ipynb #c055
 def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protocol` dim
-                   baselines=BASELINES, # the protocols that compete (those present are used)
+                   baselines=NON_JOINT, # the protocols that compete (those present are used)
                    return_name=False,  # also return the winning baseline's name per row
                   ):
     "Lowest metric among the baseline protocols, per row (NaN-ignoring); optionally with the winner's name."
@@ -348,7 +354,7 @@ def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protoc
 # %% ../nbs/30_metrics.ipynb #c056
 def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `protocol` dim
                     joint=JOINT,        # the Joint protocol name
-                    baselines=BASELINES,# the protocols Joint is compared with
+                    baselines=NON_JOINT,# the protocols Joint is compared with
                    ) -> xr.DataArray:
     "Joint's reduction of the metric vs the best baseline of each row, in percent (positive = Joint better)."
     _need(table, ('protocol',), 'joint_reduction')
@@ -360,7 +366,7 @@ def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `proto
 def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balanced table with a `lam` dim
                joint=JOINT,         # Joint's protocol name, or 'matched' for the model trained at each λ
                lams=LAMS,           # the λ values (ignored when `score` already has a `lam` dim)
-               baselines=BASELINES, # the protocols Joint must beat
+               baselines=NON_JOINT, # the protocols Joint must beat
                field='all',         # field to use when `score` has a `field` dim
                mode=None,           # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                metrics=METRICS,     # the metrics counted (those present)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (PAPER, LAMS, METRICS, BASELINES, JOINT, balanced_score, best_non_joint, joint_reduction,
+from .metrics import (PAPER, LAMS, METRICS, NON_JOINT, JOINT, balanced_score, best_non_joint, joint_reduction,
                                 win_counts, forgetting, pressure_reduction, headline, compare_to_paper)
 from .tradeoff import pareto_plot
 from .store import atomic_write

@@ -11,7 +11,7 @@ import xarray as xr
 from .schema import validate as _validate, DIMS, FIELD_META
 
 # %% auto #0
-__all__ = ['atomic_write', 'write_dataset', 'read_dataset']
+__all__ = ['atomic_write', 'CheckpointError', 'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -49,6 +49,37 @@ def atomic_write(path,  # destination file
         if os.path.exists(tmp): os.remove(tmp)
         raise
     return path
+
+# %% ../nbs/10_store.ipynb #0f14169c
+class CheckpointError(ValueError):
+    "A checkpoint file is missing, unreadable, or does not belong to what loads it."
+
+def write_text(path,  # destination file
+               text:str,  # the whole content
+              ) -> Path:
+    "Write `text` to `path` atomically."
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+def _save_synced(obj, tmp):
+    import torch
+    with open(tmp, 'wb') as f: torch.save(obj, f); f.flush(); os.fsync(f.fileno())
+
+def save_torch(obj,  # tensors, dicts, lists and numbers (what `torch.load(weights_only=True)` can read back)
+               path,  # destination file
+              ) -> Path:
+    "`torch.save` `obj` to `path` atomically, flushed to disk before the rename."
+    return atomic_write(path, lambda tmp: _save_synced(obj, tmp))
+
+def load_torch(path,  # a file written by `save_torch`
+               map_location='cpu',  # where tensors are loaded
+              ):
+    "Load a torch file with `weights_only=True`; `CheckpointError` when it is missing or unreadable."
+    import torch
+    path = Path(path)
+    if not path.exists(): raise CheckpointError(f"checkpoint: no file at {str(path)!r}")
+    try: return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise CheckpointError(f"checkpoint: cannot read {str(path)!r} with weights_only=True ({type(e).__name__}: {e})") from e
 
 # %% ../nbs/10_store.ipynb #c006
 def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)

@@ -15,9 +15,9 @@ from .store import write_dataset, read_dataset
 from .schema import validate as _schema_validate
 
 # %% auto #0
-__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'check_twin',
-           'measure', 'make_twins', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins', 'write_twins',
-           'load_all_twins', 'bench_systems']
+__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'probe_samples',
+           'check_twin', 'measure', 'make_twins', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins',
+           'write_twins', 'load_all_twins', 'bench_systems']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
@@ -35,6 +35,7 @@ class SystemSpec:
     summary: str   # what the sim solves
     gap: str       # how exp physics differs from sim
     sizes: dict = field(default_factory=dict)  # size name -> parameter dict
+    probes: tuple = ()  # (x, y) points, as fractions of the domain, where a point sensor would sit (e.g. in the wake)
 
 # %% ../nbs/05_systems.ipynb #c009
 _MEAS = dict(window=4, stride=2, noise_add=0.03, noise_mult=0.02, dropout=0.02)  # PIV defaults (fractions of U)
@@ -71,21 +72,42 @@ _FOIL_SIZES = dict(
     default=dict(_FOIL, nx=128, ny=64, n_traj=4, n_frames=64),
 )
 
+_WAKE = ((0.35, 0.6), (0.5, 0.6), (0.7, 0.6))  # behind the body (at x = 0.2), off the centreline
+
 SYSTEMS = {
     'cylinder': SystemSpec('cylinder', 'lbm', 'cylinder wake, D2Q9 lattice Boltzmann, Re per trajectory',
-        'Re x 0.85, linear drag 0.03 U/D, ~3 % travelling inflow modes, body +0.5 cell in y', _CYL_SIZES),
+        'Re x 0.85, linear drag 0.03 U/D, ~3 % travelling inflow modes, body +0.5 cell in y', _CYL_SIZES, _WAKE),
     'controlled': SystemSpec('controlled', 'lbm', 'cylinder with rotary actuation A sin(2 pi f_c t); command as input',
-        'as cylinder + actuator first-order lag 0.08 T_shed and gain 0.85', _CTL_SIZES),
+        'as cylinder + actuator first-order lag 0.08 T_shed and gain 0.85', _CTL_SIZES, _WAKE),
     'foil': SystemSpec('foil', 'lbm', 'NACA0012 at high angle of attack, Re_chord per trajectory',
-        '+1.5 deg mounting error, +0.25 cell offset, Re x 0.85, drag, inflow turbulence', _FOIL_SIZES),
+        '+1.5 deg mounting error, +0.25 cell offset, Re x 0.85, drag, inflow turbulence', _FOIL_SIZES, _WAKE),
     'kolmogorov': SystemSpec('kolmogorov', 'spectral', 'forced 2-D turbulence, pseudo-spectral vorticity, nu per trajectory',
         'nu x 1.25, drag + 0.04, forcing x 0.92 + 10 % third harmonic, weak band-limited stochastic forcing',
-        _KOL_SIZES),
+        _KOL_SIZES, ((0.25, 0.25), (0.5, 0.5), (0.75, 0.75))),
 }
 
 def list_systems() -> list:
     "Names of the embedded twin systems."
     return list(SYSTEMS)
+
+# %% ../nbs/05_systems.ipynb #ec150013
+def probe_samples(ds:xr.Dataset, # a contract dataset
+                  probes, # (x, y) points as fractions of the domain, e.g. `SYSTEMS[name].probes`
+                  fields=None, # fields to read (default: every field of `ds`)
+                 ) -> np.ndarray:
+    "Field values at `probes` for every (traj, time) snapshot: [n, len(probes) * len(fields)], probe-major."
+    from simreal_nb.schema import fields_of
+    fields = fields_of(ds) if fields is None else tuple(fields)
+    missing = [f for f in fields if f not in ds]
+    if missing: raise SystemConfigError(f"probe_samples: fields {missing} are not in the dataset; it has {list(fields_of(ds))}")
+    x, y = ds.x.values, ds.y.values
+    cols, ok = [], np.ones(ds.sizes['traj'] * ds.sizes['time'], bool)
+    for fx, fy in probes:
+        sel = dict(x=x[0] + fx * (x[-1] - x[0]), y=y[0] + fy * (y[-1] - y[0]), method='nearest')
+        if 'valid' in ds: ok &= ds['valid'].sel(**sel).values.reshape(-1)
+        cols += [ds[f].sel(**sel).values.reshape(-1).astype(np.float64) for f in fields]
+    a = np.stack(cols, 1)
+    return a[np.isfinite(a).all(1) & ok]
 
 # %% ../nbs/05_systems.ipynb #c012
 def _get_spec(system):

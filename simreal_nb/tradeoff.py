@@ -9,7 +9,7 @@ import math
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import MetricInputError, LAMS, balanced, setting_dims, select_view, _check_lam
+from .metrics import MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam
 
 # %% auto #0
 __all__ = ['domain_errors', 'winners', 'protocol_table', 'winner_table', 'pareto_plot', 'figure_png', 'lambda_inspector']
@@ -50,7 +50,7 @@ def winners(errors:xr.DataArray, # output of `domain_errors`
             lam=0.5,             # λ of the balanced metric
            ) -> xr.DataArray:
     "Per setting: the protocol with the lowest bM(λ) ('' where every protocol is NaN)."
-    b = balanced(errors.sel(domain='sim', drop=True), errors.sel(domain='exp', drop=True), _check_lam(lam))
+    b = balanced(errors.sel(domain='sim', drop=True), errors.sel(domain='exp', drop=True), check_lam(lam))
     idx = b.fillna(np.inf).argmin('protocol').values
     names = np.where(b.isnull().all('protocol').values, '', b.protocol.values[idx])
     return xr.DataArray(names, dims='setting', coords=dict(setting=b.setting.values), name='winner')
@@ -64,7 +64,7 @@ def protocol_table(score:xr.DataArray, # results array
                   ):
     "pandas DataFrame: bM(λ) per setting (rows) and protocol (columns), plus the `winner` of each row."
     e = domain_errors(score, metric, field, protocols, mode)
-    b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), _check_lam(lam))
+    b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), check_lam(lam))
     df = b.to_pandas()
     df.columns.name = None
     df['winner'] = winners(e, lam).to_pandas()
@@ -119,7 +119,7 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                ) -> Figure:
     "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines; returns a matplotlib Figure."
     e = domain_errors(score, metric, field, protocols, mode)
-    lams = [_check_lam(l) for l in np.atleast_1d(lams).tolist()]
+    lams = [check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
     fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.5), dpi=dpi, layout='constrained')
@@ -194,7 +194,7 @@ def lambda_inspector(score:xr.DataArray, # results array
     domain_errors(score, metric, field, protocols, mode)  # validate before building widgets
     metrics = [str(m) for m in score.metric.values]
     fields = [str(f) for f in score.field.values] if 'field' in score.dims else [field]
-    slider = w.FloatSlider(value=_check_lam(lam), min=0, max=1, step=0.05, description='λ (sim weight)',
+    slider = w.FloatSlider(value=check_lam(lam), min=0, max=1, step=0.05, description='λ (sim weight)',
                            continuous_update=False, readout_format='.2f', style=dict(description_width='initial'))
     mdrop = w.Dropdown(options=metrics, value=metric, description='metric')
     fdrop = w.Dropdown(options=fields, value=field, description='field')

@@ -243,8 +243,8 @@ def test_balanced_types():
     assert isinstance(balanced(a, b), xr.DataArray) and balanced(a, b).values.tolist() == [2.0, 4.0]
     for bad in (-0.1, 1.5, float('nan')):
         with pytest.raises(MetricInputError, match='`lam`'): balanced(1., 2., bad)
-    with pytest.raises(TypeError, match='`lam`'): balanced(1., 2., '0.5')
-    with pytest.raises(TypeError, match='`lam`'): balanced(1., 2., True)
+    with pytest.raises(MetricInputError, match='`lam`'): balanced(1., 2., 'half')
+    with pytest.raises(MetricInputError, match='`lam`'): balanced(1., 2., True)
 
 
 def test_lambda_sweep():
