@@ -59,7 +59,7 @@ def bench_models(presets:str='S,M', # Comma-separated capacity presets
                  steps:int=10,       # Timed training steps per preset
                  threads:int=2):     # Torch CPU threads
     "Training throughput and FLOP utilisation of each model preset, one JSON line per preset."
-    from .models import bench_models as _bench
+    from .bench import bench_models as _bench
     _print_json(_bench(presets=presets.split(','), batch=batch, steps=steps, threads=threads))
 
 @call_parse
@@ -67,13 +67,13 @@ def bench_joint(batch:int=8,   # Mini-batch size per domain
                 steps:int=20,  # Timed updates per protocol
                 capacity:str='S'): # Model capacity preset
     "Time of one Joint update relative to one sim update plus one exp update."
-    from .protocols import bench_joint as _bench
+    from .bench import bench_joint as _bench
     _print_json(_bench(batch=batch, steps=steps, capacity=capacity))
 
 @call_parse
 def bench_data(): 
     "Cold generation and cache-load time of the four twin systems at default size."
-    from .systems import bench_systems
+    from .bench import bench_systems
     _print_json(bench_systems())
 
 @call_parse

@@ -20,7 +20,7 @@ __all__ = ['PROTOCOLS', 'COMBINERS', 'EVAL_MODES', 'ProtocolError', 'CheckpointE
            'CyclingSampler', 'collate', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol',
            'resolve_device', 'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything',
            'atomic_save', 'atomic_write_text', 'load_checkpoint', 'TrainConfig', 'warmup_cosine', 'Trainer', 'train',
-           'rollout', 'predict_windows', 'evaluate', 'bench_joint']
+           'rollout', 'predict_windows', 'evaluate']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -916,57 +916,3 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
              n_windows=(('domain', 'mode'), nwin)),
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1)),
         attrs=dict(split=split, horizon=int(horizon)))
-
-# %% ../nbs/40_protocols.ipynb #c062
-def _synthetic_batch(batch, C, n_in, n_out, grid, n_cond, present, seed):
-    g = torch.Generator().manual_seed(seed)
-    H, W = grid
-    m = torch.tensor(present, dtype=torch.bool)
-    return dict(x=torch.randn(batch, n_in, C, H, W, generator=g) * m[:, None, None], y=torch.randn(batch, n_out, C, H, W, generator=g),
-                field_mask=m.expand(batch, C).clone(), valid=torch.rand(batch, n_out, H, W, generator=g) > 0.02,
-                cond=torch.randn(batch, n_cond, generator=g))
-
-def bench_joint(batch:int=8,  # windows per domain mini-batch
-                steps:int=20,  # timed updates of each kind
-                capacity:str='S',  # model capacity preset
-                grid:tuple=(32, 64),  # (H, W)
-                arch:str='fan',  # model architecture (see models.make_model)
-                n_in:int=1, n_out:int=1, n_cond:int=0,
-                threads:int=2,  # torch CPU threads during the benchmark (restored after)
-                warmup:int=3,  # untimed updates of each kind first
-                device:str='cpu',  # where to time it
-                model:nn.Module|None=None,  # time this model instead of make_model(arch, capacity, ...)
-               ) -> dict:
-    "Median time of one Joint update vs one sim + one exp update: dict(joint_s, sim_s, exp_s, ratio, ...)."
-    fields = ('u', 'v', 'p')
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        dev = resolve_device(device)
-        torch.manual_seed(0)
-        if model is not None: arch, capacity = type(model).__name__, None
-        else:
-            from simreal_nb.models import make_model
-            model = make_model(arch, capacity, fields=fields, n_in=n_in, n_out=n_out, grid=tuple(grid), n_cond=n_cond)
-        model = model.to(dev)
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        st = Stepper(model, opt, None, dev, amp=True, grad_clip=1.0)
-        bs = _synthetic_batch(batch, 3, n_in, n_out, grid, n_cond, (True, True, True), 1)
-        be = _synthetic_batch(batch, 3, n_in, n_out, grid, n_cond, (True, True, False), 2)
-        kinds = dict(joint=lambda: st.step({'sim': bs, 'exp': be}, {'sim': 0.5, 'exp': 0.5}),
-                     sim=lambda: st.step({'sim': bs}, {'sim': 1.0}), exp=lambda: st.step({'exp': be}, {'exp': 1.0}))
-        sync = torch.cuda.synchronize if dev.type == 'cuda' else (lambda: None)
-        for _ in range(warmup):
-            for f in kinds.values(): f()
-        times = {k: [] for k in kinds}
-        order = list(kinds)
-        for r in range(steps):
-            for k in order[r % 3:] + order[:r % 3]:
-                sync(); t0 = time.perf_counter(); kinds[k](); sync(); times[k].append(time.perf_counter() - t0)
-        med = {k: float(np.median(v)) for k, v in times.items()}
-        return dict(joint_s=med['joint'], sim_s=med['sim'], exp_s=med['exp'], ratio=med['joint'] / (med['sim'] + med['exp']),
-                    batch=batch, steps=steps, capacity=capacity, arch=arch, grid=list(grid), threads=threads,
-                    params=sum(p.numel() for p in model.parameters()), device=str(dev),
-                    load_avg=round(os.getloadavg()[0], 2) if hasattr(os, 'getloadavg') else None)
-    finally:
-        torch.set_num_threads(old)

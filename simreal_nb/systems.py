@@ -17,7 +17,7 @@ from .schema import validate as _schema_validate
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'probe_samples',
            'check_twin', 'measure', 'make_twins', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins',
-           'write_twins', 'load_all_twins', 'bench_systems']
+           'write_twins', 'load_all_twins']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
@@ -821,38 +821,3 @@ def load_all_twins(systems=None, # names (default: all of `list_systems()`)
     if workers > 1 and len(systems) > 1 and size != 'test':  # test sizes: process start-up would dominate
         _fill_parallel(systems, seed, size, cache_dir, overrides, workers)
     return {s_: load_twins(s_, seed, size, cache_dir=cache_dir, **overrides) for s_ in systems}
-
-# %% ../nbs/05_systems.ipynb #c050
-def bench_systems(size:str='default', # size preset to time
-                  seed:int=0, systems=None, # which systems (default: all)
-                  workers:int=2, # generator processes (the 2-core budget)
-                  repeats:int=3, # warm cache loads timed (median reported)
-                  cache_dir=None)->dict: # None: a fresh temporary folder (cold)
-    "Time cold generation (parallel workers) and warm cache loads of the twin systems; dict of timings."
-    import statistics
-    systems = list_systems() if systems is None else list(systems)
-    tmp = None
-    if cache_dir is None: tmp = tempfile.mkdtemp(prefix='simreal-bench-'); cache_dir = tmp
-    try:
-        load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
-        t = time.perf_counter()
-        if workers > 1: per = _fill_parallel(systems, seed, size, cache_dir, {}, workers)
-        else: per = {s_: _fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
-        cold = time.perf_counter() - t
-        warm = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            for s_ in systems: load_twins(s_, seed, size, cache_dir=cache_dir)
-            warm.append(time.perf_counter() - t)
-        mb = sum(f.stat().st_size for f in cache_root(cache_dir).rglob('*.nc')) / 2 ** 20
-        return dict(size=size, systems=systems, workers=workers, threads_per_worker=1,
-                    cold_total_s=round(cold, 2), cold_per_system_s={s_: round(per[s_][0], 2) for s_ in systems},
-                    cold_cpu_per_system_s={s_: round(per[s_][1], 2) for s_ in systems},
-                    cold_cpu_total_s=round(sum(per[s_][1] for s_ in systems), 2),
-                    warm_load_median_s=round(statistics.median(warm), 3), warm_load_all_s=[round(w, 3) for w in warm],
-                    cache_mb=round(mb, 1), budget_cold_s=60, budget_load_s=2,
-                    cold_ok=cold < 60, load_ok=statistics.median(warm) < 2,
-                    loadavg_before=load1, loadavg_after=os.getloadavg()[0] if hasattr(os, 'getloadavg') else None,
-                    cpu_count=os.cpu_count())
-    finally:
-        if tmp: shutil.rmtree(tmp, ignore_errors=True)

@@ -2,7 +2,7 @@
 import os, warnings
 import pytest
 import torch
-from simreal_nb.models import (make_model, save_model, load_model, bench_models, n_params, CAPACITIES,
+from simreal_nb.models import (make_model, save_model, load_model, n_params, CAPACITIES,
                                ModelInputError, CheckpointError, FieldAttentionNet)
 
 GRID = (16, 32)
@@ -145,10 +145,3 @@ def test_capacity_presets():
     s, mm = (n_params(make_model('fan', c)) for c in ('S', 'M'))
     assert s < mm
 
-def test_bench_models_keys():
-    before = torch.get_num_threads()
-    rows = bench_models(presets=['S'], batch=1, steps=1, grid=(16, 32), threads=1)
-    assert torch.get_num_threads() == before
-    (r,) = rows
-    assert {'preset', 'params', 'samples_per_s', 'flop_util', 'peak_mb'} <= set(r)
-    assert r['preset'] == 'S' and r['params'] > 0 and r['samples_per_s'] > 0 and r['flop_util'] > 0 and r['peak_mb'] > 0

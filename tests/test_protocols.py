@@ -9,7 +9,7 @@ import torch.nn as nn
 import xarray as xr
 
 from simreal_nb.protocols import (CheckpointError, CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp,
-                                  Stepper, Trainer, bench_joint, collate, combine_grads, evaluate, get_protocol,
+                                  Stepper, Trainer, collate, combine_grads, evaluate, get_protocol,
                                   load_checkpoint, masked_mse, train)
 
 
@@ -330,15 +330,6 @@ def test_evaluate_perfect_model_scores_zero(toy):
     o.y = b['y']
     ev = evaluate(o, dict(sim=dict(test=wd), fields=toy['fields']), horizon=0, batch_size=len(wd), domains=('sim',))
     assert ev.score.sel(metric='rmse').max().item() == 0 and ev.sizes['mode'] == 1
-
-
-# ---------------------------------------------------------------------------------------------------------- benchmark
-def test_bench_joint_keys_and_threads():
-    n = torch.get_num_threads()
-    r = bench_joint(batch=2, steps=2, warmup=1, grid=(8, 8), n_cond=1, model=ToyNet(dropout=0.0), threads=1)
-    assert {'joint_s', 'sim_s', 'exp_s', 'ratio'} <= set(r) and r['ratio'] == pytest.approx(r['joint_s'] / (r['sim_s'] + r['exp_s']))
-    assert torch.get_num_threads() == n
-    json.dumps(r)
 
 
 def test_rollout_conditioning_follows_the_window():
