@@ -4,24 +4,26 @@
 
 # %% ../nbs/05_systems.ipynb #c003
 from __future__ import annotations
-import os, json, math, time, hashlib, tempfile, shutil
+import os, json, math, time, hashlib, shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
 import xarray as xr
-from .store import write_dataset, read_dataset
-from .schema import validate as _schema_validate
+from . import __version__
+from .schema import FIELD_META, fields_of, validate
+from .store import write_dataset, read_dataset, write_text
 
 # %% auto #0
-__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'probe_samples',
-           'check_twin', 'measure', 'make_twins', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins',
+__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'measure',
+           'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins',
            'write_twins', 'load_all_twins']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
-GENERATOR_VERSION = '1'  # bump when generated data change for the same (system, seed, size, overrides)
+GENERATOR_VERSION = '2'  # bump when generated data change for the same (system, seed, size, overrides)
+                         # 2: field units and long names from schema.FIELD_META (arrays unchanged)
 
 class SystemConfigError(ValueError):
     "Bad system name or impossible physical/numerical parameter; raised before any compute."
@@ -89,25 +91,6 @@ SYSTEMS = {
 def list_systems() -> list:
     "Names of the embedded twin systems."
     return list(SYSTEMS)
-
-# %% ../nbs/05_systems.ipynb #ec150013
-def probe_samples(ds:xr.Dataset, # a contract dataset
-                  probes, # (x, y) points as fractions of the domain, e.g. `SYSTEMS[name].probes`
-                  fields=None, # fields to read (default: every field of `ds`)
-                 ) -> np.ndarray:
-    "Field values at `probes` for every (traj, time) snapshot: [n, len(probes) * len(fields)], probe-major."
-    from simreal_nb.schema import fields_of
-    fields = fields_of(ds) if fields is None else tuple(fields)
-    missing = [f for f in fields if f not in ds]
-    if missing: raise SystemConfigError(f"probe_samples: fields {missing} are not in the dataset; it has {list(fields_of(ds))}")
-    x, y = ds.x.values, ds.y.values
-    cols, ok = [], np.ones(ds.sizes['traj'] * ds.sizes['time'], bool)
-    for fx, fy in probes:
-        sel = dict(x=x[0] + fx * (x[-1] - x[0]), y=y[0] + fy * (y[-1] - y[0]), method='nearest')
-        if 'valid' in ds: ok &= ds['valid'].sel(**sel).values.reshape(-1)
-        cols += [ds[f].sel(**sel).values.reshape(-1).astype(np.float64) for f in fields]
-    a = np.stack(cols, 1)
-    return a[np.isfinite(a).all(1) & ok]
 
 # %% ../nbs/05_systems.ipynb #c012
 def _get_spec(system):
@@ -179,10 +162,7 @@ def _check_lbm(c):
     if c['frame_steps'] < 1: raise SystemConfigError(f"frame_steps={c['frame_steps']}: expected >= 1")
 
 # %% ../nbs/05_systems.ipynb #c015
-_META = dict(u=dict(units='m/s', long_name='streamwise velocity'), v=dict(units='m/s', long_name='cross-stream velocity'),
-             p=dict(units='Pa', long_name='pressure'))
-_KOL_META = dict(u=dict(units='m/s', long_name='x velocity'), v=dict(units='m/s', long_name='y velocity'),
-                 p=dict(units='m2/s2', long_name='kinematic pressure'))
+_KOL_META = dict(FIELD_META, p=dict(units='m2 s-2', long_name='kinematic pressure'))  # spectral solver: p / rho
 
 def _block_mean(a, k=2):
     "k x k block mean over the last two axes of a [..., H, W] tensor."
@@ -206,26 +186,6 @@ def _mk_ds(fields, x, y, time, traj_coords, attrs, meta, valid=None, inputs=None
     at = dict(attrs)
     if inputs: at['inputs'] = ' '.join(inputs)
     return xr.Dataset(dv, coords=coords, attrs=at)
-
-# %% ../nbs/05_systems.ipynb #c017
-def check_twin(ds, domain):
-    "Check a generated twin dataset of `domain` ('sim'|'exp'|'exp_truth'); returns it or raises ValueError."
-    _schema_validate(ds, domain=domain)
-    if ds.attrs.get('domain') != domain: raise ValueError(f"attrs['domain']={ds.attrs.get('domain')!r}: expected {domain!r}")
-    fl = [f for f in ('u', 'v', 'p') if f in ds.data_vars]
-    want = ['u', 'v'] if domain == 'exp' else ['u', 'v', 'p']
-    if fl != want: raise ValueError(f"{domain} dataset fields {fl}: expected {want}")
-    for k in fl + (['valid'] if 'valid' in ds else []):
-        if ds[k].dims != ('traj', 'time', 'y', 'x'): raise ValueError(f"{k}.dims={ds[k].dims}: expected (traj, time, y, x)")
-    for k in fl:
-        if ds[k].dtype != np.float32: raise ValueError(f"{k}.dtype={ds[k].dtype}: expected float32")
-        if not np.isfinite(ds[k].values).all(): raise ValueError(f"{k} has non-finite values")
-    if 'valid' in ds and ds['valid'].dtype != bool: raise ValueError(f"valid.dtype={ds['valid'].dtype}: expected bool")
-    for a in ('system', 'generator', 'generator_version', 'seed'):
-        if a not in ds.attrs: raise ValueError(f"attrs[{a!r}] missing")
-    if domain == 'exp_truth' and int(ds.attrs.get('never_train', 0)) != 1:
-        raise ValueError("exp_truth dataset must carry attrs never_train=1")
-    return ds
 
 # %% ../nbs/05_systems.ipynb #c019
 def _shadow_mask(body, side):
@@ -352,7 +312,7 @@ class _Spectral:
         out[:, :h, :h] = wh[:, :h, :h] * s; out[:, -h:, :h] = wh[:, -h:, :h] * s
         return out
 
-# %% ../nbs/05_systems.ipynb #c023
+# %% ../nbs/05_systems.ipynb #7cbd5a56
 def _kol_forcing(sp, chi, k_f, harmonic, B):
     "Vorticity forcing (curl of chi [sin(k_f y) + harmonic sin(3 k_f y)] e_x), rfft-ed, per member [B, n, n//2+1]."
     y = torch.arange(sp.n) * sp.L / sp.n
@@ -360,11 +320,13 @@ def _kol_forcing(sp, chi, k_f, harmonic, B):
     fw = -(chi[:, None] * k0 * torch.cos(k0 * y) + (chi * harmonic)[:, None] * 3 * k0 * torch.cos(3 * k0 * y))
     return torch.fft.rfft2(fw[:, :, None].expand(B, sp.n, sp.n).contiguous()).to(torch.complex64)
 
+# %% ../nbs/05_systems.ipynb #645970a4
 def _traj_params(rng, lo, hi, n, log=True):
     "n parameter values covering [lo, hi]: stratified with a seeded jitter."
     q = (np.arange(n) + rng.uniform(0.2, 0.8, n)) / n
     return lo * (hi / lo) ** q if log else lo + (hi - lo) * q
 
+# %% ../nbs/05_systems.ipynb #ca4567d4
 def _gen_kolmogorov(spec, c, seed):
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed); g = torch.Generator().manual_seed(int(seed))
@@ -415,7 +377,7 @@ def _gen_kolmogorov(spec, c, seed):
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
                 size=c.get('_size', ''), periodic=1, alpha=c['alpha'], chi=c['chi'], k_f=c['k_f'],
                 U_ref=float(torch.sqrt((u[:B] ** 2 + v[:B] ** 2).mean())), description=spec.summary)
-    tc = dict(nu=(nus, dict(units='m2/s', long_name='kinematic viscosity (nominal)')))
+    tc = dict(nu=(nus, dict(units='m2 s-1', long_name='kinematic viscosity (nominal)')))
     sim = _mk_ds(dict(u=_block_mean(u[:B]), v=_block_mean(v[:B]), p=_block_mean(p[:B])), xo, xo, time_, tc,
                  dict(base, domain='sim'), _KOL_META)
     gap = dict(gap_nu_factor=c['nu_factor'], gap_alpha_add=c['alpha_add'], gap_forcing_gain=c['forcing_gain'],
@@ -427,7 +389,7 @@ def _gen_kolmogorov(spec, c, seed):
                   dropout=c['dropout'], shadow=None, periodic=True, U=base['U_ref'], seed=seed)
     return dict(sim=sim, exp=exp, exp_truth=truth)
 
-# %% ../nbs/05_systems.ipynb #c025
+# %% ../nbs/05_systems.ipynb #158b00b2
 _C = torch.tensor([(0, 0), (1, 0), (0, 1), (-1, 0), (0, -1), (1, 1), (-1, 1), (-1, -1), (1, -1)])
 _W = torch.tensor([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)
 _OPP = [0, 3, 4, 1, 2, 7, 8, 5, 6]
@@ -439,6 +401,7 @@ def _feq(rho, ux, uy):
     cu = 3 * (_CX * ux[:, None] + _CY * uy[:, None])
     return _WV * rho[:, None] * (1 + cu + 0.5 * cu * cu - 1.5 * (ux * ux + uy * uy)[:, None])
 
+# %% ../nbs/05_systems.ipynb #490309fa
 def _body_mask(c, ny, nx, dy=0.0, aoa=0.0):
     "Solid cells [ny, nx] bool of the body (cylinder of diameter D or NACA0012 of chord D at `aoa` degrees)."
     yy, xx = torch.meshgrid(torch.arange(ny, dtype=torch.float64), torch.arange(nx, dtype=torch.float64), indexing='ij')
@@ -457,6 +420,7 @@ def _boundary(solid):
     for cx, cy in _C[1:].tolist(): nb |= ~torch.roll(solid, (cy, cx), (-2, -1))
     return solid & nb
 
+# %% ../nbs/05_systems.ipynb #58e94449
 class _LBM:
     "Batched D2Q9 BGK channel: bounce-back body, equilibrium velocity inlet (x=0), zero-gradient outlet, periodic y."
     def __init__(self, solid, tau, drag=None):
@@ -500,10 +464,13 @@ class _LBM:
             out[:, i] = self.om1 * f[:, i] + sym + anti
             out[:, j] = self.om1 * f[:, j] + sym - anti
         return out
-    def step(self, f, uin, vin, rot=None):
-        "One step; uin, vin [B, H] inlet velocity; rot [B] wall angular velocity (lattice units) or None."
+    def stream(self, f):
+        "Collision, then streaming with bounce-back on the body: one gather, a permutation of the populations."
         B, _, H, W = f.shape
-        f = torch.gather(self.collide(f).view(B, -1), 1, self.idx).view(B, 9, H, W)
+        return torch.gather(self.collide(f).view(B, -1), 1, self.idx).view(B, 9, H, W)
+    def step(self, f, uin, vin, rot=None):
+        "One step: `stream`, the moving wall, outlet and inlet; uin, vin [B, H]; rot [B] wall angular velocity or None."
+        f = self.stream(f)
         if rot is not None: f = f + rot.view(-1, 1, 1, 1) * self.wall
         f[:, :, :, -1] = f[:, :, :, -2]                                              # zero-gradient outlet
         f[:, :, :, :1] = _feq(f[:, :, :, 1:2].sum(1), uin[..., None], vin[..., None])  # inlet, density from x=1
@@ -515,7 +482,7 @@ class _LBM:
         s = self.solid[:, 0]
         return tuple(torch.where(s, 0., a) for a in (ux, uy, p))
 
-# %% ../nbs/05_systems.ipynb #c026
+# %% ../nbs/05_systems.ipynb #bf977da6
 def _inflow_modes(rng, c, B, ny):
     "Travelling inflow disturbance: per member M modes (amplitudes, y-wavenumbers, frequencies, phases)."
     M = int(c['turb_modes']); a = c['turb'] * math.sqrt(2 / M)
@@ -531,6 +498,7 @@ def _inflow(modes, t, U, ny):
     dv = (torch.as_tensor(modes['amp'][:, 1])[..., None] * torch.sin(arg + torch.as_tensor(modes['ph'][:, 1])[..., None])).sum(1)
     return (U * (1 + du)).float(), (U * dv).float()
 
+# %% ../nbs/05_systems.ipynb #7112d30b
 def _gen_lbm(spec, c, seed):
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed)
@@ -605,7 +573,7 @@ def _gen_lbm(spec, c, seed):
         tc['A'] = (A, dict(units='1', long_name='rotation amplitude (surface speed / U)'))
         tc['f_c'] = (fr * f_shed / dt, dict(units='Hz', long_name='actuation frequency'))
         cmd = torch.stack(cmds, 1).numpy() * c['phys_U'] / (c['phys_D'] / 2)
-        inputs = dict(omega_cmd=(cmd, dict(units='rad/s', long_name='commanded cylinder angular velocity')))
+        inputs = dict(omega_cmd=(cmd, dict(units='rad s-1', long_name='commanded cylinder angular velocity')))
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
                 periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], lattice=f'{nx}x{ny}',
                 lattice_D=D, lattice_U=U, description=spec.summary)
@@ -614,11 +582,11 @@ def _gen_lbm(spec, c, seed):
     if aoa is not None: gap['gap_aoa_err'] = c['aoa_err']
     if ctl: gap.update(gap_lag=c['lag'], gap_gain=c['gain'])
     bm = lambda a: _block_mean(a)
-    sim = _mk_ds(dict(u=bm(u[:B]), v=bm(v[:B]), p=bm(p[:B])), xo, yo, time_, tc, dict(base, domain='sim'), _META,
+    sim = _mk_ds(dict(u=bm(u[:B]), v=bm(v[:B]), p=bm(p[:B])), xo, yo, time_, tc, dict(base, domain='sim'), FIELD_META,
                  valid=fluid_o[:B], inputs=inputs)
     truth = _mk_ds(dict(u=bm(u[B:]), v=bm(v[B:]), p=bm(p[B:])), xo, yo, time_, tc,
-                   dict(base, domain='exp_truth', never_train=1, **gap), _META, valid=fluid_o[B:], inputs=inputs)
-    full = _mk_ds(dict(u=u[B:], v=v[B:]), xf, yf, time_, tc, dict(base, domain='exp_truth', **gap), _META,
+                   dict(base, domain='exp_truth', never_train=1, **gap), FIELD_META, valid=fluid_o[B:], inputs=inputs)
+    full = _mk_ds(dict(u=u[B:], v=v[B:]), xf, yf, time_, tc, dict(base, domain='exp_truth', **gap), FIELD_META,
                   valid=fluid[B:], inputs=inputs)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], periodic=False, U=c['phys_U'], seed=seed)
@@ -647,8 +615,26 @@ def make_twins(system:str, # one of `list_systems()`
     for k, ds in out.items():
         ds.attrs['size'] = size
         if overrides: ds.attrs['overrides'] = json.dumps(overrides, sort_keys=True, default=str)
-        check_twin(ds, k)
+        validate(ds, domain=k)
     return out
+
+# %% ../nbs/05_systems.ipynb #ec150013
+def probe_samples(ds:xr.Dataset, # a contract dataset
+                  probes, # (x, y) points as fractions of the domain, e.g. `SYSTEMS[name].probes`
+                  fields=None, # fields to read (default: every field of `ds`)
+                 ) -> np.ndarray:
+    "Field values at `probes` for every (traj, time) snapshot: [n, len(probes) * len(fields)], probe-major."
+    fields = fields_of(ds) if fields is None else tuple(fields)
+    missing = [f for f in fields if f not in ds]
+    if missing: raise SystemConfigError(f"probe_samples: fields {missing} are not in the dataset; it has {list(fields_of(ds))}")
+    x, y = ds.x.values, ds.y.values
+    cols, ok = [], np.ones(ds.sizes['traj'] * ds.sizes['time'], bool)
+    for fx, fy in probes:
+        sel = dict(x=x[0] + fx * (x[-1] - x[0]), y=y[0] + fy * (y[-1] - y[0]), method='nearest')
+        if 'valid' in ds: ok &= ds['valid'].sel(**sel).values.reshape(-1)
+        cols += [ds[f].sel(**sel).values.reshape(-1).astype(np.float64) for f in fields]
+    a = np.stack(cols, 1)
+    return a[np.isfinite(a).all(1) & ok]
 
 # %% ../nbs/05_systems.ipynb #c034
 def gap_curve(a:xr.Dataset, b:xr.Dataset, # datasets on one grid (e.g. sim and exp_truth); b is the reference
@@ -694,12 +680,6 @@ def cache_root(cache_dir=None)->Path:
         cache_dir = platformdirs.user_cache_dir('simreal_nb')
     return Path(cache_dir) / 'twins'
 
-def _pkg_version():
-    try:
-        from simreal_nb import __version__
-        return __version__
-    except Exception: return '0'
-
 def _digest(path):
     h = hashlib.blake2b(digest_size=20)
     with open(path, 'rb') as f:
@@ -709,7 +689,7 @@ def _digest(path):
 def twin_key(system, seed=0, size='default', **overrides)->str:
     "Cache key of a twin set: hash of system, seed, size, resolved parameters, package and generator versions."
     spec = _get_spec(system); c = _resolve(spec, size, overrides)
-    blob = json.dumps(dict(system=system, seed=int(seed), size=size, cfg=c, version=_pkg_version(),
+    blob = json.dumps(dict(system=system, seed=int(seed), size=size, cfg=c, version=__version__,
                            generator_version=GENERATOR_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
@@ -725,20 +705,18 @@ def _read_entry(d, key):
         for k in _DOMAINS:
             f = d / f'{k}.nc'
             if _digest(f) != man['files'][k]: return None
-            out[k] = check_twin(read_dataset(f, validate=False), k)
+            out[k] = read_dataset(f, domain=k)
         return out
     except Exception: return None
 
 def _write_entry(d, key, out, overrides=None):
     d.mkdir(parents=True, exist_ok=True)
-    man = dict(key=key, version=_pkg_version(), generator_version=GENERATOR_VERSION, files={},
+    man = dict(key=key, version=__version__, generator_version=GENERATOR_VERSION, files={},
                overrides=json.loads(json.dumps(overrides or {}, default=str)))
     for k in _DOMAINS:
         f = write_dataset(out[k], d / f'{k}.nc')
         man['files'][k] = _digest(f)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix='.manifest.', suffix='.tmp')
-    with os.fdopen(fd, 'w') as fh: json.dump(man, fh)
-    os.replace(tmp, d / 'manifest.json')
+    write_text(d / 'manifest.json', json.dumps(man))   # last: an entry without a manifest is never read
 
 # %% ../nbs/05_systems.ipynb #c042
 def load_twins(system:str, # one of `list_systems()`
@@ -765,7 +743,7 @@ def load_twins(system:str, # one of `list_systems()`
         if old == d or not old.is_dir(): continue
         try: man = json.loads((old / 'manifest.json').read_text())
         except Exception: man = {}
-        other_version = (man.get('version'), man.get('generator_version')) != (_pkg_version(), GENERATOR_VERSION)
+        other_version = (man.get('version'), man.get('generator_version')) != (__version__, GENERATOR_VERSION)
         old_preset = not overrides and not man.get('overrides')
         if other_version or old_preset: shutil.rmtree(old, ignore_errors=True)
     return out
