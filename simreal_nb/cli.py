@@ -79,18 +79,18 @@ def bench_data():
 @call_parse
 def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<method>.npy)
             seed:int=0,             # Random seed
-            quick:store_true=False): # Fewer training steps
+            quick:store_true=False): # The 'test' preset: a smoke test, a few training steps
     "ADA vs expectation alignment on the 3-D mixture-of-Gaussians benchmark."
     from .ada import run_mog
-    print(json.dumps(run_mog(out, seed=seed, quick=quick), indent=1))
+    print(json.dumps(run_mog(out, seed=seed, preset='test' if quick else 'default'), indent=1))
 
 @call_parse
 def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
               seed:int=0,               # Random seed
-              quick:store_true=False):  # Fewer training steps
+              quick:store_true=False):  # The 'test' preset: a smoke test, a few training steps
     "ADA vs expectation alignment on the bead-chain toy, observables added one at a time."
     from .ada import run_chain
-    print(json.dumps(run_chain(out, seed=seed, quick=quick), indent=1))
+    print(json.dumps(run_chain(out, seed=seed, preset='test' if quick else 'default'), indent=1))
 
 # %% ../nbs/90_cli.ipynb #c012
 COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('run',): run, ('report',): report,

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 from simreal_nb.ada import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow,
-                            align, check_alignment_inputs, MomentMatcher, mog_sample, mog_logpdf, mog_params,
-                            mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy, MOG_VERTICES, MOG_METHODS,
-                            MOG_PROJECTIONS, odeint, run_mog, run_chain, chain_observables, chain_to_state,
-                            state_to_chain, chain_langevin, w1, CHAIN_OBSERVABLES)
+                            AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, mog_sample, mog_logpdf,
+                            mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy, MOG_VERTICES, MOG_METHODS,
+                            MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS, RunConfig, odeint, run_mog,
+                            run_chain, chain_observables, chain_to_state, state_to_chain, chain_langevin, w1,
+                            CHAIN_OBSERVABLES)
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +118,7 @@ def test_mog_target_definition():
 def test_ea_moves_the_constrained_moments(flow2d):
     obs = {'x0': lambda x: x[:, 0]}
     exp = {'x0': torch.randn(4000, generator=torch.Generator().manual_seed(5)) * 0.5 + 4.0}
-    model = align(flow2d, obs, exp, 'ea', order=1, beta=0.01, iters=25, batch=256, kl_batch=64, lr=1e-2)
+    model = fit_ea(flow2d, obs, exp, AlignConfig(beta=0.01, iters=25, batch=256, kl_batch=64, lr=1e-2), order=1)
     with torch.no_grad():
         before = flow2d.sample(4000, generator=torch.Generator().manual_seed(3))[:, 0].mean().item()
         after = model.sample(4000, generator=torch.Generator().manual_seed(3))[:, 0].mean().item()
@@ -126,11 +127,24 @@ def test_ea_moves_the_constrained_moments(flow2d):
     assert len(mm.pows) == 2 and mm.loss(torch.as_tensor(exp['x0'])[:, None]) < 1e-8
 
 
+def test_ada_moves_the_constrained_observable(flow2d):
+    obs = {'x0': lambda x: x[:, 0]}
+    exp = {'x0': torch.randn(4000, generator=torch.Generator().manual_seed(5)) * 0.5 + 4.0}
+    cfg = AlignConfig(beta=0.01, iters=25, batch=256, kl_batch=64, lr=3e-3, critic_steps=5, critic_lr=5e-3, critic_warmup=50)
+    model = fit_ada(flow2d, obs, exp, cfg)
+    with torch.no_grad():
+        before = flow2d.sample(4000, generator=torch.Generator().manual_seed(3))[:, 0]
+        after = model.sample(4000, generator=torch.Generator().manual_seed(3))[:, 0]
+    # seeds 0, 1, 2 of `cfg.seed`: mean 3.91, 3.86, 3.86; W1 to exp 1.0 -> 0.29, 0.29, 0.30
+    assert abs(before.mean().item() - 3.0) < 0.3 and after.mean().item() > 3.6, (before.mean(), after.mean())
+    assert w1(after, exp['x0']) < w1(before, exp['x0']) - 0.5
+
+
 def test_ada_runs_and_records_history(flow2d):
     obs = {'x0': lambda x: x[:, 0], 'both': lambda x: x}
     exp = {'x0': np.random.default_rng(0).normal(4, 0.5, (500,)), 'both': np.random.default_rng(1).normal(0, 1, (500, 2))}
     state = torch.random.get_rng_state()
-    model = align(flow2d, obs, exp, 'ada', iters=3, batch=64, kl_batch=16, critic_steps=2, critic_warmup=2)
+    model = fit_ada(flow2d, obs, exp, AlignConfig(iters=3, batch=64, kl_batch=16, critic_steps=2, critic_warmup=2))
     assert torch.equal(state, torch.random.get_rng_state())          # seeded from `seed`, global RNG untouched
     assert len(model.history) == 3 and {'w1_x0', 'w1_both', 'kl', 'fit'} <= set(model.history[-1])
     assert not any(p.requires_grad for p in model.parameters())
@@ -150,14 +164,19 @@ def test_bad_input_gives_clear_errors(kw, match):
     args = {**dict(observables={'xy': lambda x: x[:, :2]}, beta=0.1), **kw}
     with pytest.raises(ADAInputError, match=match):
         check_alignment_inputs(base, **args)
-    with pytest.raises(ADAInputError, match=match):   # align checks before any training
-        align(base, method='ada', iters=1, **args)
+    cfg = AlignConfig(iters=1, batch=4, kl_batch=4, critic_warmup=0, beta=args['beta'])
+    for fit in (fit_ada, fit_ea):                      # both check before any training
+        with pytest.raises(ADAInputError, match=match):
+            fit(base, args['observables'], args['exp'], cfg)
 
 
 def test_other_bad_arguments(flow2d):
     obs, exp = {'x0': lambda x: x[:, 0]}, {'x0': np.zeros(10)}
-    with pytest.raises(ADAInputError, match='method'): align(flow2d, obs, exp, method='gan')
-    with pytest.raises(ADAInputError, match='iters'): align(flow2d, obs, exp, iters=0)
+    with pytest.raises(ADAInputError, match='method'): RunConfig().align_config('gan', seed=0)
+    with pytest.raises(ADAInputError, match='iters=0'): AlignConfig(iters=0)
+    with pytest.raises(ADAInputError, match='kl_batch=2.5'): AlignConfig(kl_batch=2.5)
+    with pytest.raises(ADAInputError, match='AlignConfig'): fit_ada(flow2d, obs, exp, dict(iters=1))
+    with pytest.raises(ADAInputError, match='order=0'): fit_ea(flow2d, obs, exp, AlignConfig(iters=1), order=0)
     with pytest.raises(ADAInputError, match='steps'): odeint(lambda x, t: x, torch.zeros(2, 2), steps=0)
     with pytest.raises(ADAInputError, match='empty'): train_flow(np.zeros((0, 3)))
     with pytest.raises(ADAInputError, match='unknown chain observables'): chain_observables(['rg', 'nope'])
@@ -176,8 +195,37 @@ def test_chain_state_roundtrip_and_observables():
     assert w1(obs['rg'](s), obs['rg'](s)) == 0
 
 
-def test_run_mog_quick_writes_files(tmp_path):
-    met = run_mog(tmp_path, seed=0, quick=True, verbose=False)
+def test_w1_of_known_distributions():
+    assert w1(np.zeros(5), np.full(7, 2.5)) == pytest.approx(2.5)                  # point masses at distance 2.5
+    assert w1(np.zeros((4, 2)), np.tile([1., 3.], (6, 1))) == pytest.approx(2.0)  # vector samples: mean of 1 and 3
+    assert w1(np.array([0., 1.]), np.array([0., 0., 1., 1.])) == pytest.approx(0.0)
+    assert w1(np.array([0., 1.]), np.array([0.5])) == pytest.approx(0.5)           # mass 1/2 moves 1/2 each way
+    with pytest.raises(ADAInputError, match='dims differ'): w1(np.zeros((3, 2)), np.zeros((3, 3)))
+
+
+def test_presets_share_one_vocabulary_and_pin_the_defaults():
+    for presets in (MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS): assert list(presets) == ['test', 'default']
+    d = MOG_PRESETS['default']   # the full-size run whose numbers the README and the tutorial quote
+    assert (d.n_sim, d.n_exp, d.n_eval, d.base_iters, d.iters, d.batch, d.kl_batch, d.beta, d.ada_lr, d.ea_lr,
+            d.critic_steps, d.critic_warmup) == (20000, 4000, 2000, 3000, 200, 512, 128, 0.3, 2e-4, 3e-4, 10, 100)
+    c = CHAIN_PRESETS['default']
+    assert (c.n_sim, c.iters, c.batch, c.kl_batch, c.beta, c.order, c.held_out) == (12000, 120, 256, 64, 0.1,
+                                                                                   ('bond', 'rg', 'e2e'), ('mdist', 'cos'))
+    a = d.align_config('ada', seed=3)
+    assert (a.lr, a.beta, a.iters, a.batch, a.kl_batch, a.critic_steps, a.critic_lr, a.seed) == (2e-4, 0.3, 200, 512, 128, 10, 2e-3, 3)
+
+
+@pytest.mark.parametrize('run', [run_mog, run_chain])
+def test_unknown_preset_or_setting_is_refused_before_any_compute(run, tmp_path):
+    with pytest.raises(ADAInputError, match=r"unknown settings \['n_iter'\].*'iters'"):
+        run(tmp_path, preset='test', n_iter=3)
+    with pytest.raises(ADAInputError, match=r"preset='quick' is unknown; expected one of \['test', 'default'\]"):
+        run(tmp_path, preset='quick')
+    assert not list(tmp_path.iterdir())
+
+
+def test_run_mog_test_preset_writes_files_and_aligns(tmp_path):
+    met = run_mog(tmp_path, seed=0, preset='test', verbose=False)
     assert set(met) == set(MOG_METHODS) == {'base', 'ada', 'ea1', 'ea2', 'ea3', 'ea4'}
     on_disk = json.loads((tmp_path / 'metrics.json').read_text())
     assert on_disk == met
@@ -186,26 +234,42 @@ def test_run_mog_quick_writes_files(tmp_path):
         a = np.load(tmp_path / f'samples_{m}.npy')
         assert a.shape == (2000, 3) and a.dtype == np.float32 and np.isfinite(a).all()
     assert not [p for p in os.listdir(tmp_path) if p.endswith('.tmp')]
+    assert json.loads((tmp_path / 'run_info.json').read_text())['preset'] == 'test'
+    # alignment moved the samples toward the target: the projections' marginal W1 to the 2000 reference samples of ν
+    # (seed 0: base 1.68, ADA 1.64, EA(2..4) 1.62) and ADA's Energy W2 (41.3 -> 39.4) drop for every aligned method
+    ref = mog_sample('target', 2000, 50)
+    d = {m: w1(np.load(tmp_path / f'samples_{m}.npy'), ref) for m in MOG_METHODS}
+    assert all(d[m] < d['base'] - 0.02 for m in ('ada', 'ea2', 'ea3', 'ea4')), d
+    assert met['ada']['energy_w2'] < met['base']['energy_w2'] - 1.0
 
 
-def test_run_chain_quick_writes_metrics(tmp_path):
-    res = run_chain(tmp_path, seed=1, quick=True, verbose=False)
+def test_run_chain_test_preset_writes_metrics_and_aligns(tmp_path):
+    res = run_chain(tmp_path, seed=1, preset='test', verbose=False)
     on_disk = json.loads((tmp_path / 'metrics.json').read_text())
     names = set(res['order']) | set(res['held_out'])
     assert names == set(CHAIN_OBSERVABLES) and set(on_disk['base']) == names
     assert [s['added'] for s in on_disk['steps']] == res['order']
     for s in on_disk['steps']:
         assert set(s['ada']) == names and set(s['ea']) == names
+        # every aligned observable's W1 to held-out exp samples is below the base's, for both methods
+        assert all(s[m][n] < on_disk['base'][n] for m in ('ada', 'ea') for n in s['aligned']), (s, on_disk['base'])
 
 
 @pytest.mark.slow
-def test_run_twins_quick(tmp_path):
+def test_run_twins_test_preset(tmp_path):
     pytest.importorskip('simreal_nb.systems')
     from simreal_nb.ada import run_twins
-    res = run_twins(tmp_path, 'cylinder', seed=0, quick=True, verbose=False)
-    assert {'sim data', 'base', 'ada', 'ea2'} <= set(res)
-    assert all(np.isfinite(res[m]['w1_p']) and res[m]['w1_p'] >= 0 for m in ('sim data', 'base', 'ada', 'ea2'))
-    assert json.loads((tmp_path / 'metrics.json').read_text())['metrics'].keys() == res.keys()
+    from simreal_nb.systems import SYSTEMS
+    res = run_twins(tmp_path, 'cylinder', seed=0, preset='test', verbose=False)
+    assert {'sim data', 'exp measurement (u,v only)', 'base', 'ada', 'ea2'} <= set(res)
+    assert all(np.isfinite(res[m]['w1_p']) for m in ('sim data', 'base', 'ada', 'ea2'))
+    # the measured fields moved toward the true exp physics (seed 0: base 1.17e-3, ADA 1.14e-3, EA(2) 1.09e-3)
+    assert res['ada']['w1_uv'] < res['base']['w1_uv'] and res['ea2']['w1_uv'] < res['base']['w1_uv'], res
+    on_disk = json.loads((tmp_path / 'metrics.json').read_text())
+    assert on_disk['metrics'].keys() == res.keys()
+    info = on_disk['info']    # the probes and the field split come from the system and the datasets, not from ada
+    assert info['probes'] == [list(p) for p in SYSTEMS['cylinder'].probes]
+    assert (info['measured'], info['hidden'], info['preset']) == (['u', 'v'], ['p'], 'test')
 
 
 def test_one_sided_critic_recovers_from_a_wrong_sign_start():
