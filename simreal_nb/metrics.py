@@ -10,11 +10,11 @@ import torch
 import xarray as xr
 
 # %% auto #0
-__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError',
-           'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'check_lam', 'balanced',
-           'lambda_sweep', 'joint_name', 'setting_dims', 'select_view', 'balanced_score', 'best_non_joint',
-           'joint_reduction', 'win_counts', 'synthetic_score', 'forgetting', 'pressure_reduction', 'headline',
-           'compare_to_paper']
+__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP',
+           'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields',
+           'scores_to_xarray', 'check_lam', 'balanced', 'lambda_sweep', 'joint_name', 'setting_dims', 'check_score',
+           'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'win_counts', 'synthetic_score',
+           'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(ValueError):
@@ -245,6 +245,7 @@ LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
 PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four protocols, by their names in results
 NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
 JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
+SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
 
 # %% ../nbs/30_metrics.ipynb #c044
 def check_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
@@ -291,7 +292,11 @@ def setting_dims(score:xr.DataArray) -> tuple:
     return tuple(d for d in score.dims if d not in NON_SETTING_DIMS)
 
 # %% ../nbs/30_metrics.ipynb #c051
-def _need(score, dims, fn):
+def check_score(score, # the array handed to `fn`
+                dims,  # dims it must have
+                fn:str, # the calling function, for the message
+               ):
+    "TypeError unless `score` is an xarray.DataArray; one `MetricInputError` naming the missing dims."
     if not isinstance(score, xr.DataArray):
         raise TypeError(f"`{fn}` needs an xarray.DataArray `score`, got {type(score).__name__}")
     miss = [d for d in dims if d not in score.dims]
@@ -329,7 +334,7 @@ def balanced_score(score:xr.DataArray, # results array with dims protocol, domai
                    mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                   ) -> xr.DataArray:
     "Seed-averaged balanced metric bM(λ) per (setting, protocol, metric)."
-    _need(score, ('protocol', 'domain', 'metric'), 'balanced_score')
+    check_score(score, ('protocol', 'domain', 'metric'), 'balanced_score')
     score = select_view(score, field, mode)
     if 'seed' in score.dims: score = score.mean('seed', skipna=True)
     s, e = score.sel(domain='sim', drop=True), score.sel(domain='exp', drop=True)
@@ -342,7 +347,7 @@ def best_non_joint(table:xr.DataArray, # balanced (or any) metric with a `protoc
                    return_name=False,  # also return the winning baseline's name per row
                   ):
     "Lowest metric among the baseline protocols, per row (NaN-ignoring); optionally with the winner's name."
-    _need(table, ('protocol',), 'best_non_joint')
+    check_score(table, ('protocol',), 'best_non_joint')
     base = table.sel(protocol=_protocols(table, baselines, 'baseline'))
     best = base.min('protocol', skipna=True)
     if not return_name: return best
@@ -357,7 +362,7 @@ def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `proto
                     baselines=NON_JOINT,# the protocols Joint is compared with
                    ) -> xr.DataArray:
     "Joint's reduction of the metric vs the best baseline of each row, in percent (positive = Joint better)."
-    _need(table, ('protocol',), 'joint_reduction')
+    check_score(table, ('protocol',), 'joint_reduction')
     best = best_non_joint(table, baselines)
     j = table.sel(protocol=_protocols(table, joint, 'joint')[0], drop=True)
     return 100 * (best - j) / best
@@ -372,10 +377,10 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
                metrics=METRICS,     # the metrics counted (those present)
               ) -> xr.DataArray:
     "Per λ: number of (setting × metric) cells where Joint's balanced metric is strictly the lowest; attrs['total'] = cells compared."
-    _need(score, ('protocol', 'metric'), 'win_counts')
+    check_score(score, ('protocol', 'metric'), 'win_counts')
     score = score.sel(metric=[m for m in score.metric.values if m in metrics])
     if 'lam' not in score.dims:
-        _need(score, ('domain',), 'win_counts')
+        check_score(score, ('domain',), 'win_counts')
         score = balanced_score(score, list(lams), field=field, mode=mode)
     else: score = select_view(score, field, mode)
     best = best_non_joint(score, baselines)
@@ -390,8 +395,8 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
     return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins', attrs=dict(total=total))
 
 # %% ../nbs/30_metrics.ipynb #c059
-def synthetic_score(systems=('cylinder', 'foil'), # settings dim 1
-                    capacities=('S',),             # settings dim 2
+def synthetic_score(systems=('A', 'B'),            # `system` coordinate (settings dim 1): any labels
+                    capacities=('S',),             # `capacity` coordinate (settings dim 2)
                     seeds=(0, 1),                  # seeds
                     errors=None,                   # {protocol: (sim error, exp error)} on every metric and field
                     fields=('u', 'v', 'p', 'all'), # field coordinate
@@ -401,7 +406,7 @@ def synthetic_score(systems=('cylinder', 'foil'), # settings dim 1
                     seed=0,                        # RNG seed for the noise
                    ) -> xr.DataArray:
     "A small results `score` array of the experiment's layout, for demos and tests."
-    errors = errors or {'sim_only': (0.0, 1.0), 'exp_only': (1.0, 0.0), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15)}
+    errors = errors or {SIM_ONLY: (0.0, 1.0), EXP_ONLY: (1.0, 0.0), SIM_TO_EXP: (0.6, 0.1), JOINT: (0.25, 0.15)}
     protos, modes = list(errors), list(modes or [None])
     base = np.array([errors[p] for p in protos], dtype=float)  # [protocol, domain]
     shape = (len(systems), len(capacities), len(protos), len(seeds), 2, len(modes), len(fields), len(metrics))
@@ -430,18 +435,18 @@ def forgetting(score:xr.DataArray, # results array
                mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
               ) -> xr.DataArray:
     "Per setting: True where Sim→Exp has a higher held-out sim error than Sim-only (NaN-aware: False if either is missing)."
-    _need(score, ('protocol', 'domain', 'metric'), 'forgetting')
+    check_score(score, ('protocol', 'domain', 'metric'), 'forgetting')
     s = select_view(score.sel(domain='sim', metric=metric, drop=True), field, mode)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
-    return s.sel(protocol='sim_to_exp', drop=True) > s.sel(protocol='sim_only', drop=True)
+    return s.sel(protocol=SIM_TO_EXP, drop=True) > s.sel(protocol=SIM_ONLY, drop=True)
 
 def pressure_reduction(score:xr.DataArray, # results array with field 'p'
                        joint=JOINT,        # the Joint protocol name
-                       against='sim_to_exp', # the protocol compared with
+                       against=SIM_TO_EXP, # the protocol compared with
                        mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                       ) -> xr.DataArray:
     "Per setting: Joint's reduction of pressure RMSE on held-out sim vs `against`, in percent."
-    _need(score, ('protocol', 'domain', 'metric', 'field'), 'pressure_reduction')
+    check_score(score, ('protocol', 'domain', 'metric', 'field'), 'pressure_reduction')
     s = select_view(score.sel(domain='sim', metric='rmse', drop=True), 'p', mode)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     a, j = s.sel(protocol=against, drop=True), s.sel(protocol=joint, drop=True)
@@ -471,10 +476,10 @@ def headline(score:xr.DataArray, # results array
     out = dict(n_settings=n_set,
                joint_best_at_0_5={str(m): int((j < best).sel(metric=m).sum()) for m in table.metric.values},
                brmse_reduction_pct=_stats(red),
-               sim_to_exp_forgets=int(forgetting(score, mode=mode).sum()) if {'sim_only', 'sim_to_exp'} <= protos else None,
+               sim_to_exp_forgets=int(forgetting(score, mode=mode).sum()) if {SIM_ONLY, SIM_TO_EXP} <= protos else None,
                pressure_reduction_pct=None, win_counts={round(float(l), 6): int(w) for l, w in zip(wins.lam.values, wins.values)},
                win_total=wins.attrs['total'])
-    if 'field' in score.dims and 'p' in score.field.values and 'sim_to_exp' in protos:
+    if 'field' in score.dims and 'p' in score.field.values and SIM_TO_EXP in protos:
         r = _stats(pressure_reduction(score, joint, mode=mode)); out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
     return out
 

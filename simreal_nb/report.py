@@ -4,16 +4,16 @@
 
 # %% ../nbs/55_report.ipynb #c003
 from __future__ import annotations
-import json, math, os
+import json
 from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (PAPER, LAMS, METRICS, NON_JOINT, JOINT, balanced_score, best_non_joint, joint_reduction,
-                                win_counts, forgetting, pressure_reduction, headline, compare_to_paper)
-from .tradeoff import pareto_plot
-from .store import atomic_write
+from .metrics import (PAPER, LAMS, METRICS, JOINT, SIM_ONLY, SIM_TO_EXP, balanced, balanced_score, best_non_joint,
+                                joint_reduction, win_counts, forgetting, pressure_reduction, headline, compare_to_paper)
+from .tradeoff import pareto_plot, domain_errors
+from .store import atomic_write, write_text
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
@@ -59,15 +59,15 @@ def reduction_table(score:xr.DataArray, lam:float=0.5) -> pd.DataFrame:
 def forgetting_table(score:xr.DataArray) -> pd.DataFrame:
     "Held-out sim RMSE of Sim-only and of Sim→Exp per setting, and whether Sim→Exp forgot."
     s = _settings(score.sel(domain='sim', field='all', metric='rmse', drop=True))
-    return pd.DataFrame({'sim_only': s.sel(protocol='sim_only').to_series(),
-                         'sim_to_exp': s.sel(protocol='sim_to_exp').to_series(),
+    return pd.DataFrame({SIM_ONLY: s.sel(protocol=SIM_ONLY).to_series(),
+                         SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP).to_series(),
                          'forgets': forgetting(score).to_series()})
 
 def pressure_table(score:xr.DataArray) -> pd.DataFrame:
     "Held-out sim pressure RMSE per protocol and setting, and Joint's reduction vs Sim→Exp."
     s = _settings(score.sel(domain='sim', field='p', metric='rmse', drop=True))
     df = s.to_series().unstack('protocol')
-    df['joint vs sim_to_exp %'] = pressure_reduction(score).to_series()
+    df[f'{JOINT} vs {SIM_TO_EXP} %'] = pressure_reduction(score).to_series()
     return df
 
 def wins_table(score:xr.DataArray, lams=LAMS) -> pd.DataFrame:
@@ -81,7 +81,7 @@ def per_setting(res:xr.Dataset, var:str) -> pd.DataFrame:
     return _settings(res[var]).to_series().unstack('protocol')
 
 # %% ../nbs/55_report.ipynb #c011
-def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=('sim_to_exp', 'joint'), dpi:int=80) -> Figure:
+def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP, JOINT), dpi:int=80) -> Figure:
     "Per system: truth and predictions (last rollout frame) of sim u, sim p and exp u, for the given protocols."
     ex = res['example']
     if 'seed' in ex.dims: ex = ex.isel(seed=0, drop=True)
@@ -110,8 +110,24 @@ def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=('sim_to_ex
     return fig
 
 # %% ../nbs/55_report.ipynb #c013
-def _agree(measured, paper, fmt='{}'):
-    return 'agrees with the paper' if measured == paper else f'paper: {fmt.format(paper)} — the twin data disagree'
+def _agree(measured, expected, paper:str):
+    "'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper found."
+    return 'agrees with the paper' if measured == expected else f'paper: {paper} — the twin data disagree'
+
+def _on_run(count, n):
+    "A count of the paper's settings rescaled to a run of `n` settings (all of them stays all of them)."
+    return count * n / PAPER['n_settings']
+
+def _of_paper(count):
+    "A count (or per-metric counts) of the paper's settings in words: 'all 8' or '6 of 8' ('all of them' or '8/8/6 of 8')."
+    N = PAPER['n_settings']
+    if isinstance(count, dict):
+        return 'all of them' if all(v == N for v in count.values()) else '/'.join(map(str, count.values())) + f' of {N}'
+    return f'all {N}' if count == N else f'{count} of {N}'
+
+def _pct(r):
+    "A percentage range {min, max[, mean]} as text."
+    return f"{r['min']:.1f} to {r['max']:.1f} %" + (f" (mean {r['mean']:.1f} %)" if 'mean' in r else '')
 
 def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
     "The markdown report of a results Dataset."
@@ -128,28 +144,28 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
     L += ['Errors are autoregressive rollouts on held-out trajectories of each domain, in physical units; `all` pools '
           'the fields a domain measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp.', '']
     L += ['## The paper\'s findings, measured here', '', md_table(compare_to_paper(score)), '']
-    jb = h['joint_best_at_0_5']
+    jb, pjb = h['joint_best_at_0_5'], PAPER['joint_best_at_0_5']
     L += [f"- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in {jb.get('rmse')}/{jb.get('rel_l2')}/{jb.get('frmse')} "
-          f"of {n} settings ({_agree(jb, {m: n for m in METRICS}, 'all of them')}).",
-          f"- Joint's bRMSE reduction vs the best non-joint protocol: {h['brmse_reduction_pct']['min']:.1f} to "
-          f"{h['brmse_reduction_pct']['max']:.1f} % (mean {h['brmse_reduction_pct']['mean']:.1f} %); paper: 39.0 to 58.4 % (mean 49.1 %)."]
+          f"of {n} settings ({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))}).",
+          f"- Joint's bRMSE reduction vs the best non-joint protocol: {_pct(h['brmse_reduction_pct'])}; "
+          f"paper: {_pct(PAPER['brmse_reduction_pct'])}."]
     if h['sim_to_exp_forgets'] is not None:
         L += [f"- Sim→Exp forgets (higher held-out sim RMSE than Sim-only) in {h['sim_to_exp_forgets']} of {n} settings "
-              f"({_agree(h['sim_to_exp_forgets'], n, 'all 8')})."]
+              f"({_agree(h['sim_to_exp_forgets'], _on_run(PAPER['sim_to_exp_forgets'], n), _of_paper(PAPER['sim_to_exp_forgets']))})."]
     if h['pressure_reduction_pct']:
-        pr = h['pressure_reduction_pct']
-        L += [f"- Joint vs Sim→Exp, sim pressure RMSE: {pr['min']:.1f} to {pr['max']:.1f} % reduction; paper: 52.4 to 86.6 %."]
+        L += [f"- Joint vs Sim→Exp, sim pressure RMSE: {_pct(h['pressure_reduction_pct'])} reduction; "
+              f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
     L += ['']
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
         L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(domain_table(score, m)), '']
     L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(reduction_table(score)), '']
-    if {'sim_only', 'sim_to_exp'} <= set(score.protocol.values.tolist()):
+    if {SIM_ONLY, SIM_TO_EXP} <= set(score.protocol.values.tolist()):
         L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
-    if 'sim_to_exp' in score.protocol.values:
+    if SIM_TO_EXP in score.protocol.values:
         L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(pressure_table(score)), '']
     L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
     if 'grad_cos_mean' in res:
-        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p in res.protocol.values if str(p).startswith('joint')])
+        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p in res.protocol.values if str(p).startswith(JOINT)])
         df = pd.concat({'mean cos(g_sim, g_exp)': _settings(j.grad_cos_mean).to_series(),
                         'fraction g_sim·g_exp < 0': _settings(j.grad_conflict_frac).to_series()}, axis=1)
         L += ['## Gradient conflict during Joint', '',
@@ -172,23 +188,22 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     with xr.open_dataset(run_dir / 'results.nc', engine='h5netcdf') as d: res = d.load()
     tfile = run_dir / 'timing.json'
     timing = json.loads(tfile.read_text()) if tfile.exists() else None
-    figs = run_dir / 'figures'; figs.mkdir(exist_ok=True)
     for name, fig in (('pareto_rmse', pareto_plot(res['score'], 'rmse', lams=(0.2, 0.5, 0.8))), ('rollouts', rollout_figure(res))):
-        atomic_write(figs / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
+        atomic_write(run_dir / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
     text = report_text(res, timing)
-    atomic_write(run_dir / 'report.md', lambda tmp: Path(tmp).write_text(text))
+    write_text(run_dir / 'report.md', text)
     if verbose: print(text)
     return run_dir / 'report.md'
 
 # %% ../nbs/55_report.ipynb #c024
 def protocol_ranking(score:xr.DataArray, metric:str='rmse', lam:float=0.5) -> dict:
-    "Per setting 'system/capacity': protocols ordered from lowest to highest bM(λ)."
-    t = balanced_score(score.sel(metric=[metric]), lam).sel(metric=metric, drop=True)
+    "Per setting ('system/capacity'): the protocols ordered from lowest to highest bM(λ); protocols without a score are left out."
+    e = domain_errors(score, metric)
+    b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), lam)
     out = {}
-    for s in t.system.values:
-        for c in t.capacity.values:
-            v = t.sel(system=s, capacity=c).to_series().dropna().sort_values()
-            if len(v): out[f'{s}/{c}'] = [str(p) for p in v.index]
+    for st in b.setting.values:
+        v = b.sel(setting=st).to_series().dropna().sort_values()
+        if len(v): out[str(st)] = [str(p) for p in v.index]
     return out
 
 def ranking_agreement(a:dict, b:dict) -> dict:

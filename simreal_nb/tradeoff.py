@@ -9,7 +9,8 @@ import math
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam
+from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
+                                best_non_joint)
 
 # %% auto #0
 __all__ = ['domain_errors', 'winners', 'protocol_table', 'winner_table', 'pareto_plot', 'figure_png', 'lambda_inspector']
@@ -24,10 +25,8 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
                   protocols=None,     # protocols to keep (default: all in `score`)
                   mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                  ) -> xr.DataArray:
-    "Seed-averaged errors with dims (setting, protocol, domain); `setting` labels like 'cylinder/S'."
-    if not isinstance(score, xr.DataArray): raise TypeError(f"`score` must be an xarray.DataArray, got {type(score).__name__}")
-    miss = [d for d in ('protocol', 'domain', 'metric') if d not in score.dims]
-    if miss: raise MetricInputError(f"`score` lacks dim(s) {miss}; it has {score.dims}")
+    "Seed-averaged errors with dims (setting, protocol, domain); `setting` labels like 'cylinder/S' (system/capacity)."
+    check_score(score, ('protocol', 'domain', 'metric'), 'domain_errors')
     if metric not in score.metric.values:
         raise MetricInputError(f"`metric`={metric!r} is not in the score's metric coordinate {score.metric.values.tolist()}")
     s = select_view(score.sel(metric=metric, drop=True), field, mode)
@@ -50,10 +49,9 @@ def winners(errors:xr.DataArray, # output of `domain_errors`
             lam=0.5,             # λ of the balanced metric
            ) -> xr.DataArray:
     "Per setting: the protocol with the lowest bM(λ) ('' where every protocol is NaN)."
-    b = balanced(errors.sel(domain='sim', drop=True), errors.sel(domain='exp', drop=True), check_lam(lam))
-    idx = b.fillna(np.inf).argmin('protocol').values
-    names = np.where(b.isnull().all('protocol').values, '', b.protocol.values[idx])
-    return xr.DataArray(names, dims='setting', coords=dict(setting=b.setting.values), name='winner')
+    b = balanced(errors.sel(domain='sim', drop=True), errors.sel(domain='exp', drop=True), lam)
+    _, names = best_non_joint(b, baselines=b.protocol.values.tolist(), return_name=True)  # the lowest of all of them
+    return names.rename('winner')
 
 def protocol_table(score:xr.DataArray, # results array
                    lam=0.5,            # λ of the balanced metric
@@ -64,7 +62,7 @@ def protocol_table(score:xr.DataArray, # results array
                   ):
     "pandas DataFrame: bM(λ) per setting (rows) and protocol (columns), plus the `winner` of each row."
     e = domain_errors(score, metric, field, protocols, mode)
-    b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), check_lam(lam))
+    b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), lam)
     df = b.to_pandas()
     df.columns.name = None
     df['winner'] = winners(e, lam).to_pandas()

@@ -1,5 +1,5 @@
 "The `simreal` console script, run as a user runs it: in a subprocess."
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 from pathlib import Path
 import numpy as np
 import xarray as xr
@@ -11,12 +11,18 @@ def simreal(*args, timeout=600):
 
 def test_help_lists_subcommands():
     r = simreal('--help')
-    assert r.returncode == 0
-    for cmd in ('run', 'report', 'data list', 'data make', 'bench models', 'bench joint', 'ada mog'): assert cmd in r.stdout
+    assert r.returncode == 0 and r.stdout.startswith('usage: simreal COMMAND [ARGS]')
+    listed = re.findall(r'^  (\S+(?: \S+)?) {2,}\S', r.stdout, re.M)  # '  <command>  <first line of its doc>'
+    for cmd in ('data list', 'data make', 'run', 'report', 'bench models', 'bench joint', 'bench data', 'ada mog', 'ada chain'):
+        assert cmd in listed, cmd
+    assert re.search(r'^  report +Rebuild report\.md and figures/ of a run from its results\.nc alone\.$', r.stdout, re.M)
 
 def test_unknown_command_fails_clearly():
     r = simreal('fly')
-    assert r.returncode != 0 and 'unknown command' in r.stderr and 'run' in r.stderr
+    assert r.returncode != 0 and 'Traceback' not in r.stderr
+    head, known = r.stderr.strip().split('; expected one of: ')
+    assert head == "simreal: unknown command 'fly'"
+    assert {'run', 'report', 'data list'} <= set(known.split(', '))
 
 def test_data_list():
     r = simreal('data', 'list')
@@ -35,15 +41,19 @@ def test_run_quick_writes_results_report_and_timing(tmp_path):
     assert np.isfinite(s.sel(domain='sim', field='p', metric='rmse')).all()
     assert np.isfinite(s.sel(field='all')).all()
     assert json.loads(res.attrs['config'])['size'] == 'quick'
-    assert 'bRMSE' in r.stdout or 'RMSE' in r.stdout          # the table is printed
     report = (out / 'report.md').read_text()
-    assert "The paper's findings" in report and (out / 'figures' / 'pareto_rmse.png').exists()
+    assert f'4 cells (0 already done) -> {out}' in r.stdout
+    assert report in r.stdout                                  # the report is printed as written
+    assert "## The paper's findings, measured here" in report and '## RMSE per domain and bRMSE at λ = 0.5' in report
+    for png in ('pareto_rmse.png', 'rollouts.png'):
+        assert (out / 'figures' / png).read_bytes()[:4] == b'\x89PNG'
     timing = json.loads((out / 'timing.json').read_text())
     assert len([k for k in timing if not k.startswith('_')]) == 4
     # the report is rebuilt from results.nc alone
     (out / 'report.md').unlink()
     r = simreal('report', str(out))
-    assert r.returncode == 0 and (out / 'report.md').read_text() == report
+    assert r.returncode == 0 and r.stdout.strip() == str(out / 'report.md')
+    assert (out / 'report.md').read_text() == report
 
 def test_run_bad_names_fail_before_compute(tmp_path):
     r = simreal('run', '--quick', '--out', str(tmp_path / 'x'), '--systems', 'cylindre')

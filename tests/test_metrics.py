@@ -4,7 +4,8 @@ import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
                                 balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
                                 joint_name, setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
-                                pressure_reduction, PAPER, LAMS, METRICS, SCORE_KEYS)
+                                pressure_reduction, check_lam, check_score, PAPER, LAMS, METRICS, SCORE_KEYS, PROTOCOLS, NON_JOINT,
+                                JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP)
 
 
 def frmse_loop(pred, target):
@@ -118,6 +119,9 @@ def test_memory_chunks_do_not_change_results(data, monkeypatch):
 def test_batch_size_is_mean_of_chunks(data):
     p, t = data
     assert rmse(p, t, batch_size=2) == pytest.approx(np.mean([rmse(p[:2], t[:2]), rmse(p[2:], t[2:])]))
+    # by hand: errors of 1 in samples 0-1 and 3 in samples 2-3 -> chunk RMSEs 1 and 3, mean 2; one chunk: sqrt((1+9)/2)
+    z = np.zeros((4, 2, 2, 2, 1)); e = z + np.array([1., 1., 3., 3.])[:, None, None, None, None]
+    assert rmse(e, z, batch_size=2) == pytest.approx(2.0) and rmse(e, z) == pytest.approx(math.sqrt(5))
     f2 = frmse(p, t, batch_size=2)
     fa, fb = frmse(p[:2], t[:2]), frmse(p[2:], t[2:])
     assert close(f2, {k: (fa[k] + fb[k]) / 2 for k in fa})
@@ -250,7 +254,7 @@ def test_balanced_types():
 def test_lambda_sweep():
     s = lambda_sweep(1.0, 3.0)
     assert s.dims == ('lam',) and s.lam.values.tolist() == list(LAMS)
-    np.testing.assert_allclose(s.values, [3 - 2 * l for l in LAMS])
+    np.testing.assert_allclose(s.values, [2.8, 2.6, 2.4, 2.2, 2.0, 1.8, 1.6, 1.4, 1.2])  # 1·λ + 3·(1-λ)
     a = xr.DataArray([1., 2.], dims='x'); b = xr.DataArray([3., 6.], dims='x')
     s = lambda_sweep(a, b, (0.5, 1.0))
     assert s.dims == ('lam', 'x') and s.sel(lam=1.0).values.tolist() == [1., 2.]
@@ -260,7 +264,28 @@ def test_lambda_sweep():
 
 def test_joint_name():
     assert joint_name(0.5) == 'joint' and joint_name(0.3) == 'joint@0.3' and joint_name(0.9) == 'joint@0.9'
-    with pytest.raises(MetricInputError): joint_name(2)
+    assert joint_name('0.3') == 'joint@0.3' and joint_name(0.25) == 'joint@0.25'
+    with pytest.raises(MetricInputError, match='`lam`'): joint_name(2)
+
+
+def test_protocol_names_and_checks():
+    assert PROTOCOLS == ('sim_only', 'exp_only', 'sim_to_exp', 'joint') and NON_JOINT == PROTOCOLS[:3] and JOINT == 'joint'
+    assert (SIM_ONLY, EXP_ONLY, SIM_TO_EXP) == ('sim_only', 'exp_only', 'sim_to_exp')
+    assert check_lam('0.3') == 0.3 and check_lam(1) == 1.0 and check_lam(0) == 0.0
+    for bad in (-0.1, 1.5, float('nan'), float('inf'), 'half', None, True):
+        with pytest.raises(MetricInputError, match=r'`w` must be a number in \[0, 1\]'): check_lam(bad, 'w')
+    check_score(synthetic_score(), ('protocol', 'domain'), 'f')
+    with pytest.raises(MetricInputError, match=r"passed to f lacks dim\(s\) \['lam'\]"): check_score(synthetic_score(), ('lam',), 'f')
+    with pytest.raises(TypeError, match='`f` needs an xarray.DataArray'): check_score(np.zeros(3), ('lam',), 'f')
+
+
+def test_synthetic_score_layout():
+    s = synthetic_score()
+    assert s.dims == ('system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric')
+    assert s.system.values.tolist() == ['A', 'B'] and s.protocol.values.tolist() == list(PROTOCOLS)
+    assert float(s.sel(system='B', capacity='S', protocol='sim_to_exp', domain='exp', field='u', metric='frmse', seed=1)) == 0.1
+    n = synthetic_score(systems=('x',), seeds=(0,), noise=0.1, errors={'joint': (1.0, 2.0)})
+    assert n.shape == (1, 1, 1, 1, 2, 4, 3) and bool((n.sel(domain='exp') != 2.0).all())
 
 
 @pytest.fixture
@@ -292,7 +317,7 @@ def test_win_counts_known_answer(score):
     assert w.dims == ('lam',) and w.attrs['total'] == 6
     assert w.values.tolist() == [0, 6, 6, 6, 6, 6, 6, 0, 0]
     # one (setting, metric) cell where joint was not run -> one fewer comparison
-    s2 = score.copy(); s2.loc[dict(protocol='joint', system='foil', metric='frmse')] = np.nan
+    s2 = score.copy(); s2.loc[dict(protocol='joint', system='B', metric='frmse')] = np.nan
     w2 = win_counts(s2)
     assert w2.attrs['total'] == 5 and w2.sel(lam=0.5) == 5
     # a pre-balanced table with a lam dim works too
