@@ -15,12 +15,13 @@ import xarray as xr
 from fastprogress.fastprogress import progress_bar
 from . import __version__
 from .schema import FIELDS
-from .store import write_dataset
+from .store import write_dataset, write_text
 from .systems import list_systems, load_twins
-from .align import make_domain_data, WindowDataset
+from .align import make_domain_data
 from .models import make_model, n_params, CAPACITIES
 from .metrics import METRICS
-from .protocols import get_protocol, train, evaluate, rollout, resolve_device, atomic_write_text
+from .protocols import get_protocol, train, resolve_device
+from .evaluation import evaluate, rollout, long_windows
 
 # %% auto #0
 __all__ = ['PRESETS', 'DEFAULT_PROTOCOLS', 'DEFAULT_CAPACITIES', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'make_grid',
@@ -101,10 +102,6 @@ def cell_data(system:str, cfg:GridConfig):
         _DATA[k] = (make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, seed=cfg.data_seed), tw['exp_truth'])
     return _DATA[k]
 
-# %% ../nbs/50_experiment.ipynb #c016
-def _long(ds, dd, horizon):
-    return WindowDataset(ds, dd.n_in, horizon, horizon, dd.normalizer, dd.fields, cond=dd.cond_names)
-
 # %% ../nbs/50_experiment.ipynb #c018
 BANDS = ('low', 'mid', 'high')
 
@@ -115,23 +112,22 @@ def _example(model, dd, horizon, device):
     H, W = dd.grid
     out = np.full((2, len(dd.fields), 2, H, W), np.nan, np.float32)
     for i, d in enumerate(('sim', 'exp')):
-        w = _long(getattr(dd, f'{d}_ds')['test'], dd, horizon)
+        w = long_windows(getattr(dd, d)['test'], horizon)
         if not len(w): continue
         b = w.get_batch([0])
         pred = rollout(model, b['x'].to(device), b['field_mask'].to(device), horizon, n_out=dd.n_out,
                        cond=b['cond'].to(device), n_params=w.n_params, valid=b['valid'].to(device)).float().cpu()
-        p, y = dd.normalizer.decode(pred[0, -1], dd.fields), dd.normalizer.decode(b['y'][0, -1].float(), dd.fields)
+        p, y = dd.normalizer.decode(pred[0, -1], dd.fields), dd.normalizer.decode(b['y'][0, horizon - 1].float(), dd.fields)
         for c, f in enumerate(dd.fields):
             out[i, c, 0] = y[c].numpy() if bool(b['field_mask'][0, c]) else np.nan
             out[i, c, 1] = p[c].numpy()
-        out[i, :, 0][:, ~b['valid'][0, -1].numpy()] = np.nan
+        out[i, :, 0][:, ~b['valid'][0, horizon - 1].numpy()] = np.nan
     return out
 
 def _conflict(hist):
-    c = hist.get('conflict', {})
-    cos = [v for v in c.get('cos', []) if v is not None]
+    cos = [v for v in hist.conflict.cos if v is not None]
     return (float(np.mean(cos)) if cos else float('nan'),
-            float(hist['grad_conflict_frac']) if hist.get('grad_conflict_frac') is not None else float('nan'))
+            float(hist.grad_conflict_frac) if hist.grad_conflict_frac is not None else float('nan'))
 
 # %% ../nbs/50_experiment.ipynb #c019
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None) -> dict:
@@ -194,7 +190,7 @@ def open_run_dir(run_dir, cfg:GridConfig) -> Path:
                             f"use another --out, or the same size preset")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(json.dumps(want, indent=1), man)
+        write_text(man, json.dumps(want, indent=1))
     return run_dir
 
 # %% ../nbs/50_experiment.ipynb #c023
@@ -261,11 +257,11 @@ def run_experiment(out='runs/default',  # run directory
     try:
         for r in map_cells(todo, cfg, run_dir, device, ex, verbose):
             if not r['skipped']: timing[r['key']] = {k: round(v, 3) for k, v in r.items() if k.endswith('_s')}
-            atomic_write_text(json.dumps(timing, indent=1), tfile)
+            write_text(tfile, json.dumps(timing, indent=1))
     finally:
         if own: ex.shutdown()
     timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
-    atomic_write_text(json.dumps(timing, indent=1), tfile)
+    write_text(tfile, json.dumps(timing, indent=1))
     res = collect_results(run_dir, cells)
     write_dataset(res, run_dir / 'results.nc', validate=False)
     if report:
