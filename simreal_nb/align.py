@@ -40,7 +40,8 @@ def example_pair(n_traj: int = 5,  # trajectories per domain
         ds = xr.Dataset(coords=dict(traj=np.arange(n_traj), time=('time', t, dict(units='s')),
                                     y=('y', y, dict(units='m')), x=('x', x, dict(units='m')), A=('traj', A)),
                         attrs=dict(domain=domain, system='example', generator='simreal_nb.align.example_pair',
-                                   generator_version='1', seed=seed, **attrs))
+                                   generator_version='1', seed=seed, scale_u=1.0, scale_v=1.0,
+                                   scale_p=0.25, scale_note='amplitude of the analytic modes (A=1)', **attrs))
         for f, a in arrays.items(): ds[f] = (DIMS, a.astype('float32'), dict(FIELD_META[f]))
         return ds
     ys, xs = grid(ny, np.pi, 0, 0), grid(nx, 2 * np.pi, 0, 0)

@@ -8,8 +8,8 @@ import numpy as np
 import xarray as xr
 
 # %% auto #0
-__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'DataContractError', 'fields_of', 'input_names', 'validate',
-           'NeverTrainError', 'never_train', 'refuse_never_train']
+__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'DataContractError', 'fields_of', 'input_names', 'validate',
+           'reference_scales', 'NeverTrainError', 'never_train', 'refuse_never_train']
 
 # %% ../nbs/00_schema.ipynb #c006
 FIELDS = ('u', 'v', 'p')  # canonical field order everywhere in the package
@@ -20,6 +20,8 @@ FIELD_META = {
     'v': dict(units='m s-1', long_name='y-velocity'),
     'p': dict(units='Pa', long_name='pressure'),
 }
+SCALE_PREFIX = 'scale_'  # attrs[SCALE_PREFIX + field]: the field's reference scale, in the field's units
+
 
 # %% ../nbs/00_schema.ipynb #c007
 class DataContractError(ValueError):
@@ -61,6 +63,29 @@ def _nonfinite_where(arr, valid=None):
     if valid is not None: bad &= valid
     n = int(bad.sum())
     return n, (tuple(int(i) for i in np.argwhere(bad)[0]) if n else None)
+def _scale_value(ds, f):
+    "The reference scale of field `f` from attrs, or one DataContractError naming the attr and the expectation."
+    key = SCALE_PREFIX + f
+    units = ds[f].attrs.get('units', FIELD_META.get(f, {}).get('units', '?')) if f in ds.data_vars else FIELD_META.get(f, {}).get('units', '?')
+    if key not in ds.attrs:
+        _fail(f"attrs[{key!r}] is missing; expected the reference scale of field {f!r}: a positive finite number in "
+              f"its units ({units!r}), e.g. U_ref for velocity, rho*U_ref**2 for pressure (scores divide by it)")
+    v = ds.attrs[key]
+    try: x = float(np.asarray(v).item())
+    except (TypeError, ValueError): _fail(f"attrs[{key!r}]={v!r}; expected a positive finite number in units {units!r}")
+    if not (np.isfinite(x) and x > 0):
+        _fail(f"attrs[{key!r}]={v!r}; expected a positive finite number in units {units!r}")
+    return x
+
+def _check_scales(ds, fields):
+    "Every field has a valid scale; any other scale_<field> attr present is positive finite too."
+    for f in fields: _scale_value(ds, f)
+    for k in ds.attrs:
+        if k.startswith(SCALE_PREFIX) and k[len(SCALE_PREFIX):] in FIELDS: _scale_value(ds, k[len(SCALE_PREFIX):])
+    note = ds.attrs.get('scale_note')
+    if note is not None and not isinstance(note, str):
+        _fail(f"attrs['scale_note']={note!r}; expected a text saying what the reference scales are")
+
 
 # %% ../nbs/00_schema.ipynb #c014
 def validate(ds: xr.Dataset,  # the dataset to check
@@ -117,6 +142,7 @@ def validate(ds: xr.Dataset,  # the dataset to check
             where = "where 'valid' is True" if valid is not None else "and the dataset has no 'valid' mask"
             _fail(f"field {f!r} has {n} NaN/inf values {where} (first at {dict(zip(DIMS, idx))}); "
                   f"expected finite values wherever data is valid (mark missing data False in 'valid')")
+    _check_scales(ds, fields)
     for name in inputs:
         if name not in ds.data_vars: _fail(f"input {name!r} is listed in attrs['inputs'] but missing; expected a (traj, time) data variable")
         var = ds[name]
@@ -125,6 +151,14 @@ def validate(ds: xr.Dataset,  # the dataset to check
         n, idx = _nonfinite_where(np.asarray(var.values))
         if n: _fail(f"input {name!r} has {n} NaN/inf values (first at {dict(zip(('traj', 'time'), idx))}); expected finite values")
     return ds
+
+# %% ../nbs/00_schema.ipynb #sc000002
+def reference_scales(ds: xr.Dataset,  # a contract dataset
+                     fields=None,  # fields to return (default: every field of `ds`)
+                    ) -> dict:
+    "dict field -> reference scale (positive float, the field's units) from `attrs['scale_<field>']`."
+    fields = fields_of(ds) if fields is None else tuple(fields)
+    return {f: _scale_value(ds, f) for f in fields}
 
 # %% ../nbs/00_schema.ipynb #b65c80c5
 class NeverTrainError(DataContractError):

@@ -1,13 +1,15 @@
 "Every error of the data-contract validator: type, and a message naming the variable and the expectation."
 import numpy as np, pytest, xarray as xr
-from simreal_nb.schema import FIELDS, FIELD_META, DIMS, DataContractError, validate, fields_of, input_names
+from simreal_nb.schema import (FIELDS, FIELD_META, DIMS, DataContractError, validate, fields_of, input_names,
+                               reference_scales)
 
 
 def make(domain='sim', fields=FIELDS, nt=3, ny=4, nx=5, seed=0):
     rng = np.random.default_rng(seed)
     ds = xr.Dataset(coords=dict(traj=np.arange(2), time=np.arange(nt) * 0.5, y=np.linspace(0, 1, ny),
                                 x=np.linspace(0, 1, nx), Re=('traj', [100., 200.])),
-                    attrs=dict(domain=domain, system='toy'))
+                    attrs=dict(domain=domain, system='toy', scale_u=2.0, scale_v=2.0, scale_p=4.0,
+                                          scale_note='toy scales'))
     for f in fields: ds[f] = (DIMS, rng.standard_normal((2, nt, ny, nx)).astype('float32'), dict(FIELD_META[f]))
     if domain == 'exp_truth': ds.attrs['never_train'] = 1
     return ds
@@ -138,3 +140,33 @@ def test_inputs():
     assert "expected ('traj', 'time')" in err(ds)
     ds['omega_cmd'] = (('traj', 'time'), np.full((2, 3), np.nan, 'float32'))
     assert 'NaN/inf' in err(ds)
+
+
+def test_reference_scales():
+    assert reference_scales(make()) == dict(u=2.0, v=2.0, p=4.0)
+    assert reference_scales(make_exp()) == dict(u=2.0, v=2.0)
+    assert reference_scales(make(), fields=('p',)) == dict(p=4.0)
+
+
+@pytest.mark.parametrize('bad', [None, 0.0, -1.0, float('nan'), float('inf'), 'big'])
+def test_missing_or_invalid_scale_fails(bad):
+    ds = make()
+    if bad is None: del ds.attrs['scale_p']
+    else: ds.attrs['scale_p'] = bad
+    m = err(ds)
+    assert "attrs['scale_p']" in m and 'positive finite' in m and "'Pa'" in m
+    with pytest.raises(DataContractError, match="scale_p"): reference_scales(ds)
+
+
+def test_scale_of_absent_field_checked_when_present():
+    ex = make_exp(); ex.attrs['scale_p'] = 0.0     # exp has no p, but a scale it carries must still be valid
+    assert "attrs['scale_p']" in err(ex)
+    del ex.attrs['scale_p']; assert validate(ex) is ex
+
+
+def test_scale_makes_units_irrelevant():
+    "Pressure in mPa with its scale in mPa: identical nondimensional fields."
+    ds = make(); k = ds.copy(); k['p'] = (k.p * 1000).astype('float32'); k.attrs['scale_p'] = ds.attrs['scale_p'] * 1000
+    validate(k)
+    for f in FIELDS:
+        np.testing.assert_allclose(k[f] / reference_scales(k)[f], ds[f] / reference_scales(ds)[f], rtol=1e-6)
