@@ -38,10 +38,10 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         workers:int=0,                # Local worker processes (0: in-process, sequential, deterministic)
         device:str='auto'):           # Torch device: auto, cpu or cuda
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
-    from .experiment import run_experiment
-    _split = lambda s: None if s is None else [o.strip() for o in s.split(',') if o.strip()]
-    run_experiment(out, quick=quick, systems=_split(systems), capacities=_split(capacities),
-                   protocols=_split(protocols), seeds=seeds, workers=workers, device=device, verbose=True)
+    from .experiment import run_experiment, Grid
+    names = lambda s, default: default if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
+    grid = Grid(names(systems, None), names(capacities, Grid.capacities), names(protocols, Grid.protocols), seeds)
+    run_experiment(out, 'quick' if quick else 'default', grid, executor=workers, device=device, verbose=True)
 
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc

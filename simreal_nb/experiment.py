@@ -19,13 +19,13 @@ from .store import write_dataset, write_text
 from .systems import list_systems, load_twins
 from .align import make_domain_data
 from .models import make_model, n_params, CAPACITIES
-from .metrics import METRICS
+from .metrics import METRICS, PROTOCOLS
 from .protocols import get_protocol, train, resolve_device
 from .evaluation import evaluate, rollout, long_windows
 
 # %% auto #0
-__all__ = ['PRESETS', 'DEFAULT_PROTOCOLS', 'DEFAULT_CAPACITIES', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'make_grid',
-           'cell_data', 'cell_path', 'run_cell', 'open_run_dir', 'map_cells', 'collect_results', 'run_experiment']
+__all__ = ['PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'cell_data', 'cell_path', 'run_cell', 'open_run_dir',
+           'map_cells', 'collect_results', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class GridConfig:
     n_in: int = 2             # input frames per window
     n_out: int = 1            # frames predicted per model call
     steps: int = 240          # optimiser updates, equal for every protocol
-    batch: int = 8            # mini-batch size per domain
+    batch_size: int = 8       # windows per domain mini-batch
     lr: float = 2e-3          # peak learning rate (AdamW, warm-up then cosine)
     horizon: int = 8          # autoregressive rollout length scored on the test trajectories
     eval_windows: int = 24    # evenly spaced test windows scored per domain
@@ -43,17 +43,15 @@ class GridConfig:
     patch: int = 8            # patch size of the field-attention net
     data_seed: int = 0        # seed of the twin data: every training seed sees the same data
     ckpt_every: int = 80      # updates between checkpoints
-    val_every: int = 40       # updates between validations (early stopping / best-weights restore)
+    eval_every: int = 40      # updates between validations (early stopping / best-weights restore)
     val_batches: int = 4      # validation batches per domain
 
-PRESETS = {'test':    GridConfig(size='test', steps=8, batch=4, horizon=4, eval_windows=4, ckpt_every=4, val_every=8, val_batches=1),
-           'quick':   GridConfig(size='quick', steps=50, batch=8, horizon=6, eval_windows=12, ckpt_every=25, val_every=25, val_batches=2),
-           'default': GridConfig(size='default', steps=240, batch=8, horizon=8, eval_windows=24, ckpt_every=80, val_every=40)}
+PRESETS = {  # one vocabulary with the twin sizes: test, quick, default
+    'test':    GridConfig(size='test', steps=8, batch_size=4, horizon=4, eval_windows=4, ckpt_every=4, eval_every=8, val_batches=1),
+    'quick':   GridConfig(size='quick', steps=50, batch_size=8, horizon=6, eval_windows=12, ckpt_every=25, eval_every=25, val_batches=2),
+    'default': GridConfig(size='default', steps=240, batch_size=8, horizon=8, eval_windows=24, ckpt_every=80, eval_every=40)}
 
 # %% ../nbs/50_experiment.ipynb #c008
-DEFAULT_PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')
-DEFAULT_CAPACITIES = ('S', 'M')
-
 class GridError(ValueError):
     "A grid name (system, capacity, protocol) or a run directory is not usable."
 
@@ -72,23 +70,26 @@ def _check_names(kind, names, valid):
     bad = [n for n in names if n not in valid]
     if bad: raise GridError(f"unknown {kind} {bad}; expected some of: {', '.join(valid)}")
 
-def make_grid(systems=None,     # system names (default: all of `list_systems()`)
-              capacities=None,  # capacity presets (default: S, M)
-              protocols=None,   # protocol names, e.g. 'joint@0.3' (default: the four of the paper)
-              seeds=1,          # number of training seeds (0..seeds-1), or a list of seeds
-             ) -> list:
-    "The cells of the grid, in a deterministic order; every name is checked first."
-    systems = list(systems or list_systems()); capacities = list(capacities or DEFAULT_CAPACITIES)
-    protocols = list(protocols or DEFAULT_PROTOCOLS)
-    _check_names('system', systems, list_systems())
-    _check_names('capacity', capacities, list(CAPACITIES))
-    for p in protocols:
-        try: get_protocol(p)
-        except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(DEFAULT_PROTOCOLS)}, "
-                                                f"or joint@<λ in [0, 1]> ({e})") from None
-    seeds = list(range(seeds)) if isinstance(seeds, (int, np.integer)) else [int(s) for s in seeds]
-    if not seeds: raise GridError("seeds: expected at least one seed")
-    return [Cell(s, c, p, k) for s in systems for c in capacities for p in protocols for k in seeds]
+@dataclass(frozen=True)
+class Grid:
+    "Which cells a run holds: systems × capacities × protocols × seeds (None: the defaults)."
+    systems: tuple|None = None     # system names (None: all of `list_systems()`)
+    capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
+    protocols: tuple = PROTOCOLS   # protocol names, e.g. 'joint@0.3' (default: the paper's four)
+    seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
+
+    def cells(self) -> list:
+        "The cells, in a deterministic order; every name is checked first."
+        systems = list(self.systems or list_systems())
+        _check_names('system', systems, list_systems())
+        _check_names('capacity', list(self.capacities), list(CAPACITIES))
+        for p in self.protocols:
+            try: get_protocol(p)
+            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS)}, "
+                                                    f"or joint@<λ in [0, 1]> ({e})") from None
+        seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
+        if not seeds: raise GridError("seeds: expected at least one seed")
+        return [Cell(s, c, p, k) for s in systems for c in self.capacities for p in self.protocols for k in seeds]
 
 # %% ../nbs/50_experiment.ipynb #c014
 _DATA = {}
@@ -142,8 +143,8 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     model = make_model(cfg.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
                        n_cond=dd.n_cond, **({'patch': cfg.patch} if cfg.arch == 'fan' else {}))
     dev = resolve_device(device)
-    hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch, lr=cfg.lr, seed=cell.seed,
-                 ckpt_dir=str(path.parent / cell.key), ckpt_every=cfg.ckpt_every, eval_every=cfg.val_every,
+    hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
+                 ckpt_dir=str(path.parent / cell.key), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  val_batches=cfg.val_batches, device=str(dev), progress=False,
                  resume=True)
     t_train = time.perf_counter() - t0 - t_data
@@ -225,7 +226,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop_conflicts')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
-                      protocol=order('protocol', list(DEFAULT_PROTOCOLS)), field=order('field', list(FIELDS) + ['all']))
+                      protocol=order('protocol', list(PROTOCOLS)), field=order('field', list(FIELDS) + ['all']))
     res.attrs.update(package='simreal_nb', version=__version__)
     man = run_dir / 'manifest.json'
     if man.exists(): res.attrs['config'] = json.dumps(json.loads(man.read_text())['config'])
@@ -235,31 +236,31 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
 
 # %% ../nbs/50_experiment.ipynb #c027
 def run_experiment(out='runs/default',  # run directory
-                   quick:bool=False,     # use the `quick` preset instead of `default`
-                   systems=None, capacities=None, protocols=None, seeds=1,  # the grid, see `make_grid`
-                   workers:int=0,        # local worker processes (0: in-process, sequential)
+                   config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
+                   grid:Grid|None=None,  # the cells (None: `Grid()`, every system, S and M, the four protocols, one seed)
+                   executor:Executor|int|None=None,  # None: in-process, sequential; N: a local pool of N processes; or any executor
                    device:str='auto',    # torch device for training and evaluation
-                   executor:Executor|None=None,  # any concurrent.futures executor (overrides `workers`)
-                   config:GridConfig|None=None,  # explicit sizes (overrides `quick`)
                    report:bool=True,     # write report.md and figures/ at the end
                    verbose:bool=True) -> xr.Dataset:
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
-    cfg = config or PRESETS['quick' if quick else 'default']
-    cells = make_grid(systems, capacities, protocols, seeds)
-    run_dir = open_run_dir(out, cfg)
+    if isinstance(config, str):
+        if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
+        config = PRESETS[config]
+    cells = (grid or Grid()).cells()
+    run_dir = open_run_dir(out, config)
     todo = [c for c in cells if not cell_path(run_dir, c).exists()]
     if verbose: print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}")
     tfile = run_dir / 'timing.json'
     timing = json.loads(tfile.read_text()) if tfile.exists() else {}
     t0 = time.perf_counter()
-    own = executor is None and workers and workers > 1
-    ex = ProcessPoolExecutor(workers, mp_context=get_context('spawn')) if own else executor
+    own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
+    ex = (ProcessPoolExecutor(executor, mp_context=get_context('spawn')) if executor > 1 else None) if own else executor
     try:
-        for r in map_cells(todo, cfg, run_dir, device, ex, verbose):
+        for r in map_cells(todo, config, run_dir, device, ex, verbose):
             if not r['skipped']: timing[r['key']] = {k: round(v, 3) for k, v in r.items() if k.endswith('_s')}
             write_text(tfile, json.dumps(timing, indent=1))
     finally:
-        if own: ex.shutdown()
+        if own and ex is not None: ex.shutdown()
     timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
     write_text(tfile, json.dumps(timing, indent=1))
     res = collect_results(run_dir, cells)

@@ -5,16 +5,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from simreal_nb.experiment import (PRESETS, GridError, Cell, make_grid, run_experiment, cell_path, collect_results)
+from simreal_nb.experiment import (PRESETS, GridError, Cell, Grid, run_experiment, cell_path, collect_results)
 
 CFG = PRESETS['test']
-GRID = dict(systems=['kolmogorov'], capacities=['S'], protocols=['sim_only', 'joint'])
+GRID = Grid(['kolmogorov'], ['S'], ['sim_only', 'joint'])
 
 @pytest.fixture(scope='module')
 def baseline(tmp_path_factory):
     "The grid run sequentially in-process, uninterrupted."
     d = tmp_path_factory.mktemp('base') / 'run'
-    return d, run_experiment(d, config=CFG, report=False, verbose=False, **GRID)
+    return d, run_experiment(d, CFG, GRID, report=False, verbose=False)
 
 def test_results_layout(baseline):
     _, res = baseline
@@ -30,10 +30,10 @@ def test_results_layout(baseline):
 def test_finished_cells_are_not_recomputed(baseline, tmp_path):
     base_dir, res = baseline
     d = tmp_path / 'run'
-    run_experiment(d, config=CFG, report=False, verbose=False, **{**GRID, 'protocols': ['sim_only']})
+    run_experiment(d, CFG, replace(GRID, protocols=['sim_only']), report=False, verbose=False)
     first = cell_path(d, Cell('kolmogorov', 'S', 'sim_only', 0))
     mtime = first.stat().st_mtime_ns
-    res2 = run_experiment(d, config=CFG, report=False, verbose=False, **GRID)
+    res2 = run_experiment(d, CFG, GRID, report=False, verbose=False)
     assert first.stat().st_mtime_ns == mtime
     xr.testing.assert_allclose(res2.score, res.score)
     timing = json.loads((d / 'timing.json').read_text())
@@ -41,14 +41,14 @@ def test_finished_cells_are_not_recomputed(baseline, tmp_path):
 
 def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
     "Kill a run while a cell is training, run again: the cell resumes from its checkpoint and ends like an uninterrupted one."
-    cfg = replace(CFG, steps=40, ckpt_every=5, val_every=40)
-    grid = dict(systems=['kolmogorov'], capacities=['S'], protocols=['joint'])
-    ref = run_experiment(tmp_path / 'ref', config=cfg, report=False, verbose=False, **grid)
+    cfg = replace(CFG, steps=40, ckpt_every=5, eval_every=40)
+    grid = Grid(['kolmogorov'], ['S'], ['joint'])
+    ref = run_experiment(tmp_path / 'ref', cfg, grid, report=False, verbose=False)
     d = tmp_path / 'run'
     code = ("import torch; torch.set_num_threads(1)\n"
-            "from dataclasses import replace\nfrom simreal_nb.experiment import run_experiment, PRESETS\n"
-            f"run_experiment({str(d)!r}, config=replace(PRESETS['test'], steps=40, ckpt_every=5, val_every=40), "
-            f"report=False, verbose=False, **{grid!r})\n")
+            "from dataclasses import replace\nfrom simreal_nb.experiment import run_experiment, PRESETS, Grid\n"
+            f"run_experiment({str(d)!r}, replace(PRESETS['test'], steps=40, ckpt_every=5, eval_every=40), "
+            f"Grid(['kolmogorov'], ['S'], ['joint']), report=False, verbose=False)\n")
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'OMP_NUM_THREADS': '1'})
     ckpt = d / 'cells' / 'kolmogorov__S__joint__s0' / 'last.pt'
     t0 = time.time()
@@ -57,34 +57,34 @@ def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
     assert ckpt.exists(), 'the run never wrote a checkpoint'
     assert not cell_path(d, Cell('kolmogorov', 'S', 'joint', 0)).exists(), 'killed too late: the cell had finished'
     import torch; torch.set_num_threads(1)
-    res = run_experiment(d, config=cfg, report=False, verbose=False, **grid)
+    res = run_experiment(d, cfg, grid, report=False, verbose=False)
     xr.testing.assert_allclose(res.score, ref.score, rtol=1e-4)
 
 def test_foreign_run_directory_is_refused(baseline, tmp_path):
     d = tmp_path / 'run'
-    run_experiment(d, config=CFG, report=False, verbose=False, **{**GRID, 'protocols': ['sim_only']})
+    run_experiment(d, CFG, replace(GRID, protocols=['sim_only']), report=False, verbose=False)
     man = json.loads((d / 'manifest.json').read_text())
     with pytest.raises(GridError, match='other settings'):
-        run_experiment(d, config=replace(CFG, steps=CFG.steps + 1), report=False, verbose=False, **GRID)
+        run_experiment(d, replace(CFG, steps=CFG.steps + 1), GRID, report=False, verbose=False)
     (d / 'manifest.json').write_text(json.dumps({**man, 'version': '0.0.0'}))
     with pytest.raises(GridError, match="made by simreal_nb '0.0.0'"):
-        run_experiment(d, config=CFG, report=False, verbose=False, **GRID)
+        run_experiment(d, CFG, GRID, report=False, verbose=False)
 
 @pytest.mark.parametrize('kind,name,valid', [('systems', 'cylindre', 'cylinder'), ('capacities', 'XL', 'S'),
                                               ('protocols', 'joint@1.5', 'sim_only'), ('protocols', 'finetune', 'sim_to_exp')])
 def test_unknown_names_list_the_valid_ones(kind, name, valid):
-    with pytest.raises(GridError) as e: make_grid(**{kind: [name]})
+    with pytest.raises(GridError) as e: Grid(**{kind: [name]}).cells()
     assert name in str(e.value) and valid in str(e.value)
 
 def test_process_pool_gives_the_same_scores(baseline, tmp_path):
     _, res = baseline
-    out = run_experiment(tmp_path / 'run', config=CFG, workers=2, report=False, verbose=False, **GRID)
+    out = run_experiment(tmp_path / 'run', CFG, GRID, executor=2, report=False, verbose=False)
     xr.testing.assert_allclose(out.score, res.score, rtol=1e-4)
 
 def test_dask_local_cluster_executor(baseline, tmp_path):
-    distributed = pytest.importorskip('distributed')
+    import distributed
     _, res = baseline
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
          distributed.Client(cluster) as client:
-        out = run_experiment(tmp_path / 'run', config=CFG, executor=client.get_executor(), report=False, verbose=False, **GRID)
+        out = run_experiment(tmp_path / 'run', CFG, GRID, executor=client.get_executor(), report=False, verbose=False)
     xr.testing.assert_allclose(out.score, res.score, rtol=1e-4)
