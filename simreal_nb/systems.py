@@ -17,13 +17,15 @@ from .store import write_dataset, read_dataset, write_text
 
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'measure',
-           'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'cache_root', 'twin_key', 'load_twins',
-           'write_twins', 'load_all_twins']
+           'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'pressure_hf_fraction', 'cache_root', 'twin_key',
+           'load_twins', 'write_twins', 'load_all_twins']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
-GENERATOR_VERSION = '2'  # bump when generated data change for the same (system, seed, size, overrides)
+GENERATOR_VERSION = '3'  # bump when generated data change for the same (system, seed, size, overrides)
                          # 2: field units and long names from schema.FIELD_META (arrays unchanged)
+                         # 3: reference scales; channel p averaged over 3 frame intervals; exp channel walls at
+                         #    nominal Re; Kolmogorov frame_dt 0.1, exp at nominal nu; 12 trajectories by default
 
 class SystemConfigError(ValueError):
     "Bad system name or impossible physical/numerical parameter; raised before any compute."
@@ -43,24 +45,27 @@ class SystemSpec:
 _MEAS = dict(window=4, stride=2, noise_add=0.03, noise_mult=0.02, dropout=0.02)  # PIV defaults (fractions of U)
 _MEAS['ic_eps'] = 0.0  # relative perturbation of the exp initial state (0: identical start; >0 measures chaos)
 
-_KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, frame_dt=0.25, t_spin=20.0,
-                 t_adapt=1.0, nu_factor=1.25, alpha_add=0.04, forcing_gain=0.92, harmonic=0.1,
+_KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, frame_dt=0.1, t_spin=20.0,
+                 t_adapt=1.0, nu_factor=1.0, alpha_add=0.04, forcing_gain=0.92, harmonic=0.2,
                  stoch_amp=0.3, stoch_band=(6, 12), **_MEAS)
 _KOL_SIZES = dict(
-    test=dict(_KOL_BASE, n=32, n_traj=4, n_frames=20, dt=0.05, nu=(6e-3, 9e-3), t_spin=10.0, t_adapt=0.5),
+    test=dict(_KOL_BASE, n=32, n_traj=4, n_frames=20, dt=0.05, frame_dt=0.2, nu=(6e-3, 9e-3), t_spin=10.0,
+              t_adapt=0.5),
     quick=dict(_KOL_BASE, n=64, n_traj=4, n_frames=40, dt=0.025, nu=(3e-3, 4.5e-3)),
-    default=dict(_KOL_BASE, n=128, n_traj=4, n_frames=40, dt=0.0125),
+    default=dict(_KOL_BASE, n=128, n_traj=12, n_frames=64, dt=0.0125),
 )
 
-_LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=0.85, drag=0.03, turb=0.03, turb_modes=3,
-                 offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, **_MEAS)
+_LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=1.0, walls=1, drag=0.03, turb=0.03, turb_modes=3,
+                 offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, p_avg=3, **_MEAS)
+# p_avg: pressure recorded as the mean over this many frame intervals centred on the frame (0: instantaneous)
+# walls: exp channel bounded by no-slip walls (rows y=0 and y=ny-1); sim stays periodic in y
 _CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150.)
 _CYL_SIZES = dict(
     test=dict(_CYL, nx=64, ny=32, D=6, Re=(70., 100.), Re_spin=85., U=0.12, n_traj=4, n_frames=20, frame_steps=10,
               spin_steps=600),
     quick=dict(_CYL, nx=96, ny=48, D=6, Re=(80., 140.), Re_spin=110., U=0.12, n_traj=4, n_frames=40, frame_steps=15,
                spin_steps=1500),
-    default=dict(_CYL, nx=128, ny=64, n_traj=4, n_frames=64),
+    default=dict(_CYL, nx=128, ny=64, n_traj=12, n_frames=80),
 )
 def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85)
 _CTL_SIZES = {k: _ctl(v) for k, v in _CYL_SIZES.items()}
@@ -71,20 +76,23 @@ _FOIL_SIZES = dict(
               frame_steps=10, spin_steps=600),
     quick=dict(_FOIL, nx=96, ny=48, D=18, Re=(250., 450.), Re_spin=350., U=0.12, n_traj=4, n_frames=40,
                frame_steps=15, spin_steps=1500),
-    default=dict(_FOIL, nx=128, ny=64, n_traj=4, n_frames=64),
+    default=dict(_FOIL, nx=128, ny=64, n_traj=12, n_frames=80),
 )
 
 _WAKE = ((0.35, 0.6), (0.5, 0.6), (0.7, 0.6))  # behind the body (at x = 0.2), off the centreline
 
 SYSTEMS = {
     'cylinder': SystemSpec('cylinder', 'lbm', 'cylinder wake, D2Q9 lattice Boltzmann, Re per trajectory',
-        'Re x 0.85, linear drag 0.03 U/D, ~3 % travelling inflow modes, body +0.5 cell in y', _CYL_SIZES, _WAKE),
+        'no-slip channel walls (blockage D/H 1/8) vs periodic sim, nominal Re, linear drag 0.03 U/D, ~3 % travelling '
+        'inflow modes, body +0.5 cell in y', _CYL_SIZES, _WAKE),
     'controlled': SystemSpec('controlled', 'lbm', 'cylinder with rotary actuation A sin(2 pi f_c t); command as input',
-        'as cylinder + actuator first-order lag 0.08 T_shed and gain 0.85', _CTL_SIZES, _WAKE),
+        'as cylinder (walls, drag, inflow modes, offset) + actuator first-order lag 0.08 T_shed and gain 0.85',
+        _CTL_SIZES, _WAKE),
     'foil': SystemSpec('foil', 'lbm', 'NACA0012 at high angle of attack, Re_chord per trajectory',
-        '+1.5 deg mounting error, +0.25 cell offset, Re x 0.85, drag, inflow turbulence', _FOIL_SIZES, _WAKE),
+        'no-slip channel walls vs periodic sim, nominal Re, +1.5 deg mounting error, +0.25 cell offset, drag, '
+        'inflow modes', _FOIL_SIZES, _WAKE),
     'kolmogorov': SystemSpec('kolmogorov', 'spectral', 'forced 2-D turbulence, pseudo-spectral vorticity, nu per trajectory',
-        'nu x 1.25, drag + 0.04, forcing x 0.92 + 10 % third harmonic, weak band-limited stochastic forcing',
+        'nominal nu; drag + 0.04, forcing x 0.92 + 20 % third harmonic, weak band-limited stochastic forcing',
         _KOL_SIZES, ((0.25, 0.25), (0.5, 0.5), (0.75, 0.75))),
 }
 
@@ -187,6 +195,22 @@ def _mk_ds(fields, x, y, time, traj_coords, attrs, meta, valid=None, inputs=None
     if inputs: at['inputs'] = ' '.join(inputs)
     return xr.Dataset(dv, coords=coords, attrs=at)
 
+# %% ../nbs/05_systems.ipynb #289a2c76
+_RHO = 1000.0  # kg m^-3 (water): the channel pressure is in Pa
+
+def _channel_scales(U):
+    "Reference scales of the channel flows: free-stream speed U [m/s] and rho U^2 [Pa]."
+    return dict(scale_u=float(U), scale_v=float(U), scale_p=_RHO * float(U) ** 2,
+                scale_note=f'u, v: free-stream speed U = {float(U):g} m/s; p: rho U^2 with rho = {_RHO:g} kg/m3')
+
+def _kolmogorov_scales(chi, k_f, L):
+    "Reference scales of Kolmogorov flow from the forcing: U_f = sqrt(chi / k) [m/s], U_f^2 [m2/s2]."
+    k = 2 * math.pi / L * k_f
+    Uf = math.sqrt(chi / k)
+    return dict(scale_u=Uf, scale_v=Uf, scale_p=Uf ** 2,
+                scale_note=f'u, v: forcing velocity U_f = sqrt(chi/k_f) = {Uf:.4g} m/s (inertia balances the forcing '
+                           f'at its scale); p (kinematic): U_f^2')
+
 # %% ../nbs/05_systems.ipynb #c019
 def _shadow_mask(body, side):
     "Laser-shadow strip [T, H, W] bool from a body mask [T, H, W] bool: cells beyond the body on `side` ('+y'|'-y')."
@@ -235,7 +259,8 @@ def measure(ds:xr.Dataset, # dataset with u, v (traj,time,y,x); optional `valid`
     if has_body:
         body = ~torch.as_tensor(ds['valid'].values).reshape(-1, H, W)
         side = '+y' if shadow == 'auto' else shadow
-        bad = body | _shadow_mask(body, side) if side else body
+        obj = body & ~body.all(-1, keepdim=True)   # rows solid end to end are channel walls: they cast no shadow
+        bad = body | _shadow_mask(obj, side) if side else body
         valid &= _window_pool(bad.float(), window, stride, lo, hi, mode) == 0
     elif shadow not in ('auto', None): raise ValueError(f"shadow={shadow!r} but the dataset has no body mask")
     g = torch.Generator().manual_seed(int(seed) + 7919)
@@ -376,7 +401,8 @@ def _gen_kolmogorov(spec, c, seed):
     time_ = np.arange(T) * c['frame_dt']
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
                 size=c.get('_size', ''), periodic=1, alpha=c['alpha'], chi=c['chi'], k_f=c['k_f'],
-                U_ref=float(torch.sqrt((u[:B] ** 2 + v[:B] ** 2).mean())), description=spec.summary)
+                U_ref=float(torch.sqrt((u[:B] ** 2 + v[:B] ** 2).mean())), description=spec.summary,
+                **_kolmogorov_scales(c['chi'], c['k_f'], c['L']))
     tc = dict(nu=(nus, dict(units='m2 s-1', long_name='kinematic viscosity (nominal)')))
     sim = _mk_ds(dict(u=_block_mean(u[:B]), v=_block_mean(v[:B]), p=_block_mean(p[:B])), xo, xo, time_, tc,
                  dict(base, domain='sim'), _KOL_META)
@@ -422,13 +448,14 @@ def _boundary(solid):
 
 # %% ../nbs/05_systems.ipynb #58e94449
 class _LBM:
-    "Batched D2Q9 BGK channel: bounce-back body, equilibrium velocity inlet (x=0), zero-gradient outlet, periodic y."
+    "Batched D2Q9 BGK channel: bounce-back body (and walls), equilibrium velocity inlet (x=0), zero-gradient outlet, periodic y."
     def __init__(self, solid, tau, drag=None):
         B, H, W = solid.shape
         self.solid = solid[:, None]                     # [B,1,H,W]
         om = (1 / torch.as_tensor(tau, dtype=torch.float32)).view(-1, 1, 1) * (~solid).float()
         self.om, self.om1 = om, 1 - om                  # no collision inside the body
         self.dragf = None if drag is None else (1 - torch.as_tensor(tau * drag, dtype=torch.float32)).view(-1, 1, 1)
+        self.inlet = (~solid[:, :, :1]).float()        # fluid cells of the inlet column [B,H,1]
         self.wall = None
         # streaming and full-way bounce-back as one gather: fluid cell x pulls direction i from x - c_i; a solid
         # cell returns what arrived: direction i pulls opp(i) from x + c_i
@@ -443,7 +470,8 @@ class _LBM:
         "Moving-wall term of a cylinder rotating about (xc, yc) [B]: per unit angular velocity."
         B, _, H, W = self.solid.shape
         yy, xx = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing='ij')
-        bnd = _boundary(self.solid[:, 0]).float()
+        s = self.solid[:, 0]
+        bnd = (_boundary(s) & ~s.all(-1, keepdim=True)).float()   # the body's surface; channel walls stay still
         bx = -(yy - yc.view(-1, 1, 1)) * bnd; by = (xx - xc.view(-1, 1, 1)) * bnd
         self.wall = 6 * _WV * (_CX * bx[:, None] + _CY * by[:, None])
     def macro(self, f):
@@ -475,12 +503,15 @@ class _LBM:
         f[:, :, :, -1] = f[:, :, :, -2]                                              # zero-gradient outlet
         f[:, :, :, :1] = _feq(f[:, :, :, 1:2].sum(1), uin[..., None], vin[..., None])  # inlet, density from x=1
         return f
+    def pressure(self, rho):
+        "p = (rho - rho_in)/3 [B,H,W] from a density [B,H,W] (instantaneous or averaged); rho_in: mean over the fluid inlet cells."
+        rin = (rho[:, :, :1] * self.inlet).sum((1, 2), keepdim=True) / self.inlet.sum((1, 2), keepdim=True)
+        return torch.where(self.solid[:, 0], 0., (rho - rin) / 3)
     def fields(self, f):
         "u, v, p=(rho-rho_in)/3 [B,H,W] in lattice units; zero inside the body."
         rho, ux, uy = self.macro(f)
-        p = (rho - rho[:, :, :1].mean((1, 2), keepdim=True)) / 3
         s = self.solid[:, 0]
-        return tuple(torch.where(s, 0., a) for a in (ux, uy, p))
+        return torch.where(s, 0., ux), torch.where(s, 0., uy), self.pressure(rho)
 
 # %% ../nbs/05_systems.ipynb #bf977da6
 def _inflow_modes(rng, c, B, ny):
@@ -512,24 +543,32 @@ def _gen_lbm(spec, c, seed):
         aoa = _traj_params(rng, *_pair(c['aoa'], 'aoa'), B, log=False)
         tc['Re'] = (Re, dict(units='1', long_name='chord Reynolds number U c / nu (nominal)'))
         tc['aoa'] = (aoa, dict(units='deg', long_name='angle of attack (nominal)'))
-    # --- shared spin-up (sim physics, nominal parameter), with an asymmetric kick to start shedding
-    solid0 = _body_mask(c, ny, nx, 0.0, c.get('aoa_spin', 0.0))[None]
+    # --- spin-up at the nominal parameter with an asymmetric kick to start shedding: one member in the periodic sim
+    # channel, one in the exp channel (with its walls, if any), so that no wall is ever switched on in a running flow
+    walls = torch.zeros(ny, nx, dtype=torch.bool)
+    if c['walls']: walls[0] = walls[-1] = True             # exp: no-slip channel walls (bounce-back rows)
+    body0 = _body_mask(c, ny, nx, 0.0, c.get('aoa_spin', 0.0))
+    solid0 = torch.stack([body0, body0 | walls])
     yy, xx = torch.meshgrid(torch.arange(ny, dtype=torch.float32), torch.arange(nx, dtype=torch.float32), indexing='ij')
     xc, yc = c['body_x'] * nx, ny / 2
     kick = 0.3 * U * torch.exp(-((xx - xc - 1.5 * D) ** 2 + (yy - yc - 0.3 * D) ** 2) / D ** 2)
-    f = _feq(torch.ones(1, ny, nx), torch.full((1, ny, nx), U), kick[None])
-    lb = _LBM(solid0, np.array([_lbm_tau(U, D, c['Re_spin'])]))
-    uin0, vin0 = torch.full((1, ny), U), torch.zeros(1, ny)
+    open0 = torch.stack([torch.ones(ny), (~walls[:, 0]).float()])   # no inflow through a wall
+    f = _feq(torch.ones(2, ny, nx), U * open0[:, :, None].expand(2, ny, nx).contiguous(), kick[None].expand(2, ny, nx) * open0[:, :, None])
+    lb = _LBM(solid0, np.full(2, _lbm_tau(U, D, c['Re_spin'])))
+    uin0, vin0 = U * open0, torch.zeros(2, ny)
     for _ in range(int(c['spin_steps'])): f = lb.step(f, uin0, vin0)
     # --- branch: members [0, B) sim, [B, 2B) exp
     off = float(c['offset'])
     if aoa is None: solids = [_body_mask(c, ny, nx, 0.0)] * B + [_body_mask(c, ny, nx, off)] * B
     else: solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
+    solids = solids[:B] + [s_ | walls for s_ in solids[B:]]
+    inlet_open = open0.repeat_interleave(B, 0)              # [2B, ny]
+    solid0 = solid0.repeat_interleave(B, 0)
     solid = torch.stack(solids)
     tau = np.concatenate([_lbm_tau(U, D, Re), _lbm_tau(U, D, Re * c['re_factor'])])
     drag = np.concatenate([np.zeros(B), np.full(B, c['drag'] * U / D)])
     lb = _LBM(solid, tau, drag)
-    f = f.expand(2 * B, -1, -1, -1).clone()
+    f = f.repeat_interleave(B, 0)
     f = torch.where((solid | solid0)[:, None], _WV.expand(2 * B, 9, ny, nx), f)   # rest state in (old or new) body cells
     if c['ic_eps']: f[B:] = f[B:] * (1 + c['ic_eps'] * torch.randn(f[B:].shape, generator=torch.Generator().manual_seed(seed)))
     modes = _inflow_modes(rng, c, B, ny)
@@ -547,12 +586,25 @@ def _gen_lbm(spec, c, seed):
     R = D / 2
     Us, Vs, Ps, cmds = [], [], [], []
     zeros = torch.zeros(B, ny)
-    for t in range(T * fs):
-        if t % fs == 0:
-            u, v, p = lb.fields(f); Us.append(u); Vs.append(v); Ps.append(p)
+    # pressure: the density averaged over Wn = p_avg * fs steps centred on each frame, from block sums of fs steps
+    # (block m covers steps [m fs - h, (m+1) fs - h); frame k averages blocks k .. k + p_avg - 1)
+    Wp = int(c['p_avg']); Wn = Wp * fs; h = Wn // 2
+    acc, blocks = torch.zeros(2 * B, ny, nx), []
+    for t in range(-h, (T - 1) * fs + max(Wn - h, 1)):
+        if t % fs == 0 and 0 <= t < T * fs:
+            u, v, p = lb.fields(f); Us.append(u); Vs.append(v)
+            if not Wp: Ps.append(p)
             if ctl: cmds.append(cmd_of(t))
+        if Wp:
+            acc += f.sum(1)
+            if (t + h + 1) % fs == 0:                     # a block is complete
+                blocks.append(acc); acc = torch.zeros_like(acc)
+                if len(blocks) == Wp:
+                    k = (t + h + 1) // fs - Wp
+                    if 0 <= k < T: Ps.append(lb.pressure(sum(blocks) / Wn))
+                    blocks.pop(0)
         ue, ve = _inflow(modes, t, U, ny)
-        uin, vin = torch.cat([torch.full((B, ny), U), ue]), torch.cat([zeros, ve])
+        uin, vin = torch.cat([torch.full((B, ny), U), ue]) * inlet_open, torch.cat([zeros, ve]) * inlet_open
         rot = None
         if ctl:
             cmd = cmd_of(t)
@@ -575,10 +627,11 @@ def _gen_lbm(spec, c, seed):
         cmd = torch.stack(cmds, 1).numpy() * c['phys_U'] / (c['phys_D'] / 2)
         inputs = dict(omega_cmd=(cmd, dict(units='rad s-1', long_name='commanded cylinder angular velocity')))
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
-                periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], lattice=f'{nx}x{ny}',
-                lattice_D=D, lattice_U=U, description=spec.summary)
-    gap = dict(gap_re_factor=c['re_factor'], gap_drag=c['drag'], gap_turb=c['turb'], gap_offset_cells=off,
-               gap_description=spec.gap)
+                periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], body_x=c['body_x'],
+                lattice=f'{nx}x{ny}', lattice_D=D, lattice_U=U, p_avg_frames=Wp, description=spec.summary,
+                **_channel_scales(c['phys_U']))
+    gap = dict(gap_re_factor=c['re_factor'], gap_walls=int(c['walls']), gap_drag=c['drag'], gap_turb=c['turb'],
+               gap_offset_cells=off, gap_description=spec.gap)
     if aoa is not None: gap['gap_aoa_err'] = c['aoa_err']
     if ctl: gap.update(gap_lag=c['lag'], gap_gain=c['gain'])
     bm = lambda a: _block_mean(a)
@@ -670,6 +723,25 @@ def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
     fig.suptitle(f"{sim.attrs['system']}  traj {traj}  t = {float(sim.time):.2f} s", fontsize=9)
     fig.tight_layout()
     return fig
+
+# %% ../nbs/05_systems.ipynb #b50e46b0
+def pressure_hf_fraction(ds:xr.Dataset, # a dataset with the field (traj, time, y, x)
+                         field:str='p', # field to analyse
+                         cut:float=0.25, # frequency limit [cycles per frame]
+                        )->dict:
+    "Fraction of `field`'s temporal variance above `cut` cycles/frame: centreline upstream of the body, and field-wide."
+    if field not in ds: raise SystemConfigError(f"pressure_hf_fraction: dataset has no field {field!r}")
+    a = ds[field].values.astype(np.float64)                              # traj, time, y, x
+    ok = ds['valid'].values.all(1) if 'valid' in ds else np.ones(a.shape[:1] + a.shape[2:], bool)  # traj, y, x
+    a = np.where(ok[:, None], a, 0.0); a = a - a.mean(1, keepdims=True)
+    P = np.abs(np.fft.rfft(a, axis=1)) ** 2; P[:, 0] = 0
+    hi, tot = P[:, np.fft.rfftfreq(a.shape[1]) > cut].sum(1), P.sum(1)   # traj, y, x
+    out = dict(field=float((hi * ok).sum() / max((tot * ok).sum(), 1e-300)), upstream=float('nan'))
+    if 'body_x' in ds.attrs:                  # channel: two rows about the centreline, from the inlet to the body
+        ny, nx = a.shape[2:]; bx = int(float(ds.attrs['body_x']) * nx)
+        cl, up = slice(ny // 2 - 1, ny // 2 + 1), slice(2, max(bx - 3, 3))
+        out['upstream'] = float(hi[:, cl, up].sum() / max(tot[:, cl, up].sum(), 1e-300))
+    return out
 
 # %% ../nbs/05_systems.ipynb #c040
 def cache_root(cache_dir=None)->Path:

@@ -1,17 +1,18 @@
-"Twin systems: contract, determinism, a physical gap per system, pressure only where it belongs, cache, errors."
+"Twin systems: contract, scales, determinism, a physical gap per system, learnable pressure, cache, errors."
 import json
 import numpy as np, pytest, xarray as xr
 import simreal_nb
 from simreal_nb import systems
 from simreal_nb.schema import FIELD_META, validate
 from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, measure, twin_key,
-                                cache_root, gap_curve, probe_samples, SystemConfigError)
+                                cache_root, gap_curve, probe_samples, pressure_hf_fraction, SystemConfigError)
+from simreal_nb.schema import reference_scales
 
 NAMES = ('cylinder', 'controlled', 'foil', 'kolmogorov')
 # exp physics switched off: exp_truth then differs from sim only by float round-off (the "null" gap)
-NO_GAP = dict(cylinder=dict(re_factor=1.0, drag=0.0, turb=0.0, offset=0.0),
-              controlled=dict(re_factor=1.0, drag=0.0, turb=0.0, offset=0.0, lag=0.0, gain=1.0),
-              foil=dict(re_factor=1.0, drag=0.0, turb=0.0, offset=0.0, aoa_err=0.0),
+NO_GAP = dict(cylinder=dict(re_factor=1.0, walls=0, drag=0.0, turb=0.0, offset=0.0),
+              controlled=dict(re_factor=1.0, walls=0, drag=0.0, turb=0.0, offset=0.0, lag=0.0, gain=1.0),
+              foil=dict(re_factor=1.0, walls=0, drag=0.0, turb=0.0, offset=0.0, aoa_err=0.0),
               kolmogorov=dict(nu_factor=1.0, alpha_add=0.0, forcing_gain=1.0, harmonic=0.0, stoch_amp=0.0))
 
 
@@ -105,9 +106,43 @@ def test_gap_is_physical(twins, s):
     null = make_twins(s, seed=0, size='test', ic_eps=1e-5, **NO_GAP[s])  # chaos: a tiny perturbation, no physics gap
     chaos = rel_l2(null['sim'], null['exp_truth'])
     assert gap[-1] > 0.02 and gap[-1] > 10 * chaos[-1] + 1e-3, (gap[-1], chaos[-1])
-    assert gap[-1] > gap[1]                                     # the gap grows from the matched start
+    if s == 'kolmogorov': assert gap[0] < 1e-6 and gap[-1] > gap[1]   # same start, then apart
+    else: assert gap.min() > 0.05   # exp runs in a walled channel from its own spin-up: apart from the first frame
     gp = rel_l2(d['sim'], d['exp_truth'], ('p',))
     assert gp[-1] > 0.05                                        # the hidden pressure differs too
+
+
+@pytest.mark.parametrize('s', NAMES)
+def test_reference_scales(twins, s):
+    "Every dataset carries positive scales for its fields, the same in sim, exp and exp_truth."
+    d = twins[s]
+    sc = {k: reference_scales(d[k], ('u', 'v', 'p')) for k in ('sim', 'exp', 'exp_truth')}
+    assert sc['sim'] == sc['exp'] == sc['exp_truth'] and all(x > 0 for x in sc['sim'].values())
+    assert all(isinstance(d[k].attrs['scale_note'], str) for k in d)
+    if s == 'kolmogorov': assert sc['sim']['u'] == 0.5 and sc['sim']['p'] == 0.25    # U_f = sqrt(chi/k_f), U_f^2
+    else: assert sc['sim']['p'] == pytest.approx(1000 * sc['sim']['u'] ** 2)        # rho U^2
+    # units do not matter: pressure x 1000 with its scale x 1000 gives the same nondimensional field
+    sim = d['sim']; k = sim.assign(p=(sim.p * 1000).astype('float32')).assign_attrs(scale_p=sim.attrs['scale_p'] * 1000)
+    validate(k)
+    np.testing.assert_allclose((k.p / reference_scales(k)['p']).values, (sim.p / reference_scales(sim)['p']).values, rtol=1e-6)
+
+
+@pytest.mark.parametrize('s', ('cylinder', 'controlled', 'foil'))
+def test_pressure_is_learnable_at_default_size(s):
+    "No aliased sound in the recorded pressure: little of p's temporal variance above 0.25 cycles/frame."
+    d = load_twins(s, seed=0, size='default')
+    for dom in ('sim', 'exp_truth'):
+        fr = pressure_hf_fraction(d[dom])
+        assert fr['upstream'] <= 0.25 and fr['field'] <= 0.05, (s, dom, fr)
+
+
+def test_default_sizes():
+    "Default data: >= 12 trajectories per domain, room for a 16-frame rollout after 2 inputs, several windows each."
+    for s, spec in SYSTEMS.items():
+        c = spec.sizes['default']
+        assert c['n_traj'] >= 12 and c['n_frames'] >= 64, s
+        if s != 'kolmogorov': assert c['p_avg'] == 3 and c['walls'] == 1 and c['re_factor'] == 1.0
+    assert SYSTEMS['kolmogorov'].sizes['default']['frame_dt'] == 0.1
 
 
 def test_determinism(twins):
@@ -135,6 +170,10 @@ def test_measure_generic():
     assert body_shadow[3:5, 4:6].all()                          # body
     assert body_shadow[6:, 4:6].all() and not body_shadow[:2, 4:6].any()  # shadow on +y only
     assert m.valid.values[0, 0, :, :3].all()                    # upstream untouched
+    walled = ds.copy(deep=True); walled['valid'][:, :, 0] = False; walled['valid'][:, :, -1] = False
+    mw = measure(walled, noise_add=0, noise_mult=0, dropout=0)          # channel walls cast no shadow
+    expect = ~m.valid.values[0, 0]; expect[0] = expect[-1] = True
+    np.testing.assert_array_equal(~mw.valid.values[0, 0], expect)
     m2 = measure(ds, dropout=0.2, seed=3)
     assert 0.6 < float(m2.valid.mean()) < 0.85 and m2.attrs['measure_dropout'] == 0.2
     with pytest.raises(ValueError, match='dropout'): measure(ds, dropout=1.5)
