@@ -4,17 +4,21 @@
 
 # %% ../nbs/30_metrics.ipynb #c003
 from __future__ import annotations
+import json
 import math
+import warnings
 import numpy as np
 import torch
 import xarray as xr
 
 # %% auto #0
-__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP',
-           'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields',
-           'scores_to_xarray', 'check_lam', 'balanced', 'lambda_sweep', 'joint_name', 'setting_dims', 'check_score',
-           'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'win_counts', 'synthetic_score',
-           'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
+__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'BASELINES',
+           'PERSISTENCE', 'MEAN_FIELD', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse',
+           'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'trained_protocols',
+           'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims',
+           'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct',
+           'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting',
+           'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(ValueError):
@@ -246,6 +250,21 @@ PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four 
 NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
 JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
 SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
+BASELINES = ('persistence', 'mean_field')  # reference predictors (not trained), scored like the protocols
+PERSISTENCE, MEAN_FIELD = BASELINES        # last input frame repeated; the training set's time-mean field
+
+# %% ../nbs/30_metrics.ipynb #1c47116c
+TRAIN_DOMAINS = {SIM_ONLY: ('sim',), EXP_ONLY: ('exp',), SIM_TO_EXP: ('exp',), JOINT: ('sim', 'exp')}  # what each protocol ends up trained on
+
+def trained_protocols(names) -> list:
+    "The protocol names (strings) of `names` that are trained protocols, i.e. not reference `BASELINES`."
+    return [str(n) for n in np.atleast_1d(names).tolist() if str(n) not in BASELINES]
+
+def train_domains(protocol:str) -> tuple:
+    "The domain(s) a trained protocol ends up fitted to ('joint@0.3' counts as Joint); () for baselines and unknown names."
+    p = str(protocol)
+    if p.startswith(JOINT + '@'): p = JOINT
+    return TRAIN_DOMAINS.get(p, ())
 
 # %% ../nbs/30_metrics.ipynb #c044
 def check_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
@@ -278,6 +297,24 @@ def lambda_sweep(m_sim, # metric on held-out sim: float, numpy array or xarray o
     if not isinstance(m_exp, (xr.DataArray, xr.Dataset)): m_exp = xr.DataArray(np.asarray(m_exp, dtype=float))
     out = xr.concat([balanced(m_sim, m_exp, l) for l in lams], dim='lam')
     return out.assign_coords(lam=lams)
+
+# %% ../nbs/30_metrics.ipynb #f1b2b9dd
+def mean_ci(da:xr.DataArray,  # values with a `dim` of independent repeats (NaN = missing repeat)
+            dim:str='seed',   # the dim summarised
+            level:float=0.95, # confidence level
+           ) -> tuple:
+    "(mean, half-width) over `dim` of the Student-t interval; the half-width is NaN where fewer than 2 values are present."
+    from scipy.stats import t as student_t
+    if not isinstance(da, xr.DataArray): raise TypeError(f"`mean_ci` needs an xarray.DataArray, got {type(da).__name__}")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise MetricInputError(f"`level` must be a number in (0, 1), e.g. 0.95, got {level!r}")
+    if dim not in da.dims: return da, xr.full_like(da, np.nan, dtype=float)
+    with warnings.catch_warnings(), np.errstate(all='ignore'):
+        warnings.simplefilter('ignore', RuntimeWarning)  # all-NaN cells and n = 1: NaN, on purpose
+        n = da.count(dim)
+        mean, sd = da.mean(dim, skipna=True), da.std(dim, ddof=1, skipna=True)
+        q = xr.apply_ufunc(lambda k: student_t.ppf((1 + level) / 2, np.maximum(k - 1, 1)), n)
+        return mean, (q * sd / np.sqrt(n)).where(n >= 2)
 
 # %% ../nbs/30_metrics.ipynb #c050
 def joint_name(lam:float) -> str:
@@ -332,11 +369,12 @@ def balanced_score(score:xr.DataArray, # results array with dims protocol, domai
                    lam=0.5,            # a λ, or a sequence of them (adds a `lam` dim)
                    field='all',        # field to use when `score` has a `field` dim
                    mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
+                   seed_mean=True,     # average over seeds first (False: one bM per seed)
                   ) -> xr.DataArray:
-    "Seed-averaged balanced metric bM(λ) per (setting, protocol, metric)."
+    "Balanced metric bM(λ) per (setting, protocol, metric), seed-averaged unless `seed_mean=False`."
     check_score(score, ('protocol', 'domain', 'metric'), 'balanced_score')
     score = select_view(score, field, mode)
-    if 'seed' in score.dims: score = score.mean('seed', skipna=True)
+    if seed_mean and 'seed' in score.dims: score = score.mean('seed', skipna=True)
     s, e = score.sel(domain='sim', drop=True), score.sel(domain='exp', drop=True)
     if np.ndim(lam) == 0: return balanced(s, e, lam)
     return lambda_sweep(s, e, lam)
@@ -367,7 +405,52 @@ def joint_reduction(table:xr.DataArray, # balanced (or any) metric with a `proto
     j = table.sel(protocol=_protocols(table, joint, 'joint')[0], drop=True)
     return 100 * (best - j) / best
 
+# %% ../nbs/30_metrics.ipynb #940a8bf3
+def reduction_pct(ref, # the reference error (float, numpy or xarray)
+                  new, # the error compared with it, same type
+                 ):
+    "Relative reduction from `ref` to `new` in percent, 100·(ref − new)/ref (positive = `new` is lower)."
+    return 100 * (ref - new) / ref
+
+def joint_reduction_ci(score:xr.DataArray, # results array
+                       lam=0.5,            # λ of the balanced metric
+                       joint=JOINT,        # the Joint protocol name
+                       baselines=NON_JOINT,# the protocols Joint is compared with
+                       field='all',        # field to use when `score` has a `field` dim
+                       mode=None,          # evaluation mode when `score` has a `mode` dim
+                       level=0.95,         # confidence level
+                      ) -> xr.Dataset:
+    "Per (setting, metric): the best non-joint protocol by seed-mean bM(λ) (`which`), its and Joint's bM and Joint's reduction over it paired seed by seed, each as mean and CI half-width (`*_ci`)."
+    per_seed = balanced_score(score, lam, field, mode, seed_mean=False)
+    _, which = best_non_joint(balanced_score(score, lam, field, mode), baselines, return_name=True)
+    j = per_seed.sel(protocol=_protocols(per_seed, joint, 'joint')[0], drop=True)
+    b = xr.full_like(j, np.nan)
+    for p in _protocols(per_seed, baselines, 'baseline'): b = b.fillna(per_seed.sel(protocol=p, drop=True).where(which == p))
+    out = {}
+    for k, v in (('best', b), ('joint', j), ('reduction', reduction_pct(b, j))):
+        out[k], out[f'{k}_ci'] = mean_ci(v, 'seed', level)
+    return xr.Dataset(dict(which=which, **out))
+
 # %% ../nbs/30_metrics.ipynb #c057
+def _won(j, b, rule):
+    "(compared, won) per cell from Joint's and the best non-joint bM (with a `seed` dim under the robust rule)."
+    if rule == 'mean':
+        ok = j.notnull() & b.notnull()
+        return ok, (j < b) & ok
+    both = j.notnull() & b.notnull()
+    return both.any('seed'), (both.sum('seed') >= 2) & ((j < b) | ~both).all('seed')
+
+def _win_table(score, lams, field, mode, rule):
+    "A balanced table with a `lam` dim for `rule` ('mean': seed-averaged; 'robust': per seed)."
+    if rule not in ('mean', 'robust'): raise MetricInputError(f"`rule` must be 'mean' or 'robust', got {rule!r}")
+    if 'lam' not in score.dims:
+        check_score(score, ('domain',), 'win_counts')
+        score = balanced_score(score, list(np.atleast_1d(lams).tolist()), field, mode, seed_mean=(rule == 'mean'))
+    else: score = select_view(score, field, mode)
+    if rule == 'mean' and 'seed' in score.dims: score = score.mean('seed', skipna=True)
+    if rule == 'robust' and 'seed' not in score.dims: raise MetricInputError("rule='robust' needs a `seed` dim in `score`")
+    return score
+
 def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balanced table with a `lam` dim
                joint=JOINT,         # Joint's protocol name, or 'matched' for the model trained at each λ
                lams=LAMS,           # the λ values (ignored when `score` already has a `lam` dim)
@@ -375,47 +458,105 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
                field='all',         # field to use when `score` has a `field` dim
                mode=None,           # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                metrics=METRICS,     # the metrics counted (those present)
+               rule='mean',         # 'mean': lower seed-mean bM; 'robust': lower bM in every seed (≥ 2 seeds)
               ) -> xr.DataArray:
-    "Per λ: number of (setting × metric) cells where Joint's balanced metric is strictly the lowest; attrs['total'] = cells compared."
+    "Per λ: number of (setting × metric) cells where Joint wins under `rule`; attrs['total'] = cells compared."
     check_score(score, ('protocol', 'metric'), 'win_counts')
-    score = score.sel(metric=[m for m in score.metric.values if m in metrics])
-    if 'lam' not in score.dims:
-        check_score(score, ('domain',), 'win_counts')
-        score = balanced_score(score, list(lams), field=field, mode=mode)
-    else: score = select_view(score, field, mode)
+    score = _win_table(score.sel(metric=[m for m in score.metric.values if m in metrics]), lams, field, mode, rule)
     best = best_non_joint(score, baselines)
     counts, total = [], 0
     for l in score.lam.values.tolist():
         name = joint_name(l) if joint == 'matched' else joint
         j = score.sel(lam=l, protocol=_protocols(score, name, 'joint')[0], drop=True)
-        b = best.sel(lam=l, drop=True)
-        ok = j.notnull() & b.notnull()
-        counts.append(int(((j < b) & ok).sum()))
+        ok, won = _won(j, best.sel(lam=l, drop=True), rule)
+        counts.append(int(won.sum()))
         total = max(total, int(ok.sum()))
-    return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins', attrs=dict(total=total))
+    return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins', attrs=dict(total=total, rule=rule))
+
+def joint_wins(score:xr.DataArray,  # results array
+               lam=0.5,             # λ of the balanced metric
+               joint=JOINT,         # Joint's protocol name
+               baselines=NON_JOINT, # the protocols Joint must beat
+               field='all',         # field to use when `score` has a `field` dim
+               mode=None,           # evaluation mode when `score` has a `mode` dim
+               rule='mean',         # 'mean' or 'robust', as in `win_counts`
+              ) -> xr.DataArray:
+    "Per (setting, metric): 1.0 where Joint wins under `rule`, 0.0 where it does not, NaN where nothing was compared."
+    check_score(score, ('protocol', 'domain', 'metric'), 'joint_wins')
+    t = _win_table(score, [lam], field, mode, rule).isel(lam=0, drop=True)
+    ok, won = _won(t.sel(protocol=_protocols(t, joint, 'joint')[0], drop=True), best_non_joint(t, baselines), rule)
+    return won.astype(float).where(ok).rename('wins')
 
 # %% ../nbs/30_metrics.ipynb #c059
 def synthetic_score(systems=('A', 'B'),            # `system` coordinate (settings dim 1): any labels
                     capacities=('S',),             # `capacity` coordinate (settings dim 2)
                     seeds=(0, 1),                  # seeds
-                    errors=None,                   # {protocol: (sim error, exp error)} on every metric and field
+                    errors=None,                   # {protocol: (sim, exp) error, or one (sim, exp) pair per seed}
                     fields=('u', 'v', 'p', 'all'), # field coordinate
                     metrics=METRICS,               # metric coordinate (e.g. SCORE_KEYS for the evaluation layout)
                     modes=None,                    # e.g. ('one_step', 'rollout') to add a `mode` dim after `domain`
                     noise=0.0,                     # relative seeded noise added per entry
                     seed=0,                        # RNG seed for the noise
+                    dims=None,                     # extra setting dims after `capacity`, e.g. {'exp_trajs': (2, 4, 8)}
                    ) -> xr.DataArray:
     "A small results `score` array of the experiment's layout, for demos and tests."
     errors = errors or {SIM_ONLY: (0.0, 1.0), EXP_ONLY: (1.0, 0.0), SIM_TO_EXP: (0.6, 0.1), JOINT: (0.25, 0.15)}
-    protos, modes = list(errors), list(modes or [None])
-    base = np.array([errors[p] for p in protos], dtype=float)  # [protocol, domain]
-    shape = (len(systems), len(capacities), len(protos), len(seeds), 2, len(modes), len(fields), len(metrics))
-    vals = np.broadcast_to(base[None, None, :, None, :, None, None, None], shape).copy()
+    protos, modes, extra = list(errors), list(modes or [None]), {k: list(v) for k, v in (dims or {}).items()}
+    base = []
+    for p in protos:
+        e = np.asarray(errors[p], dtype=float).reshape(-1, 2)
+        if len(e) not in (1, len(seeds)):
+            raise MetricInputError(f"`errors[{p!r}]` must be one (sim, exp) pair or one per seed ({len(seeds)}), got {len(e)}")
+        base.append(np.broadcast_to(e, (len(seeds), 2)))
+    base = np.array(base)  # [protocol, seed, domain]
+    lead = [len(systems), len(capacities)] + [len(v) for v in extra.values()]
+    shape = (*lead, len(protos), len(seeds), 2, len(modes), len(fields), len(metrics))
+    vals = np.broadcast_to(base.reshape((1,) * len(lead) + base.shape + (1, 1, 1)), shape).copy()
     if noise: vals *= 1 + noise * np.random.default_rng(seed).standard_normal(shape)
-    da = xr.DataArray(vals, name='score', dims=('system', 'capacity', 'protocol', 'seed', 'domain', 'mode', 'field', 'metric'),
-                      coords=dict(system=list(systems), capacity=list(capacities), protocol=protos, seed=list(seeds),
+    da = xr.DataArray(vals, name='score', dims=('system', 'capacity', *extra, 'protocol', 'seed', 'domain', 'mode', 'field', 'metric'),
+                      coords=dict(system=list(systems), capacity=list(capacities), **extra, protocol=protos, seed=list(seeds),
                                   domain=['sim', 'exp'], mode=modes, field=list(fields), metric=list(metrics)))
     return da.isel(mode=0, drop=True) if modes == [None] else da
+
+# %% ../nbs/30_metrics.ipynb #c513a6c5
+def synthetic_results(systems=('A', 'B'), # `system` coordinate
+                      capacities=('S',),  # `capacity` coordinate
+                      seeds=(0, 1, 2),    # seeds
+                      errors=None,        # as in `synthetic_score`; default: the four protocols and both baselines
+                      dims=None,          # extra setting dims, e.g. {'arch': ('fan', 'fno'), 'exp_trajs': (2, 4, 8)}
+                      noise=0.0,          # relative seeded noise of the scores
+                      seed=0,             # RNG seed of the noise
+                      scales=None,        # {system: {field: reference scale}}; default u, v: 2, p: 0.5
+                      n_eval=6,           # evaluations per learning curve
+                      eval_every=50,      # updates between evaluations
+                     ) -> xr.Dataset:
+    "A small results Dataset of the experiment's layout: `score`, `score_phys`, `curve_step`, `curve_val`, `capped`, `steps_done` and attrs."
+    errors = errors or {SIM_ONLY: (0.05, 1.0), EXP_ONLY: (1.0, 0.05), SIM_TO_EXP: (0.6, 0.1), JOINT: (0.25, 0.15),
+                        PERSISTENCE: (0.7, 0.6), MEAN_FIELD: (1.0, 0.9)}
+    score = synthetic_score(systems, capacities, seeds, errors, noise=noise, seed=seed, dims=dims)
+    score.attrs['units'] = '1'
+    if 'p' in score.field.values: score.loc[dict(domain='exp', field='p')] = np.nan  # the experiment measures no pressure
+    scales = scales or {str(s): {'u': 2.0, 'v': 2.0, 'p': 0.5} for s in systems}
+    phys_f = [f for f in score.field.values if f != 'all']
+    sc = xr.DataArray([[scales[str(s)][f] for f in phys_f] for s in systems], dims=('system', 'field'),
+                      coords=dict(system=list(systems), field=phys_f))
+    phys = (score.sel(field=phys_f) * sc).reindex(field=score.field.values).transpose(*score.dims)
+    phys.attrs = dict(units='physical (per field)')
+    trained = xr.DataArray([p not in BASELINES for p in score.protocol.values], dims='protocol', coords=dict(protocol=score.protocol))
+    final = score.sel(field='all', metric='rmse', drop=True).mean('domain')  # a stand-in for the validation objective
+    i = np.arange(n_eval)
+    shape = xr.DataArray(1 + 4 * np.exp(-i / 1.5), dims='eval_index', coords=dict(eval_index=i))
+    curve_val = (final * shape).where(trained)
+    curve_step = (xr.DataArray((i + 1.0) * eval_every, dims='eval_index', coords=dict(eval_index=i)) * xr.ones_like(final)).where(trained)
+    cap = n_eval * eval_every
+    res = xr.Dataset(dict(score=score, score_phys=phys, curve_step=curve_step, curve_val=curve_val,
+                          capped=xr.zeros_like(final).where(trained), steps_done=(xr.ones_like(final) * cap).where(trained)))
+    res.attrs.update(package='simreal_nb', version='synthetic', reference_scales=json.dumps(scales),
+                     budget_rule=f'every protocol trains until its validation objective has not improved for 3 evaluations, '
+                                 f'at most {cap} updates; Sim→Exp spends at most {cap // 2} on each phase, each with its own '
+                                 'early stopping',
+                     config=json.dumps(dict(size='synthetic', steps=cap)))
+    return res
 
 # %% ../nbs/30_metrics.ipynb #c064
 PAPER = dict(
@@ -444,13 +585,14 @@ def pressure_reduction(score:xr.DataArray, # results array with field 'p'
                        joint=JOINT,        # the Joint protocol name
                        against=SIM_TO_EXP, # the protocol compared with
                        mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
-                      ) -> xr.DataArray:
-    "Per setting: Joint's reduction of pressure RMSE on held-out sim vs `against`, in percent."
+                       level=None,         # a confidence level (e.g. 0.95): return (mean, CI half-width) over seeds
+                      ):
+    "Per setting: Joint's reduction of pressure RMSE on held-out sim vs `against`, in percent, paired seed by seed and averaged."
     check_score(score, ('protocol', 'domain', 'metric', 'field'), 'pressure_reduction')
     s = select_view(score.sel(domain='sim', metric='rmse', drop=True), 'p', mode)
-    if 'seed' in s.dims: s = s.mean('seed', skipna=True)
-    a, j = s.sel(protocol=against, drop=True), s.sel(protocol=joint, drop=True)
-    return 100 * (a - j) / a
+    r = reduction_pct(s.sel(protocol=against, drop=True), s.sel(protocol=joint, drop=True))
+    if level is not None: return mean_ci(r, 'seed', level)
+    return r.mean('seed', skipna=True) if 'seed' in r.dims else r
 
 # %% ../nbs/30_metrics.ipynb #c066
 def _stats(x):
@@ -464,21 +606,22 @@ def headline(score:xr.DataArray, # results array
              lams=LAMS,          # λ values of the win-count sweep
              mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
             ) -> dict:
-    "The paper's headline statistics (keys of `PAPER`) measured on a results array."
-    table = balanced_score(score, 0.5, mode=mode)
-    table = table.sel(metric=[m for m in table.metric.values if m in METRICS])
-    best = best_non_joint(table)
-    j = table.sel(protocol=joint, drop=True)
+    "The paper's headline statistics (keys of `PAPER`) measured on a results array, plus the robust win counts (`*_robust`, None with one seed)."
+    score = score.sel(metric=[m for m in score.metric.values if m in METRICS])
     n_set = int(np.prod([score.sizes[d] for d in setting_dims(score)]))
-    red = joint_reduction(table, joint).sel(metric='rmse')
-    wins = win_counts(score, joint, lams, mode=mode)
+    red = joint_reduction_ci(score, 0.5, joint, mode=mode).reduction.sel(metric='rmse')
     protos = set(score.protocol.values.tolist())
-    out = dict(n_settings=n_set,
-               joint_best_at_0_5={str(m): int((j < best).sel(metric=m).sum()) for m in table.metric.values},
-               brmse_reduction_pct=_stats(red),
+    def wins(rule):
+        w = win_counts(score, joint, lams, mode=mode, rule=rule)
+        jw = joint_wins(score, 0.5, joint, mode=mode, rule=rule)
+        return ({str(m): int(jw.sel(metric=m).sum()) for m in jw.metric.values},
+                {round(float(l), 6): int(c) for l, c in zip(w.lam.values, w.values)}, w.attrs['total'])
+    best, counts, total = wins('mean')
+    robust = wins('robust') if score.sizes.get('seed', 1) >= 2 else (None, None, None)
+    out = dict(n_settings=n_set, joint_best_at_0_5=best, brmse_reduction_pct=_stats(red),
                sim_to_exp_forgets=int(forgetting(score, mode=mode).sum()) if {SIM_ONLY, SIM_TO_EXP} <= protos else None,
-               pressure_reduction_pct=None, win_counts={round(float(l), 6): int(w) for l, w in zip(wins.lam.values, wins.values)},
-               win_total=wins.attrs['total'])
+               pressure_reduction_pct=None, win_counts=counts, win_total=total,
+               joint_best_at_0_5_robust=robust[0], win_counts_robust=robust[1])
     if 'field' in score.dims and 'p' in score.field.values and SIM_TO_EXP in protos:
         r = _stats(pressure_reduction(score, joint, mode=mode)); out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
     return out
@@ -487,12 +630,13 @@ def compare_to_paper(score:xr.DataArray, # results array
                      joint=JOINT,        # Joint's protocol name
                      mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                     ):
-    "A pandas DataFrame: one row per headline statistic, columns `paper` and `measured`."
+    "A pandas DataFrame: one row per headline statistic, columns `paper`, `measured` and `every seed` (the robust win counts)."
     import pandas as pd
     meas, rows = headline(score, joint, mode=mode), []
     for k, v in PAPER.items():
-        m = meas.get(k)
+        m, rob = meas.get(k), meas.get(f'{k}_robust')
         if isinstance(v, dict):
-            for kk, vv in v.items(): rows.append((f'{k}[{kk}]', vv, None if m is None else m.get(kk)))
-        else: rows.append((k, v, m))
-    return pd.DataFrame(rows, columns=['statistic', 'paper', 'measured'], dtype=object).set_index('statistic')
+            for kk, vv in v.items():
+                rows.append((f'{k}[{kk}]', vv, None if m is None else m.get(kk), None if rob is None else rob.get(kk)))
+        else: rows.append((k, v, m, None))
+    return pd.DataFrame(rows, columns=['statistic', 'paper', 'measured', 'every seed'], dtype=object).set_index('statistic')

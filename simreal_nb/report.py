@@ -10,14 +10,19 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (PAPER, LAMS, METRICS, JOINT, SIM_ONLY, SIM_TO_EXP, balanced, balanced_score, best_non_joint,
-                                joint_reduction, win_counts, forgetting, pressure_reduction, headline, compare_to_paper)
+from matplotlib.lines import Line2D
+from .metrics import (PAPER, LAMS, METRICS, JOINT, SIM_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
+                                balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
+                                pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
+                                trained_protocols, train_domains, reduction_pct)
 from .tradeoff import pareto_plot, domain_errors
 from .store import atomic_write, write_text
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
-           'rollout_figure', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
+           'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
+           'error_vs_n_figure', 'arch_table', 'units_text', 'report_text', 'write_report', 'protocol_ranking',
+           'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -27,64 +32,127 @@ def _fmt(v):
     if v is None: return '–'
     return str(v)
 
+def _pm(m, h):
+    "'mean ± half-width' (two significant digits for the half-width), or the mean alone when there is no interval."
+    if not isinstance(m, (float, np.floating, int, np.integer)) or isinstance(m, bool) or not np.isfinite(m): return _fmt(m)
+    if isinstance(h, (float, np.floating)) and np.isfinite(h):
+        return f'{_fmt(float(m))} ± {0.0 if h <= 1e-12 * abs(m) else h:.2g}'  # rounding noise of equal seeds is 0
+    return _fmt(float(m))
+
 def md_table(df:pd.DataFrame, index:bool=True) -> str:
-    "A pandas DataFrame as a GitHub-flavoured markdown table."
+    "A pandas DataFrame as a GitHub-flavoured markdown table; a column `X ±` after `X` is merged into it as 'mean ± half-width'."
     df = df.reset_index() if index else df
     cols = [' / '.join(map(str, c)) if isinstance(c, tuple) else str(c) for c in df.columns]
-    rows = ['| ' + ' | '.join(cols) + ' |', '|' + '---|' * len(cols)]
-    rows += ['| ' + ' | '.join(_fmt(v) for v in r) + ' |' for r in df.itertuples(index=False)]
+    keep, pair = [], {}
+    for i, c in enumerate(cols):
+        if i and c == f'{cols[i - 1]} ±': pair[i - 1] = i
+        else: keep.append(i)
+    rows = ['| ' + ' | '.join(cols[i] for i in keep) + ' |', '|' + '---|' * len(keep)]
+    for r in df.itertuples(index=False):
+        rows.append('| ' + ' | '.join(_pm(r[i], r[pair[i]]) if i in pair else _fmt(r[i]) for i in keep) + ' |')
     return '\n'.join(rows)
 
 # %% ../nbs/55_report.ipynb #c009
-def _settings(da):
-    "Seed-mean, stacked to rows `system/capacity`."
-    if 'seed' in da.dims: da = da.mean('seed', skipna=True)
-    return da
+def _ci_frame(parts:dict, level=0.95) -> pd.DataFrame:
+    "Columns `name` and `name ±` (mean and CI half-width over seeds) for each DataArray of `parts`."
+    cols = {}
+    for k, v in parts.items():
+        m, h = mean_ci(v, 'seed', level)
+        cols[k], cols[f'{k} ±'] = m.to_series(), h.to_series()
+    return pd.concat(cols, axis=1)
 
-def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5) -> pd.DataFrame:
-    "Rows (system, capacity, protocol): the metric on held-out sim, on held-out exp, and balanced at `lam`."
-    s = _settings(score.sel(field='all', metric=metric, drop=True))
-    b = balanced_score(score.sel(metric=[metric]), lam).sel(metric=metric, drop=True)
-    parts = {'sim': s.sel(domain='sim', drop=True), 'exp': s.sel(domain='exp', drop=True), f'b@{lam:g}': b}
-    return pd.concat({k: v.to_series() for k, v in parts.items()}, axis=1)
+def _by_protocol(da:xr.DataArray, level=0.95) -> pd.DataFrame:
+    "Rows: settings; columns: each protocol's mean and `±` half-width over seeds."
+    return _ci_frame({str(p): da.sel(protocol=p, drop=True) for p in da.protocol.values}, level)
 
-def reduction_table(score:xr.DataArray, lam:float=0.5) -> pd.DataFrame:
-    "Rows (system, capacity, metric): bM(λ) of the best non-joint protocol and of Joint, and Joint's reduction in percent."
-    t = balanced_score(score, lam)
-    t = t.sel(metric=[m for m in METRICS if m in t.metric.values])
-    best, name = best_non_joint(t, return_name=True)
-    return pd.concat({'best non-joint': best.to_series(), 'which': name.to_series(),
-                      'joint': t.sel(protocol=JOINT, drop=True).to_series(), 'reduction %': joint_reduction(t).to_series()}, axis=1)
+def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, protocol): the metric on held-out sim, on held-out exp, and balanced at `lam`; mean and `±` over seeds."
+    s = select_view(score.sel(metric=metric, drop=True))
+    sim, exp = s.sel(domain='sim', drop=True), s.sel(domain='exp', drop=True)
+    return _ci_frame({'sim': sim, 'exp': exp, f'b@{lam:g}': balanced(sim, exp, lam)}, level)
 
-def forgetting_table(score:xr.DataArray) -> pd.DataFrame:
-    "Held-out sim RMSE of Sim-only and of Sim→Exp per setting, and whether Sim→Exp forgot."
-    s = _settings(score.sel(domain='sim', field='all', metric='rmse', drop=True))
-    return pd.DataFrame({SIM_ONLY: s.sel(protocol=SIM_ONLY).to_series(),
-                         SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP).to_series(),
-                         'forgets': forgetting(score).to_series()})
+def reduction_table(score:xr.DataArray, lam:float=0.5, level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint, Joint's paired reduction in %, both win rules, and the reference baselines' bM."
+    score = score.sel(metric=[m for m in METRICS if m in score.metric.values])
+    r = joint_reduction_ci(score, lam, level=level)
+    cols = {'best non-joint': r.best, 'best non-joint ±': r.best_ci, 'which': r.which, 'joint': r.joint, 'joint ±': r.joint_ci,
+            'reduction %': r.reduction, 'reduction % ±': r.reduction_ci}
+    df = pd.concat({k: v.to_series() for k, v in cols.items()}, axis=1)
+    yn = lambda w: w.to_series().map({1.0: 'yes', 0.0: 'no'})
+    df['wins (mean)'] = yn(joint_wins(score, lam))
+    df['wins (every seed)'] = yn(joint_wins(score, lam, rule='robust')) if score.sizes.get('seed', 1) >= 2 else None
+    b = balanced_score(score, lam)
+    for p in BASELINES:
+        if p in b.protocol.values: df[f'{p} (ref.)'] = b.sel(protocol=p, drop=True).to_series()
+    return df
 
-def pressure_table(score:xr.DataArray) -> pd.DataFrame:
-    "Held-out sim pressure RMSE per protocol and setting, and Joint's reduction vs Sim→Exp."
-    s = _settings(score.sel(domain='sim', field='p', metric='rmse', drop=True))
-    df = s.to_series().unstack('protocol')
-    df[f'{JOINT} vs {SIM_TO_EXP} %'] = pressure_reduction(score).to_series()
+def forgetting_table(score:xr.DataArray, level:float=0.95) -> pd.DataFrame:
+    "Held-out sim RMSE of Sim-only and of Sim→Exp per setting (mean and `±`), and whether Sim→Exp forgot (by seed mean)."
+    s = select_view(score.sel(domain='sim', metric='rmse', drop=True))
+    df = _ci_frame({SIM_ONLY: s.sel(protocol=SIM_ONLY, drop=True), SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP, drop=True)}, level)
+    df['forgets'] = forgetting(score).to_series()
+    return df
+
+def pressure_table(score:xr.DataArray, level:float=0.95) -> pd.DataFrame:
+    "Held-out sim pressure RMSE per protocol and setting (mean and `±`), and Joint's paired reduction vs Sim→Exp in %."
+    s = select_view(score.sel(domain='sim', metric='rmse', drop=True), 'p')
+    df = _by_protocol(s, level)
+    m, h = pressure_reduction(score, level=level)
+    df[f'{JOINT} vs {SIM_TO_EXP} %'], df[f'{JOINT} vs {SIM_TO_EXP} % ±'] = m.to_series(), h.to_series()
     return df
 
 def wins_table(score:xr.DataArray, lams=LAMS) -> pd.DataFrame:
-    "Win counts of Joint over (setting × metric) per λ, beside the paper's."
+    "Win counts of Joint over (setting × metric) per λ, by seed mean beside the paper's, and in every seed."
     w = win_counts(score, JOINT, lams)
+    robust = win_counts(score, JOINT, lams, rule='robust').values.tolist() if score.sizes.get('seed', 1) >= 2 else [None] * w.size
     return pd.DataFrame({'lam': [float(l) for l in w.lam.values], 'joint wins': w.values.tolist(), 'of': w.attrs['total'],
-                         'paper': [PAPER['win_counts'].get(round(float(l), 1)) for l in w.lam.values]}).set_index('lam')
+                         'paper': [PAPER['win_counts'].get(round(float(l), 1)) for l in w.lam.values],
+                         'every seed': robust}).set_index('lam')
 
-def per_setting(res:xr.Dataset, var:str) -> pd.DataFrame:
-    "A scalar-per-cell variable of `res` (e.g. `truth_p_rmse`) as a setting × protocol table, seed-averaged."
-    return _settings(res[var]).to_series().unstack('protocol')
+def per_setting(res:xr.Dataset, var:str, level:float=0.95) -> pd.DataFrame:
+    "A scalar-per-cell variable of `res` (e.g. `truth_p_rmse`) as a setting × protocol table, mean and `±` over seeds."
+    return _by_protocol(res[var], level)
+
+def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
+    "`score_phys` (physical units) per (settings, protocol): each measured (domain, field), mean and `±` over seeds."
+    sp = res['score_phys'].sel(metric=metric, drop=True)
+    parts = {f'{d} {f}': select_view(sp.sel(domain=d, drop=True), f) for d in ('sim', 'exp') for f in sp.field.values if f != 'all'}
+    parts = {k: v for k, v in parts.items() if bool(v.notnull().any())}
+    return _ci_frame(parts, level)
+
+# %% ../nbs/55_report.ipynb #3c74d09d
+def persistence_flags(score:xr.DataArray, metrics=METRICS) -> pd.DataFrame:
+    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is not below persistence's."
+    s = select_view(score.sel(metric=[m for m in metrics if m in score.metric.values]))
+    names = ['error', PERSISTENCE]
+    if PERSISTENCE not in s.protocol.values: return pd.DataFrame(columns=names)
+    if 'seed' in s.dims: s = s.mean('seed', skipna=True)
+    frames = []
+    for p in trained_protocols(s.protocol.values):
+        for d in train_domains(p):
+            e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=PERSISTENCE, domain=d, drop=True)
+            df = pd.concat({'error': e.to_series(), PERSISTENCE: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
+            frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
+    if not frames: return pd.DataFrame(columns=names)
+    out = pd.concat(frames)
+    lead = [n for n in out.index.names if n not in ('protocol', 'domain', 'metric')]
+    return out.reorder_levels(lead + ['protocol', 'domain', 'metric'])
+
+def capped_cells(res:xr.Dataset) -> pd.DataFrame|None:
+    "Rows (settings, protocol, seed) of every cell stopped by the update cap while still improving, with its `updates`; None if not recorded."
+    if 'capped' not in res: return None
+    df = res[[v for v in ('capped', 'steps_done') if v in res]].to_dataframe()
+    df = df[df.capped == 1].drop(columns='capped')
+    return df.rename(columns={'steps_done': 'updates'})
 
 # %% ../nbs/55_report.ipynb #c011
+def _extra(da, keep):
+    "`da` with every dim not in `keep` reduced to its first entry."
+    return da.isel({d: 0 for d in da.dims if d not in keep}, drop=True)
+
 def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP, JOINT), dpi:int=80) -> Figure:
-    "Per system: truth and predictions (last rollout frame) of sim u, sim p and exp u, for the given protocols."
-    ex = res['example']
-    if 'seed' in ex.dims: ex = ex.isel(seed=0, drop=True)
+    "Per system: truth and predictions (last rollout frame) of sim u, sim p and exp u, for the given protocols (first seed and first entry of any extra dim)."
+    ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'domain', 'field', 'kind', 'ey', 'ex'))
     cap = capacity or str(res.capacity.values[0])
     protocols = [p for p in protocols if p in res.protocol.values]
     panels = [('sim', 'u'), ('sim', 'p'), ('exp', 'u')]
@@ -109,6 +177,84 @@ def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP
     fig.suptitle(f'Rollouts, last frame (capacity {cap})', fontsize=9)
     return fig
 
+def _panels(da, inner):
+    "(labels, array [setting, *inner]) with every dim not in `inner` stacked to one `setting` axis."
+    sd = [d for d in da.dims if d not in inner]
+    if not sd: return ['all'], da.transpose(*inner).values[None]
+    st = da.stack(setting=sd).transpose('setting', *inner)
+    return ['/'.join(map(str, v)) if isinstance(v, tuple) else str(v) for v in st.setting.values], st.values
+
+def learning_curves(res:xr.Dataset, ncols:int=4, panel_size=(2.4, 1.9), dpi:int=70) -> Figure:
+    "Validation objective vs update per trained protocol (one thin line per seed; ▸ = stopped by the cap), one panel per setting, log y."
+    protos = trained_protocols(res['curve_val'].protocol.values)
+    inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
+    v, st = (res[n].sel(protocol=protos).transpose(..., *inner) for n in ('curve_val', 'curve_step'))
+    labels, V = _panels(v, inner)
+    _, S = _panels(st, inner)
+    cap = _panels(res['capped'].sel(protocol=protos).transpose(..., *inner[:-1]), inner[:-1])[1] if 'capped' in res else None
+    V, S = V.reshape(len(labels), len(protos), -1, V.shape[-1]), S.reshape(len(labels), len(protos), -1, S.shape[-1])
+    if cap is not None: cap = cap.reshape(len(labels), len(protos), -1)
+    ncols = max(1, min(ncols, len(labels))); nrows = -(-len(labels) // ncols)
+    fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.4), dpi=dpi, layout='constrained')
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for a, (ax, lab) in enumerate(zip(axes, labels)):
+        for i, p in enumerate(protos):
+            for k in range(V.shape[2]):
+                ok = np.isfinite(V[a, i, k]) & np.isfinite(S[a, i, k]) & (V[a, i, k] > 0)
+                if not ok.any(): continue
+                x, y = S[a, i, k][ok], V[a, i, k][ok]
+                ax.plot(x, y, color=f'C{i % 10}', lw=0.8, alpha=0.8, label=p if k == 0 else None)
+                if cap is not None and cap[a, i, k] == 1: ax.plot(x[-1:], y[-1:], '>', color=f'C{i % 10}', ms=4)
+        ax.set_yscale('log'); ax.set_title(lab, fontsize=8); ax.tick_params(labelsize=6)
+        ax.set_xlabel('update', fontsize=7); ax.set_ylabel('validation objective', fontsize=7)
+    for ax in axes[len(labels):]: ax.set_visible(False)
+    handles = [Line2D([], [], color=f'C{i % 10}') for i in range(len(protos))]
+    fig.legend(handles, protos, loc='outside lower center', ncols=min(len(protos), 6), fontsize=7, frameon=False)
+    return fig
+
+# %% ../nbs/55_report.ipynb #5ee71da4
+def error_vs_n(score:xr.DataArray, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
+    "Rows (other settings, protocol, domain), columns `N=n` and `N=n ±` per number of experimental training trajectories."
+    s = select_view(score.sel(metric=metric, drop=True))
+    m, h = mean_ci(s, 'seed', level)
+    cols = {}
+    for n in s.exp_trajs.values:
+        cols[f'N={n}'] = m.sel(exp_trajs=n, drop=True).to_series(); cols[f'N={n} ±'] = h.sel(exp_trajs=n, drop=True).to_series()
+    return pd.concat(cols, axis=1)
+
+def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(2.8, 2.0), dpi:int=70) -> Figure:
+    "Held-out exp and sim error against `exp_trajs` per protocol (mean ± CI over seeds), one row of panels per other setting."
+    s = select_view(score.sel(metric=metric, drop=True))
+    m, h = mean_ci(s, 'seed')
+    inner = ['protocol', 'domain', 'exp_trajs']
+    labels, M = _panels(m.transpose(..., *inner), inner)
+    H = _panels(h.transpose(..., *inner), inner)[1]
+    N = np.asarray(s.exp_trajs.values, float)
+    protos, doms = [str(p) for p in s.protocol.values], [str(d) for d in s.domain.values]
+    fig = Figure(figsize=(panel_size[0] * 2, panel_size[1] * len(labels) + 0.4), dpi=dpi, layout='constrained')
+    axes = fig.subplots(len(labels), 2, squeeze=False)
+    colors = dict(zip(trained_protocols(protos), (f'C{i % 10}' for i in range(len(protos)))))
+    for a, lab in enumerate(labels):
+        for c, d in enumerate(('exp', 'sim')):
+            ax, j = axes[a, c], doms.index(d)
+            for i, p in enumerate(protos):
+                y, e = M[a, i, j], H[a, i, j]
+                if not np.isfinite(y).any(): continue
+                ref = p in BASELINES
+                ax.errorbar(N, y, yerr=np.where(np.isfinite(e), e, 0), marker='x' if ref else 'o', ms=3, lw=0.9, capsize=2,
+                            ls='--' if ref else '-', color='0.55' if ref else colors[p], label=p)
+            ax.set_xscale('log'); ax.set_xticks(N, [f'{n:g}' for n in N]); ax.minorticks_off(); ax.tick_params(labelsize=6)
+            ax.set_title(f'{lab}: {d} {metric}', fontsize=8); ax.set_xlabel('exp training trajectories', fontsize=7)
+    h_, l_ = axes[0, 0].get_legend_handles_labels()
+    fig.legend(h_, l_, loc='outside lower center', ncols=min(len(l_), 6), fontsize=7, frameon=False)
+    return fig
+
+def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95) -> pd.DataFrame:
+    "Rows (other settings, protocol): bM(λ) per architecture (columns), mean and `±` over seeds."
+    s = select_view(score.sel(metric=metric, drop=True))
+    b = balanced(s.sel(domain='sim', drop=True), s.sel(domain='exp', drop=True), lam)
+    return _ci_frame({str(a): b.sel(arch=a, drop=True) for a in b.arch.values}, level)
+
 # %% ../nbs/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
     "'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper found."
@@ -129,25 +275,92 @@ def _pct(r):
     "A percentage range {min, max[, mean]} as text."
     return f"{r['min']:.1f} to {r['max']:.1f} %" + (f" (mean {r['mean']:.1f} %)" if 'mean' in r else '')
 
+def _refs(df:pd.DataFrame) -> pd.DataFrame:
+    "Reference baselines marked '(ref.)' in a `protocol` index level and in protocol-named columns."
+    lab = lambda p: f'{p} (ref.)' if p in BASELINES else p
+    if 'protocol' in df.index.names:
+        df = df.rename(index=lab, level='protocol') if df.index.nlevels > 1 else df.rename(index=lab)
+    return df.rename(columns=lambda c: f'{lab(c[:-2])} ±' if isinstance(c, str) and c.endswith(' ±') else lab(c))
+
+def units_text(res:xr.Dataset) -> str:
+    "The report's lines on units (with the reference scales) and on the training budget, from the Dataset's attrs."
+    sc = res.attrs.get('reference_scales')
+    if sc:
+        txt = '; '.join(f'{s}: ' + ', '.join(f'{f} {v:.4g}' for f, v in d.items()) for s, d in json.loads(sc).items())
+        u = f'Scores are nondimensional: each field divided by its reference scale; reference scales: {txt}.'
+    elif res['score'].attrs.get('units') == '1': u = 'Scores are nondimensional (this run records no reference scales).'
+    else: u = 'Scores are in physical units (this run records no reference scales).'
+    return u + ' ' + (f"Training budget: {res.attrs['budget_rule']}." if res.attrs.get('budget_rule') else
+                      'Training budget: not recorded in this run.')
+
+def _figures(res:xr.Dataset) -> list:
+    "(name, caption, figure builder) of every figure the Dataset allows, in report order."
+    score = res['score']
+    out = [('pareto_rmse', 'Sim error vs exp error per protocol, with iso-λ lines (grey ×: reference baselines)',
+            lambda: pareto_plot(score, 'rmse', lams=(0.2, 0.5, 0.8)))]
+    if 'curve_val' in res and 'curve_step' in res:
+        out.append(('learning_curves', 'Validation objective over training (one line per seed; ▸ = stopped by the update cap)',
+                    lambda: learning_curves(res)))
+    if score.sizes.get('exp_trajs', 1) > 1:
+        out.append(('error_vs_n', 'Held-out error against the number of experimental training trajectories',
+                    lambda: error_vs_n_figure(score)))
+    if 'example' in res: out.append(('rollouts', 'Example rollouts', lambda: rollout_figure(res)))
+    return out
+
+def _flags(res:xr.Dataset) -> list:
+    "The FLAGS section's lines."
+    score = res['score']
+    L = ['## FLAGS', '', '**Trained protocols that do not beat persistence** on a domain they train on (seed-mean error, '
+         'all fields; sim_only: sim; exp_only and sim_to_exp: exp; joint: both):', '']
+    pf = persistence_flags(score)
+    if PERSISTENCE not in score.protocol.values: L += ['Not checked: this run has no persistence baseline.']
+    elif len(pf): L += [md_table(pf)]
+    else: L += ['None: every trained protocol beats persistence where it trains.']
+    L += ['', '**Cells stopped by the update cap while still improving** (not converged: their errors may still fall):', '']
+    cc = capped_cells(res)
+    if cc is None: L += ['Not recorded in this run.']
+    elif len(cc): L += [md_table(cc)]
+    else: L += ['None: early stopping ended every trained cell.']
+    return L + ['']
+
 def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
     "The markdown report of a results Dataset."
     score = res['score']
     h = headline(score)
-    n = h['n_settings']
+    n, seeds = h['n_settings'], score.sizes.get('seed', 1)
+    protos = [str(p) for p in score.protocol.values]
+    refs = [p for p in protos if p in BASELINES]
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
+    extra = [d for d in setting_dims(score) if d not in ('system', 'capacity')]
     L = [f"# Sim+Real on the twin systems", '',
          f"simreal_nb {res.attrs.get('version', '?')}; systems: {', '.join(map(str, res.system.values))}; capacities: "
-         f"{', '.join(map(str, res.capacity.values))}; protocols: {', '.join(map(str, res.protocol.values))}; "
-         f"seeds: {res.sizes.get('seed', 1)}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
+         f"{', '.join(map(str, res.capacity.values))}; "
+         + ''.join(f"{d}: {', '.join(map(str, score[d].values))}; " for d in extra)
+         + f"protocols: {', '.join(trained_protocols(protos))}"
+         + (f"; reference baselines: {', '.join(refs)}" if refs else '')
+         + f"; seeds: {seeds}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
-    L += ['Errors are autoregressive rollouts on held-out trajectories of each domain, in physical units; `all` pools '
-          'the fields a domain measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp.', '']
+    L += [units_text(res), '',
+          'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
+          'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
+          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 else
+             'One seed: no confidence intervals. ')
+          + 'A Joint win is counted two ways: by seed mean (the paper\'s rule: lower seed-mean bM than every trained '
+          'non-joint protocol) and in every seed (robust: lower bM than every trained non-joint protocol within each '
+          'seed, at least two seeds). '
+          + ('Rows marked (ref.) are reference baselines (persistence: the last input frame repeated; mean_field: the '
+             'training set\'s time-mean field), scored like the protocols; they are never the best non-joint protocol '
+             'and never count as winners.' if refs else ''), '']
+    L += _flags(res)
     L += ['## The paper\'s findings, measured here', '', md_table(compare_to_paper(score)), '']
     jb, pjb = h['joint_best_at_0_5'], PAPER['joint_best_at_0_5']
     L += [f"- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in {jb.get('rmse')}/{jb.get('rel_l2')}/{jb.get('frmse')} "
-          f"of {n} settings ({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))}).",
-          f"- Joint's bRMSE reduction vs the best non-joint protocol: {_pct(h['brmse_reduction_pct'])}; "
+          f"of {n} settings by seed mean ({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))})."]
+    jr = h['joint_best_at_0_5_robust']
+    L += [f"- In every seed: {jr.get('rmse')}/{jr.get('rel_l2')}/{jr.get('frmse')} of {n} settings." if jr is not None else
+          '- In every seed: not counted (one seed).']
+    L += [f"- Joint's bRMSE reduction vs the best non-joint protocol (paired by seed): {_pct(h['brmse_reduction_pct'])}; "
           f"paper: {_pct(PAPER['brmse_reduction_pct'])}."]
     if h['sim_to_exp_forgets'] is not None:
         L += [f"- Sim→Exp forgets (higher held-out sim RMSE than Sim-only) in {h['sim_to_exp_forgets']} of {n} settings "
@@ -157,17 +370,33 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
               f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
     L += ['']
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
-        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(domain_table(score, m)), '']
+        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(score, m))), '']
     L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(reduction_table(score)), '']
-    if {SIM_ONLY, SIM_TO_EXP} <= set(score.protocol.values.tolist()):
+    if {SIM_ONLY, SIM_TO_EXP} <= set(protos):
         L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
-    if SIM_TO_EXP in score.protocol.values:
-        L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(pressure_table(score)), '']
+    if SIM_TO_EXP in protos and 'field' in score.dims and 'p' in score.field.values:
+        L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(_refs(pressure_table(score))), '']
     L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
+    if 'score_phys' in res:
+        L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
+              md_table(_refs(phys_table(res))), '']
+    if score.sizes.get('exp_trajs', 1) > 1:
+        L += ['## Error against the number of experimental training trajectories', '',
+              'Held-out RMSE (all fields) per protocol and domain, by the number N of experimental training trajectories.', '',
+              md_table(_refs(error_vs_n(score))), '']
+    if score.sizes.get('arch', 1) > 1:
+        L += ['## Architectures', '', 'bRMSE at λ = 0.5 per protocol for each architecture.', '',
+              md_table(_refs(arch_table(score))), '']
+        for a in score.arch.values:
+            sa = score.sel(arch=a, drop=True)
+            w, red = joint_wins(sa), joint_reduction_ci(sa).reduction.sel(metric='rmse')
+            wr = f", in every seed {int(joint_wins(sa, rule='robust').sel(metric='rmse').sum())}" if seeds > 1 else ''
+            L += [f"- {a}: Joint has the lowest bRMSE in {int(w.sel(metric='rmse').sum())} of {int(w.sel(metric='rmse').count())} "
+                  f"settings by seed mean{wr}; mean bRMSE reduction {float(red.mean()):.1f} %."]
+        L += ['']
     if 'grad_cos_mean' in res:
-        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p in res.protocol.values if str(p).startswith(JOINT)])
-        df = pd.concat({'mean cos(g_sim, g_exp)': _settings(j.grad_cos_mean).to_series(),
-                        'fraction g_sim·g_exp < 0': _settings(j.grad_conflict_frac).to_series()}, axis=1)
+        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p in protos if p.startswith(JOINT)])
+        df = _ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
         L += ['## Gradient conflict during Joint', '',
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']
     if 'truth_p_rmse' in res:
@@ -175,9 +404,9 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
               'Each model is fed the *measured* exp velocities and its pressure rollout is compared with the pressure '
               'the experiment\'s physics produced before measurement (never used in training). Exp-only never saw any '
               'pressure; Sim→Exp and Joint differ in how much simulation knowledge they keep.', '',
-              md_table(per_setting(res, 'truth_p_rmse')), '']
-    L += ['## Figures', '', '![Sim error vs exp error per protocol, with iso-λ lines](figures/pareto_rmse.png)', '',
-          '![Example rollouts](figures/rollouts.png)', '']
+              md_table(_refs(per_setting(res, 'truth_p_rmse'))), '']
+    L += ['## Figures', '']
+    for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']
     return '\n'.join(L)
 
 # %% ../nbs/55_report.ipynb #c014
@@ -188,7 +417,8 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     with xr.open_dataset(run_dir / 'results.nc', engine='h5netcdf') as d: res = d.load()
     tfile = run_dir / 'timing.json'
     timing = json.loads(tfile.read_text()) if tfile.exists() else None
-    for name, fig in (('pareto_rmse', pareto_plot(res['score'], 'rmse', lams=(0.2, 0.5, 0.8))), ('rollouts', rollout_figure(res))):
+    for name, _, make in _figures(res):
+        fig = make()
         atomic_write(run_dir / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
     text = report_text(res, timing)
     write_text(run_dir / 'report.md', text)
@@ -197,9 +427,10 @@ def write_report(run_dir, verbose:bool=False) -> Path:
 
 # %% ../nbs/55_report.ipynb #c024
 def protocol_ranking(score:xr.DataArray, metric:str='rmse', lam:float=0.5) -> dict:
-    "Per setting ('system/capacity'): the protocols ordered from lowest to highest bM(λ); protocols without a score are left out."
+    "Per setting ('system/capacity'): the trained protocols ordered from lowest to highest bM(λ); protocols without a score and reference baselines are left out."
     e = domain_errors(score, metric)
     b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), lam)
+    b = b.sel(protocol=trained_protocols(b.protocol.values))
     out = {}
     for st in b.setting.values:
         v = b.sel(setting=st).to_series().dropna().sort_values()

@@ -9,8 +9,8 @@ import math
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
-                                best_non_joint)
+from .metrics import (MetricInputError, LAMS, BASELINES, balanced, setting_dims, select_view, check_lam, check_score,
+                                best_non_joint, trained_protocols)
 
 # %% auto #0
 __all__ = ['domain_errors', 'winners', 'protocol_table', 'winner_table', 'pareto_plot', 'figure_png', 'lambda_inspector']
@@ -48,9 +48,11 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
 def winners(errors:xr.DataArray, # output of `domain_errors`
             lam=0.5,             # λ of the balanced metric
            ) -> xr.DataArray:
-    "Per setting: the protocol with the lowest bM(λ) ('' where every protocol is NaN)."
+    "Per setting: the trained protocol with the lowest bM(λ) ('' where every trained protocol is NaN); reference baselines never win."
     b = balanced(errors.sel(domain='sim', drop=True), errors.sel(domain='exp', drop=True), lam)
-    _, names = best_non_joint(b, baselines=b.protocol.values.tolist(), return_name=True)  # the lowest of all of them
+    trained = trained_protocols(b.protocol.values)
+    if not trained: return xr.DataArray(np.full(b.sizes['setting'], '', dtype=object), dims='setting', coords=dict(setting=b.setting), name='winner')
+    _, names = best_non_joint(b, baselines=trained, return_name=True)  # the lowest of the trained protocols
     return names.rename('winner')
 
 def protocol_table(score:xr.DataArray, # results array
@@ -60,8 +62,10 @@ def protocol_table(score:xr.DataArray, # results array
                    protocols=None,     # protocols to compare (default: all)
                    mode=None,          # evaluation mode (None: 'rollout' if present)
                   ):
-    "pandas DataFrame: bM(λ) per setting (rows) and protocol (columns), plus the `winner` of each row."
+    "pandas DataFrame: bM(λ) per setting (rows) and protocol (columns; reference baselines last), plus the `winner` of each row."
     e = domain_errors(score, metric, field, protocols, mode)
+    order = trained_protocols(e.protocol.values) + [p for p in e.protocol.values.tolist() if p in BASELINES]
+    e = e.sel(protocol=order)
     b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), lam)
     df = b.to_pandas()
     df.columns.name = None
@@ -75,7 +79,7 @@ def winner_table(score:xr.DataArray, # results array
                  protocols=None,     # protocols to compare (default: all)
                  mode=None,          # evaluation mode (None: 'rollout' if present)
                 ):
-    "pandas DataFrame: the winning protocol per setting (rows) for each λ (columns)."
+    "pandas DataFrame: the winning trained protocol per setting (rows) for each λ (columns)."
     import pandas as pd
     e = domain_errors(score, metric, field, protocols, mode)
     return pd.DataFrame({float(l): winners(e, l).to_pandas() for l in lams})
@@ -107,7 +111,7 @@ def _iso_line(ax, lam, level, xmax, ymax, text='', **kw):
 def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metric + seed, field, settings)
                 metric='rmse',      # metric on both axes
                 field='all',        # field
-                lams=(0.5,),        # draw the iso-bM line through the best protocol for each of these λ
+                lams=(0.5,),        # draw the iso-bM line through the best trained protocol for each of these λ
                 protocols=None,     # protocols to show (default: all)
                 ncols=4,            # panels per row (one panel per setting)
                 panel_size=(3.0, 2.7), # inches per panel
@@ -115,38 +119,43 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 log=False,          # log-log axes
                 mode=None,          # evaluation mode (None: 'rollout' if present)
                ) -> Figure:
-    "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines; returns a matplotlib Figure."
+    "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines; reference baselines as grey crosses."
     e = domain_errors(score, metric, field, protocols, mode)
     lams = [check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
+    ref = np.array([p in BASELINES for p in protos])
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
     fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    colors = {p: f'C{i % 10}' for i, p in enumerate(protos)}
+    colors = {p: f'C{i % 10}' for i, p in enumerate(trained_protocols(protos))}
+    colors.update({p: '0.55' for p in protos if p in BASELINES})
     for ax, st in zip(axes, settings):
         x, y = e.sel(setting=st, domain='sim').values, e.sel(setting=st, domain='exp').values
-        opt = _pareto_mask(x, y)
         fin = np.isfinite(x) & np.isfinite(y)
+        opt = _pareto_mask(np.where(ref, np.nan, x), y)  # the front of the trained protocols
         xmax = 1.15 * np.nanmax(np.where(fin, x, np.nan)) if fin.any() else 1.0
         ymax = 1.15 * np.nanmax(np.where(fin, y, np.nan)) if fin.any() else 1.0
         for i, p in enumerate(protos):
             if not fin[i]: continue
-            ax.scatter([x[i]], [y[i]], s=40, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
-                       zorder=3, label=p)
-            ax.annotate(p, (x[i], y[i]), textcoords='offset points', xytext=(4, 3), fontsize=7)
+            if ref[i]: ax.scatter([x[i]], [y[i]], s=30, marker='x', color=colors[p], zorder=2, label=p)
+            else: ax.scatter([x[i]], [y[i]], s=40, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
+                             zorder=3, label=p)
+            ax.annotate(p, (x[i], y[i]), textcoords='offset points', xytext=(4, 3), fontsize=7, color='0.45' if ref[i] else 'k')
+        ok = fin & ~ref
         for lam in lams:
-            if not fin.any(): break
+            if not ok.any(): break
             b = lam * x + (1 - lam) * y
-            j = int(np.nanargmin(np.where(fin, b, np.nan)))
+            j = int(np.nanargmin(np.where(ok, b, np.nan)))
             _iso_line(ax, lam, b[j], xmax, ymax, text=f'λ={lam:g}: {protos[j]}', color='0.35', ls='--', lw=0.9, zorder=1)
         if log: ax.set(xscale='log', yscale='log')
         else: ax.set(xlim=(0, xmax), ylim=(0, ymax))
         ax.set_title(st, fontsize=9); ax.set_xlabel(f'sim {metric}', fontsize=8); ax.set_ylabel(f'exp {metric}', fontsize=8)
         ax.tick_params(labelsize=7)
     for ax in axes[len(settings):]: ax.set_visible(False)
-    handles = [axes[0].scatter([], [], color=colors[p], s=30) for p in protos]
+    handles = [axes[0].scatter([], [], color=colors[p], s=30, marker='x' if p in BASELINES else 'o') for p in protos]
     fig.legend(handles, protos, loc='outside lower center', ncols=min(len(protos), 6), fontsize=8, frameon=False)
-    fig.suptitle(f'{metric} ({field}): filled = Pareto-optimal; dashed = iso-bM(λ) through the best protocol', fontsize=9)
+    fig.suptitle(f'{metric} ({field}): filled = Pareto-optimal; dashed = iso-bM(λ) through the best trained protocol; '
+                 'grey × = reference baselines', fontsize=9)
     return fig
 
 # %% ../nbs/60_tradeoff.ipynb #c015
@@ -168,10 +177,13 @@ def _widgets():
 
 def _table_html(df, lam):
     protos = [c for c in df.columns if c != 'winner']
-    head = ''.join(f'<th>{p}</th>' for p in protos)
     rows = []
+    head = ''.join(f'<th style="color:grey">{p} (ref.)</th>' if p in BASELINES else f'<th>{p}</th>' for p in protos)
+    def td(p, r):
+        if p == r.winner: return f'<td><b>{r[p]:.4g}</b></td>'
+        return f'<td style="color:grey">{r[p]:.4g}</td>' if p in BASELINES else f'<td>{r[p]:.4g}</td>'
     for st, r in df.iterrows():
-        cells = ''.join((f'<td><b>{r[p]:.4g}</b></td>' if p == r.winner else f'<td>{r[p]:.4g}</td>') for p in protos)
+        cells = ''.join(td(p, r) for p in protos)
         rows.append(f'<tr><td>{st}</td>{cells}<td>{r.winner}</td></tr>')
     counts = df.winner[df.winner != ''].value_counts()
     summary = ', '.join(f'{p}: {n}/{len(df)}' for p, n in counts.items()) or 'no data'

@@ -1,11 +1,12 @@
 "Field metrics against their definitions (RealPDEBench eval_metrics) and the sim/exp bookkeeping on a known results array."
-import math, warnings
+import json, math, warnings
 import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
                                 balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
                                 joint_name, setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
                                 pressure_reduction, check_lam, check_score, PAPER, LAMS, METRICS, SCORE_KEYS, PROTOCOLS, NON_JOINT,
-                                JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP)
+                                JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, mean_ci, joint_wins, joint_reduction_ci,
+                                reduction_pct, trained_protocols, train_domains, synthetic_results)
 
 
 def frmse_loop(pred, target):
@@ -359,7 +360,8 @@ def test_results_array_errors(score):
 
 def test_headline_and_paper(score):
     h = headline(score)
-    assert set(h) == set(PAPER)
+    assert set(h) == set(PAPER) | {'joint_best_at_0_5_robust', 'win_counts_robust'}
+    assert h['joint_best_at_0_5_robust'] == h['joint_best_at_0_5'] and h['win_counts_robust'] == h['win_counts']  # equal seeds
     assert h['n_settings'] == 2 and h['joint_best_at_0_5'] == {'rmse': 2, 'rel_l2': 2, 'frmse': 2}
     assert h['brmse_reduction_pct']['mean'] == pytest.approx(100 * 0.15 / 0.35)
     assert h['sim_to_exp_forgets'] == 2 and bool(forgetting(score).all())
@@ -367,8 +369,104 @@ def test_headline_and_paper(score):
     np.testing.assert_allclose(pressure_reduction(score), 100 * 0.35 / 0.6)
     assert h['win_total'] == 6 and h['win_counts'][0.5] == 6
     df = compare_to_paper(score)
-    assert list(df.columns) == ['paper', 'measured'] and df.loc['brmse_reduction_pct[mean]', 'paper'] == 49.1
+    assert list(df.columns) == ['paper', 'measured', 'every seed'] and df.loc['brmse_reduction_pct[mean]', 'paper'] == 49.1
+    assert df.loc['win_counts[0.5]', 'every seed'] == 6 and df.loc['brmse_reduction_pct[mean]', 'every seed'] is None
     assert df.loc['win_counts[0.9]', 'paper'] == 21
     assert PAPER['brmse_reduction_pct'] == dict(min=39.0, max=58.4, mean=49.1)
     assert PAPER['pressure_reduction_pct'] == dict(min=52.4, max=86.6)
     assert [PAPER['win_counts'][l] for l in LAMS] == [22, 24, 24, 24, 24, 24, 24, 24, 21]
+
+
+# --- seeds, confidence intervals and robust wins ---------------------------------------------------------------------
+
+def test_mean_ci_hand_computed():
+    x = xr.DataArray([[1., 2., 3.], [2., 2., 2.], [5., np.nan, np.nan], [np.nan] * 3, [0., 4., np.nan]], dims=('cell', 'seed'))
+    m, hw = mean_ci(x)
+    np.testing.assert_allclose(m.values[:3], [2.0, 2.0, 5.0]); assert np.isnan(m.values[3]) and m.values[4] == 2.0
+    assert hw.values[0] == pytest.approx(4.302652729749464 / math.sqrt(3), rel=1e-12)  # t_{0.975, 2}·s/√3 with s = 1
+    assert hw.values[1] == 0.0 and np.isnan(hw.values[2]) and np.isnan(hw.values[3])  # no spread; one seed; none
+    assert hw.values[4] == pytest.approx(12.706204736174698 * math.sqrt(8) / math.sqrt(2), rel=1e-12)  # n = 2: t_{0.975, 1}
+    assert mean_ci(x, level=0.5)[1].values[0] == pytest.approx(0.8164965809277259 / math.sqrt(3), rel=1e-9)  # t_{0.75, 2}
+    m1, h1 = mean_ci(x.isel(seed=0), 'seed')  # no seed dim: the values and NaN half-widths
+    assert m1.equals(x.isel(seed=0)) and bool(h1.isnull().all())
+    for bad in (0, 1, 95, True, '0.95'):
+        with pytest.raises(MetricInputError, match='`level`'): mean_ci(x, level=bad)
+    with pytest.raises(TypeError, match='DataArray'): mean_ci(np.zeros(3))
+
+
+SEEDED = {'sim_only': (0.0, 1.0), 'exp_only': (1.0, 0.0), 'sim_to_exp': (0.6, 0.1),
+          'joint': [(0.25, 0.15), (0.25, 0.15), (0.5, 0.5)],  # bM(0.5) per seed 0.2, 0.2, 0.5 vs sim_to_exp 0.35
+          'persistence': (0.0, 0.0), 'mean_field': (0.1, 0.1)}  # perfect reference rows that must never compete
+
+
+def test_robust_wins_hand_built_seeds():
+    s = synthetic_score(seeds=(0, 1, 2), errors=SEEDED)
+    assert win_counts(s, lams=(0.5,)).values.tolist() == [6]         # seed mean 0.3 < 0.35 in 2 settings x 3 metrics
+    assert win_counts(s, lams=(0.5,), rule='robust').values.tolist() == [0]  # seed 2: 0.5 > 0.35
+    assert (joint_wins(s) == 1).all() and (joint_wins(s, rule='robust') == 0).all()
+    # make seed 2 a win in system B only: Joint 0.3 < 0.35 there, so B wins robustly, A does not
+    s.loc[dict(system='B', protocol='joint', seed=2)] = 0.3
+    jw = joint_wins(s, rule='robust')
+    assert jw.sel(system='A').values.ravel().tolist() == [0.0] * 3 and jw.sel(system='B').values.ravel().tolist() == [1.0] * 3
+    h = headline(s)
+    assert h['joint_best_at_0_5'] == {'rmse': 2, 'rel_l2': 2, 'frmse': 2} and h['joint_best_at_0_5_robust'] == {'rmse': 1, 'rel_l2': 1, 'frmse': 1}
+    assert h['win_counts_robust'][0.5] == 3 and h['win_counts'][0.5] == 6
+    # per seed, Joint must beat every non-joint protocol of that seed, not only the best one by seed mean: Exp-only
+    # at 0.25 in seed 2 of B (seed mean 0.417, still worse than Sim->Exp's 0.35) beats Joint's 0.3 there
+    s2 = s.copy()
+    s2.loc[dict(system='B', protocol='exp_only', seed=2, domain='sim')] = 0.3
+    s2.loc[dict(system='B', protocol='exp_only', seed=2, domain='exp')] = 0.2
+    assert (joint_wins(s2, rule='robust') == 0).all() and (joint_wins(s2).sel(system='B') == 1).all()
+    w = win_counts(s, lams=(0.5,), rule='robust')
+    assert w.attrs['rule'] == 'robust' and w.attrs['total'] == 6
+    # a missing seed is skipped, but one comparable seed is never a robust win
+    one = s.copy(); one.loc[dict(protocol='joint', seed=[1, 2])] = np.nan
+    assert win_counts(one, lams=(0.5,), rule='robust').values.tolist() == [0] and win_counts(one, lams=(0.5,)).values.tolist() == [6]
+    assert headline(s.isel(seed=[0]))['win_counts_robust'] is None  # one seed: no robust count at all
+    with pytest.raises(MetricInputError, match='`rule`'): win_counts(s, rule='median')
+    with pytest.raises(MetricInputError, match='needs a `seed` dim'): win_counts(s.isel(seed=0, drop=True), rule='robust')
+
+
+def test_joint_reduction_ci_hand_built():
+    s = synthetic_score(seeds=(0, 1, 2), errors=SEEDED)
+    r = joint_reduction_ci(s).sel(system='A', capacity='S', metric='rmse')
+    assert str(r.which.item()) == 'sim_to_exp'  # not persistence, although it is better
+    per_seed = [100 * 0.15 / 0.35, 100 * 0.15 / 0.35, -100 * 0.15 / 0.35]
+    assert float(r.reduction) == pytest.approx(np.mean(per_seed))
+    assert float(r.reduction_ci) == pytest.approx(4.302652729749464 * np.std(per_seed, ddof=1) / math.sqrt(3))
+    assert float(r.best) == pytest.approx(0.35) and float(r.best_ci) == pytest.approx(0.0, abs=1e-12)
+    assert float(r.joint) == pytest.approx(0.3)
+    assert reduction_pct(2.0, 1.5) == 25.0
+    # pressure: Joint vs Sim->Exp per seed, mean and CI
+    m, hw = pressure_reduction(s, level=0.95)
+    assert float(m.sel(system='A', capacity='S')) == pytest.approx(100 * (0.6 - 1 / 3) / 0.6) and bool(hw.notnull().all())
+
+
+def test_baselines_never_compete():
+    assert BASELINES == ('persistence', 'mean_field')
+    assert trained_protocols(['persistence', 'joint', 'mean_field', 'pcgrad']) == ['joint', 'pcgrad']
+    assert [train_domains(p) for p in ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.7', 'persistence', 'pcgrad')] == [
+        ('sim',), ('exp',), ('exp',), ('sim', 'exp'), ('sim', 'exp'), (), ()]
+    s = synthetic_score(errors=SEEDED, seeds=(0, 1, 2))
+    best, who = best_non_joint(balanced_score(s), return_name=True)
+    assert (who == 'sim_to_exp').all()
+    assert headline(s)['brmse_reduction_pct']['mean'] == pytest.approx(100 / 7)
+
+
+def test_synthetic_layouts():
+    s = synthetic_score(seeds=(0, 1, 2), errors=SEEDED, dims={'arch': ('fan', 'fno'), 'exp_trajs': (2, 4)})
+    assert s.dims == ('system', 'capacity', 'arch', 'exp_trajs', 'protocol', 'seed', 'domain', 'field', 'metric')
+    assert setting_dims(s) == ('system', 'capacity', 'arch', 'exp_trajs')
+    assert headline(s)['n_settings'] == 8 and win_counts(s, lams=(0.5,)).attrs['total'] == 24
+    assert float(s.sel(system='A', capacity='S', arch='fno', exp_trajs=4, protocol='joint', seed=2, domain='exp', field='u', metric='rmse')) == 0.5
+    with pytest.raises(MetricInputError, match="errors\\['joint'\\]"): synthetic_score(seeds=(0, 1), errors=SEEDED)
+    r = synthetic_results(seeds=(0, 1))
+    assert set(r.data_vars) == {'score', 'score_phys', 'curve_step', 'curve_val', 'capped', 'steps_done'}
+    assert r.score.attrs['units'] == '1' and json.loads(r.attrs['reference_scales'])['B'] == {'u': 2.0, 'v': 2.0, 'p': 0.5}
+    assert 'at most 300 updates' in r.attrs['budget_rule']
+    assert bool(r.score_phys.sel(field='all').isnull().all())
+    np.testing.assert_allclose(r.score_phys.sel(field='u'), 2 * r.score.sel(field='u'))
+    assert r.curve_val.dims == ('system', 'capacity', 'protocol', 'seed', 'eval_index')
+    assert bool(r.curve_val.sel(protocol='mean_field').isnull().all()) and r.curve_step.sel(protocol='joint').max() == 300
+    cv = r.curve_val.sel(protocol='joint', system='A', capacity='S', seed=0).values
+    assert (np.diff(cv) < 0).all() and cv[-1] == pytest.approx(0.2 * (1 + 4 * np.exp(-5 / 1.5)))

@@ -2,7 +2,7 @@
 import json, math
 import numpy as np, pytest, xarray as xr
 from simreal_nb import report as R
-from simreal_nb.metrics import PAPER, LAMS, synthetic_score
+from simreal_nb.metrics import PAPER, LAMS, synthetic_score, synthetic_results
 from simreal_nb.report import report_text, write_report, md_table, protocol_ranking, ranking_agreement
 
 # Per setting, (held-out sim error, held-out exp error) of each protocol, the same on every field and metric.
@@ -48,14 +48,17 @@ def text(res): return report_text(res, {'_run_s': 12.4})
 
 
 def test_header(text):
+    assert ('Scores are in physical units (this run records no reference scales). '
+            'Training budget: not recorded in this run.') in text  # an older results file without the attrs
     assert text.startswith('# Sim+Real on the twin systems\n')
     assert ('simreal_nb 9.9.9; systems: A, B; capacities: S; protocols: sim_only, exp_only, sim_to_exp, joint; seeds: 1; '
             'size preset: test, 8 updates, batch 4, rollout horizon 4 frames. Wall time of the grid: 12 s.') in text
 
 
 def test_findings_hand_computed(text):
-    assert '- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in 2/2/2 of 2 settings (agrees with the paper).' in text
-    assert ("- Joint's bRMSE reduction vs the best non-joint protocol: 16.7 to 42.9 % (mean 29.8 %); "
+    assert '- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in 2/2/2 of 2 settings by seed mean (agrees with the paper).' in text
+    assert '- In every seed: not counted (one seed).' in text
+    assert ("- Joint's bRMSE reduction vs the best non-joint protocol (paired by seed): 16.7 to 42.9 % (mean 29.8 %); "
             "paper: 39.0 to 58.4 % (mean 49.1 %).") in text
     assert ('- Sim→Exp forgets (higher held-out sim RMSE than Sim-only) in 1 of 2 settings '
             '(paper: all 8 — the twin data disagree).') in text
@@ -96,7 +99,7 @@ def test_paper_column_is_metrics_paper(text, res, monkeypatch):
     t2 = report_text(res)
     assert "paper: 1.0 to 2.0 % (mean 1.5 %)." in t2 and 'paper: 3.0 to 4.0 %.' in t2
     assert 'in 1 of 2 settings (agrees with the paper).' in t2
-    assert '2/2/2 of 2 settings (paper: 2/2/1 of 2 — the twin data disagree).' in t2
+    assert '2/2/2 of 2 settings by seed mean (paper: 2/2/1 of 2 — the twin data disagree).' in t2
     assert '| 0.9 | 3 | 6 | 7 |' in t2
     for num in ('39.0', '58.4', '49.1', '52.4', '86.6', 'all 8'): assert num not in t2, num
 
@@ -155,3 +158,126 @@ def test_ranking_agreement_hand_built():
     assert ag['kendall_tau']['Y'] == pytest.approx(2 / 3)       # one of 6 pairs swapped: (5 - 1) / 6
     assert math.isnan(ag['kendall_tau']['Z'])                   # one common protocol: no pair
     assert ranking_agreement({}, b) == dict(settings=0, same_winner=0.0, same_order=0.0, kendall_tau={})
+
+
+# --- seeds, reference baselines, flags and the optional figures -------------------------------------------------------
+# synthetic_results' errors (sim, exp): sim_only (0.05, 1.0), exp_only (1.0, 0.05), sim_to_exp (0.6, 0.1), joint (0.25,
+# 0.15), persistence (0.7, 0.6); here mean_field is better than everything (0.01, 0.01) and must still never win.
+# Joint of A has sim errors 0.2, 0.3, 0.8 in the three seeds: bM(0.5) 0.175, 0.225, 0.475 vs Sim->Exp's 0.425 (its
+# sim error is 0.75 in A) -> a win by seed mean (0.2917) but not in every seed. Failing cells, by hand: Sim-only of A on sim (0.7, equal to persistence:
+# does not beat it), Joint of B on exp (0.65 > 0.6); not flagged: Exp-only of B on sim (2.0, it does not train on
+# sim) and Sim->Exp of A on sim (0.75 > 0.7, it ends up trained on exp). Capped: Joint of A seed 1, Sim->Exp of B seed 0.
+SEEDED = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1),
+          'joint': [(0.25, 0.15)] * 3, 'persistence': (0.7, 0.6), 'mean_field': (0.01, 0.01)}
+
+
+def seeded_results(dims=None, curves=True):
+    res = synthetic_results(errors=SEEDED, dims=dims)
+    sc = res.score
+    for sim, seed in zip((0.2, 0.3, 0.8), (0, 1, 2)): sc.loc[dict(system='A', protocol='joint', seed=seed, domain='sim')] = sim
+    sc.loc[dict(system='A', protocol='sim_only', domain='sim')] = 0.7
+    sc.loc[dict(system='B', protocol='joint', domain='exp')] = 0.65
+    sc.loc[dict(system='B', protocol='exp_only', domain='sim')] = 2.0
+    sc.loc[dict(system='A', protocol='sim_to_exp', domain='sim')] = 0.75
+    sc.loc[dict(domain='exp', field='p')] = np.nan
+    res.capped.loc[dict(system='A', protocol='joint', seed=1)] = 1
+    res.capped.loc[dict(system='B', protocol='sim_to_exp', seed=0)] = 1
+    return res if curves else res.drop_vars(['curve_step', 'curve_val'])
+
+
+@pytest.fixture(scope='module')
+def seeded(): return seeded_results()
+
+
+@pytest.fixture(scope='module')
+def stext(seeded): return report_text(seeded)
+
+
+def section(text, title):
+    return text.split(f'## {title}', 1)[1].split('\n## ', 1)[0]
+
+
+def test_flags_list_exactly_the_failing_cells(stext):
+    flags = section(stext, 'FLAGS')
+    rows = [l for l in flags.splitlines() if l.startswith('| ') and not l.startswith('| system')]
+    assert rows == ([f'| A | S | sim_only | sim | {m} | 0.7 | 0.7 |' for m in ('rmse', 'rel_l2', 'frmse')]
+                    + [f'| B | S | joint | exp | {m} | 0.65 | 0.6 |' for m in ('rmse', 'rel_l2', 'frmse')]
+                    + ['| A | S | joint | 1 | 300 |', '| B | S | sim_to_exp | 0 | 300 |'])
+    assert '| system | capacity | protocol | seed | updates |' in flags
+
+
+def test_flags_none(res, text):
+    clean = synthetic_results(seeds=(0, 1))
+    flags = section(report_text(clean), 'FLAGS')
+    assert 'None: every trained protocol beats persistence where it trains.' in flags
+    assert 'None: early stopping ended every trained cell.' in flags
+    assert 'Not checked: this run has no persistence baseline.' in section(text, 'FLAGS')
+    assert 'Not recorded in this run.' in section(text, 'FLAGS')
+
+
+def test_units_budget_and_ci(stext):
+    assert ('Scores are nondimensional: each field divided by its reference scale; reference scales: '
+            'A: u 2, v 2, p 0.5; B: u 2, v 2, p 0.5. Training budget: every protocol trains until its validation objective '
+            'has not improved for 3 evaluations, at most 300 updates; Sim→Exp spends at most 150 on each phase') in stext
+    assert 'Tables show the mean ± the 95 % confidence half-width (Student t) over the 3 seeds.' in stext
+    # Joint of A: sim 0.2, 0.3, 0.8 -> 0.4333 ± t_{0.975,2}·0.3215/√3 = 0.8; exp 0.15 ± 0; bM 0.2917 ± 0.4
+    t = 4.302652729749464
+    hw_sim, hw_b = t * np.std([0.2, 0.3, 0.8], ddof=1) / 3 ** 0.5, t * np.std([0.175, 0.225, 0.475], ddof=1) / 3 ** 0.5
+    assert f'{hw_sim:.2g}' == '0.8' and f'{hw_b:.2g}' == '0.4'
+    assert '| A | S | joint | 0.4333 ± 0.8 | 0.15 ± 0 | 0.2917 ± 0.4 |' in section(stext, 'RMSE per domain')
+    assert '| A | S | sim_only | 0.7 ± 0 | 1 ± 0 | 0.85 ± 0 |' in section(stext, 'RMSE per domain')  # no 1e-16 noise
+    # Joint vs Sim->Exp in A, paired: 58.8, 47.1, -11.8 % per seed
+    red = [100 * (0.425 - b) / 0.425 for b in (0.175, 0.225, 0.475)]
+    ci = f'{np.mean(red):.4g} ± {t * np.std(red, ddof=1) / 3 ** 0.5:.2g}'
+    assert ci == '31.37 ± 94'
+    assert f'| A | S | rmse | 0.425 ± 0 | sim_to_exp | 0.2917 ± 0.4 | {ci} | yes | no | 0.65 | 0.01 |' in stext
+    assert '| B | S | rmse | 0.35 ± 0 | sim_to_exp | 0.45 ± 0 | -28.57 ± 0 | no | no | 0.65 | 0.01 |' in stext
+
+
+def test_baselines_reference_rows_never_winners(seeded, stext):
+    assert ('protocols: sim_only, exp_only, sim_to_exp, joint; reference baselines: persistence, mean_field; seeds: 3' in stext)
+    for title in ('RMSE per domain', 'RelL2 per domain', 'fRMSE per domain', 'RMSE in physical units'):
+        sec = section(stext, title)
+        assert '| A | S | persistence (ref.) |' in sec and '| B | S | mean_field (ref.) |' in sec, title
+    assert '| persistence (ref.) | mean_field (ref.) | joint vs sim_to_exp % |' in section(stext, 'Pressure')
+    red = section(stext, 'Joint vs the best non-joint')
+    assert 'persistence |' not in red.replace('persistence (ref.) |', '') and '| mean_field |' not in red
+    # mean_field has the lowest bM everywhere, yet Joint wins A by seed mean (1/1/1) and nothing in every seed
+    assert '- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in 1/1/1 of 2 settings by seed mean' in stext
+    assert '- In every seed: 0/0/0 of 2 settings.' in stext
+    assert '| 0.5 | 3 | 6 | 24 | 0 |' in section(stext, 'Win counts')
+    assert protocol_ranking(seeded.score)['A/S'][0] == 'joint'  # reference baselines are not ranked
+    assert all('mean_field' not in r and 'persistence' not in r for r in protocol_ranking(seeded.score).values())
+    assert 'nan' not in stext.lower()
+
+
+def test_optional_figures_and_sections(tmp_path):
+    def write(res, name):
+        run = tmp_path / name; run.mkdir()
+        res.to_netcdf(run / 'results.nc', engine='h5netcdf')
+        text = write_report(run).read_text()
+        return text, sorted(p.name for p in (run / 'figures').iterdir())
+    text, figs = write(seeded_results(dims={'arch': ('fan', 'fno'), 'exp_trajs': (2, 8)}).sel(system=['A']), 'full')
+    assert figs == ['error_vs_n.png', 'learning_curves.png', 'pareto_rmse.png']
+    for f in figs: assert f'(figures/{f})' in text
+    n = section(text, 'Error against the number of experimental training trajectories')
+    assert '| system | capacity | arch | protocol | domain | N=2 | N=8 |' in n
+    assert '| A | S | fan | joint | sim | 0.4333 ± 0.8 | 0.4333 ± 0.8 |' in n and '| A | S | fan | persistence (ref.) | exp | 0.6 ± 0 | 0.6 ± 0 |' in n
+    arch = section(text, 'Architectures')
+    assert '| system | capacity | exp_trajs | protocol | fan | fno |' in arch
+    assert '- fan: Joint has the lowest bRMSE in 2 of 2 settings by seed mean, in every seed 0; mean bRMSE reduction 31.4 %.' in arch
+    text, figs = write(seeded_results(dims={'exp_trajs': (8,)}, curves=False), 'plain')
+    assert figs == ['pareto_rmse.png']
+    assert 'learning_curves' not in text and 'error_vs_n' not in text and '## Architectures' not in text
+    assert '## Error against the number' not in text
+
+
+def test_figures_small(seeded):
+    from simreal_nb.report import learning_curves, error_vs_n_figure
+    fig = learning_curves(seeded)
+    assert fig.dpi <= 80 and all(a.get_yscale() == 'log' for a in fig.axes if a.get_visible())
+    assert [a.get_title() for a in fig.axes] == ['A/S', 'B/S']
+    lines = fig.axes[0].lines
+    assert len(lines) == 4 * 3 + 1  # 4 trained protocols x 3 seeds (no baseline curve) + the capped marker
+    fig = error_vs_n_figure(seeded_results(dims={'exp_trajs': (2, 4)}).score)
+    assert fig.dpi <= 80 and [a.get_title() for a in fig.axes] == ['A/S: exp rmse', 'A/S: sim rmse', 'B/S: exp rmse', 'B/S: sim rmse']

@@ -124,3 +124,26 @@ def test_lambda_inspector_without_ipywidgets(score, monkeypatch):
     monkeypatch.setitem(sys.modules, 'ipywidgets', None)
     with pytest.raises(ImportError, match='needs ipywidgets'): lambda_inspector(score)
     assert isinstance(pareto_plot(score), Figure)  # the rest keeps working
+
+
+def test_reference_baselines_never_win():
+    "Persistence better than every trained protocol stays a reference column and a grey point, never the winner."
+    errs = {**ERRS, 'persistence': (0.01, 0.01), 'mean_field': (0.5, 0.5)}
+    s = synthetic_score(errors=errs)
+    tab = protocol_table(s, 0.5)
+    assert list(tab.columns) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'persistence', 'mean_field', 'winner']
+    assert (tab.winner == 'joint').all() and (tab.persistence == 0.01).all()
+    assert (winner_table(s, lams=(0.0, 1.0)).values == [['exp_only', 'sim_only']] * 2).all()
+    only_refs = s.sel(protocol=['persistence', 'mean_field'])
+    assert (protocol_table(only_refs).winner == '').all()  # no trained protocol: no winner
+    ax = pareto_plot(s, lams=(0.5,)).axes[0]
+    assert 'λ=0.5: joint' in [t.get_text() for t in ax.texts]
+    (line,) = ax.lines
+    np.testing.assert_allclose(0.5 * line.get_xdata() + 0.5 * line.get_ydata(), 0.2)  # through Joint, not persistence
+    refs = [c for c in ax.collections if c.get_label() in ('persistence', 'mean_field')]
+    assert len(refs) == 2 and all(np.allclose(c.get_facecolor()[0][:3], 0.55) for c in refs)  # grey
+    fills = {c.get_label(): c.get_facecolor() for c in ax.collections if c.get_label() in ERRS}
+    assert len(fills['joint']) and len(fills['sim_only']) and len(fills['exp_only'])  # Pareto front of the trained ones
+    from simreal_nb.tradeoff import _table_html
+    html = _table_html(tab, 0.5)
+    assert 'joint: 2/2' in html and '<th style="color:grey">persistence (ref.)</th>' in html and 'persistence: ' not in html
