@@ -128,8 +128,13 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
              max_windows:int|None=None,  # evenly spaced subset of windows per domain and mode (None: all)
              exp_truth=None,  # hidden truth of the exp domain (xr.Dataset, via data.truth_windows; or aligned windows)
              device:str|None=None,  # None: where the model's parameters (or buffers) are; or 'auto', 'cpu', 'cuda'
-             amp:bool=True) -> xr.Dataset:  # bf16 autocast on CUDA
-    "Scores on the held-out windows of both domains, physical units: `score` (domain, mode, field, metric), `rmse_lead` (domain, field, lead)."
+             amp:bool=True,  # bf16 autocast on CUDA
+             scales:dict|None=None,  # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
+            ) -> xr.Dataset:
+    "Held-out scores of both domains: `score` and `rmse_lead` (nondimensional with `scales`, else physical), `score_phys`."
+    if scales is not None:
+        miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ()) if f not in scales]
+        if miss: raise ValueError(f"evaluate: scales lack fields {miss}; expected a reference scale for every field of the data")
     norm = data.get('normalizer') if isinstance(data, dict) else getattr(data, 'normalizer', None)
     all_fields = tuple((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ('u', 'v', 'p'))
     want = all_fields if fields is None else tuple([fields] if isinstance(fields, str) else fields)
@@ -150,6 +155,7 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
+    phys = score.copy()
     lead = np.full((len(doms), len(fcoord), max(horizon, 1)), np.nan)
     nwin = np.zeros((len(doms), len(modes)), np.int64)
     if device is None: device = _model_device(model)
@@ -172,6 +178,11 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
                 sel = [all_fields.index(f) for f in want if bool(present[all_fields.index(f)])]
                 if not sel: continue
                 names = [all_fields[c] for c in sel]
+                for f, vals in score_fields(p[..., sel], y[..., sel], names, mask=r['valid'], degenerate='nan').items():
+                    if f != 'all': phys[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
+                if scales is not None:  # divide each field by its reference scale: unit-free, comparable, poolable
+                    s = torch.tensor([float(scales[f]) for f in all_fields], dtype=p.dtype)
+                    p, y = p / s, y / s
                 sc = score_fields(p[..., sel], y[..., sel], names, mask=r['valid'], degenerate='nan')
                 for f, vals in sc.items():
                     score[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
@@ -182,9 +193,12 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
     finally:
         model.train(was_training)
     co = dict(domain=doms, mode=list(modes), field=fcoord, metric=list(SCORE_KEYS))
+    unit = dict(units='1', note='each field divided by its reference scale') if scales is not None else dict(units='physical')
+    dims = ('domain', 'mode', 'field', 'metric')
     return xr.Dataset(
-        dict(score=(('domain', 'mode', 'field', 'metric'), score, dict(long_name='error in physical units (NaN: field not measured)')),
-             rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time')),
+        dict(score=(dims, score, dict(long_name='error (NaN: field not measured)', **unit)),
+             score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
+             rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
              n_windows=(('domain', 'mode'), nwin)),
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1)),
         attrs=dict(split=split, horizon=int(horizon)))

@@ -14,56 +14,68 @@ import torch
 import xarray as xr
 from fastprogress.fastprogress import progress_bar
 from . import __version__
-from .schema import FIELDS
+from .schema import FIELDS, reference_scales
 from .store import write_dataset, write_text
 from .systems import list_systems, load_twins
-from .align import make_domain_data
-from .models import make_model, n_params, CAPACITIES
+from .align import make_domain_data, WindowDataset
+from .models import make_model, n_params, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS
-from .protocols import get_protocol, train, resolve_device
-from .evaluation import evaluate, rollout, long_windows
+from .protocols import get_protocol, train, resolve_device, Stepper
+from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
 
 # %% auto #0
-__all__ = ['PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'cell_data', 'cell_path', 'run_cell', 'open_run_dir',
-           'map_cells', 'collect_results', 'run_experiment']
+__all__ = ['BASELINES', 'PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'cell_data', 'limit_exp_train',
+           'cell_path', 'run_cell', 'open_run_dir', 'map_cells', 'collect_results', 'estimate_cost', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
 class GridConfig:
-    "Everything a grid cell needs besides its (system, capacity, protocol, seed)."
+    "Everything a grid cell needs besides its coordinates: data, windows, model, training budget, evaluation."
     size: str = 'default'     # size preset of the twin systems ('test', 'quick', 'default')
     n_in: int = 2             # input frames per window
     n_out: int = 1            # frames predicted per model call
-    steps: int = 240          # optimiser updates, equal for every protocol
-    batch_size: int = 8       # windows per domain mini-batch
-    lr: float = 2e-3          # peak learning rate (AdamW, warm-up then cosine)
-    horizon: int = 8          # autoregressive rollout length scored on the test trajectories
-    eval_windows: int = 24    # evenly spaced test windows scored per domain
-    arch: str = 'fan'         # model architecture (see `models.make_model`)
+    fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
+    arch: str = 'fan'         # default model architecture (see `models.make_model`); `Grid.archs` may list several
     patch: int = 8            # patch size of the field-attention net
+    steps: int = 3000         # the update cap: no protocol trains longer (Sim→Exp: half per phase)
+    patience: int|None = 5    # early stopping after this many validations without improvement (None: train to the cap)
+    batch_size: int = 8       # windows per domain mini-batch
+    lr: float = 1e-3          # peak learning rate (AdamW, warm-up then cosine over the cap)
+    horizon: int = 16         # autoregressive rollout length scored on the test trajectories
+    eval_windows: int|None = None  # evenly spaced test windows scored per domain (None: every window)
     data_seed: int = 0        # seed of the twin data: every training seed sees the same data
-    ckpt_every: int = 80      # updates between checkpoints
-    eval_every: int = 40      # updates between validations (early stopping / best-weights restore)
-    val_batches: int = 4      # validation batches per domain
+    ckpt_every: int = 200     # updates between checkpoints
+    eval_every: int = 100     # updates between validations (early stopping / best-weights restore)
+    val_batches: int = 8      # validation batches per domain
 
-PRESETS = {  # one vocabulary with the twin sizes: test, quick, default
-    'test':    GridConfig(size='test', steps=8, batch_size=4, horizon=4, eval_windows=4, ckpt_every=4, eval_every=8, val_batches=1),
-    'quick':   GridConfig(size='quick', steps=50, batch_size=8, horizon=6, eval_windows=12, ckpt_every=25, eval_every=25, val_batches=2),
-    'default': GridConfig(size='default', steps=240, batch_size=8, horizon=8, eval_windows=24, ckpt_every=80, eval_every=40)}
+    @property
+    def budget_rule(self) -> str:
+        "The training budget of every protocol, in words."
+        stop = (f"until its validation objective has not improved for {self.patience} validations (one every "
+                f"{self.eval_every} updates), at most" if self.patience else "for exactly")
+        own = ' and its own early stopping' if self.patience else ''
+        return (f"every protocol trains {stop} {self.steps} updates of batch {self.batch_size} per domain, keeping its "
+                f"best-validation weights; Sim→Exp gives each of its two phases (sim pre-training, exp fine-tuning) "
+                f"half of those updates{own}; the same rule for every protocol and seed")
 
 # %% ../nbs/50_experiment.ipynb #c008
 class GridError(ValueError):
     "A grid name (system, capacity, protocol) or a run directory is not usable."
 
+BASELINES = ('persistence', 'mean_field')  # reference predictors scored like the protocols (see `evaluation`)
+
 @dataclass(frozen=True)
 class Cell:
-    "One (system, capacity, protocol, seed) of the grid."
+    "One (system, capacity, protocol, seed, arch, exp_trajs) of the grid."
     system: str
     capacity: str
     protocol: str
     seed: int
+    arch: str = 'fan'
+    exp_trajs: int|None = None  # experimental training trajectories (None: all of the split)
     @property
-    def key(self) -> str: return f"{self.system}__{self.capacity}__{self.protocol}__s{self.seed}"
+    def key(self) -> str:
+        return f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol}__s{self.seed}"
 
 # %% ../nbs/50_experiment.ipynb #c009
 def _check_names(kind, names, valid):
@@ -72,36 +84,75 @@ def _check_names(kind, names, valid):
 
 @dataclass(frozen=True)
 class Grid:
-    "Which cells a run holds: systems × capacities × protocols × seeds (None: the defaults)."
+    "Which cells a run holds: systems × capacities × archs × exp_trajs × protocols × seeds, plus the baselines."
     systems: tuple|None = None     # system names (None: all of `list_systems()`)
     capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
     protocols: tuple = PROTOCOLS   # protocol names, e.g. 'joint@0.3' (default: the paper's four)
     seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
+    archs: tuple|None = None       # architectures (None: the config's `arch`)
+    exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
+    baselines: bool = True         # add the reference baselines (persistence, mean field) to every setting
 
-    def cells(self) -> list:
+    def cells(self, arch:str='fan') -> list:
         "The cells, in a deterministic order; every name is checked first."
         systems = list(self.systems or list_systems())
         _check_names('system', systems, list_systems())
         _check_names('capacity', list(self.capacities), list(CAPACITIES))
+        archs = list(self.archs or (arch,))
+        _check_names('arch', archs, list(ARCHS))
         for p in self.protocols:
+            if p in BASELINES: continue
             try: get_protocol(p)
             except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS)}, "
                                                     f"or joint@<λ in [0, 1]> ({e})") from None
+        for n in self.exp_trajs:
+            if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):
+                raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
         if not seeds: raise GridError("seeds: expected at least one seed")
-        return [Cell(s, c, p, k) for s in systems for c in self.capacities for p in self.protocols for k in seeds]
+        protocols = list(self.protocols) + [b for b in BASELINES if self.baselines and b not in self.protocols]
+        return [Cell(s, c, p, k, a, n) for s in systems for c in self.capacities for a in archs for n in self.exp_trajs
+                for p in protocols for k in seeds]
+
+# %% ../nbs/50_experiment.ipynb #2758735e
+@dataclass(frozen=True)
+class Preset:
+    "A named run: the per-cell settings and the cells."
+    config: GridConfig
+    grid: Grid
+    note: str = ''
+
+_TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, batch_size=4, horizon=4,
+                   eval_windows=4, ckpt_every=4, eval_every=4, val_batches=1)
+_DEFAULT = GridConfig()
+PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
+    'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
+    'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells"),
+    'default': Preset(_DEFAULT, Grid(capacities=('S',), seeds=3), 'every system, capacity S, three seeds'),
+    'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), seeds=3), 'every system, both capacities, three seeds'),
+}
 
 # %% ../nbs/50_experiment.ipynb #c014
 _DATA = {}
 
 def cell_data(system:str, cfg:GridConfig):
-    "(DomainData, exp_truth) for `system` at the sizes of `cfg`, cached per process."
-    k = (system, cfg.size, cfg.data_seed, cfg.n_in, cfg.n_out)
+    "(DomainData, exp_truth, reference scales) for `system` at the sizes of `cfg`, cached per process."
+    k = (system, cfg.size, cfg.data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs))
     if k not in _DATA:
         tw = load_twins(system, seed=cfg.data_seed, size=cfg.size)
         _DATA.clear()  # keep one system in memory at a time
-        _DATA[k] = (make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, seed=cfg.data_seed), tw['exp_truth'])
+        dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=cfg.data_seed)
+        _DATA[k] = (dd, tw['exp_truth'], reference_scales(tw['sim']))
     return _DATA[k]
+
+def limit_exp_train(dd, n:int|None):
+    "`dd` with only `n` experimental training trajectories, evenly spread over the parameter order (None: all)."
+    wd = dd.exp['train']
+    N = wd.ds.sizes['traj']
+    if n is None or n >= N: return dd, N
+    pick = sorted(set(np.linspace(0, N - 1, n).round().astype(int).tolist()))  # the split keeps parameter order
+    sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names)
+    return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
 
 # %% ../nbs/50_experiment.ipynb #c018
 BANDS = ('low', 'mid', 'high')
@@ -130,47 +181,80 @@ def _conflict(hist):
     return (float(np.mean(cos)) if cos else float('nan'),
             float(hist.grad_conflict_frac) if hist.grad_conflict_frac is not None else float('nan'))
 
+def _curve(hist, cfg):
+    "Validation objective per validation, NaN-padded to the cap's number of validations (+1 per phase end)."
+    n = cfg.steps // cfg.eval_every + 3
+    step, val = np.full(n, np.nan), np.full(n, np.nan)
+    k = min(n, len(hist.val.step))
+    step[:k], val[:k] = hist.val.step[:k], [np.nan if v is None else v for v in hist.val.objective[:k]]
+    return step, val
+
+def _baseline_scores(name, dd, truth, cfg, scales, device):
+    "Evaluate a reference baseline like a model: persistence, or each domain's training-split time-mean field."
+    kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales)
+    if name == 'persistence': return evaluate(Persistence(cfg.n_out), dd, exp_truth=truth, **kw)
+    parts = [evaluate(MeanField.fit(dd.sim['train']), dd, domains=('sim',), **kw),
+             evaluate(MeanField.fit(dd.exp['train']), dd, domains=('exp',), exp_truth=truth, **kw)]
+    return xr.concat(parts, 'domain', data_vars='minimal', coords='minimal', compat='override')
+
 # %% ../nbs/50_experiment.ipynb #c019
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None) -> dict:
-    "Train and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
+    "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
     path = cell_path(run_dir, cell)
     if path.exists(): return dict(key=cell.key, skipped=True)
     if threads: torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    dd, truth = cell_data(cell.system, cfg)
+    dd, truth, scales = cell_data(cell.system, cfg)
+    dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
     t_data = time.perf_counter() - t0
-    torch.manual_seed(cell.seed)
-    model = make_model(cfg.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
-                       n_cond=dd.n_cond, **({'patch': cfg.patch} if cfg.arch == 'fan' else {}))
     dev = resolve_device(device)
-    hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
-                 ckpt_dir=str(path.parent / cell.key), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
-                 val_batches=cfg.val_batches, device=str(dev), progress=False,
-                 resume=True)
+    hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
+    curve_step, curve_val = np.full(cfg.steps // cfg.eval_every + 3, np.nan), np.full(cfg.steps // cfg.eval_every + 3, np.nan)
+    cos = frac = capped = steps_done = float('nan')
+    if cell.protocol in BASELINES:
+        model = None
+        ev = _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
+    else:
+        torch.manual_seed(cell.seed)
+        model = make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
+                           n_cond=dd.n_cond, **({'patch': cfg.patch} if cell.arch == 'fan' else {}))
+        hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
+                     ckpt_dir=str(path.parent / cell.key), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
+                     patience=cfg.patience, val_batches=cfg.val_batches, device=str(dev), progress=False, resume=True)
+        ev = evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
+                      device=str(dev), scales=scales)
+        cos, frac = _conflict(hist)
+        curve_step, curve_val = _curve(hist, cfg)
+        capped = float(not all(hist.stopped_early))  # a phase ran to its cap: it was still improving
+        steps_done = float(np.nanmax(curve_step))
     t_train = time.perf_counter() - t0 - t_data
-    ev = evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth, device=str(dev))
-    ex = _example(model, dd, cfg.horizon, dev)
+    ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
     t_eval = time.perf_counter() - t0 - t_data - t_train
-    cos, frac = _conflict(hist)
     fields = list(dd.fields) + ['all']
     sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])
-    truth = ev['score'].sel(domain='exp_truth', mode='rollout', field='p', drop=True)
     H, W = dd.grid
     ds = xr.Dataset(dict(
         score=sc.sel(mode='rollout', metric=list(METRICS), drop=True),
+        score_phys=ev['score_phys'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout', metric=list(METRICS), drop=True),
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
         frmse_band=sc.sel(mode='rollout', metric=[f'frmse_{b}' for b in BANDS], drop=True)
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
         rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
-        truth_p_rmse=((), float(truth.sel(metric='rmse'))), truth_p_rel_l2=((), float(truth.sel(metric='rel_l2'))),
-        grad_cos_mean=((), cos), grad_conflict_frac=((), frac),
-        params=((), float(n_params(model))), train_s=((), t_train), eval_s=((), t_eval),
+        truth_score=ev['score'].sel(domain='exp_truth', mode='rollout', field=hidden, metric=list(METRICS), drop=True)
+                               .rename(field='hidden_field'),
+        grad_cos_mean=((), cos), grad_conflict_frac=((), frac), capped=((), capped), steps_done=((), steps_done),
+        curve_step=(('eval_index',), curve_step), curve_val=(('eval_index',), curve_val),
+        params=((), float(n_params(model)) if model is not None else 0.0), train_s=((), t_train), eval_s=((), t_eval),
         example=xr.DataArray(ex, dims=('domain', 'field', 'kind', 'ey', 'ex'),
                              coords=dict(domain=['sim', 'exp'], field=list(dd.fields), kind=['true', 'pred'],
-                                         ey=np.arange(H), ex=np.arange(W))).reindex(field=list(dd.fields) + ['all'])))
-    ds = ds.expand_dims(system=[cell.system], capacity=[cell.capacity], protocol=[cell.protocol], seed=[cell.seed])
-    for v in ('train_s', 'eval_s', 'params', 'truth_p_rmse', 'truth_p_rel_l2', 'grad_cos_mean', 'grad_conflict_frac'):
+                                         ey=np.arange(H), ex=np.arange(W))).reindex(field=fields)))
+    ds = ds.expand_dims(system=[cell.system], capacity=[cell.capacity], protocol=[cell.protocol], seed=[cell.seed],
+                        arch=[cell.arch], exp_trajs=[n_exp])
+    for v in ('train_s', 'eval_s', 'params', 'grad_cos_mean', 'grad_conflict_frac', 'steps_done'):
         ds[v].attrs['long_name'] = v.replace('_', ' ')
+    ds['capped'].attrs['long_name'] = '1: training stopped at the update cap while still improving; 0: early stopping; NaN: baseline'
+    ds['truth_score'].attrs['long_name'] = "rollout error on the experiment's hidden truth of the fields only the simulation has"
+    ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
     write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
     return dict(key=cell.key, skipped=False, data_s=t_data, train_s=t_train, eval_s=t_eval,
                 total_s=time.perf_counter() - t0)
@@ -179,7 +263,9 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
 def open_run_dir(run_dir, cfg:GridConfig) -> Path:
     "Create `run_dir` (or check that it was made by this version with `cfg`) and return it."
     run_dir = Path(run_dir); man = run_dir / 'manifest.json'
-    want = dict(package='simreal_nb', version=__version__, config=asdict(cfg))
+    if run_dir.exists() and not run_dir.is_dir():
+        raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
+    want = json.loads(json.dumps(dict(package='simreal_nb', version=__version__, config=asdict(cfg))))
     if man.exists():
         have = json.loads(man.read_text())
         if have.get('version') != __version__:
@@ -188,7 +274,7 @@ def open_run_dir(run_dir, cfg:GridConfig) -> Path:
         if have.get('config') != want['config']:
             diff = {k: (have.get('config', {}).get(k), v) for k, v in want['config'].items() if have.get('config', {}).get(k) != v}
             raise GridError(f"run directory {run_dir} was made with other settings {diff} (theirs, ours): "
-                            f"use another --out, or the same size preset")
+                            f"use another --out, or the same preset")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(man, json.dumps(want, indent=1))
@@ -219,25 +305,51 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     paths = sorted((run_dir / 'cells').glob('*.nc')) if cells is None else [cell_path(run_dir, c) for c in cells]
     paths = [p for p in paths if p.exists()]
     if not paths: raise GridError(f"no finished cells in {run_dir / 'cells'}")
-    parts = []
+    parts, scales = [], {}
     for p in paths:
         with xr.open_dataset(p, engine='h5netcdf') as d:  # object-dtype names: fixed-width ones get cut when merged
-            parts.append(d.load().assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol')}))
-    res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop_conflicts')
+            parts.append(d.load().assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
+            scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
+    res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
-                      protocol=order('protocol', list(PROTOCOLS)), field=order('field', list(FIELDS) + ['all']))
-    res.attrs.update(package='simreal_nb', version=__version__)
+                      arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(BASELINES)),
+                      field=order('field', list(FIELDS) + ['all']))
+    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales))
     man = run_dir / 'manifest.json'
-    if man.exists(): res.attrs['config'] = json.dumps(json.loads(man.read_text())['config'])
-    res['score'].attrs.update(long_name='rollout error on held-out trajectories, physical units',
-                              note="field 'all' = the fields the domain measures, together; NaN = not measured or not run")
+    if man.exists():
+        cfg = json.loads(man.read_text())['config']
+        res.attrs.update(config=json.dumps(cfg), budget_rule=GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])}).budget_rule)
+    res['score'].attrs.update(long_name='rollout error on held-out trajectories, nondimensional (each field / its reference scale)',
+                              units='1', note="field 'all' = the fields the domain measures, together; NaN = not measured or not run")
+    res['score_phys'].attrs.update(long_name='rollout error per field in its physical units (see the datasets; all: NaN)')
     return res
 
 # %% ../nbs/50_experiment.ipynb #c027
+def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3) -> dict:
+    "Upper bound of a run's training time: each trained cell's update cap × its update time measured here on this grid."
+    dev = resolve_device(device)
+    per = {}
+    for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
+        system, capacity, arch = key
+        dd = cell_data(system, cfg)[0]
+        torch.manual_seed(0)
+        m = make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
+                       **({'patch': cfg.patch} if arch == 'fan' else {}))
+        st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)
+        b = {d: getattr(dd, d)['train'].get_batch(list(range(min(cfg.batch_size, len(getattr(dd, d)['train']))))) for d in ('sim', 'exp')}
+        st.step(b, {'sim': .5, 'exp': .5})  # warm-up
+        t = time.perf_counter()
+        for _ in range(probe_steps): st.step(b, {'sim': .5, 'exp': .5})
+        per[key] = (time.perf_counter() - t) / probe_steps
+    trained = [c for c in cells if c.protocol not in BASELINES]
+    upper = sum(per[(c.system, c.capacity, c.arch)] * cfg.steps for c in trained)
+    return dict(cells=len(cells), trained_cells=len(trained), update_s={'/'.join(k): round(v, 4) for k, v in per.items()},
+                max_train_s=round(upper, 1))
+
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
-                   grid:Grid|None=None,  # the cells (None: `Grid()`, every system, S and M, the four protocols, one seed)
+                   grid:Grid|None=None,  # the cells (None: the preset's grid, or `Grid()` with a GridConfig)
                    executor:Executor|int|None=None,  # None: in-process, sequential; N: a local pool of N processes; or any executor
                    device:str='auto',    # torch device for training and evaluation
                    report:bool=True,     # write report.md and figures/ at the end
@@ -245,11 +357,17 @@ def run_experiment(out='runs/default',  # run directory
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
-        config = PRESETS[config]
-    cells = (grid or Grid()).cells()
+        config, grid = PRESETS[config].config, grid or PRESETS[config].grid
+    cells = (grid or Grid()).cells(config.arch)
     run_dir = open_run_dir(out, config)
     todo = [c for c in cells if not cell_path(run_dir, c).exists()]
-    if verbose: print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}")
+    if verbose:
+        print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}")
+        if todo:
+            est = estimate_cost(todo, config, device)
+            print(f"estimated cost: at most {est['max_train_s'] / 60:.0f} min of training for {est['trained_cells']} trained "
+                  f"cells here (update cap {config.steps} × measured update time {est['update_s']} s); early stopping "
+                  f"usually ends cells sooner", flush=True)
     tfile = run_dir / 'timing.json'
     timing = json.loads(tfile.read_text()) if tfile.exists() else {}
     t0 = time.perf_counter()

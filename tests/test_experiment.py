@@ -5,9 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from simreal_nb.experiment import (PRESETS, GridError, Cell, Grid, run_experiment, cell_path, collect_results)
+from simreal_nb.experiment import (PRESETS, BASELINES, GridError, Cell, Grid, run_experiment, run_cell, cell_path, collect_results)
+import simreal_nb.experiment as experiment
 
-CFG = PRESETS['test']
+CFG = PRESETS['test'].config
 GRID = Grid(['kolmogorov'], ['S'], ['sim_only', 'joint'])
 
 @pytest.fixture(scope='module')
@@ -19,13 +20,20 @@ def baseline(tmp_path_factory):
 def test_results_layout(baseline):
     _, res = baseline
     s = res.score
-    assert s.dims[:7] == ('system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric')
+    assert s.dims == ('system', 'capacity', 'protocol', 'seed', 'arch', 'exp_trajs', 'domain', 'field', 'metric')
+    assert s.attrs['units'] == '1' and list(s.protocol.values) == ['sim_only', 'joint', *BASELINES]
+    s = s.squeeze(['arch', 'exp_trajs'], drop=True)
     assert list(s.metric.values) == ['rmse', 'rel_l2', 'frmse'] and list(s.domain.values) == ['sim', 'exp']
     assert set(s.field.values) == {'u', 'v', 'p', 'all'}
     assert s.sel(domain='exp', field='p').isnull().all()         # never measured: NaN, not 0
     assert (s.sel(domain='sim', field='p', metric='rmse') > 0).all()
     assert np.isfinite(res.grad_cos_mean.sel(protocol='joint')).all() and res.grad_cos_mean.sel(protocol='sim_only').isnull().all()
-    assert np.isfinite(res.truth_p_rmse).all()
+    assert list(res.hidden_field.values) == ['p'] and np.isfinite(res.truth_score).all()  # derived from the presence masks
+    assert np.isfinite(res.score_phys.sel(field=['u', 'v'])).all() and res.score_phys.sel(field='all').isnull().all()
+    trained = res.sel(protocol=['sim_only', 'joint'])
+    assert set(np.unique(trained.capped)) <= {0.0, 1.0} and res.capped.sel(protocol=list(BASELINES)).isnull().all()
+    assert (trained.curve_val.count('eval_index') > 0).all() and res.curve_val.sel(protocol=list(BASELINES)).isnull().all()
+    assert json.loads(res.attrs['reference_scales'])['kolmogorov'].keys() == {'u', 'v', 'p'} and f'{CFG.steps} updates' in res.attrs['budget_rule']
 
 def test_finished_cells_are_not_recomputed(baseline, tmp_path):
     base_dir, res = baseline
@@ -37,7 +45,7 @@ def test_finished_cells_are_not_recomputed(baseline, tmp_path):
     assert first.stat().st_mtime_ns == mtime
     xr.testing.assert_allclose(res2.score, res.score)
     timing = json.loads((d / 'timing.json').read_text())
-    assert {'kolmogorov__S__sim_only__s0', 'kolmogorov__S__joint__s0'} <= set(timing)
+    assert {Cell('kolmogorov', 'S', p, 0).key for p in ('sim_only', 'joint')} <= set(timing)
 
 def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
     "Kill a run while a cell is training, run again: the cell resumes from its checkpoint and ends like an uninterrupted one."
@@ -47,10 +55,10 @@ def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
     d = tmp_path / 'run'
     code = ("import torch; torch.set_num_threads(1)\n"
             "from dataclasses import replace\nfrom simreal_nb.experiment import run_experiment, PRESETS, Grid\n"
-            f"run_experiment({str(d)!r}, replace(PRESETS['test'], steps=40, ckpt_every=5, eval_every=40), "
+            f"run_experiment({str(d)!r}, replace(PRESETS['test'].config, steps=40, ckpt_every=5, eval_every=40), "
             f"Grid(['kolmogorov'], ['S'], ['joint']), report=False, verbose=False)\n")
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'OMP_NUM_THREADS': '1'})
-    ckpt = d / 'cells' / 'kolmogorov__S__joint__s0' / 'last.pt'
+    ckpt = d / 'cells' / Cell('kolmogorov', 'S', 'joint', 0).key / 'last.pt'
     t0 = time.time()
     while not ckpt.exists() and p.poll() is None and time.time() - t0 < 120: time.sleep(0.05)
     p.send_signal(signal.SIGKILL); p.wait()
@@ -88,3 +96,43 @@ def test_dask_local_cluster_executor(baseline, tmp_path):
          distributed.Client(cluster) as client:
         out = run_experiment(tmp_path / 'run', CFG, GRID, executor=client.get_executor(), report=False, verbose=False)
     xr.testing.assert_allclose(out.score, res.score, rtol=1e-4)
+
+
+def test_quick_is_a_subset_of_default_with_the_same_numbers(baseline, tmp_path):
+    "A cell gives the same numbers whichever grid it is run in; the quick preset is default's config on fewer cells."
+    q, full = PRESETS['quick'], PRESETS['default']
+    assert q.config == full.config and set(q.grid.cells(q.config.arch)) < set(full.grid.cells(full.config.arch))
+    _, res = baseline
+    bigger = run_experiment(tmp_path / 'big', CFG, replace(GRID, systems=['cylinder', 'kolmogorov']), report=False, verbose=False)
+    xr.testing.assert_identical(bigger.score.sel(system=['kolmogorov']), res.score)
+
+
+def test_nondimensional_scores_do_not_depend_on_pressure_units(tmp_path, monkeypatch):
+    "Pressure and its reference scale in kPa instead of Pa (x 1000): the same nondimensional scores and rankings."
+    grid = Grid(['cylinder'], ['S'], ['sim_only', 'exp_only'])
+    ref = run_experiment(tmp_path / 'pa', CFG, grid, report=False, verbose=False)
+    load = experiment.load_twins
+    def milli(*a, **k):
+        tw = load(*a, **k)
+        scaled = {}
+        for name, ds in tw.items():
+            ds = ds.copy()
+            if 'p' in ds: ds['p'] = ds['p'] * np.float32(1000)
+            scaled[name] = ds.assign_attrs(scale_p=ds.attrs['scale_p'] * 1000)
+        return scaled
+    monkeypatch.setattr(experiment, 'load_twins', milli)
+    experiment._DATA.clear()
+    kpa = run_experiment(tmp_path / 'kpa', CFG, grid, report=False, verbose=False)
+    experiment._DATA.clear()
+    xr.testing.assert_allclose(kpa.score, ref.score, rtol=1e-4, atol=1e-7)
+    p_phys = kpa.score_phys.sel(field='p', domain='sim', metric='rmse') / ref.score_phys.sel(field='p', domain='sim', metric='rmse')
+    np.testing.assert_allclose(p_phys.values, 1000, rtol=1e-3)   # physical pressure scores do change units
+    rank = lambda r: r.score.sel(domain='exp', field='all', metric='rmse').squeeze(drop=True).to_series().sort_values().index.tolist()
+    assert rank(kpa) == rank(ref)
+
+
+def test_fewer_experimental_trajectories(tmp_path):
+    res = run_experiment(tmp_path / 'n', CFG, Grid(['kolmogorov'], ['S'], ['exp_only'], exp_trajs=(1, None), baselines=False),
+                         report=False, verbose=False)
+    assert list(res.exp_trajs.values) == [1, 2]   # 'None' is recorded as the split's real count
+    assert np.isfinite(res.score.sel(domain='exp', field='all')).all()
