@@ -15,7 +15,7 @@ __all__ = ['COMMANDS', 'data_list', 'data_make', 'run', 'report', 'bench_models'
 @call_parse
 def data_list():
     "Print the names of the embedded twin systems, one per line."
-    from .systems import list_systems
+    from simreal_nb.systems import list_systems
     for name in list_systems(): print(name)
 
 @call_parse
@@ -24,7 +24,7 @@ def data_make(system:str,          # Twin system name (see `simreal data list`)
               seed:int=0,          # Random seed of the generator
               size:str='default'): # Size preset: test, quick or default
     "Generate one twin system and write its sim, exp and hidden exp-truth datasets as netCDF."
-    from .systems import write_twins
+    from simreal_nb.systems import write_twins
     for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')
 
 # %% ../nbs/90_cli.ipynb #c008
@@ -38,7 +38,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         workers:int=0,                # Local worker processes (0: in-process, sequential, deterministic)
         device:str='auto'):           # Torch device: auto, cpu or cuda
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
-    from .experiment import run_experiment, Grid
+    from simreal_nb.experiment import run_experiment, Grid
     names = lambda s, default: default if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
     grid = Grid(names(systems, None), names(capacities, Grid.capacities), names(protocols, Grid.protocols), seeds)
     run_experiment(out, 'quick' if quick else 'default', grid, executor=workers, device=device, verbose=True)
@@ -46,7 +46,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
     "Rebuild report.md and figures/ of a run from its results.nc alone."
-    from .report import write_report
+    from simreal_nb.report import write_report
     print(write_report(run_dir))
 
 # %% ../nbs/90_cli.ipynb #c010
@@ -59,7 +59,7 @@ def bench_models(presets:str='S,M', # Comma-separated capacity presets
                  steps:int=10,       # Timed training steps per preset
                  threads:int=2):     # Torch CPU threads
     "Training throughput and FLOP utilisation of each model preset, one JSON line per preset."
-    from .bench import bench_models as _bench
+    from simreal_nb.bench import bench_models as _bench
     _print_json(_bench(presets=presets.split(','), batch=batch, steps=steps, threads=threads))
 
 @call_parse
@@ -67,13 +67,13 @@ def bench_joint(batch:int=8,   # Mini-batch size per domain
                 steps:int=20,  # Timed updates per protocol
                 capacity:str='S'): # Model capacity preset
     "Time of one Joint update relative to one sim update plus one exp update."
-    from .bench import bench_joint as _bench
+    from simreal_nb.bench import bench_joint as _bench
     _print_json(_bench(batch=batch, steps=steps, capacity=capacity))
 
 @call_parse
 def bench_data(): 
     "Cold generation and cache-load time of the four twin systems at default size."
-    from .bench import bench_systems
+    from simreal_nb.bench import bench_systems
     _print_json(bench_systems())
 
 @call_parse
@@ -81,7 +81,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             seed:int=0,             # Random seed
             quick:store_true=False): # The 'test' preset: a smoke test, a few training steps
     "ADA vs expectation alignment on the 3-D mixture-of-Gaussians benchmark."
-    from .ada import run_mog
+    from simreal_nb.ada import run_mog
     print(json.dumps(run_mog(out, seed=seed, preset='test' if quick else 'default'), indent=1))
 
 @call_parse
@@ -89,7 +89,7 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
               seed:int=0,               # Random seed
               quick:store_true=False):  # The 'test' preset: a smoke test, a few training steps
     "ADA vs expectation alignment on the bead-chain toy, observables added one at a time."
-    from .ada import run_chain
+    from simreal_nb.ada import run_chain
     print(json.dumps(run_chain(out, seed=seed, preset='test' if quick else 'default'), indent=1))
 
 # %% ../nbs/90_cli.ipynb #c012

@@ -19,13 +19,13 @@ from .store import write_dataset, write_text
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
-from .metrics import METRICS, PROTOCOLS
+from .metrics import METRICS, PROTOCOLS, BASELINES
 from .protocols import get_protocol, train, resolve_device, Stepper
 from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
 
 # %% auto #0
-__all__ = ['BASELINES', 'PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'cell_data', 'limit_exp_train',
-           'cell_path', 'run_cell', 'open_run_dir', 'map_cells', 'collect_results', 'estimate_cost', 'run_experiment']
+__all__ = ['PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'cell_data', 'limit_exp_train', 'cell_path',
+           'run_cell', 'open_run_dir', 'map_cells', 'collect_results', 'estimate_cost', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -61,8 +61,6 @@ class GridConfig:
 # %% ../nbs/50_experiment.ipynb #c008
 class GridError(ValueError):
     "A grid name (system, capacity, protocol) or a run directory is not usable."
-
-BASELINES = ('persistence', 'mean_field')  # reference predictors scored like the protocols (see `evaluation`)
 
 @dataclass(frozen=True)
 class Cell:

@@ -110,7 +110,7 @@ def wins_table(score:xr.DataArray, lams=LAMS) -> pd.DataFrame:
                          'every seed': robust}).set_index('lam')
 
 def per_setting(res:xr.Dataset, var:str, level:float=0.95) -> pd.DataFrame:
-    "A scalar-per-cell variable of `res` (e.g. `truth_p_rmse`) as a setting × protocol table, mean and `±` over seeds."
+    "A scalar-per-cell variable of `res` (e.g. `steps_done`) as a setting × protocol table, mean and `±` over seeds."
     return _by_protocol(res[var], level)
 
 def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
@@ -399,12 +399,12 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
         df = _ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
         L += ['## Gradient conflict during Joint', '',
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']
-    if 'truth_p_rmse' in res:
-        L += ['## Beyond the paper: the experiment\'s hidden true pressure', '',
-              'Each model is fed the *measured* exp velocities and its pressure rollout is compared with the pressure '
-              'the experiment\'s physics produced before measurement (never used in training). Exp-only never saw any '
-              'pressure; Sim→Exp and Joint differ in how much simulation knowledge they keep.', '',
-              md_table(_refs(per_setting(res, 'truth_p_rmse'))), '']
+    for f in (res['truth_score'].hidden_field.values if 'truth_score' in res else ()):
+        L += [f"## Beyond the paper: the experiment's hidden true {f}", '',
+              f"Each model is fed the *measured* exp fields and its rollout of {f}, a field only the simulation has, is "
+              f"compared with the {f} the experiment's physics produced before measurement (never used in training); "
+              'nondimensional RMSE. Exp-only never saw it; Sim→Exp and Joint differ in how much simulation knowledge they keep.',
+              '', md_table(_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t'))), '']
     L += ['## Figures', '']
     for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']
     return '\n'.join(L)

@@ -32,7 +32,7 @@ def make_results():
     example = xr.DataArray(ex, dims=dims + ('domain', 'field', 'kind', 'ey', 'ex'),
                            coords=dict(domain=['sim', 'exp'], field=['u', 'v', 'p', 'all'], kind=['true', 'pred'],
                                        ey=np.arange(6), ex=np.arange(8)))
-    res = xr.Dataset(dict(score=score, example=example, truth_p_rmse=truth, grad_cos_mean=scalar(0.25),
+    res = xr.Dataset(dict(score=score, example=example, truth_score=truth.expand_dims(hidden_field=['p'], metric=['rmse', 'rel_l2', 'frmse']).copy(), grad_cos_mean=scalar(0.25),
                           grad_conflict_frac=scalar(0.125)))
     res.attrs.update(package='simreal_nb', version='9.9.9',
                      config=json.dumps(dict(size='test', steps=8, batch=4, horizon=4)))
