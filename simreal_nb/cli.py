@@ -30,18 +30,29 @@ def data_make(system:str,          # Twin system name (see `simreal data list`)
 # %% ../nbs/90_cli.ipynb #c008
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
-        quick:store_true=False,       # Same grid at reduced size (a few minutes on a laptop)
-        systems:str=None,             # Comma-separated systems (default: all)
-        capacities:str=None,          # Comma-separated capacities (default: S,M)
+        quick:store_true=False,       # The quick preset: a subset of the default grid (same cells, same numbers), minutes
+        preset:str=None,              # Preset: test, quick, default, full or paper (default: default, or quick with --quick)
+        systems:str=None,             # Comma-separated systems (default: the preset's)
+        capacities:str=None,          # Comma-separated capacities (default: the preset's)
         protocols:str=None,           # Comma-separated protocols, e.g. sim_only,joint,joint@0.3 (default: the four)
-        seeds:int=1,                  # Number of seeds per cell
+        seeds:int=None,               # Number of seeds per cell (default: the preset's)
+        archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
+        exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
         workers:int=0,                # Local worker processes (0: in-process, sequential, deterministic)
         device:str='auto'):           # Torch device: auto, cpu or cuda
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
-    from simreal_nb.experiment import run_experiment, Grid
-    names = lambda s, default: default if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
-    grid = Grid(names(systems, None), names(capacities, Grid.capacities), names(protocols, Grid.protocols), seeds)
-    run_experiment(out, 'quick' if quick else 'default', grid, executor=workers, device=device, verbose=True)
+    from dataclasses import replace
+    from simreal_nb.experiment import run_experiment, PRESETS, GridError
+    name = preset or ('quick' if quick else 'default')
+    if name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
+    names = lambda s: None if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
+    def counts(s):
+        try: return tuple(None if o == 'all' else int(o) for o in names(s))
+        except ValueError: raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
+    given = dict(systems=names(systems), capacities=names(capacities), protocols=names(protocols), seeds=seeds,
+                 archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
+    grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
+    run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True)
 
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
@@ -114,6 +125,7 @@ def find_command(argv:list):
 def main(argv:list=None):
     "Entry point of the `simreal` console script."
     argv = list(sys.argv[1:] if argv is None else argv)
+    argv = ['--' + a[2:].replace('-', '_') if a.startswith('--') else a for a in argv]  # --exp-trajs == --exp_trajs
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
     words, func = find_command(argv)
     parser = anno_parser(func, prog='simreal ' + ' '.join(words))

@@ -11,7 +11,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from .metrics import (PAPER, LAMS, METRICS, JOINT, SIM_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
+from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
                                 balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains, reduction_pct)
@@ -154,7 +154,8 @@ def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP
     "Per system: truth and predictions (last rollout frame) of sim u, sim p and exp u, for the given protocols (first seed and first entry of any extra dim)."
     ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'domain', 'field', 'kind', 'ey', 'ex'))
     cap = capacity or str(res.capacity.values[0])
-    protocols = [p for p in protocols if p in res.protocol.values]
+    protocols = ([p for p in protocols if p in res.protocol.values]
+                 or [str(p) for p in res.protocol.values if p not in BASELINES][:2] or [str(res.protocol.values[0])])
     panels = [('sim', 'u'), ('sim', 'p'), ('exp', 'u')]
     systems = [str(s) for s in res.system.values]
     ncol = len(panels) * (1 + len(protocols))
@@ -326,9 +327,10 @@ def _flags(res:xr.Dataset) -> list:
 def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
     "The markdown report of a results Dataset."
     score = res['score']
-    h = headline(score)
-    n, seeds = h['n_settings'], score.sizes.get('seed', 1)
     protos = [str(p) for p in score.protocol.values]
+    paper = any(p.startswith(JOINT) for p in protos) and any(p in NON_JOINT for p in protos)  # the paper's statistics apply
+    h = headline(score) if paper else dict(n_settings=int(np.prod([score.sizes[d] for d in setting_dims(score)])))
+    n, seeds = h['n_settings'], score.sizes.get('seed', 1)
     refs = [p for p in protos if p in BASELINES]
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     extra = [d for d in setting_dims(score) if d not in ('system', 'capacity')]
@@ -339,7 +341,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
          + f"protocols: {', '.join(trained_protocols(protos))}"
          + (f"; reference baselines: {', '.join(refs)}" if refs else '')
          + f"; seeds: {seeds}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
-         f"batch {cfg.get('batch', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
+         f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
     L += [units_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
@@ -353,7 +355,21 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
              'training set\'s time-mean field), scored like the protocols; they are never the best non-joint protocol '
              'and never count as winners.' if refs else ''), '']
     L += _flags(res)
-    L += ['## The paper\'s findings, measured here', '', md_table(compare_to_paper(score)), '']
+    if not paper: L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are not computed.', '']
+    if paper: L += _paper_lines(score, h, n)
+    for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
+        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(score, m))), '']
+    if paper: L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(reduction_table(score)), '']
+    if {SIM_ONLY, SIM_TO_EXP} <= set(protos):
+        L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
+    if SIM_TO_EXP in protos and 'field' in score.dims and 'p' in score.field.values:
+        L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(_refs(pressure_table(score))), '']
+    if paper: L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
+    return _report_rest(res, score, protos, seeds, L)
+
+def _paper_lines(score, h, n):
+    "The section comparing the run's headline statistics with the paper's."
+    L = ['## The paper\'s findings, measured here', '', md_table(compare_to_paper(score)), '']
     jb, pjb = h['joint_best_at_0_5'], PAPER['joint_best_at_0_5']
     L += [f"- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in {jb.get('rmse')}/{jb.get('rel_l2')}/{jb.get('frmse')} "
           f"of {n} settings by seed mean ({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))})."]
@@ -368,15 +384,10 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
     if h['pressure_reduction_pct']:
         L += [f"- Joint vs Sim→Exp, sim pressure RMSE: {_pct(h['pressure_reduction_pct'])} reduction; "
               f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
-    L += ['']
-    for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
-        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(score, m))), '']
-    L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(reduction_table(score)), '']
-    if {SIM_ONLY, SIM_TO_EXP} <= set(protos):
-        L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
-    if SIM_TO_EXP in protos and 'field' in score.dims and 'p' in score.field.values:
-        L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(_refs(pressure_table(score))), '']
-    L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
+    return L + ['']
+
+def _report_rest(res, score, protos, seeds, L):
+    "The sections after the paper's statistics: physical units, N, architectures, conflict, hidden fields, figures."
     if 'score_phys' in res:
         L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
               md_table(_refs(phys_table(res))), '']
@@ -384,7 +395,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
         L += ['## Error against the number of experimental training trajectories', '',
               'Held-out RMSE (all fields) per protocol and domain, by the number N of experimental training trajectories.', '',
               md_table(_refs(error_vs_n(score))), '']
-    if score.sizes.get('arch', 1) > 1:
+    if score.sizes.get('arch', 1) > 1 and any(p.startswith(JOINT) for p in protos):
         L += ['## Architectures', '', 'bRMSE at λ = 0.5 per protocol for each architecture.', '',
               md_table(_refs(arch_table(score))), '']
         for a in score.arch.values:

@@ -35,7 +35,7 @@ def make_results():
     res = xr.Dataset(dict(score=score, example=example, truth_score=truth.expand_dims(hidden_field=['p'], metric=['rmse', 'rel_l2', 'frmse']).copy(), grad_cos_mean=scalar(0.25),
                           grad_conflict_frac=scalar(0.125)))
     res.attrs.update(package='simreal_nb', version='9.9.9',
-                     config=json.dumps(dict(size='test', steps=8, batch=4, horizon=4)))
+                     config=json.dumps(dict(size='test', steps=8, batch_size=4, horizon=4)))
     return res
 
 
