@@ -15,10 +15,11 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
 from .models import make_model, n_params
 from .protocols import Stepper, resolve_device
+from .align import make_domain_data
 from .systems import list_systems, load_twins, cache_root, _fill_parallel, _fill_entry
 
 # %% auto #0
-__all__ = ['bench_models', 'bench_joint', 'bench_systems']
+__all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'bench_models', 'bench_joint', 'bench_systems', 'bench_tta', 'bench_tta_steps']
 
 # %% ../nbs/95_bench.ipynb #mb042
 def _matmul_flops_per_s(n=2048, reps=2):
@@ -201,3 +202,159 @@ def bench_systems(size:str='default', # size preset to time
                     cpu_count=os.cpu_count())
     finally:
         if tmp: shutil.rmtree(tmp, ignore_errors=True)
+
+# %% ../nbs/95_bench.ipynb #ceaf251a
+TTA_TARGETS = (1e-2, 3e-3, 1e-3, 3e-4)  # validation one-step normalised MSE targets
+
+TTA_CONFIGS = {  # named configurations of `bench_tta` (the experiment grid's field-attention net uses patch 8)
+    'fan-p8':       dict(arch='fan', capacity='S', patch=8),
+    'fan-p8-lr1e-3': dict(arch='fan', capacity='S', patch=8, lr=1e-3),
+    'fan-p4':       dict(arch='fan', capacity='S', patch=4),
+    'fan-p4-d128':  dict(arch='fan', capacity='S', patch=4, dim=128, heads=2, mlp=512),
+    'fno':          dict(arch='fno', capacity='S'),
+}
+
+def _masked_mse_sum(pred, b):
+    "Sum of squared errors over present fields and valid cells, and the number of such values."
+    m = b['field_mask'][:, None, :, None, None] & b['valid'][:, :, None]
+    m = m.expand_as(pred)
+    return ((pred - b['y']) ** 2)[m].sum(), m.sum()
+
+def _val_mse(model, batches, n_cond):
+    "One-step normalised MSE of `model` over fixed validation batches (all values pooled)."
+    model.eval()
+    se, n = 0., 0
+    with torch.no_grad():
+        for b in batches:
+            s, c = _masked_mse_sum(model(b['x'], b['field_mask'], b['cond'] if n_cond else None), b)
+            se, n = se + float(s), n + int(c)
+    model.train()
+    return se / max(n, 1)
+
+def _config(c):
+    c = TTA_CONFIGS[c] if isinstance(c, str) else c
+    if isinstance(c, str) or not isinstance(c, dict): raise ValueError(f"config: got {c!r}; expected a dict or a key of TTA_CONFIGS")
+    name = c.get('name') or next((k for k, v in TTA_CONFIGS.items() if v == {k2: v2 for k2, v2 in c.items() if k2 != 'name'}), None)
+    kw = {k: v for k, v in c.items() if k not in ('name', 'arch', 'capacity', 'lr')}
+    arch, cap = c.get('arch', 'fan'), c.get('capacity', 'S')
+    return dict(name=name or '-'.join([arch, cap] + [f'{k}{v}' for k, v in kw.items()]), arch=arch, capacity=cap,
+                lr=c.get('lr'), kwargs=kw)
+
+# %% ../nbs/95_bench.ipynb #4706d5bf
+def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dicts (arch, capacity, lr, model keywords)
+              system:str='cylinder',       # twin system
+              size:str='default',          # its size preset
+              updates:int=2400,            # at most this many updates per configuration
+              seconds:float|None=None,     # and stop at the first validation after this much training time
+              every:int=40,                # updates between validations
+              targets=TTA_TARGETS,         # validation-MSE targets
+              lr:float=2e-3,               # learning rate of configurations that name none
+              warmup:int=50,               # linear warm-up updates, then constant
+              batch:int=8,                 # training batch size
+              val_windows:int=64,          # fixed, evenly spaced validation windows (at most the split)
+              threads:int=2,               # torch CPU threads (restored afterwards)
+              seed:int=0,                  # model, sampler seed
+              data=None,                   # a DomainData to use instead of loading the twins (n_in=2, n_out=1)
+              log=None,                    # called with each finished row (e.g. print)
+             ) -> list:
+    "Train each configuration on sim train windows; wall time and updates to reach each val-MSE target: one dict per config."
+    if isinstance(configs, (str, dict)): configs = [c for c in configs.split(',') if c] if isinstance(configs, str) else [configs]
+    cfgs = [_config(c) for c in configs]
+    if data is None:
+        tw = load_twins(system, size=size)
+        data = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
+    tr, va = data.sim['train'], data.sim['val']
+    if len(tr) == 0 or len(va) == 0: raise ValueError(f"bench_tta: the sim train/val splits of {system!r} ({size}) are empty")
+    vidx = np.unique(np.linspace(0, len(va) - 1, min(val_windows, len(va))).round().astype(int))
+    vb = [va.get_batch(vidx[i:i + 16]) for i in range(0, len(vidx), 16)]
+    n_in, n_out = tr[0]['x'].shape[0], tr[0]['y'].shape[0]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    rows = []
+    try:
+        for c in cfgs:
+            torch.manual_seed(seed)
+            model = make_model(c['arch'], c['capacity'], fields=data.fields, n_in=n_in, n_out=n_out, grid=data.grid,
+                               n_cond=data.n_cond, **c['kwargs'])
+            peak = c['lr'] or lr
+            opt = torch.optim.AdamW(model.parameters(), lr=peak, weight_decay=1e-4)
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1., (s + 1) / warmup) if warmup else 1.)
+            g = torch.Generator().manual_seed(seed)
+            order, pos = torch.randperm(len(tr), generator=g), 0
+            load0 = os.getloadavg()[0]
+            v0 = _val_mse(model, vb, data.n_cond)
+            curve, steps_t, train_s, u, diverged = [dict(updates=0, train_s=0.0, val=v0)], [], 0.0, 0, False
+            model.train()
+            while u < updates:
+                if pos + batch > len(order): order, pos = torch.randperm(len(tr), generator=g), 0
+                b = tr.get_batch(order[pos:pos + batch]); pos += batch
+                t0 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                se, n = _masked_mse_sum(model(b['x'], b['field_mask'], b['cond'] if data.n_cond else None), b)
+                loss = se / n
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                opt.step(); sched.step()
+                dt = time.perf_counter() - t0
+                train_s += dt; steps_t.append(dt); u += 1
+                if not torch.isfinite(loss.detach()): diverged = True
+                if u % every == 0 or u == updates or diverged:
+                    v = _val_mse(model, vb, data.n_cond)
+                    curve.append(dict(updates=u, train_s=round(train_s, 3), val=v))
+                    if diverged or not np.isfinite(v) or (seconds is not None and train_s >= seconds): break
+            tta = {}
+            for t in targets:
+                hit = next((p for p in curve if p['val'] <= t), None)
+                tta[f'{t:g}'] = None if hit is None else dict(s=hit['train_s'], updates=hit['updates'])
+            best = min(curve, key=lambda p: p['val'] if np.isfinite(p['val']) else float('inf'))
+            rows.append(dict(name=c['name'], system=system, size=size, arch=c['arch'], capacity=c['capacity'],
+                             kwargs=c['kwargs'], lr=peak, params=n_params(model), updates=u, train_s=round(train_s, 2),
+                             step_ms=round(statistics.median(steps_t) * 1e3, 1), best_val=best['val'],
+                             best_at=best['updates'], final_val=curve[-1]['val'], tta=tta, diverged=diverged,
+                             curve=[dict(p, val=float(f"{p['val']:.4g}")) for p in curve],
+                             batch=batch, warmup=warmup, every=every, val_windows=len(vidx), threads=threads,
+                             seed=seed, load1_start=round(load0, 2), load1=round(os.getloadavg()[0], 2)))
+            if log is not None: log(rows[-1])
+            del model, opt
+    finally:
+        torch.set_num_threads(old)
+    return rows
+
+# %% ../nbs/95_bench.ipynb #86958082
+def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
+                    system:str='cylinder', size:str='default',
+                    steps:int=10,           # timed steps of each configuration (median reported)
+                    batch:int=8, lr:float=2e-3, threads:int=2, seed:int=0, data=None) -> dict:
+    "Median training-step milliseconds of each configuration, the steps interleaved: dict name -> ms (+ load1)."
+    if isinstance(configs, str): configs = [c for c in configs.split(',') if c]
+    cfgs = [_config(c) for c in configs]
+    if data is None:
+        tw = load_twins(system, size=size)
+        data = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
+    tr = data.sim['train']
+    b = tr.get_batch(torch.randperm(len(tr), generator=torch.Generator().manual_seed(seed))[:batch])
+    n_in, n_out = b['x'].shape[1], b['y'].shape[1]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch.manual_seed(seed)
+        runs = []
+        for c in cfgs:
+            m = make_model(c['arch'], c['capacity'], fields=data.fields, n_in=n_in, n_out=n_out, grid=data.grid,
+                           n_cond=data.n_cond, **c['kwargs'])
+            runs.append((c['name'], m, torch.optim.AdamW(m.parameters(), lr=c['lr'] or lr, weight_decay=1e-4)))
+        def step(m, opt):
+            opt.zero_grad(set_to_none=True)
+            se, n = _masked_mse_sum(m(b['x'], b['field_mask'], b['cond'] if data.n_cond else None), b)
+            (se / n).backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+        for _, m, opt in runs: step(m, opt)   # warm-up, optimiser state
+        times = {name: [] for name, _, _ in runs}
+        for r in range(steps):
+            for name, m, opt in runs[r % len(runs):] + runs[:r % len(runs)]:
+                t0 = time.perf_counter(); step(m, opt); times[name].append(time.perf_counter() - t0)
+        return dict({k: round(statistics.median(v) * 1e3, 1) for k, v in times.items()}, threads=threads,
+                    load1=round(os.getloadavg()[0], 2))
+    finally:
+        torch.set_num_threads(old)

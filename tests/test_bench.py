@@ -1,5 +1,5 @@
 "Benchmarks: each returns its keys, measures in one run, and restores the torch thread count."
-import json
+import json, math
 import torch
 import pytest
 from simreal_nb.schema import FIELDS
@@ -22,3 +22,25 @@ def test_bench_joint_keys_and_threads():
     assert {'joint_s', 'sim_s', 'exp_s', 'ratio'} <= set(r) and r['ratio'] == pytest.approx(r['joint_s'] / (r['sim_s'] + r['exp_s']))
     assert torch.get_num_threads() == n
     json.dumps(r)
+
+
+def test_bench_tta_structure_finite_monotone():
+    from simreal_nb.bench import bench_tta, TTA_TARGETS
+    n = torch.get_num_threads()
+    rows = bench_tta(['fan-p8', dict(name='fno-tiny', arch='fno', capacity='S', width=8, modes=4, layers=1)],
+                     system='cylinder', size='test', updates=3, every=1, val_windows=6, threads=1)
+    assert torch.get_num_threads() == n
+    assert [r['name'] for r in rows] == ['fan-p8', 'fno-tiny']
+    for r in rows:
+        assert {'name', 'arch', 'kwargs', 'lr', 'params', 'updates', 'train_s', 'step_ms', 'best_val', 'best_at',
+                'tta', 'curve', 'load1', 'threads'} <= set(r)
+        assert set(r['tta']) == {f'{t:g}' for t in TTA_TARGETS}
+        assert all(v is None or set(v) == {'s', 'updates'} for v in r['tta'].values())
+        assert [p['updates'] for p in r['curve']] == [0, 1, 2, 3] and r['updates'] == 3
+        ts = [p['train_s'] for p in r['curve']]
+        assert all(b > a for a, b in zip(ts, ts[1:]))
+        vals = [p['val'] for p in r['curve']]
+        assert all(math.isfinite(v) and v > 0 for v in vals) and math.isfinite(r['best_val'])
+        assert r['best_val'] == pytest.approx(min(vals), rel=1e-3) and r['params'] > 0 and r['step_ms'] > 0
+        json.dumps(r)
+    assert rows[0]['kwargs'] == {'patch': 8} and rows[1]['kwargs'] == {'width': 8, 'modes': 4, 'layers': 1}
