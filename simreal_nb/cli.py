@@ -38,7 +38,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         seeds:int=None,               # Number of seeds per cell (default: the preset's)
         archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
         exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
-        workers:int=0,                # Local worker processes (0: in-process, sequential, deterministic)
+        workers:int=None,             # Local worker processes, one thread each (default: one per CPU core; 0: in-process)
         device:str='auto'):           # Torch device: auto, cpu or cuda
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     from dataclasses import replace
@@ -52,6 +52,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     given = dict(systems=names(systems), capacities=names(capacities), protocols=names(protocols), seeds=seeds,
                  archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
     grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
+    if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
     run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True)
 
 @call_parse

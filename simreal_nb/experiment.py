@@ -37,7 +37,7 @@ class GridConfig:
     fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
     arch: str = 'fno'         # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
     patch: int = 8            # patch size of the field-attention net
-    steps: int = 2000         # the update cap: no protocol trains longer (Sim→Exp: half per phase)
+    steps: int = 1000         # the update cap: no protocol trains longer (Sim→Exp: half per phase)
     patience: int|None = 5    # early stopping after this many validations without improvement (None: train to the cap)
     batch_size: int = 8       # windows per domain mini-batch
     lr: float = 2e-3          # peak learning rate (AdamW, warm-up then cosine over the cap)
@@ -324,9 +324,20 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     return res
 
 # %% ../nbs/50_experiment.ipynb #c027
-def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3) -> dict:
+def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
+                  threads:int|None=None) -> dict:  # torch threads per worker while measuring (None: as set)
     "Upper bound of a run's training time: each trained cell's update cap × its update time measured here on this grid."
-    dev = resolve_device(device)
+    dev, old = resolve_device(device), torch.get_num_threads()
+    if threads: torch.set_num_threads(threads)
+    try: per = _update_times(cells, cfg, dev, probe_steps)
+    finally: torch.set_num_threads(old)
+    trained = [c for c in cells if c.protocol not in BASELINES]
+    upper = sum(per[(c.system, c.capacity, c.arch)] * cfg.steps for c in trained)
+    return dict(cells=len(cells), trained_cells=len(trained), update_s={'/'.join(k): round(v, 4) for k, v in per.items()},
+                max_train_s=round(upper, 1))
+
+def _update_times(cells, cfg, dev, probe_steps):
+    "Seconds per Joint update of each (system, capacity, arch) of `cells`, measured on a few real batches."
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
         system, capacity, arch = key
@@ -340,10 +351,7 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
         t = time.perf_counter()
         for _ in range(probe_steps): st.step(b, {'sim': .5, 'exp': .5})
         per[key] = (time.perf_counter() - t) / probe_steps
-    trained = [c for c in cells if c.protocol not in BASELINES]
-    upper = sum(per[(c.system, c.capacity, c.arch)] * cfg.steps for c in trained)
-    return dict(cells=len(cells), trained_cells=len(trained), update_s={'/'.join(k): round(v, 4) for k, v in per.items()},
-                max_train_s=round(upper, 1))
+    return per
 
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
@@ -362,10 +370,12 @@ def run_experiment(out='runs/default',  # run directory
     if verbose:
         print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}")
         if todo:
-            est = estimate_cost(todo, config, device)
+            lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
+            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None)
             print(f"estimated cost: at most {est['max_train_s'] / 60:.0f} min of training for {est['trained_cells']} trained "
-                  f"cells here (update cap {config.steps} × measured update time {est['update_s']} s); early stopping "
-                  f"usually ends cells sooner", flush=True)
+                  f"cells (update cap {config.steps} × update time measured here {est['update_s']} s)"
+                  + (f", about {est['max_train_s'] / 60 / lanes:.0f} min over {lanes} parallel workers" if lanes > 1 else '')
+                  + "; early stopping usually ends cells sooner", flush=True)
     tfile = run_dir / 'timing.json'
     timing = json.loads(tfile.read_text()) if tfile.exists() else {}
     t0 = time.perf_counter()
