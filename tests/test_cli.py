@@ -28,27 +28,28 @@ def test_data_list():
     r = simreal('data', 'list')
     assert r.returncode == 0 and r.stdout.split() == ['cylinder', 'controlled', 'foil', 'kolmogorov']
 
-def test_run_quick_writes_results_report_and_timing(tmp_path):
+def test_run_writes_results_report_and_timing(tmp_path):
     out = tmp_path / 'run'
-    r = simreal('run', '--quick', '--out', str(out), '--systems', 'kolmogorov', '--capacities', 'S')
+    r = simreal('run', '--preset', 'test', '--out', str(out), '--systems', 'kolmogorov', '--capacities', 'S', '--workers', '0')
     assert r.returncode == 0, r.stderr[-3000:]
     with xr.open_dataset(out / 'results.nc', engine='h5netcdf') as res: res = res.load()
     s = res.score
     assert set(s.dims) >= {'system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric'}
-    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint']
+    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'persistence', 'mean_field']
+    assert s.attrs['units'] == '1'
     assert list(s.metric.values) == ['rmse', 'rel_l2', 'frmse'] and set(s.domain.values) == {'sim', 'exp'}
     assert s.sel(domain='exp', field='p').isnull().all()
     assert np.isfinite(s.sel(domain='sim', field='p', metric='rmse')).all()
     assert np.isfinite(s.sel(field='all')).all()
-    assert json.loads(res.attrs['config'])['size'] == 'quick'
+    assert json.loads(res.attrs['config'])['size'] == 'test'
     report = (out / 'report.md').read_text()
-    assert f'4 cells (0 already done) -> {out}' in r.stdout
+    assert f'6 cells (0 already done) -> {out}' in r.stdout and 'estimated cost: at most' in r.stdout
     assert report in r.stdout                                  # the report is printed as written
     assert "## The paper's findings, measured here" in report and '## RMSE per domain and bRMSE at λ = 0.5' in report
     for png in ('pareto_rmse.png', 'rollouts.png'):
         assert (out / 'figures' / png).read_bytes()[:4] == b'\x89PNG'
     timing = json.loads((out / 'timing.json').read_text())
-    assert len([k for k in timing if not k.startswith('_')]) == 4
+    assert len([k for k in timing if not k.startswith('_')]) == 6
     # the report is rebuilt from results.nc alone
     (out / 'report.md').unlink()
     r = simreal('report', str(out))
@@ -58,4 +59,8 @@ def test_run_quick_writes_results_report_and_timing(tmp_path):
 def test_run_bad_names_fail_before_compute(tmp_path):
     r = simreal('run', '--quick', '--out', str(tmp_path / 'x'), '--systems', 'cylindre')
     assert r.returncode != 0 and 'cylindre' in r.stderr and 'kolmogorov' in r.stderr
+    r = simreal('run', '--preset', 'huge', '--out', str(tmp_path / 'x'))
+    assert r.returncode != 0 and "unknown preset 'huge'" in r.stderr and 'Traceback' not in r.stderr
+    r = simreal('run', '--exp-trajs', 'two', '--out', str(tmp_path / 'x'))
+    assert r.returncode != 0 and '--exp-trajs' in r.stderr
     assert not (tmp_path / 'x').exists()
