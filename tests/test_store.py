@@ -8,7 +8,8 @@ def make(domain='exp'):
     rng = np.random.default_rng(1)
     ds = xr.Dataset(coords=dict(traj=np.arange(3), time=np.arange(4) * 0.1, y=np.linspace(0, 1, 5),
                                 x=np.linspace(0, 2, 6), Re=('traj', [90., 120., 150.])),
-                    attrs=dict(domain=domain, system='toy', seed=3, inputs='omega_cmd'))
+                    attrs=dict(domain=domain, system='toy', seed=3, inputs='omega_cmd', scale_u=1.0, scale_v=1.0,
+                               scale_note='toy velocity scale'))
     for f in ('u', 'v'): ds[f] = (DIMS, rng.standard_normal((3, 4, 5, 6)).astype('float32'), FIELD_META[f])
     ds['valid'] = (DIMS, rng.random((3, 4, 5, 6)) > 0.1)
     ds['v'] = ds.v.where(ds.valid)
