@@ -22,7 +22,7 @@ def data_list():
 def data_make(system:str,          # Twin system name (see `simreal data list`)
               out:str='.',         # Directory that receives SYSTEM_sim.nc, SYSTEM_exp.nc, SYSTEM_exp_truth.nc
               seed:int=0,          # Random seed of the generator
-              size:str='default'): # Size preset: test, quick or default
+              size:str='default'): # Size preset: test, quick, default or paper
     "Generate one twin system and write its sim, exp and hidden exp-truth datasets as netCDF."
     from simreal_nb.systems import write_twins
     for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')

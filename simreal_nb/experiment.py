@@ -31,7 +31,7 @@ __all__ = ['PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Prese
 @dataclass(frozen=True)
 class GridConfig:
     "Everything a grid cell needs besides its coordinates: data, windows, model, training budget, evaluation."
-    size: str = 'default'     # size preset of the twin systems ('test', 'quick', 'default')
+    size: str = 'default'     # size preset of the twin systems ('test', 'quick', 'default', 'paper')
     n_in: int = 2             # input frames per window
     n_out: int = 1            # frames predicted per model call
     fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
@@ -128,6 +128,9 @@ PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `defau
     'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells"),
     'default': Preset(_DEFAULT, Grid(capacities=('S',), seeds=3), 'every system, capacity S, three seeds'),
     'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), seeds=3), 'every system, both capacities, three seeds'),
+    'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=4000, patience=10, batch_size=32, lr=1e-4, horizon=20,
+                               eval_every=200, ckpt_every=500),
+                    Grid(capacities=('Ti', 'MS'), seeds=3), "RealPDEBench's scale (64×128 grids, MORPH-Ti/S widths, batch 32): a GPU or a cluster"),
 }
 
 # %% ../nbs/50_experiment.ipynb #c014

@@ -53,6 +53,7 @@ _KOL_SIZES = dict(
               t_adapt=0.5),
     quick=dict(_KOL_BASE, n=64, n_traj=4, n_frames=40, dt=0.025, nu=(3e-3, 4.5e-3)),
     default=dict(_KOL_BASE, n=128, n_traj=12, n_frames=64, dt=0.0125),
+    paper=dict(_KOL_BASE, n=256, n_traj=24, n_frames=100, dt=0.00625),  # 128² output: for a GPU or a cluster
 )
 
 _LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=1.0, walls=1, drag=0.03, turb=0.03, turb_modes=3,
@@ -66,6 +67,7 @@ _CYL_SIZES = dict(
     quick=dict(_CYL, nx=96, ny=48, D=6, Re=(80., 140.), Re_spin=110., U=0.12, n_traj=4, n_frames=40, frame_steps=15,
                spin_steps=1500),
     default=dict(_CYL, nx=128, ny=64, n_traj=12, n_frames=80),
+    paper=dict(_CYL, nx=256, ny=128, D=16, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),  # 64×128 output
 )
 def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85)
 _CTL_SIZES = {k: _ctl(v) for k, v in _CYL_SIZES.items()}
@@ -77,6 +79,7 @@ _FOIL_SIZES = dict(
     quick=dict(_FOIL, nx=96, ny=48, D=18, Re=(250., 450.), Re_spin=350., U=0.12, n_traj=4, n_frames=40,
                frame_steps=15, spin_steps=1500),
     default=dict(_FOIL, nx=128, ny=64, n_traj=12, n_frames=80),
+    paper=dict(_FOIL, nx=256, ny=128, D=48, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),
 )
 
 _WAKE = ((0.35, 0.6), (0.5, 0.6), (0.7, 0.6))  # behind the body (at x = 0.2), off the centreline
