@@ -39,13 +39,13 @@ def test_finished_cells_are_not_recomputed(baseline, tmp_path):
     base_dir, res = baseline
     d = tmp_path / 'run'
     run_experiment(d, CFG, replace(GRID, protocols=['sim_only']), report=False, verbose=False)
-    first = cell_path(d, Cell('kolmogorov', 'S', 'sim_only', 0))
+    first = cell_path(d, Cell('kolmogorov', 'S', 'sim_only', 0, CFG.arch))
     mtime = first.stat().st_mtime_ns
     res2 = run_experiment(d, CFG, GRID, report=False, verbose=False)
     assert first.stat().st_mtime_ns == mtime
     xr.testing.assert_allclose(res2.score, res.score)
     timing = json.loads((d / 'timing.json').read_text())
-    assert {Cell('kolmogorov', 'S', p, 0).key for p in ('sim_only', 'joint')} <= set(timing)
+    assert {Cell('kolmogorov', 'S', p, 0, CFG.arch).key for p in ('sim_only', 'joint')} <= set(timing)
 
 def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
     "Kill a run while a cell is training, run again: the cell resumes from its checkpoint and ends like an uninterrupted one."
@@ -58,12 +58,12 @@ def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
             f"run_experiment({str(d)!r}, replace(PRESETS['test'].config, steps=40, ckpt_every=5, eval_every=40), "
             f"Grid(['kolmogorov'], ['S'], ['joint']), report=False, verbose=False)\n")
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'OMP_NUM_THREADS': '1'})
-    ckpt = d / 'cells' / Cell('kolmogorov', 'S', 'joint', 0).key / 'last.pt'
+    ckpt = d / 'cells' / Cell('kolmogorov', 'S', 'joint', 0, CFG.arch).key / 'last.pt'
     t0 = time.time()
     while not ckpt.exists() and p.poll() is None and time.time() - t0 < 120: time.sleep(0.05)
     p.send_signal(signal.SIGKILL); p.wait()
     assert ckpt.exists(), 'the run never wrote a checkpoint'
-    assert not cell_path(d, Cell('kolmogorov', 'S', 'joint', 0)).exists(), 'killed too late: the cell had finished'
+    assert not cell_path(d, Cell('kolmogorov', 'S', 'joint', 0, CFG.arch)).exists(), 'killed too late: the cell had finished'
     import torch; torch.set_num_threads(1)
     res = run_experiment(d, cfg, grid, report=False, verbose=False)
     xr.testing.assert_allclose(res.score, ref.score, rtol=1e-4)
