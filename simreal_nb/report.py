@@ -196,7 +196,8 @@ def learning_curves(res:xr.Dataset, ncols:int=4, panel_size=(2.4, 1.9), dpi:int=
     V, S = V.reshape(len(labels), len(protos), -1, V.shape[-1]), S.reshape(len(labels), len(protos), -1, S.shape[-1])
     if cap is not None: cap = cap.reshape(len(labels), len(protos), -1)
     ncols = max(1, min(ncols, len(labels))); nrows = -(-len(labels) // ncols)
-    fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.4), dpi=dpi, layout='constrained')
+    width = max(panel_size[0] * ncols, 4.0)  # room for the legend below a single panel
+    fig = Figure(figsize=(width, panel_size[1] * nrows + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for a, (ax, lab) in enumerate(zip(axes, labels)):
         for i, p in enumerate(protos):
@@ -210,7 +211,7 @@ def learning_curves(res:xr.Dataset, ncols:int=4, panel_size=(2.4, 1.9), dpi:int=
         ax.set_xlabel('update', fontsize=7); ax.set_ylabel('validation objective', fontsize=7)
     for ax in axes[len(labels):]: ax.set_visible(False)
     handles = [Line2D([], [], color=f'C{i % 10}') for i in range(len(protos))]
-    fig.legend(handles, protos, loc='outside lower center', ncols=min(len(protos), 6), fontsize=7, frameon=False)
+    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // 0.95))), fontsize=7, frameon=False)
     return fig
 
 # %% ../nbs/55_report.ipynb #5ee71da4
