@@ -186,6 +186,7 @@ def _curve(hist, cfg):
     "Validation objective per validation, NaN-padded to the cap's number of validations (+1 per phase end)."
     n = cfg.steps // cfg.eval_every + 3
     step, val = np.full(n, np.nan), np.full(n, np.nan)
+    if hist is None: return step, val  # a baseline: no training
     k = min(n, len(hist.val.step))
     step[:k], val[:k] = hist.val.step[:k], [np.nan if v is None else v for v in hist.val.objective[:k]]
     return step, val
@@ -210,7 +211,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     t_data = time.perf_counter() - t0
     dev = resolve_device(device)
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
-    curve_step, curve_val = np.full(cfg.steps // cfg.eval_every + 3, np.nan), np.full(cfg.steps // cfg.eval_every + 3, np.nan)
+    curve_step, curve_val = _curve(None, cfg)
     cos = frac = capped = steps_done = float('nan')
     if cell.protocol in BASELINES:
         model = None

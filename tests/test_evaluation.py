@@ -8,18 +8,7 @@ import xarray as xr
 from simreal_nb.evaluation import (MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
                                    predict_windows, rollout)
 from simreal_nb.protocols import collate, train
-from test_protocols import KW, ToyWindows, net, toy_data
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads(); torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
-@pytest.fixture(scope='module')
-def toy(): return toy_data()
+from test_protocols import KW, ToyWindows, net, toy_data, one_thread, toy  # fixtures shared with the training tests
 
 
 def hand_data(u, v, p, normalizer=None):
