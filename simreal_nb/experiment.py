@@ -25,7 +25,8 @@ from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
 
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'cell_data', 'limit_exp_train', 'cell_path',
-           'run_cell', 'open_run_dir', 'map_cells', 'collect_results', 'estimate_cost', 'run_experiment']
+           'run_cell', 'open_run_dir', 'heaviest_first', 'map_cells', 'collect_results', 'estimate_cost',
+           'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -37,10 +38,14 @@ class GridConfig:
     fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
     arch: str = 'fno'         # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
     patch: int = 8            # patch size of the field-attention net
-    steps: int = 1000         # the update cap: no protocol trains longer (Sim→Exp: half per phase)
-    patience: int|None = 5    # early stopping after this many validations without improvement (None: train to the cap)
+    steps: int = 4000         # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
+    patience: int|None = 2    # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
+    min_delta: float = 0.05   # relative drop of a validation loss (sim or exp) that counts as progress
+    lr_drops: int = 2         # learning-rate cuts (×0.2 each) before a stall ends the phase
+    schedule: str = 'plateau' # 'plateau': train until converged; 'cosine': warm-up then cosine over the cap
+    warmup: int = 100         # updates of linear warm-up at the start of every phase
     batch_size: int = 8       # windows per domain mini-batch
-    lr: float = 2e-3          # peak learning rate (AdamW, warm-up then cosine over the cap)
+    lr: float = 2e-3          # peak learning rate (AdamW)
     horizon: int = 16         # autoregressive rollout length scored on the test trajectories
     eval_windows: int|None = None  # evenly spaced test windows scored per domain (None: every window)
     data_seed: int = 0        # seed of the twin data: every training seed sees the same data
@@ -51,12 +56,17 @@ class GridConfig:
     @property
     def budget_rule(self) -> str:
         "The training budget of every protocol, in words."
-        stop = (f"until its validation objective has not improved for {self.patience} validations (one every "
-                f"{self.eval_every} updates), at most" if self.patience else "for exactly")
-        own = ' and its own early stopping' if self.patience else ''
+        stall = (f"{self.patience} validations (one every {self.eval_every} updates) in which no term of the validation "
+                 f"objective (sim loss, exp loss) fell {self.min_delta:.0%} below its last progress")
+        if not self.patience: stop = "for exactly"
+        elif self.schedule == 'plateau':
+            stop = (f"until converged — after {stall} the learning rate is cut ×0.2, and stall number {self.lr_drops + 1} "
+                    f"ends training — at most")
+        else: stop = f"until {stall}, at most"
+        own = ' and its own convergence rule' if self.patience else ''
         return (f"every protocol trains {stop} {self.steps} updates of batch {self.batch_size} per domain, keeping its "
                 f"best-validation weights; Sim→Exp gives each of its two phases (sim pre-training, exp fine-tuning) "
-                f"half of those updates{own}; the same rule for every protocol and seed")
+                f"half of that cap{own}; the same rule for every protocol and seed")
 
 # %% ../nbs/50_experiment.ipynb #c008
 class GridError(ValueError):
@@ -120,13 +130,14 @@ class Preset:
     grid: Grid
     note: str = ''
 
-_TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, batch_size=4, horizon=4,
+_TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, schedule='cosine', warmup=0, batch_size=4, horizon=4,
                    eval_windows=4, ckpt_every=4, eval_every=4, val_batches=1)
 _DEFAULT = GridConfig()
 PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
     'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
     'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells"),
-    'default': Preset(_DEFAULT, Grid(capacities=('S',), seeds=3), 'every system, capacity S, three seeds'),
+    'default': Preset(_DEFAULT, Grid(('cylinder', 'kolmogorov'), ('S',), seeds=3),
+                      'a channel flow and the turbulence, capacity S, three seeds: converged in about an hour on 2 cores'),
     'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), seeds=3), 'every system, both capacities, three seeds'),
     'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=4000, patience=10, batch_size=32, lr=1e-4, horizon=20,
                                eval_every=200, ckpt_every=500),
@@ -191,6 +202,14 @@ def _curve(hist, cfg):
     step[:k], val[:k] = hist.val.step[:k], [np.nan if v is None else v for v in hist.val.objective[:k]]
     return step, val
 
+def _updates_made(hist) -> int:
+    "Optimiser updates a run actually made (a phase that converged leaves the rest of its cap unused)."
+    start = made = 0
+    for i, ph in enumerate(hist.phases):
+        at = [s for s, p in zip(hist.val.step, hist.val.phase) if p == i]
+        made, start = made + (max(at) - start if at else 0), start + ph['steps']
+    return made
+
 def _baseline_scores(name, dd, truth, cfg, scales, device):
     "Evaluate a reference baseline like a model: persistence, or each domain's training-split time-mean field."
     kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales)
@@ -222,13 +241,14 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
                            n_cond=dd.n_cond, **({'patch': cfg.patch} if cell.arch == 'fan' else {}))
         hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
                      ckpt_dir=str(path.parent / cell.key), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
-                     patience=cfg.patience, val_batches=cfg.val_batches, device=str(dev), progress=False, resume=True)
+                     patience=cfg.patience, val_batches=cfg.val_batches,
+                     min_delta=cfg.min_delta, schedule=cfg.schedule, lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True)
         ev = evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
                       device=str(dev), scales=scales)
         cos, frac = _conflict(hist)
         curve_step, curve_val = _curve(hist, cfg)
         capped = float(not all(hist.stopped_early))  # a phase ran to its cap: it was still improving
-        steps_done = float(np.nanmax(curve_step))
+        steps_done = float(_updates_made(hist))
     t_train = time.perf_counter() - t0 - t_data
     ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
     t_eval = time.perf_counter() - t0 - t_data - t_train
@@ -283,6 +303,12 @@ def open_run_dir(run_dir, cfg:GridConfig) -> Path:
     return run_dir
 
 # %% ../nbs/50_experiment.ipynb #c023
+def heaviest_first(cells:list) -> list:
+    "`cells` grouped by system (a worker keeps one system's data), the costliest protocols first: parallel lanes end together."
+    cost = lambda c: 0 if c.protocol in BASELINES else 2 if c.protocol.startswith(('joint', 'sim_to_exp')) else 1
+    order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
+    return sorted(cells, key=lambda c: (order[c.system], -cost(c)))
+
 def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True):
     "Run `cells` (sequentially in-process when `executor` is None), yielding each cell's timing as it finishes."
     if not cells: return
@@ -294,7 +320,7 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
         return
     n_workers = getattr(executor, '_max_workers', None)
     threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
-    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads) for c in cells]
+    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads) for c in heaviest_first(cells)]
     pb = progress_bar(as_completed(futs), total=len(futs), display=verbose)
     for f in pb:
         r = f.result(); pb.comment = r['key']
@@ -379,7 +405,7 @@ def run_experiment(out='runs/default',  # run directory
             print(f"estimated cost: at most {est['max_train_s'] / 60:.0f} min of training for {est['trained_cells']} trained "
                   f"cells (update cap {config.steps} × update time measured here {est['update_s']} s)"
                   + (f", about {est['max_train_s'] / 60 / lanes:.0f} min over {lanes} parallel workers" if lanes > 1 else '')
-                  + "; early stopping usually ends cells sooner", flush=True)
+                  + "; the convergence rule usually ends cells well before the cap", flush=True)
     tfile = run_dir / 'timing.json'
     timing = json.loads(tfile.read_text()) if tfile.exists() else {}
     t0 = time.perf_counter()

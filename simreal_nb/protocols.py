@@ -385,6 +385,10 @@ class TrainConfig:
     val_batches:int|None = 8  # validation batches per domain (fixed, in order; None: the whole split)
     val_domains:str = 'objective'  # validate the domains the phase optimises ('objective') or always both ('both')
     patience:int|None = None  # early stopping after this many evaluations without improvement (None: off)
+    min_delta:float = 0.0  # relative drop of the validation objective that counts as an improvement
+    schedule:str = 'cosine'  # 'cosine': warm-up, then cosine to `min_lr` over each phase; 'plateau': warm-up, then cut on stalls
+    lr_drops:int = 2  # 'plateau': learning-rate cuts (one per stall) before a stall stops the phase
+    lr_factor:float = 0.2  # 'plateau': multiplier of each cut
     restore_best:bool = True  # end each phase with its best-validation weights
     log_every:int = 10  # updates between logged losses and gradient-conflict diagnostics
     ckpt_every:int|None = None  # updates between checkpoints (None: only at the end if ckpt_dir is set)
@@ -408,6 +412,14 @@ class TrainConfig:
         if self.warmup < 0: raise ProtocolError(f"warmup: expected >= 0, got {self.warmup!r}")
         if self.ckpt_every is not None and self.ckpt_dir is None:
             raise ProtocolError(f"ckpt_every={self.ckpt_every} needs ckpt_dir: expected a directory for the checkpoints")
+        if self.schedule not in ('cosine', 'plateau'):
+            raise ProtocolError(f"schedule: expected 'cosine' or 'plateau', got {self.schedule!r}")
+        if self.schedule == 'plateau' and self.patience is None:
+            raise ProtocolError("schedule='plateau' cuts the learning rate when validation stalls: it needs patience (an integer)")
+        if not 0 <= self.min_delta < 1: raise ProtocolError(f"min_delta: expected a fraction in [0, 1), got {self.min_delta!r}")
+        if not 0 < self.lr_factor < 1: raise ProtocolError(f"lr_factor: expected a number in (0, 1), got {self.lr_factor!r}")
+        if not isinstance(self.lr_drops, (int, np.integer)) or self.lr_drops < 0:
+            raise ProtocolError(f"lr_drops: expected a non-negative integer, got {self.lr_drops!r}")
         if self.val_domains not in ('objective', 'both'):
             raise ProtocolError(f"val_domains: expected 'objective' or 'both', got {self.val_domains!r}")
 
@@ -416,6 +428,7 @@ class TrainConfig:
         return dict(steps=self.steps, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
                     warmup=self.warmup, min_lr=self.min_lr, grad_clip=self.grad_clip, seed=self.seed,
                     eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
+                    min_delta=self.min_delta, schedule=self.schedule, lr_drops=self.lr_drops, lr_factor=self.lr_factor,
                     log_every=self.log_every, concat=self.concat)
 
 # %% ../nbs/40_protocols.ipynb #c039
@@ -550,6 +563,10 @@ def _check_data(data, protocol):
 # %% ../nbs/40_protocols.ipynb #c042
 CKPT_FORMAT = 'simreal_nb.protocols/2'  # the `format` entry of a trainer checkpoint
 
+def _fresh_es() -> dict:
+    "Early-stopping state at the start of a phase: best objective, reference loss per domain, stalls, learning-rate cuts."
+    return dict(best=None, best_step=None, ref=None, bad=0, drops=0, scale=1.0, stop=False)
+
 class Trainer:
     "Train `model` on `data` with `protocol`; checkpoints, resume, early stopping, gradient-conflict logging."
     def __init__(self, model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
@@ -575,7 +592,7 @@ class Trainer:
                          for d, ds in self.train_sets.items()}
         self.ckpt_dir = None if self.cfg.ckpt_dir is None else Path(self.cfg.ckpt_dir)
         self.updates_done, self.phase_idx, self.stepper = 0, -1, None  # phase_idx -1: no phase entered yet
-        self.es = dict(best=None, best_step=None, bad=0, stop=False)  # early-stopping state of the current phase
+        self.es = _fresh_es()  # early-stopping state of the current phase
         self.best_state, self._acc = None, []  # _acc: update stats since the last log line
         self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps, self.cfg.batch_size, self.cfg.seed,
                                [dict(label=p.label, steps=p.steps, weights=dict(p.weights), freeze_stem=p.freeze_stem)
@@ -611,10 +628,11 @@ def _enter_phase(self:Trainer, i:int):
         for p in self._stem_params(): p.requires_grad_(False)
     params = [p for p in self.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=self.cfg.lr * ph.lr_scale, weight_decay=self.cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_cosine(ph.steps, self.cfg.warmup, self.cfg.min_lr))
+    shape = warmup_cosine(ph.steps, self.cfg.warmup, self.cfg.min_lr if self.cfg.schedule == 'cosine' else 1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: shape(s) * self.es['scale'])  # 'plateau' cuts `scale`
     self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat)
     self.phase_idx = i
-    self.es = dict(best=None, best_step=None, bad=0, stop=False)
+    self.es = _fresh_es()
     self.best_state = None
 
 # %% ../nbs/40_protocols.ipynb #update1
@@ -669,6 +687,13 @@ def val_loss(self:Trainer, d:str) -> float|None:
     return num / den
 
 @patch
+def _stall(self:Trainer):
+    "`patience` validations without improvement: cut the learning rate ('plateau', cuts left) or stop the phase."
+    if self.cfg.schedule == 'plateau' and self.es['drops'] < self.cfg.lr_drops:
+        self.es.update(drops=self.es['drops'] + 1, scale=self.es['scale'] * self.cfg.lr_factor, bad=0)
+    else: self.es['stop'] = True
+
+@patch
 def validate(self:Trainer) -> float|None:
     "Validate the current phase's objective; log it, track the best weights and early stopping."
     ph = self.phases[self.phase_idx]
@@ -678,12 +703,15 @@ def validate(self:Trainer) -> float|None:
     obj = None if any(x is None for _, x in terms) else sum(w * x for w, x in terms)
     self.history.val.add(step=self.updates_done, phase=self.phase_idx, sim=v['sim'], exp=v['exp'], objective=obj)
     if obj is not None and (self.es['best'] is None or obj < self.es['best']):
-        self.es.update(best=obj, best_step=self.updates_done, bad=0)
+        self.es.update(best=obj, best_step=self.updates_done)
         if self.cfg.restore_best:
             self.best_state = {k: t.detach().clone() for k, t in self.model.state_dict().items()}
-    elif obj is not None:
-        self.es['bad'] += 1
-        if self.cfg.patience is not None and self.es['bad'] >= self.cfg.patience: self.es['stop'] = True
+    if obj is not None:  # progress: some term of the objective fell by `min_delta` below its reference
+        ref = self.es['ref'] or {}
+        better = {d: v[d] for d, w in ph.weights.items() if w > 0 and (d not in ref or v[d] < ref[d] * (1 - self.cfg.min_delta))}
+        if better: self.es.update(ref={**ref, **better}, bad=0)
+        else: self.es['bad'] += 1
+        if self.cfg.patience is not None and self.es['bad'] >= self.cfg.patience: self._stall()
     if obj is not None and not math.isfinite(obj):
         raise NonFiniteLossError(f"validation objective is {obj} at step {self.updates_done}", self.updates_done, self.last_ckpt())
     return obj
@@ -758,7 +786,7 @@ def load(self:Trainer, path=None) -> Trainer:
         raise CheckpointError(f"checkpoint {path} was written by {ck.get('world', 1)} ranks; this run has {self.world}")
     mine = ck['ranks'][self.rank] if self.world > 1 else dict(rng=ck['rng'], samplers=ck['samplers'])
     for d, s in self.samplers.items(): s.load_state_dict(mine['samplers'][d])
-    self.es, self.best_state, self.history = dict(ck['es']), ck['best_state'], History.from_dict(ck['history'])
+    self.es, self.best_state, self.history = {**_fresh_es(), **ck['es']}, ck['best_state'], History.from_dict(ck['history'])
     self._acc = list(ck.get('log_acc', []))
     set_rng_state(mine['rng'])
     return self

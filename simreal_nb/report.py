@@ -11,7 +11,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
+from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
                                 balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains, reduction_pct)
@@ -21,8 +21,8 @@ from .store import atomic_write, write_text
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
            'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'units_text', 'report_text', 'write_report', 'protocol_ranking',
-           'ranking_agreement']
+           'error_vs_n_figure', 'arch_table', 'gap_table', 'units_text', 'report_text', 'write_report',
+           'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -257,6 +257,16 @@ def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float
     b = balanced(s.sel(domain='sim', drop=True), s.sel(domain='exp', drop=True), lam)
     return _ci_frame({str(a): b.sel(arch=a, drop=True) for a in b.arch.values}, level)
 
+# %% ../nbs/55_report.ipynb #4a0572cb
+def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:float=1.5, level:float=0.95) -> pd.DataFrame:
+    "Per setting: r_exp (Sim-only / Exp-only error on exp) and r_sim (Exp-only / Sim-only error on sim) on `fields`, mean and `±` over seeds, and whether both reach `target`."
+    s = score.sel(metric=metric, field=list(fields), drop=True)
+    s = np.sqrt((s ** 2).mean('field'))
+    e = lambda p, d: s.sel(protocol=p, domain=d, drop=True)
+    df = _ci_frame({'r_exp': e(SIM_ONLY, 'exp') / e(EXP_ONLY, 'exp'), 'r_sim': e(EXP_ONLY, 'sim') / e(SIM_ONLY, 'sim')}, level)
+    df[f'≥ {target:g} both'] = ((df.r_exp >= target) & (df.r_sim >= target)).map({True: 'yes', False: 'no'})
+    return df
+
 # %% ../nbs/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
     "'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper found."
@@ -356,6 +366,10 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
              'training set\'s time-mean field), scored like the protocols; they are never the best non-joint protocol '
              'and never count as winners.' if refs else ''), '']
     L += _flags(res)
+    if {SIM_ONLY, EXP_ONLY} <= set(protos) and {'u', 'v'} <= set(map(str, score.field.values)):
+        L += ['## The gap between the domains', '', "How much worse a model is on the domain it did not train on: r_exp = "
+              "Sim-only's exp error / Exp-only's exp error, r_sim = Exp-only's sim error / Sim-only's sim error (RMSE of u "
+              "and v, the fields both domains measure). The benchmark's target is ≥ 1.5 both ways.", '', md_table(gap_table(score)), '']
     if not paper: L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are not computed.', '']
     if paper: L += _paper_lines(score, h, n)
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):

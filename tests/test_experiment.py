@@ -7,6 +7,9 @@ import pytest
 import xarray as xr
 from simreal_nb.experiment import (PRESETS, BASELINES, GridError, Cell, Grid, run_experiment, run_cell, cell_path, collect_results)
 import simreal_nb.experiment as experiment
+import torch
+
+torch.set_num_threads(1)  # bitwise comparisons between runs need one thread count (an in-process dask worker sets 1)
 
 CFG = PRESETS['test'].config
 GRID = Grid(['kolmogorov'], ['S'], ['sim_only', 'joint'])

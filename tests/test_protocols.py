@@ -289,6 +289,20 @@ def test_resume_equals_uninterrupted(toy, tmp_path, protocol, stop_at):
     assert hres.resumed_from == [stop_at // 5 * 5] and href.resumed_from == []
 
 
+
+def test_resume_plateau_equals_uninterrupted(toy, tmp_path):
+    "Learning-rate cuts of the plateau schedule survive an interruption: bitwise the same run after resuming."
+    kw = dict(steps=40, patience=1, schedule='plateau', min_delta=0.5, lr_drops=2, warmup=0)
+    ref, href = _run(toy, tmp_path / 'a', 'joint@0.3', **kw)
+    lrs = [x for x in href.train.lr if x is not None]
+    assert min(lrs) < 0.2 * max(lrs) and href.stopped_early == [True]  # a second cut (lr logged as interval means), then the stop
+    with pytest.raises(KeyboardInterrupt):
+        _run(toy, tmp_path / 'b', 'joint@0.3', stop_at=href.val.step[-2] + 1, **kw)
+    res, hres = _run(toy, tmp_path / 'b', 'joint@0.3', resume=True, **kw)
+    for (k, a), b in zip(ref.state_dict().items(), res.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=k)
+    assert href.val == hres.val and href.train.lr == hres.train.lr
+
 def test_resume_after_kill(toy, tmp_path):
     "A subprocess is SIGKILLed in the middle of training; resuming here gives the uninterrupted result."
     here = Path(__file__).parent
