@@ -5,11 +5,11 @@
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
 import json, os, sys
-from fastcore.script import call_parse, anno_parser, store_true
+from fastcore.script import call_parse, anno_parser, store_true, Param
 
 # %% auto #0
-__all__ = ['COMMANDS', 'data_list', 'data_make', 'run', 'report', 'bench_models', 'bench_joint', 'bench_data', 'ada_mog',
-           'ada_chain', 'usage', 'find_command', 'main']
+__all__ = ['COMMANDS', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'report', 'bench_models',
+           'bench_joint', 'bench_data', 'ada_mog', 'ada_chain', 'usage', 'find_command', 'main']
 
 # %% ../nbs/90_cli.ipynb #c006
 @call_parse
@@ -26,6 +26,31 @@ def data_make(system:str,          # Twin system name (see `simreal data list`)
     "Generate one twin system and write its sim, exp and hidden exp-truth datasets as netCDF."
     from simreal_nb.systems import write_twins
     for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')
+
+# %% ../nbs/90_cli.ipynb #b94f24c4
+@call_parse
+def data_import_realpdebench(path:str,            # A RealPDEBench download: its root (holding SCENARIO/) or the scenario folder
+                             scenario:str=None,   # Scenario: cylinder, controlled_cylinder, foil or fsi (required)
+                             out:str='.',         # Directory that receives NAME_sim.nc and/or NAME_exp.nc
+                             name:str=None,       # File stem (default: the scenario)
+                             layout:str='auto',   # auto, hdf5 or arrow
+                             overwrite:store_true=False): # Replace existing files instead of refusing
+    "Import a RealPDEBench scenario (numerical -> sim, real -> exp) into the data contract as netCDF."
+    from simreal_nb.realpdebench import import_realpdebench, SCENARIOS
+    if scenario is None: raise ValueError(f"--scenario: required; expected one of {', '.join(SCENARIOS)}")
+    for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite).items(): print(f'{kind}: {p}')
+
+@call_parse
+def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this order", str, nargs='+'),
+                    out:str='.',        # Directory that receives piv_exp.nc
+                    dt:float=None,      # Seconds between frames, for files without acquisition times
+                    units:str=None,     # LENGTH,VELOCITY units for files that state none, e.g. mm,m/s
+                    fmt:str=None):      # Reader: vc7, insight, openpiv or pivlab (default: from the file)
+    "Import a lab PIV sequence (LaVision VC7, Insight, OpenPIV, PIVlab) into the experiment contract as piv_exp.nc."
+    from simreal_nb.piv import import_piv
+    u = None if units is None else tuple(o.strip() for o in units.split(','))
+    if u is not None and len(u) != 2: raise ValueError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
+    print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
 
 # %% ../nbs/90_cli.ipynb #c008
 @call_parse
@@ -105,7 +130,8 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
     print(json.dumps(run_chain(out, seed=seed, preset='test' if quick else 'default'), indent=1))
 
 # %% ../nbs/90_cli.ipynb #c012
-COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('run',): run, ('report',): report,
+COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('data','import','realpdebench'): data_import_realpdebench,
+            ('data','import','piv'): data_import_piv, ('run',): run, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
             ('ada','mog'): ada_mog, ('ada','chain'): ada_chain}
 
@@ -133,6 +159,6 @@ def main(argv:list=None):
     args = vars(parser.parse_args(argv[len(words):]))
     for k in ('pdb','xtra'): args.pop(k, None)
     try: return func(**args)
-    except (ValueError, TypeError, FileNotFoundError) as e:  # the package's input errors: one clear line, no traceback
+    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as e:  # the package's input errors: one clear line, no traceback
         if os.environ.get('SIMREAL_DEBUG'): raise
         raise SystemExit(f"simreal {' '.join(words)}: {e}") from None

@@ -1,0 +1,245 @@
+"""RealPDEBench loader: miniature files written here in the two published layouts (raw HDF5 and Hugging Face Arrow)."""
+import json
+import warnings
+
+import h5py
+import numpy as np
+import numpy.testing as npt
+import pytest
+import xarray as xr
+
+from simreal_nb.realpdebench import (RealPDEBenchError, import_realpdebench, load_realpdebench, parse_sim_id,
+                                     scan_realpdebench)
+from simreal_nb.schema import validate
+from simreal_nb.store import read_dataset
+
+pa = pytest.importorskip('pyarrow')
+
+T, H, W = 6, 4, 5
+
+
+def _fields(k, real, t_len=T):
+    "Distinct, recognisable values: u = 1000*traj + 100*frame + 10*row + col."
+    tt, yy, xx = np.meshgrid(np.arange(t_len), np.arange(H), np.arange(W), indexing='ij')
+    u = (1000 * k + 100 * tt + 10 * yy + xx).astype(np.float32)
+    d = dict(u=u, v=-u)
+    d['p'] = np.zeros_like(u) if real else (u + 0.5)
+    return d
+
+
+def _grid():
+    x, y = np.meshgrid(np.linspace(0.0, 0.4, W), np.linspace(0.3, 0.0, H))  # y descending, as image rows
+    return x, y
+
+
+def _groups(sdir, dtype, remain, in_dist, out_dist):
+    for stem, ids in (('remain_params', remain), ('in_dist_test_params', in_dist), ('out_dist_test_params', out_dist)):
+        (sdir / f'{stem}_{dtype}.json').write_text(json.dumps({s: [1.0] for s in ids}))
+
+
+def write_h5(root, scenario, names, real_p=True, t_lens=None):
+    "Raw layout: {root}/{scenario}/{real|numerical}/{name} with measured_data/u, v[, p] (T, H, W), x, y, t at the root."
+    sdir = root / scenario
+    x, y = _grid()
+    for dtype in ('real', 'numerical'):
+        (sdir / dtype).mkdir(parents=True, exist_ok=True)
+        for k, n in enumerate(names):
+            tl = (t_lens or {}).get(n, T)
+            d = _fields(k, dtype == 'real', tl)
+            with h5py.File(sdir / dtype / n, 'w') as f:
+                f['measured_data/u'], f['measured_data/v'] = d['u'], d['v']
+                if dtype == 'numerical' or real_p: f['measured_data/p'] = d['p']  # real: zero-filled pressure
+                f['x'], f['y'] = np.broadcast_to(x, (tl, H, W)), y  # x stored (T, H, W) as some files do
+                f['t'] = 5.0 + 0.1 * np.arange(tl)
+    _groups(sdir, 'real', names[:1], names[1:2], names[2:])
+    return sdir
+
+
+def write_arrow(root, scenario, names, drop=(), two_shards=False):
+    "Hugging Face layout: {root}/{scenario}/hf_dataset/{type}/data-*.arrow (IPC stream) + state.json + index JSONs."
+    sdir = root / scenario
+    x, y = _grid()
+    t = 5.0 + 0.1 * np.arange(T)
+    for dtype in ('real', 'numerical'):
+        folder = sdir / 'hf_dataset' / dtype
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for k, n in enumerate(names):
+            d = _fields(k, dtype == 'real')
+            r = dict(sim_id=n, u=d['u'].tobytes(), v=d['v'].tobytes(), shape_t=T, shape_h=H, shape_w=W,
+                     x=x.tobytes(), x_shape_h=H, x_shape_w=W, y=y.tobytes(), y_shape_h=H, y_shape_w=W,
+                     t=t.tobytes(), t_shape=T, vo=None)
+            if dtype == 'numerical': r['p'] = d['p'].tobytes()
+            rows.append({c: v for c, v in r.items() if c not in drop})
+        types = dict(sim_id=pa.string(), u=pa.binary(), v=pa.binary(), p=pa.binary(), vo=pa.binary(), x=pa.binary(),
+                     y=pa.binary(), t=pa.binary(), shape_t=pa.int32(), shape_h=pa.int32(), shape_w=pa.int32(),
+                     x_shape_h=pa.int32(), x_shape_w=pa.int32(), y_shape_h=pa.int32(), y_shape_w=pa.int32(),
+                     t_shape=pa.int32())
+        parts = [rows[:1], rows[1:]] if two_shards else [rows]
+        files = []
+        for i, part in enumerate(parts):
+            cols = {c: pa.array([r[c] for r in part], types[c]) for c in part[0]}
+            table = pa.table(cols)
+            name = f'data-{i:05d}-of-{len(parts):05d}.arrow'
+            with pa.OSFile(str(folder / name), 'wb') as f:
+                with pa.ipc.new_stream(f, table.schema) as w: w.write_table(table)
+            files.append(name)
+        (folder / 'state.json').write_text(json.dumps({'_data_files': [{'filename': n} for n in files]}))
+        (folder / 'dataset_info.json').write_text('{}')
+        for split, pairs in dict(train=[(names[0], 0)], val=[(names[1], 2)], test=[(names[0], 3)]).items():
+            (sdir / 'hf_dataset' / f'{split}_index_{dtype}.json').write_text(
+                json.dumps([dict(sim_id=s, time_id=t0) for s, t0 in pairs]))
+    _groups(sdir, 'real', names[:1], names[1:2], names[2:])
+    return sdir
+
+
+NAMES = ['3000.h5', '1800.h5', '2400.h5']  # deliberately not in parameter order
+
+
+@pytest.mark.parametrize('layout', ['hdf5', 'arrow'])
+def test_load_both_layouts(tmp_path, layout):
+    (write_h5 if layout == 'hdf5' else write_arrow)(tmp_path, 'cylinder', NAMES)
+    out = load_realpdebench(tmp_path, 'cylinder')
+    sim, exp = out['sim'], out['exp']
+    validate(sim, 'sim'); validate(exp, 'exp')
+    assert sim.attrs['layout'] == layout
+    # parameters from the names, trajectories sorted by them
+    npt.assert_array_equal(sim['Re'].values, [1800., 2400., 3000.])
+    assert list(exp['sim_id'].values) == ['1800.h5', '2400.h5', '3000.h5']
+    # published groups kept per trajectory (names[0]=3000 remain, names[1]=1800 in_dist, names[2]=2400 out_dist)
+    assert list(exp['group'].values) == ['in_dist', 'out_dist', 'remain']
+    # pressure: sim keeps it; exp has no field p at all (the zero-filled pressure is missing, not zeros)
+    assert 'p' in sim and 'p' not in exp
+    assert 'pressure_note' in exp.attrs
+    # coordinates ascending; y was stored descending, so rows come flipped
+    for c in ('time', 'y', 'x'): assert (np.diff(sim[c].values) > 0).all()
+    npt.assert_allclose(sim['time'].values, 0.1 * np.arange(T), atol=1e-12)
+    npt.assert_allclose(exp['y'].values, np.linspace(0.0, 0.3, H))
+    k = NAMES.index('1800.h5')  # file order index used for its values
+    expect = _fields(k, False)['u'][:, ::-1, :]
+    npt.assert_array_equal(sim['u'].values[0], expect)
+    npt.assert_array_equal(exp['v'].values[0], -expect)
+    npt.assert_array_equal(sim['p'].values[0], expect + 0.5)
+    # one set of reference scales, the same on both domains
+    for f in ('u', 'v', 'p'): assert sim.attrs[f'scale_{f}'] == exp.attrs[f'scale_{f}'] > 0
+    u, v = sim['u'].values.astype(float), sim['v'].values.astype(float)
+    npt.assert_allclose(sim.attrs['scale_u'], np.sqrt(np.mean(u ** 2 + v ** 2)), rtol=1e-9)
+    npt.assert_allclose(sim.attrs['scale_p'], np.std(sim['p'].values.astype(float)), rtol=1e-6)
+
+
+def test_arrow_windows_and_shards(tmp_path):
+    write_arrow(tmp_path, 'cylinder', NAMES, two_shards=True)
+    exp = load_realpdebench(tmp_path / 'cylinder', 'cylinder', domains='exp', layout='arrow')['exp']
+    assert set(exp.data_vars) == {'u', 'v'}
+    ws = exp['window_split'].sel(traj=int(np.flatnonzero(exp['sim_id'].values == '3000.h5')[0])).values
+    npt.assert_array_equal(ws, [1, 0, 0, 3, 0, 0])  # train window at frame 0, test at frame 3
+    ws = exp['window_split'].sel(traj=int(np.flatnonzero(exp['sim_id'].values == '1800.h5')[0])).values
+    npt.assert_array_equal(ws, [0, 0, 2, 0, 0, 0])
+
+
+def test_window_is_lazy_and_exact(tmp_path):
+    write_h5(tmp_path, 'cylinder', NAMES)
+    out = load_realpdebench(tmp_path, 'cylinder', frames=(1, 6, 2), sub_s=2, sim_ids=['2400.h5'])
+    sim = out['sim']
+    assert sim.sizes == dict(traj=1, time=3, y=2, x=3)
+    full = _fields(NAMES.index('2400.h5'), False)['u']
+    npt.assert_array_equal(sim['u'].values[0], full[1:6:2, ::2, ::2][:, ::-1, :])
+    npt.assert_allclose(sim['time'].values, [0.0, 0.2, 0.4], atol=1e-12)
+    npt.assert_allclose(sim['y'].values, [0.1, 0.3])  # stored rows 0 and 2 (y = 0.3, 0.1), flipped
+    assert sim.attrs['frames'] == [1, 6, 2]
+
+
+def test_params_two_numbers_and_groups(tmp_path):
+    names = ['3272_18.2_0.8_1.h5', '3272_20.0_0.8_1.h5', '4100_18.2_0.8_1.h5']
+    write_h5(tmp_path, 'fsi', names)
+    assert parse_sim_id('fsi', names[0]) == {'Re': 3272.0, 'param2': 18.2}
+    assert parse_sim_id('controlled_cylinder', '2000_0.5.h5') == {'Re': 2000.0, 'f_ctrl': 0.5}
+    exp = load_realpdebench(tmp_path, 'fsi', domains=['exp'], groups=['remain', 'out_dist'])['exp']
+    assert set(exp['group'].values) == {'remain', 'out_dist'} and exp.sizes['traj'] == 2
+    npt.assert_array_equal(exp['param2'].values, [18.2, 18.2])
+    df = scan_realpdebench(tmp_path, 'fsi')
+    assert len(df) == 6 and set(df['domain']) == {'sim', 'exp'}
+
+
+def test_shortest_trajectory_sets_length(tmp_path):
+    write_h5(tmp_path, 'cylinder', NAMES, t_lens={'2400.h5': 4})
+    sim = load_realpdebench(tmp_path, 'cylinder', domains='sim')['sim']
+    assert sim.sizes['time'] == 4
+    with pytest.raises(RealPDEBenchError, match=r'2400\.h5.*frames 0:6 reach past its 4 frames'):
+        load_realpdebench(tmp_path, 'cylinder', frames=(0, 6))
+
+
+def test_import_writes_both_files(tmp_path):
+    write_arrow(tmp_path / 'dl', 'cylinder', NAMES)
+    paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', name='cyl')
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['cyl_exp.nc', 'cyl_sim.nc']
+    exp = read_dataset(paths['exp'], domain='exp')
+    sim = read_dataset(paths['sim'], domain='sim')
+    assert 'p' not in exp and list(exp['group'].values) == ['in_dist', 'out_dist', 'remain']
+    assert exp['window_split'].dtype == np.int8 and sim['window_split'].sum() > 0
+    with pytest.raises(FileExistsError): import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', name='cyl')
+
+
+def test_aligns_with_the_package(tmp_path):
+    from simreal_nb.align import align_domains
+    write_h5(tmp_path, 'cylinder', NAMES)
+    out = load_realpdebench(tmp_path, 'cylinder')
+    s, e = align_domains(out['sim'], out['exp'])
+    assert s.attrs['present'] == 'u v p' and e.attrs['present'] == 'u v'
+
+
+# ---- bad input: one clear error naming the file; nothing written ----
+
+def test_truncated_hdf5(tmp_path):
+    sdir = write_h5(tmp_path, 'cylinder', NAMES)
+    f = sdir / 'real' / '1800.h5'
+    f.write_bytes(f.read_bytes()[:3000])
+    with pytest.raises(RealPDEBenchError, match=r'1800\.h5.*(truncated|HDF5)'):
+        import_realpdebench(tmp_path, 'cylinder', tmp_path / 'out')
+    assert not (tmp_path / 'out').exists() or not any((tmp_path / 'out').iterdir())
+
+
+def test_wrong_shapes_and_groups(tmp_path):
+    sdir = write_h5(tmp_path, 'cylinder', NAMES)
+    with h5py.File(sdir / 'numerical' / '2400.h5', 'a') as f:
+        del f['measured_data/v']; f['measured_data/v'] = np.zeros((T, H, W + 1), np.float32)
+    with pytest.raises(RealPDEBenchError, match=r'2400\.h5: measured_data/v has shape \(6, 4, 6\); expected \(6, 4, 5\)'):
+        load_realpdebench(tmp_path, 'cylinder')
+    with h5py.File(sdir / 'real' / '1800.h5', 'a') as f: del f['measured_data']
+    with pytest.raises(RealPDEBenchError, match=r"1800\.h5: no group 'measured_data'"):
+        load_realpdebench(tmp_path, 'cylinder', domains='exp')
+
+
+def test_name_that_does_not_parse(tmp_path):
+    write_h5(tmp_path, 'cylinder', NAMES + ['run_a.h5'])
+    with pytest.raises(RealPDEBenchError, match=r"'run_a\.h5': file name does not parse as a 'cylinder' trajectory"):
+        load_realpdebench(tmp_path, 'cylinder')
+    with pytest.raises(RealPDEBenchError, match='unknown scenario'): parse_sim_id('cylindre', '1.h5')
+    with pytest.raises(RealPDEBenchError, match="'combustion'"): load_realpdebench(tmp_path, 'combustion')
+
+
+def test_arrow_missing_columns_and_bad_bytes(tmp_path):
+    write_arrow(tmp_path / 'a', 'cylinder', NAMES, drop=('shape_w',))
+    with pytest.raises(RealPDEBenchError, match=r"data-00000-of-00001\.arrow: missing columns \['shape_w'\]"):
+        load_realpdebench(tmp_path / 'a', 'cylinder')
+    sdir = write_arrow(tmp_path / 'b', 'cylinder', NAMES)
+    shard = sdir / 'hf_dataset' / 'real' / 'data-00000-of-00001.arrow'
+    shard.write_bytes(shard.read_bytes()[:500])
+    with pytest.raises(RealPDEBenchError, match=r'data-00000-of-00001\.arrow.*(truncated|Arrow)'):
+        load_realpdebench(tmp_path / 'b', 'cylinder', domains='exp')
+
+
+def test_missing_download_and_layout(tmp_path):
+    with pytest.raises(RealPDEBenchError, match='no such folder'): load_realpdebench(tmp_path / 'nope', 'cylinder')
+    write_h5(tmp_path, 'cylinder', NAMES)
+    with pytest.raises(RealPDEBenchError, match=r"no real data \(hf_dataset/real/\*\.arrow\)"):
+        load_realpdebench(tmp_path, 'cylinder', layout='arrow', domains='exp')
+
+
+def test_nonfinite_becomes_invalid(tmp_path):
+    sdir = write_h5(tmp_path, 'cylinder', NAMES)
+    with h5py.File(sdir / 'real' / '1800.h5', 'a') as f: f['measured_data/u'][0, 0, 0] = np.nan
+    exp = load_realpdebench(tmp_path, 'cylinder', domains='exp')['exp']
+    assert 'valid' in exp and int((~exp['valid'].values).sum()) == 1
+    # stored row 0 is the top row (largest y); after the flip it is the last y
+    assert not bool(exp['valid'].values[0, 0, -1, 0])
