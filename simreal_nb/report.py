@@ -332,7 +332,7 @@ def _flags(res:xr.Dataset) -> list:
     cc = capped_cells(res)
     if cc is None: L += ['Not recorded in this run.']
     elif len(cc): L += [md_table(cc)]
-    else: L += ['None: early stopping ended every trained cell.']
+    else: L += ['None: the convergence rule ended every trained cell before the cap.']
     return L + ['']
 
 def report_text(res:xr.Dataset, timing:dict|None=None) -> str:

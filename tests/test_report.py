@@ -210,7 +210,7 @@ def test_flags_none(res, text):
     clean = synthetic_results(seeds=(0, 1))
     flags = section(report_text(clean), 'FLAGS')
     assert 'None: every trained protocol beats persistence where it trains.' in flags
-    assert 'None: early stopping ended every trained cell.' in flags
+    assert 'None: the convergence rule ended every trained cell before the cap.' in flags
     assert 'Not checked: this run has no persistence baseline.' in section(text, 'FLAGS')
     assert 'Not recorded in this run.' in section(text, 'FLAGS')
 
