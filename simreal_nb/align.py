@@ -13,7 +13,8 @@ from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError
 
 # %% auto #0
 __all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'WindowDataset', 'DomainData',
-           'make_domain_data', 'resample_time', 'event_times', 'ClockMap', 'event_anchor_align']
+           'make_domain_data', 'resample_time', 'event_times', 'ClockMap', 'event_anchor_align', 'probe_series',
+           'align_clocks']
 
 # %% ../nbs/15_align.ipynb #c006
 def example_pair(n_traj: int = 5,  # trajectories per domain
@@ -634,3 +635,31 @@ def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
     xa, xb = ea[pr[:, 0]], eb[pr[:, 1]]
     res = float(np.sqrt(np.mean((xb - (k * xa + c)) ** 2)))
     return ClockMap(offset=float(c), drift=float(k - 1), n_matched=len(pr), residual=res, pairs=np.stack([xa, xb], 1))
+
+# %% ../nbs/15_align.ipynb #10e18964
+def probe_series(ds: xr.Dataset,  # a contract dataset
+                 field: str = 'v',  # field to probe
+                 at: tuple = (0.0, 0.0),  # (x, y) of the probe, in the dataset's coordinate units
+                 traj: int = 0,  # trajectory index
+                ) -> tuple:
+    "(times, values) of `field` at the grid point nearest to `at`; invalid samples are NaN."
+    if field not in ds: raise ValueError(f"probe_series: no field {field!r}; the dataset has {[f for f in FIELDS if f in ds]}")
+    x, y = at
+    for name, v in (('x', x), ('y', y)):
+        lo, hi = float(ds[name].min()), float(ds[name].max())
+        if not lo <= v <= hi: raise ValueError(f"probe_series: {name}={v} lies outside the dataset's {name} range [{lo:g}, {hi:g}]")
+    da = ds[field].isel(traj=traj).sel(x=x, y=y, method='nearest')
+    if 'valid' in ds: da = da.where(ds['valid'].isel(traj=traj).sel(x=x, y=y, method='nearest'))
+    return ds['time'].values.astype(float), da.values.astype(float)
+
+def align_clocks(ref: xr.Dataset,  # the dataset whose clock is the reference (clock a)
+                 other: xr.Dataset,  # a dataset recorded on its own clock (clock b)
+                 field: str = 'v',  # field probed in both
+                 at: tuple | None = None,  # (x, y) of the probe; None: the centre of `ref`'s domain
+                 traj: int = 0,  # trajectory index in both
+                 kind: str = 'zero_up',  # event type, see `event_times`
+                 **kw,  # passed to `event_anchor_align` (max_offset, tol, prominence, ...)
+                ) -> ClockMap:
+    "Clock map of `other` relative to `ref` from matched events of `field` probed at the same point of both."
+    if at is None: at = (float(ref.x.mean()), float(ref.y.mean()))
+    return event_anchor_align(*probe_series(ref, field, at, traj), *probe_series(other, field, at, traj), kind=kind, **kw)
