@@ -64,7 +64,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
         exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
         workers:int=None,             # Local worker processes, one thread each (default: one per CPU core; 0: in-process)
-        device:str='auto'):           # Torch device: auto, cpu or cuda
+        device:str='auto',            # Torch device: auto, cpu or cuda
+        data:str=None):               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment, PRESETS, GridError
@@ -76,9 +77,10 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         except ValueError: raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
     given = dict(systems=names(systems), capacities=names(capacities), protocols=names(protocols), seeds=seeds,
                  archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
+    if data is not None and given['systems'] is None: given['systems'] = ()  # every imported pair, not the preset's twins
     grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
-    run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True)
+    run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True, data=data)
 
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc

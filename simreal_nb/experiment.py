@@ -15,7 +15,7 @@ import xarray as xr
 from fastprogress.fastprogress import progress_bar
 from . import __version__
 from .schema import FIELDS, reference_scales
-from .store import write_dataset, write_text
+from .store import write_dataset, write_text, read_dataset
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
@@ -24,9 +24,9 @@ from .protocols import get_protocol, train, resolve_device, Stepper
 from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
 
 # %% auto #0
-__all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'cell_data',
-           'limit_exp_train', 'cell_path', 'run_cell', 'open_run_dir', 'heaviest_first', 'map_cells', 'collect_results',
-           'estimate_cost', 'run_experiment']
+__all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'imported_systems',
+           'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'run_cell', 'open_run_dir', 'heaviest_first',
+           'map_cells', 'collect_results', 'estimate_cost', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -101,10 +101,11 @@ class Grid:
     exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
     baselines: bool = True         # add the reference baselines (persistence, mean field) to every setting
 
-    def cells(self, arch:str='fan') -> list:
-        "The cells, in a deterministic order; every name is checked first."
-        systems = list(self.systems or list_systems())
-        _check_names('system', systems, list_systems())
+    def cells(self, arch:str='fan', known:list|None=None) -> list:
+        "The cells, in a deterministic order; every name is checked first (systems against `known`, default the twins)."
+        known = list(known or list_systems())
+        systems = list(self.systems or known)
+        _check_names('system', systems, known)
         _check_names('capacity', list(self.capacities), list(CAPACITIES))
         archs = list(self.archs or (arch,))
         _check_names('arch', archs, list(ARCHS))
@@ -147,11 +148,27 @@ PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `defau
 # %% ../nbs/50_experiment.ipynb #c014
 _DATA = {}
 
-def cell_data(system:str, cfg:GridConfig):
-    "(DomainData, exp_truth, reference scales) for `system` at the sizes of `cfg`, cached per process."
-    k = (system, cfg.size, cfg.data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs))
+def imported_systems(data_dir) -> list:
+    "Names of the `NAME_sim.nc` + `NAME_exp.nc` pairs in `data_dir` (as `simreal data import` and `data make` write them)."
+    d = Path(data_dir)
+    if not d.is_dir(): raise GridError(f"data {d}: not a directory; expected a folder holding NAME_sim.nc and NAME_exp.nc")
+    names = sorted(p.name[:-len('_sim.nc')] for p in d.glob('*_sim.nc') if (d / p.name.replace('_sim.nc', '_exp.nc')).exists())
+    if not names: raise GridError(f"data {d}: no NAME_sim.nc + NAME_exp.nc pair; expected files written by `simreal data import`")
+    return names
+
+def load_domains(system:str, cfg:GridConfig, data_dir=None) -> dict:
+    "sim, exp and exp_truth (None where the data have none) of a twin at `cfg`'s size, or of a pair imported into `data_dir`."
+    if data_dir is None: return load_twins(system, seed=cfg.data_seed, size=cfg.size)
+    d = Path(data_dir)
+    truth = d / f'{system}_exp_truth.nc'  # only twins have one: a real experiment never measures what it misses
+    return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=read_dataset(d / f'{system}_exp.nc', domain='exp'),
+                exp_truth=read_dataset(truth) if truth.exists() else None)
+
+def cell_data(system:str, cfg:GridConfig, data_dir=None):
+    "(DomainData, exp_truth or None, reference scales) for `system` (a twin, or a pair in `data_dir`), cached per process."
+    k = (system, cfg.size, cfg.data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs), None if data_dir is None else str(data_dir))
     if k not in _DATA:
-        tw = load_twins(system, seed=cfg.data_seed, size=cfg.size)
+        tw = load_domains(system, cfg, data_dir)
         _DATA.clear()  # keep one system in memory at a time
         dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=cfg.data_seed)
         _DATA[k] = (dd, tw['exp_truth'], reference_scales(tw['sim']))
@@ -210,6 +227,13 @@ def _updates_made(hist) -> int:
         made, start = made + (max(at) - start if at else 0), start + ph['steps']
     return made
 
+def _truth_score(ev, hidden):
+    "Rollout scores on the exp hidden truth of the fields only the simulation has; NaN where the data have no truth."
+    if 'exp_truth' in ev.domain.values:
+        return ev['score'].sel(domain='exp_truth', mode='rollout', field=hidden, metric=list(METRICS), drop=True).rename(field='hidden_field')
+    return xr.DataArray(np.full((len(hidden), len(METRICS)), np.nan), dims=('hidden_field', 'metric'),
+                        coords=dict(hidden_field=hidden, metric=list(METRICS)))
+
 def _baseline_scores(name, dd, truth, cfg, scales, device):
     "Evaluate a reference baseline like a model: persistence, or each domain's training-split time-mean field."
     kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales)
@@ -219,13 +243,13 @@ def _baseline_scores(name, dd, truth, cfg, scales, device):
     return xr.concat(parts, 'domain', data_vars='minimal', coords='minimal', compat='override')
 
 # %% ../nbs/50_experiment.ipynb #c019
-def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None) -> dict:
+def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
     "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
     path = cell_path(run_dir, cell)
     if path.exists(): return dict(key=cell.key, skipped=True)
     if threads: torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    dd, truth, scales = cell_data(cell.system, cfg)
+    dd, truth, scales = cell_data(cell.system, cfg, data_dir)
     dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
     t_data = time.perf_counter() - t0
     dev = resolve_device(device)
@@ -262,8 +286,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
         frmse_band=sc.sel(mode='rollout', metric=[f'frmse_{b}' for b in BANDS], drop=True)
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
         rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
-        truth_score=ev['score'].sel(domain='exp_truth', mode='rollout', field=hidden, metric=list(METRICS), drop=True)
-                               .rename(field='hidden_field'),
+        truth_score=_truth_score(ev, hidden),
         grad_cos_mean=((), cos), grad_conflict_frac=((), frac), capped=((), capped), steps_done=((), steps_done),
         curve_step=(('eval_index',), curve_step), curve_val=(('eval_index',), curve_val),
         params=((), float(n_params(model)) if model is not None else 0.0), train_s=((), t_train), eval_s=((), t_eval),
@@ -282,12 +305,13 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
                 total_s=time.perf_counter() - t0)
 
 # %% ../nbs/50_experiment.ipynb #c021
-def open_run_dir(run_dir, cfg:GridConfig) -> Path:
-    "Create `run_dir` (or check that it was made by this version with `cfg`) and return it."
+def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
+    "Create `run_dir` (or check that it was made by this version with `cfg`, on the same data) and return it."
     run_dir = Path(run_dir); man = run_dir / 'manifest.json'
     if run_dir.exists() and not run_dir.is_dir():
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
-    want = json.loads(json.dumps(dict(package='simreal_nb', version=__version__, config=asdict(cfg))))
+    want = json.loads(json.dumps(dict(package='simreal_nb', version=__version__, config=asdict(cfg),
+                                      data=None if data_dir is None else str(Path(data_dir).resolve()))))
     if man.exists():
         have = json.loads(man.read_text())
         if have.get('version') != __version__:
@@ -297,6 +321,9 @@ def open_run_dir(run_dir, cfg:GridConfig) -> Path:
             diff = {k: (have.get('config', {}).get(k), v) for k, v in want['config'].items() if have.get('config', {}).get(k) != v}
             raise GridError(f"run directory {run_dir} was made with other settings {diff} (theirs, ours): "
                             f"use another --out, or the same preset")
+        if have.get('data') != want['data']:
+            raise GridError(f"run directory {run_dir} was made on data {have.get('data') or 'the twin systems'}, not "
+                            f"{want['data'] or 'the twin systems'}: use another --out")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(man, json.dumps(want, indent=1))
@@ -309,18 +336,18 @@ def heaviest_first(cells:list) -> list:
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
     return sorted(cells, key=lambda c: (order[c.system], -cost(c)))
 
-def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True):
+def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None):
     "Run `cells` (sequentially in-process when `executor` is None), yielding each cell's timing as it finishes."
     if not cells: return
     if executor is None:
         pb = progress_bar(cells, display=verbose)
         for c in pb:
             pb.comment = c.key
-            yield run_cell(c, cfg, run_dir, device)
+            yield run_cell(c, cfg, run_dir, device, data_dir=data_dir)
         return
     n_workers = getattr(executor, '_max_workers', None)
     threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
-    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads) for c in heaviest_first(cells)]
+    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads, data_dir) for c in heaviest_first(cells)]
     pb = progress_bar(as_completed(futs), total=len(futs), display=verbose)
     for f in pb:
         r = f.result(); pb.comment = r['key']
@@ -367,23 +394,24 @@ def _cell_cost(cell, cfg, joint_update_s):
     return cap, typical
 
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
-                  threads:int|None=None) -> dict:  # torch threads per worker while measuring (None: as set)
+                  threads:int|None=None,  # torch threads per worker while measuring (None: as set)
+                  data_dir=None) -> dict:  # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
     "A run's training time from update times measured here: at most (every phase at the update cap) and typically (`TYPICAL_UPDATES`)."
     dev, old = resolve_device(device), torch.get_num_threads()
     if threads: torch.set_num_threads(threads)
-    try: per = _update_times(cells, cfg, dev, probe_steps)
+    try: per = _update_times(cells, cfg, dev, probe_steps, data_dir)
     finally: torch.set_num_threads(old)
     trained = [c for c in cells if c.protocol not in BASELINES]
     costs = np.array([_cell_cost(c, cfg, per[(c.system, c.capacity, c.arch)]) for c in trained]).reshape(-1, 2)
     return dict(cells=len(cells), trained_cells=len(trained), update_s={'/'.join(k): round(v, 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1))
 
-def _update_times(cells, cfg, dev, probe_steps):
+def _update_times(cells, cfg, dev, probe_steps, data_dir=None):
     "Seconds per Joint update of each (system, capacity, arch) of `cells`, measured on a few real batches."
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
         system, capacity, arch = key
-        dd = cell_data(system, cfg)[0]
+        dd = cell_data(system, cfg, data_dir)[0]
         torch.manual_seed(0)
         m = make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
                        **({'patch': cfg.patch} if arch == 'fan' else {}))
@@ -401,19 +429,20 @@ def run_experiment(out='runs/default',  # run directory
                    executor:Executor|int|None=None,  # None: in-process, sequential; N: a local pool of N processes; or any executor
                    device:str='auto',    # torch device for training and evaluation
                    report:bool=True,     # write report.md and figures/ at the end
-                   verbose:bool=True) -> xr.Dataset:
+                   verbose:bool=True,
+                   data=None) -> xr.Dataset:     # folder of NAME_sim.nc / NAME_exp.nc pairs to run on instead of the twins
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
         config, grid = PRESETS[config].config, grid or PRESETS[config].grid
-    cells = (grid or Grid()).cells(config.arch)
-    run_dir = open_run_dir(out, config)
+    cells = (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data))
+    run_dir = open_run_dir(out, config, data)
     todo = [c for c in cells if not cell_path(run_dir, c).exists()]
     if verbose:
         print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}")
         if todo:
             lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
-            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None)
+            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data)
             print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s): "
                   f"typically {est['typical_train_s'] / 60 / lanes:.0f} min, at most {est['max_train_s'] / 60 / lanes:.0f} min "
                   f"(every phase at the {config.steps}-update cap)" + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
@@ -423,7 +452,7 @@ def run_experiment(out='runs/default',  # run directory
     own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
     ex = (ProcessPoolExecutor(executor, mp_context=get_context('spawn')) if executor > 1 else None) if own else executor
     try:
-        for r in map_cells(todo, config, run_dir, device, ex, verbose):
+        for r in map_cells(todo, config, run_dir, device, ex, verbose, data):
             if not r['skipped']: timing[r['key']] = {k: round(v, 3) for k, v in r.items() if k.endswith('_s')}
             write_text(tfile, json.dumps(timing, indent=1))
     finally:

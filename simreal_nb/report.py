@@ -425,7 +425,12 @@ def _report_rest(res, score, protos, seeds, L):
         df = _ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
         L += ['## Gradient conflict during Joint', '',
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']
-    for f in (res['truth_score'].hidden_field.values if 'truth_score' in res else ()):
+    has_truth = 'truth_score' in res and bool(res['truth_score'].notnull().any())
+    if 'truth_score' in res and not has_truth:
+        L += ["## The experiment's hidden fields", '', "These data have no hidden truth (a real experiment never measures "
+              f"the fields it misses: {', '.join(map(str, res['truth_score'].hidden_field.values)) or 'none'}), so the "
+              "protocols' predictions of them cannot be scored against the experiment.", '']
+    for f in (res['truth_score'].hidden_field.values if has_truth else ()):
         L += [f"## Beyond the paper: the experiment's hidden true {f}", '',
               f"Each model is fed the *measured* exp fields and its rollout of {f}, a field only the simulation has, is "
               f"compared with the {f} the experiment's physics produced before measurement (never used in training); "

@@ -64,3 +64,15 @@ def test_run_bad_names_fail_before_compute(tmp_path):
     r = simreal('run', '--exp-trajs', 'two', '--out', str(tmp_path / 'x'))
     assert r.returncode != 0 and '--exp-trajs' in r.stderr
     assert not (tmp_path / 'x').exists()
+
+
+def test_run_on_imported_data(tmp_path):
+    "`simreal run --data DIR` runs the grid on every NAME_sim.nc / NAME_exp.nc pair in DIR; a folder without one is refused."
+    assert simreal('data', 'make', 'kolmogorov', '--out', str(tmp_path / 'data'), '--size', 'test').returncode == 0
+    r = simreal('run', '--preset', 'test', '--data', str(tmp_path / 'data'), '--protocols', 'sim_only', '--workers', '0',
+                '--out', str(tmp_path / 'run'))
+    assert r.returncode == 0, r.stderr[-3000:]
+    with xr.open_dataset(tmp_path / 'run' / 'results.nc', engine='h5netcdf') as res:
+        assert list(res.system.values) == ['kolmogorov'] and np.isfinite(res.score.sel(protocol='sim_only', field='all')).all()
+    r = simreal('run', '--preset', 'test', '--data', str(tmp_path), '--out', str(tmp_path / 'run2'))
+    assert r.returncode != 0 and 'no NAME_sim.nc' in r.stderr and 'Traceback' not in r.stderr

@@ -139,3 +139,32 @@ def test_fewer_experimental_trajectories(tmp_path):
                          report=False, verbose=False)
     assert list(res.exp_trajs.values) == [1, 2]   # 'None' is recorded as the split's real count
     assert np.isfinite(res.score.sel(domain='exp', field='all')).all()
+
+
+def test_run_on_imported_pairs_equals_the_twins(baseline, tmp_path):
+    "`data=DIR` runs the grid on NAME_sim.nc / NAME_exp.nc pairs: the twins written to disk give the same scores."
+    from simreal_nb.systems import write_twins
+    write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
+    res = run_experiment(tmp_path / 'run', CFG, replace(GRID, systems=None), data=tmp_path / 'data', report=False, verbose=False)
+    _, ref = baseline
+    assert list(res.system.values) == ['kolmogorov']
+    xr.testing.assert_equal(res.score, ref.score)
+    with pytest.raises(GridError, match='twin systems'):  # a run directory is tied to its data
+        run_experiment(tmp_path / 'run', CFG, GRID, report=False, verbose=False)
+    with pytest.raises(GridError, match='no NAME_sim.nc'):
+        run_experiment(tmp_path / 'run2', CFG, GRID, data=tmp_path, report=False, verbose=False)
+
+
+def test_realpdebench_miniature_end_to_end(tmp_path):
+    "A RealPDEBench-layout miniature: import, run the grid, report; no hidden truth, and the report says so."
+    from simreal_nb.realpdebench import write_example_realpdebench, import_realpdebench
+    from simreal_nb.report import write_report
+    write_example_realpdebench(tmp_path / 'dl', 'cylinder', sim_ids=('1800.h5', '2400.h5', '3000.h5', '3600.h5'), T=12, H=8, W=16)
+    import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data')
+    grid = Grid(None, ['S'], ['sim_only', 'joint'])
+    res = run_experiment(tmp_path / 'run', CFG, grid, data=tmp_path / 'data', report=True, verbose=False)
+    assert list(res.system.values) == ['cylinder'] and res.truth_score.isnull().all()
+    s = res.score.sel(field=['u', 'v'], domain=['sim', 'exp'])
+    assert np.isfinite(s.sel(protocol=['sim_only', 'joint'])).all()
+    assert res.score.sel(domain='exp', field='p').isnull().all()  # real pressure is missing, never zeros
+    assert 'These data have no hidden truth' in (tmp_path / 'run' / 'report.md').read_text()
