@@ -153,6 +153,13 @@ def align_domains(sim: xr.Dataset,  # simulation dataset (domain 'sim')
     validate(exp)
     if exp.attrs['domain'] == 'sim': raise DataContractError("align_domains: `exp` has attrs['domain']='sim'; expected 'exp' or 'exp_truth'")
     gy, gx = _target_grid(grid, sim, exp)
+    for name, ds in (('sim', sim), ('exp', exp)):  # partial cover is normal (PIV sees a window); no cover is an error
+        ext = {a: (float(ds[a].min()), float(ds[a].max())) for a in ('x', 'y')}
+        if not all(((g >= ext[a][0]) & (g <= ext[a][1])).any() for a, g in (('x', gx), ('y', gy))):
+            raise DataContractError(f"align_domains: the {name} grid (x {ext['x'][0]:g}..{ext['x'][1]:g}, y {ext['y'][0]:g}.."
+                                    f"{ext['y'][1]:g}) does not overlap the target grid (x {gx[0]:g}..{gx[-1]:g}, y {gy[0]:g}.."
+                                    f"{gy[-1]:g}); expected both domains in the same coordinates and units (for lab PIV: "
+                                    "`piv.to_sim_grid`)")
     union = tuple(f for f in FIELDS if f in fields_of(sim) or f in fields_of(exp))
     out = []
     for ds in (sim, exp):

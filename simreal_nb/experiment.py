@@ -170,7 +170,10 @@ def cell_data(system:str, cfg:GridConfig, data_dir=None):
     if k not in _DATA:
         tw = load_domains(system, cfg, data_dir)
         _DATA.clear()  # keep one system in memory at a time
-        dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=cfg.data_seed)
+        try: dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=cfg.data_seed)
+        except ValueError as e:  # imported pairs: name the files that cannot be put together
+            if data_dir is None: raise
+            raise GridError(f"data {Path(data_dir) / system}_sim.nc + {system}_exp.nc: {e}") from None
         _DATA[k] = (dd, tw['exp_truth'], reference_scales(tw['sim']))
     return _DATA[k]
 

@@ -168,3 +168,15 @@ def test_realpdebench_miniature_end_to_end(tmp_path):
     assert np.isfinite(s.sel(protocol=['sim_only', 'joint'])).all()
     assert res.score.sel(domain='exp', field='p').isnull().all()  # real pressure is missing, never zeros
     assert 'These data have no hidden truth' in (tmp_path / 'run' / 'report.md').read_text()
+
+
+def test_imported_pair_that_cannot_be_aligned_is_refused(tmp_path):
+    "A sim/exp pair whose grids do not overlap (other units or origin) is refused, naming the files; no cell is written."
+    from simreal_nb.systems import write_twins
+    from simreal_nb.store import read_dataset, write_dataset
+    paths = write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
+    exp = read_dataset(paths['exp'])
+    write_dataset(exp.assign_coords(x=exp.x * 1000.0 + 1e4), paths['exp'])  # millimetres from another origin
+    with pytest.raises(GridError, match=r'kolmogorov_sim.nc \+ kolmogorov_exp.nc: align_domains: the exp grid .* does not overlap'):
+        run_experiment(tmp_path / 'run', CFG, Grid(None, ['S'], ['sim_only']), data=tmp_path / 'data', report=False, verbose=False)
+    assert not list((tmp_path / 'run').glob('cells/*.nc'))
