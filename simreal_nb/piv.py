@@ -62,10 +62,13 @@ class PIVFrame:
                 f"{int(self.valid.sum())}/{self.valid.size} valid, x,y [{self.length_units}], u,v [{self.velocity_units}])")
 
 # %% ../nbs/17_piv.ipynb #p014
-def _frame(path, fmt, x, y, u, v, valid, length_units, velocity_units, time=None, **attrs):
+def _frame(path, fmt, x, y, u, v, valid, length_units, velocity_units, time=None, flagged=True, **attrs):
     "A `PIVFrame` with both axes ascending (rows/columns flipped where the file's axis descends), NaN outside `valid`."
     x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
     u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
+    nonfinite = np.asarray(valid, bool) & ~(np.isfinite(u) & np.isfinite(v))
+    if flagged and nonfinite.any():  # a file with vector flags must not hide NaN/inf behind a valid flag
+        _bad(path, f"{int(nonfinite.sum())} vectors that the file's flags mark valid hold NaN/inf; expected finite values wherever a vector is valid")
     valid = np.asarray(valid, bool) & np.isfinite(u) & np.isfinite(v)
     if not (np.isfinite(x).all() and np.isfinite(y).all()): _bad(path, "coordinates contain NaN/inf")
     for name, c in (('x', x), ('y', y)):
@@ -196,7 +199,7 @@ def read_openpiv(path,  # an OpenPIV `.txt`/`.vec` file
         bad, note = a[:, 4] != 0, 'mask == 0'
     xs, ys, (u, v, bad) = _points_to_grid(path, x, y, [u, v, bad])
     length, vel = _merge_units(path, ('', ''), _units_arg(path, units, 'openpiv'))
-    return [_frame(path, 'openpiv', xs, ys, u, v, ~bad, length, vel, None, valid_rule=note)]
+    return [_frame(path, 'openpiv', xs, ys, u, v, ~bad, length, vel, None, flagged=note != 'finite u, v', valid_rule=note)]
 
 # %% ../nbs/17_piv.ipynb #p030
 def _mat_vars(path):

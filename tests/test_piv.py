@@ -251,3 +251,15 @@ def test_pivpy_0_4_0_readers_disagree_with_the_raw_files():
     assert len(np.unique(io.read_piv(data(PIVLAB)).x)) == 1  # coordinates collapse
     if importlib.util.find_spec('lvpyio'):
         assert float(np.nanmax(np.abs(theirs('PIVMAT_jet/B00001.VC7').u.values - mine('PIVMAT_jet/B00001.VC7').u))) > 10
+
+
+def test_nan_behind_a_valid_flag_is_refused(tmp_path):
+    "A flagged file that hides NaN behind a valid flag is refused, naming the file; a file without flags marks NaN invalid."
+    rows = [f"{x} {y} {1.0 + x} {2.0 * y} 0 0" for y in (1.0, 2.0) for x in (1.0, 2.0, 3.0)]
+    rows[4] = "2.0 2.0 nan 4.0 0 0"
+    (tmp_path / 'flagged.txt').write_text('\n'.join(rows) + '\n')
+    with pytest.raises(PIVFormatError, match=r'flagged.txt: 1 vectors that the file.s flags mark valid hold NaN'):
+        read_piv(tmp_path / 'flagged.txt', units=('mm', 'm/s'))
+    (tmp_path / 'plain.txt').write_text('\n'.join(' '.join(r.split()[:4]) for r in rows) + '\n')
+    ds = read_piv(tmp_path / 'plain.txt', units=('mm', 'm/s'))
+    assert int((~ds.valid).sum()) == 1 and int(ds.u.isnull().sum()) == 1
