@@ -333,9 +333,21 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
     return run_dir
 
 # %% ../nbs/50_experiment.ipynb #c023
-def heaviest_first(cells:list) -> list:
-    "`cells` grouped by system (a worker keeps one system's data), the costliest protocols first: parallel lanes end together."
-    cost = lambda c: 0 if c.protocol in BASELINES else 2 if c.protocol.startswith(('joint', 'sim_to_exp')) else 1
+TYPICAL_UPDATES = dict(sim=1300, exp=600)  # updates a phase with a sim batch / with exp batches only takes to converge
+# (medians of the cylinder's cells in the default run; Kolmogorov's take fewer)
+
+def _cell_cost(cell, cfg, joint_update_s):
+    "(cap, typical) training seconds of a cell: its phases' updates × the measured Joint update time × domains per update / 2."
+    cap = typical = 0.0
+    for ph in get_protocol(cell.protocol).phases(cfg.steps):
+        per = joint_update_s * len([w for w in ph.weights.values() if w > 0]) / 2
+        cap += per * ph.steps
+        typical += per * min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
+    return cap, typical
+
+def heaviest_first(cells:list, cfg:GridConfig) -> list:
+    "`cells` grouped by system (a worker keeps one system's data), the costliest first (`_cell_cost`): parallel lanes end together."
+    cost = lambda c: 0.0 if c.protocol in BASELINES else _cell_cost(c, cfg, 1.0)[1]
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
     return sorted(cells, key=lambda c: (order[c.system], -cost(c)))
 
@@ -350,7 +362,7 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
         return
     n_workers = getattr(executor, '_max_workers', None)
     threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
-    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads, data_dir) for c in heaviest_first(cells)]
+    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads, data_dir) for c in heaviest_first(cells, cfg)]
     pb = progress_bar(as_completed(futs), total=len(futs), display=verbose)
     for f in pb:
         r = f.result(); pb.comment = r['key']
@@ -384,18 +396,6 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     return res
 
 # %% ../nbs/50_experiment.ipynb #c027
-TYPICAL_UPDATES = dict(sim=1300, exp=600)  # updates a phase with a sim batch / with exp batches only takes to converge
-# (medians of the cylinder's cells in the default run; Kolmogorov's take fewer)
-
-def _cell_cost(cell, cfg, joint_update_s):
-    "(cap, typical) training seconds of a cell: its phases' updates × the measured Joint update time × domains per update / 2."
-    cap = typical = 0.0
-    for ph in get_protocol(cell.protocol).phases(cfg.steps):
-        per = joint_update_s * len([w for w in ph.weights.values() if w > 0]) / 2
-        cap += per * ph.steps
-        typical += per * min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
-    return cap, typical
-
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
                   data_dir=None) -> dict:  # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
