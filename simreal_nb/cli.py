@@ -4,12 +4,96 @@
 
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
-import json, os, sys
+import errno, json, os, re, sys
+from pathlib import Path
 from fastcore.script import call_parse, anno_parser, store_true, Param
 
 # %% auto #0
-__all__ = ['COMMANDS', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'report', 'bench_models',
-           'bench_joint', 'bench_data', 'ada_mog', 'ada_chain', 'usage', 'find_command', 'main']
+__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
+           'check_positive', 'check_out_dir', 'check_netcdf', 'check_json', 'data_list', 'data_make',
+           'data_import_realpdebench', 'data_import_piv', 'run', 'report', 'bench_models', 'bench_joint', 'bench_data',
+           'ada_mog', 'ada_chain', 'ada_twins', 'usage', 'find_command', 'main']
+
+# %% ../nbs/90_cli.ipynb #e002
+class UsageError(ValueError):
+    "A mistake in a command line, or in a file it names, found by the CLI's own checks."
+
+class UserExit(SystemExit):
+    "How `main` ends on a user error once its line is on stderr: exit status 2; `str()` is that line."
+    def __init__(self, line:str): super().__init__(2); self.line = line
+    def __str__(self): return self.line
+
+USER_ERRORS = ('simreal_nb.schema.DataContractError', 'simreal_nb.systems.SystemConfigError', 'simreal_nb.store.CheckpointError',
+               'simreal_nb.models.ModelInputError', 'simreal_nb.metrics.MetricInputError', 'simreal_nb.protocols.ProtocolError',
+               'simreal_nb.experiment.GridError', 'simreal_nb.realpdebench.RealPDEBenchError', 'simreal_nb.piv.PIVFormatError',
+               'simreal_nb.ada.ADAInputError',  # the package's input errors (and their subclasses), by name
+               'FileNotFoundError', 'FileExistsError', 'IsADirectoryError', 'NotADirectoryError', 'PermissionError')
+USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG') if hasattr(errno, n)}  # unwritable outputs
+
+def _qualname(c:type) -> str: return c.__qualname__ if c.__module__ == 'builtins' else f'{c.__module__}.{c.__qualname__}'
+
+def is_user_error(e:BaseException) -> bool:
+    "Whether `e` is the user's mistake (one line, exit 2) rather than a bug (traceback, exit 1)."
+    if isinstance(e, UsageError): return True  # the CLI's own checks
+    if any(_qualname(c) in USER_ERRORS for c in type(e).__mro__): return True  # by name: no heavy module is imported
+    return isinstance(e, OSError) and e.errno in USER_ERRNOS
+
+def error_line(e:BaseException) -> str:
+    "The message of `e` on one line; an operating-system error as `path: reason`."
+    if isinstance(e, OSError) and e.strerror and e.filename is not None:
+        msg = f"{e.filename}: {e.strerror}" + (f" ({e.filename2})" if e.filename2 is not None else '')
+    else: msg = str(e) or type(e).__name__
+    return ' '.join(l.strip() for l in msg.splitlines() if l.strip())
+
+# %% ../nbs/90_cli.ipynb #e004
+def check_at_least(flag:str, value, least=1):
+    "`value`, refused unless it is a number >= `least` (None passes: the default applies)."
+    if value is not None and not value >= least:
+        raise UsageError(f"{flag}: expected {'an integer' if isinstance(value, int) else 'a number'} >= {least}, got {value}")
+    return value
+
+def check_positive(flag:str, value):
+    "`value`, refused unless it is a finite number > 0 (None passes)."
+    import math
+    if value is not None and not (math.isfinite(value) and value > 0): raise UsageError(f"{flag}: expected a number > 0, got {value}")
+    return value
+
+def check_out_dir(path, flag:str='--out') -> Path:
+    "`path` as a folder that exists or can be created, and written to; checked without creating anything."
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"{flag} {path}: is a file; expected a directory (or a path that does not exist yet)")
+    q = p
+    while not q.exists() and not q.is_symlink() and q != q.parent: q = q.parent  # the nearest thing that is there
+    if not q.is_dir(): raise UsageError(f"{flag} {path}: {q} is a file; expected a directory (or a path that does not exist yet)")
+    if not os.access(q, os.W_OK | os.X_OK):
+        where = 'it' if q == p else f'the folder {q} it would be created in'
+        raise UsageError(f"{flag} {path}: {where} is not writable (no permission, or a read-only file system); "
+                         f"expected a folder you can write to")
+    return p
+
+def check_netcdf(path, expected:str, variables=()) -> Path:
+    "`path`, refused unless it opens as netCDF (h5netcdf, as the library reads it) and holds `variables`."
+    p = Path(path)
+    if not p.is_file(): raise UsageError(f"{p}: {'not a file' if p.exists() else 'no such file'}; expected {expected}")
+    import xarray as xr
+    try:
+        with xr.open_dataset(p, engine='h5netcdf', decode_times=False, decode_timedelta=False) as d: have = set(d.variables)
+    except PermissionError: raise
+    except Exception as e:
+        why = re.sub(r'^Unable to (?:synchronously )?open file \((.*)\)$', r'\1', error_line(e))
+        raise UsageError(f"{p}: not a readable netCDF file, truncated or corrupt ({why}); expected {expected}") from None
+    missing = [v for v in variables if v not in have]
+    if missing: raise UsageError(f"{p}: a netCDF file without the variable(s) {missing}; expected {expected}")
+    return p
+
+def check_json(path, expected:str) -> Path:
+    "`path`, refused unless it holds a JSON object."
+    p = Path(path)
+    try: obj = json.loads(p.read_text())
+    except ValueError as e: raise UsageError(f"{p}: not valid JSON ({e}); expected {expected}") from None
+    if not isinstance(obj, dict): raise UsageError(f"{p}: holds a JSON {type(obj).__name__}, not an object; expected {expected}")
+    return p
 
 # %% ../nbs/90_cli.ipynb #c006
 @call_parse
@@ -24,6 +108,7 @@ def data_make(system:str,          # Twin system name (see `simreal data list`)
               seed:int=0,          # Random seed of the generator
               size:str='default'): # Size preset: test, quick, default or paper
     "Generate one twin system and write its sim, exp and hidden exp-truth datasets as netCDF."
+    check_at_least('--seed', seed, 0); check_out_dir(out)
     from simreal_nb.systems import write_twins
     for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')
 
@@ -36,8 +121,14 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
                              layout:str='auto',   # auto, hdf5 or arrow
                              overwrite:store_true=False): # Replace existing files instead of refusing
     "Import a RealPDEBench scenario (numerical -> sim, real -> exp) into the data contract as netCDF."
-    from simreal_nb.realpdebench import import_realpdebench, SCENARIOS
-    if scenario is None: raise ValueError(f"--scenario: required; expected one of {', '.join(SCENARIOS)}")
+    if scenario is None:
+        from simreal_nb.realpdebench import SCENARIOS
+        raise UsageError(f"--scenario: required; expected one of {', '.join(SCENARIOS)}")
+    if layout not in ('auto', 'hdf5', 'arrow'): raise UsageError(f"--layout: expected auto, hdf5 or arrow, got {layout!r}")
+    if name is not None and not re.fullmatch(r'[\w.-]+', name):
+        raise UsageError(f"--name: expected a plain file stem (letters, digits, _ . -), got {name!r}")
+    check_out_dir(out)
+    from simreal_nb.realpdebench import import_realpdebench
     for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite).items(): print(f'{kind}: {p}')
 
 @call_parse
@@ -47,12 +138,40 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
                     units:str=None,     # LENGTH,VELOCITY units for files that state none, e.g. mm,m/s
                     fmt:str=None):      # Reader: vc7, insight, openpiv or pivlab (default: from the file)
     "Import a lab PIV sequence (LaVision VC7, Insight, OpenPIV, PIVlab) into the experiment contract as piv_exp.nc."
-    from simreal_nb.piv import import_piv
     u = None if units is None else tuple(o.strip() for o in units.split(','))
-    if u is not None and len(u) != 2: raise ValueError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
+    if u is not None and (len(u) != 2 or not all(u)): raise UsageError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
+    check_positive('--dt', dt); check_out_dir(out)
+    from simreal_nb.piv import import_piv, READERS
+    if fmt is not None and fmt not in READERS: raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
     print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
 
 # %% ../nbs/90_cli.ipynb #c008
+def _check_run_dir(out, workers):
+    "What `run` checks first: the run folder, and the files a resumed run reads back from it."
+    out = check_out_dir(out); check_at_least('--workers', workers, 0)
+    if not out.is_dir(): return
+    for f in ('manifest.json', 'timing.json'):
+        if (out / f).exists(): check_json(out / f, f'the {f} that `simreal run` writes (use another --out)')
+    for cell in sorted((out / 'cells').glob('*.nc')):
+        check_netcdf(cell, 'a finished cell of `simreal run` (delete it to compute the cell again)')
+
+def _check_run_data(data, systems, device):
+    "What `run` checks before computing: the netCDF files of the imported pairs it will read, and the device."
+    if data is not None:
+        from simreal_nb.experiment import imported_systems
+        for name in (systems or imported_systems(data)):
+            for kind in ('sim', 'exp', 'exp_truth'):
+                f = Path(data) / f'{name}_{kind}.nc'
+                if kind != 'exp_truth' or f.exists(): check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
+    if device not in ('auto', 'cpu'):
+        import torch
+        from simreal_nb.protocols import resolve_device
+        d = resolve_device(device)
+        if d.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
+        if (d.index or 0) >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: {torch.cuda.device_count()} CUDA device(s) visible here; expected auto or cpu"
+                             + (", or cuda:N with N < the number of devices" if torch.cuda.device_count() else ''))
+
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
         quick:store_true=False,       # The quick preset: a subset of the default grid (same cells, same numbers), minutes
@@ -67,6 +186,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         device:str='auto',            # Torch device: auto, cpu or cuda
         data:str=None):               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
+    _check_run_dir(out, workers)
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment, PRESETS, GridError
     name = preset or ('quick' if quick else 'default')
@@ -79,12 +199,19 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
                  archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
     if data is not None and given['systems'] is None: given['systems'] = ()  # every imported pair, not the preset's twins
     grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
+    _check_run_data(data, given['systems'], device)
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
     run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True, data=data)
 
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
     "Rebuild report.md and figures/ of a run from its results.nc alone."
+    d = Path(run_dir)
+    if not d.is_dir(): raise UsageError(f"{run_dir}: {'not a directory' if d.exists() else 'no such directory'}; "
+                                        "expected a run directory written by `simreal run`")
+    check_netcdf(d / 'results.nc', 'the results of `simreal run` (run it again into this folder to rewrite them)', ('score',))
+    if (d / 'timing.json').exists(): check_json(d / 'timing.json', 'the timing.json that `simreal run` writes (or none)')
+    check_out_dir(d, 'RUN_DIR')
     from simreal_nb.report import write_report
     print(write_report(run_dir))
 
@@ -98,6 +225,7 @@ def bench_models(presets:str='S,M', # Comma-separated capacity presets
                  steps:int=10,       # Timed training steps per preset
                  threads:int=2):     # Torch CPU threads
     "Training throughput and FLOP utilisation of each model preset, one JSON line per preset."
+    for flag, v in (('--batch', batch), ('--steps', steps), ('--threads', threads)): check_at_least(flag, v)
     from simreal_nb.bench import bench_models as _bench
     _print_json(_bench(presets=presets.split(','), batch=batch, steps=steps, threads=threads))
 
@@ -106,6 +234,7 @@ def bench_joint(batch:int=8,   # Mini-batch size per domain
                 steps:int=20,  # Timed updates per protocol
                 capacity:str='S'): # Model capacity preset
     "Time of one Joint update relative to one sim update plus one exp update."
+    for flag, v in (('--batch', batch), ('--steps', steps)): check_at_least(flag, v)
     from simreal_nb.bench import bench_joint as _bench
     _print_json(_bench(batch=batch, steps=steps, capacity=capacity))
 
@@ -120,6 +249,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             seed:int=0,             # Random seed
             quick:store_true=False): # The 'test' preset: a smoke test, a few training steps
     "ADA vs expectation alignment on the 3-D mixture-of-Gaussians benchmark."
+    check_at_least('--seed', seed, 0); check_out_dir(out)
     from simreal_nb.ada import run_mog
     print(json.dumps(run_mog(out, seed=seed, preset='test' if quick else 'default'), indent=1))
 
@@ -128,39 +258,60 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
               seed:int=0,               # Random seed
               quick:store_true=False):  # The 'test' preset: a smoke test, a few training steps
     "ADA vs expectation alignment on the bead-chain toy, observables added one at a time."
+    check_at_least('--seed', seed, 0); check_out_dir(out)
     from simreal_nb.ada import run_chain
     print(json.dumps(run_chain(out, seed=seed, preset='test' if quick else 'default'), indent=1))
+
+@call_parse
+def ada_twins(out:str=None,             # Output directory (metrics.json), required
+              system:str='cylinder',    # Twin system (see `simreal data list`)
+              seed:int=0,               # Twin-data seed; every other random stream derives from it
+              preset:str='default'):    # Preset: test (a smoke test, a few training steps) or default
+    "ADA vs expectation alignment on twin flow data: the fields exp never measures, at the system's probes."
+    if out is None: raise UsageError("--out: required; expected the directory that receives metrics.json")
+    check_at_least('--seed', seed, 0); check_out_dir(out)
+    from simreal_nb.ada import run_twins
+    run_twins(out, system=system, seed=seed, preset=preset)
+    print(f"metrics: {Path(out) / 'metrics.json'}")
 
 # %% ../nbs/90_cli.ipynb #c012
 COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('data','import','realpdebench'): data_import_realpdebench,
             ('data','import','piv'): data_import_piv, ('run',): run, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
-            ('ada','mog'): ada_mog, ('ada','chain'): ada_chain}
+            ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins}
 
 def usage() -> str:
     "The top-level help: one line per subcommand."
     width = max(len(' '.join(k)) for k in COMMANDS)
     lines = [f"  {' '.join(k):<{width}}  {(f.__doc__ or '').splitlines()[0]}" for k,f in COMMANDS.items()]
-    return 'usage: simreal COMMAND [ARGS]  (simreal COMMAND --help for its options)\n\ncommands:\n' + '\n'.join(lines)
+    return ('usage: simreal COMMAND [ARGS]  (simreal COMMAND --help for its options)\n\ncommands:\n' + '\n'.join(lines) +
+            '\n\nexit status: 0 done, 2 user error (one line on stderr), 1 internal error (traceback)')
 
 def find_command(argv:list):
     "The `(words, function)` of the subcommand that `argv` starts with."
     for k in sorted(COMMANDS, key=len, reverse=True):
         if tuple(argv[:len(k)]) == k: return k, COMMANDS[k]
     known = sorted({' '.join(k) for k in COMMANDS})
-    raise SystemExit(f"simreal: unknown command {' '.join(argv[:2])!r}; expected one of: {', '.join(known)}")
+    raise UsageError(f"unknown command {' '.join(argv[:2])!r}; expected one of: {', '.join(known)}")
 
 # %% ../nbs/90_cli.ipynb #c013
 def main(argv:list=None):
-    "Entry point of the `simreal` console script."
+    "Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug."
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = ['--' + a[2:].replace('-', '_') if a.startswith('--') else a for a in argv]  # --exp-trajs == --exp_trajs
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
-    words, func = find_command(argv)
-    parser = anno_parser(func, prog='simreal ' + ' '.join(words))
-    args = vars(parser.parse_args(argv[len(words):]))
-    for k in ('pdb','xtra'): args.pop(k, None)
-    try: return func(**args)
-    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as e:  # the package's input errors: one clear line, no traceback
-        if os.environ.get('SIMREAL_DEBUG'): raise
-        raise SystemExit(f"simreal {' '.join(words)}: {e}") from None
+    prog = 'simreal'
+    try:
+        words, func = find_command(argv)
+        prog = 'simreal ' + ' '.join(words)
+        parser = anno_parser(func, prog=prog)
+        def refuse(msg): raise UsageError(f"{msg} (see {prog} --help)")
+        parser.error = refuse  # argparse's complaints: one line and status 2, like every other user error
+        args = vars(parser.parse_args(argv[len(words):]))
+        for k in ('pdb','xtra'): args.pop(k, None)
+        getattr(func, '__wrapped__', func)(**args)
+    except Exception as e:
+        if not is_user_error(e) or os.environ.get('SIMREAL_DEBUG'): raise  # a bug: the traceback, status 1
+        line = f"{prog}: {error_line(e)}"
+        print(line, file=sys.stderr, flush=True)
+        raise UserExit(line) from None

@@ -1,0 +1,178 @@
+"""The `simreal` exit-code contract, run as a user runs it (in a subprocess): a user's mistake gives exit status 2 and
+one line on stderr naming the problem, never a traceback; a bug keeps its traceback and exits with status 1."""
+import importlib, inspect, os, pkgutil, subprocess, sys
+from pathlib import Path
+import pytest
+import simreal_nb
+from simreal_nb import cli
+
+def simreal(*args, env=None, code=None, timeout=300):
+    "Run `simreal ARGS` the way tests/test_cli.py does (or `code` instead of the plain entry point)."
+    r = subprocess.run([sys.executable, '-c', code or 'from simreal_nb.cli import main; main()', *map(str, args)],
+                       capture_output=True, text=True, timeout=timeout,
+                       env={**os.environ, 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': '', **(env or {})})
+    return r
+
+@pytest.fixture(scope='module')
+def files(tmp_path_factory):
+    "Inputs a user gets wrong: random bytes, a real netCDF cut in half, a foreign netCDF, a plain file, a RealPDEBench download with a cut file."
+    t = tmp_path_factory.mktemp('inputs')
+    r = simreal('data', 'make', 'cylinder', '--size', 'test', '--out', t / 'twins')  # a real, small netCDF
+    assert r.returncode == 0, r.stderr[-2000:]
+    whole = (t / 'twins' / 'cylinder_sim.nc').read_bytes()
+    junk = os.urandom(4096)
+    for name, content in {'junk': junk, 'cut': whole[:len(whole) // 2], 'foreign': whole}.items():
+        (t / name).mkdir(); (t / name / 'results.nc').write_bytes(content)   # run directories with a bad results.nc
+    (t / 'pair').mkdir()  # an imported pair whose sim file is truncated
+    (t / 'pair' / 'cylinder_sim.nc').write_bytes(whole[:len(whole) // 2])
+    (t / 'pair' / 'cylinder_exp.nc').write_bytes((t / 'twins' / 'cylinder_exp.nc').read_bytes())
+    (t / 'resume_json').mkdir(); (t / 'resume_json' / 'manifest.json').write_text('{"version": ')   # a crashed run folder
+    (t / 'resume_cell' / 'cells').mkdir(parents=True); (t / 'resume_cell' / 'cells' / 'x.nc').write_bytes(junk)
+    (t / 'a_file').write_text('a plain file, not a folder')
+    (t / 'junk.vc7').write_bytes(junk)
+    from simreal_nb.realpdebench import write_example_realpdebench
+    write_example_realpdebench(t / 'download', 'cylinder')
+    h5 = sorted((t / 'download').rglob('*.h5'))[0]
+    h5.write_bytes(h5.read_bytes()[:h5.stat().st_size // 2])
+    return t
+
+def check_user_error(r, *says):
+    "Status 2, no traceback, exactly one line on stderr, from `simreal ...`, naming the problem (`says`)."
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert 'Traceback' not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('simreal'), r.stderr
+    for s in says: assert s in lines[0], (s, lines[0])
+    return lines[0]
+
+# (arguments with {t} for the inputs folder and {o} for a fresh output path, what the line must name)
+CASES = {
+    'unknown command':           (['fly'], ["unknown command 'fly'", 'expected one of', 'ada twins']),
+    'incomplete command':        (['data'], ["unknown command 'data'", 'data make']),
+    'data list: extra argument': (['data', 'list', '--all'], ['unrecognized arguments: --all']),
+    'data make: unknown system': (['data', 'make', 'cylindre', '--size', 'test', '--out', '{o}'], ["'cylindre'", 'kolmogorov']),
+    'data make: negative seed':  (['data', 'make', 'cylinder', '--seed', '-1', '--out', '{o}'], ['--seed', '>= 0', '-1']),
+    'data make: seed not int':   (['data', 'make', 'cylinder', '--seed', 'one', '--out', '{o}'], ['--seed', "'one'"]),
+    'data make: no system':      (['data', 'make', '--out', '{o}'], ['required', 'system']),
+    'data make: out is a file':  (['data', 'make', 'cylinder', '--out', '{t}/a_file'], ['a_file', 'is a file', 'expected a directory']),
+    'data make: out under file': (['data', 'make', 'cylinder', '--out', '{t}/a_file/sub'], ['a_file is a file', 'expected a directory']),
+    'realpdebench: no scenario': (['data', 'import', 'realpdebench', '{t}/download', '--out', '{o}'], ['--scenario', 'required', 'foil']),
+    'realpdebench: bad scenario': (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'pipe', '--out', '{o}'],
+                                   ["'pipe'", 'cylinder']),
+    'realpdebench: bad layout':  (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'cylinder', '--layout', 'zip',
+                                   '--out', '{o}'], ['--layout', 'hdf5', "'zip'"]),
+    'realpdebench: bad name':    (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'cylinder', '--name', 'a/b',
+                                   '--out', '{o}'], ['--name', "'a/b'"]),
+    'realpdebench: missing':     (['data', 'import', 'realpdebench', '{t}/nowhere', '--scenario', 'cylinder', '--out', '{o}'],
+                                  ['nowhere', 'no such folder']),
+    'realpdebench: truncated':   (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'cylinder', '--out', '{o}'],
+                                  ['.h5', 'truncated']),
+    'realpdebench: out is a file': (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'cylinder', '--out', '{t}/a_file'],
+                                    ['--out', 'is a file']),
+    'piv: missing file':         (['data', 'import', 'piv', '{t}/nowhere.vc7', '--out', '{o}'], ['nowhere.vc7', 'no such file']),
+    'piv: corrupt file':         (['data', 'import', 'piv', '{t}/junk.vc7', '--out', '{o}'], ['junk.vc7', 'cannot read']),
+    'piv: bad units':            (['data', 'import', 'piv', '{t}/junk.vc7', '--units', 'mm', '--out', '{o}'], ['--units', 'LENGTH,VELOCITY']),
+    'piv: bad dt':               (['data', 'import', 'piv', '{t}/junk.vc7', '--dt', '-0.5', '--out', '{o}'], ['--dt', '> 0']),
+    'piv: bad reader':           (['data', 'import', 'piv', '{t}/junk.vc7', '--fmt', 'tiff', '--out', '{o}'], ['--fmt', 'pivlab', "'tiff'"]),
+    'piv: out under a file':     (['data', 'import', 'piv', '{t}/junk.vc7', '--out', '{t}/a_file/piv'], ['a_file is a file']),
+    'run: unknown preset':       (['run', '--preset', 'huge', '--out', '{o}'], ["unknown preset 'huge'", 'quick']),
+    'run: negative workers':     (['run', '--preset', 'test', '--workers', '-2', '--out', '{o}'], ['--workers', '>= 0']),
+    'run: unknown device':       (['run', '--preset', 'test', '--device', 'tpu', '--out', '{o}'], ["'tpu'", 'cuda']),
+    'run: out is a file':        (['run', '--preset', 'test', '--out', '{t}/a_file'], ['a_file', 'is a file']),
+    'run: corrupt manifest':     (['run', '--preset', 'test', '--out', '{t}/resume_json'], ['manifest.json', 'not valid JSON']),
+    'run: corrupt cell':         (['run', '--preset', 'test', '--out', '{t}/resume_cell'], ['x.nc', 'not a readable netCDF file',
+                                                                                         'delete it']),
+    'run: truncated data':       (['run', '--preset', 'test', '--data', '{t}/pair', '--out', '{o}'], ['cylinder_sim.nc', 'truncated']),
+    'report: missing folder':    (['report', '{t}/nowhere'], ['nowhere', 'no such directory', 'simreal run']),
+    'report: no results.nc':     (['report', '{t}/twins'], ['results.nc', 'no such file', 'simreal run']),
+    'report: corrupt results':   (['report', '{t}/junk'], ['junk/results.nc', 'not a readable netCDF file', 'simreal run']),
+    'report: truncated results': (['report', '{t}/cut'], ['cut/results.nc', 'truncated file', 'simreal run']),
+    'report: foreign netCDF':    (['report', '{t}/foreign'], ['foreign/results.nc', "['score']", 'simreal run']),
+    'report: no argument':       (['report'], ['required', 'run_dir']),
+    'bench models: bad preset':  (['bench', 'models', '--presets', 'XL', '--steps', '1'], ["'XL'", 'Ti']),
+    'bench models: zero steps':  (['bench', 'models', '--steps', '0'], ['--steps', '>= 1']),
+    'bench joint: batch < 1':    (['bench', 'joint', '--batch', '-4'], ['--batch', '>= 1']),
+    'bench data: extra option':  (['bench', 'data', '--size', 'test'], ['unrecognized arguments']),
+    'ada mog: negative seed':    (['ada', 'mog', '--seed', '-1', '--out', '{o}'], ['--seed', '>= 0']),
+    'ada mog: out is a file':    (['ada', 'mog', '--out', '{t}/a_file'], ['is a file']),
+    'ada chain: out under file': (['ada', 'chain', '--quick', '--out', '{t}/a_file/chain'], ['a_file is a file']),
+    'ada chain: seed not int':   (['ada', 'chain', '--seed', '1.5'], ['--seed', "'1.5'"]),
+    'ada twins: no --out':       (['ada', 'twins', '--preset', 'test'], ['--out', 'required']),
+    'ada twins: unknown system': (['ada', 'twins', '--system', 'pipe', '--preset', 'test', '--out', '{o}'], ["'pipe'", 'cylinder']),
+    'ada twins: bad preset':     (['ada', 'twins', '--preset', 'huge', '--out', '{o}'], ["'huge'", 'test']),
+    'ada twins: negative seed':  (['ada', 'twins', '--seed', '-3', '--preset', 'test', '--out', '{o}'], ['--seed', '-3']),
+    'ada twins: out is a file':  (['ada', 'twins', '--preset', 'test', '--out', '{t}/a_file'], ['a_file', 'is a file']),
+}
+
+@pytest.mark.parametrize('case', list(CASES))
+def test_user_error_is_one_line_and_status_2(case, files, tmp_path):
+    args, says = CASES[case]
+    out = tmp_path / 'out'
+    r = simreal(*(a.format(t=files, o=out) for a in args))
+    check_user_error(r, *says)
+    assert not out.exists()  # refused before anything was written
+
+def test_every_subcommand_is_covered():
+    covered = {tuple(a for a in args if not a.startswith(('-', '{')))[:3] for args, _ in CASES.values()}
+    for words in cli.COMMANDS: assert any(c[:len(words)] == words for c in covered), words
+
+def test_unwritable_folder(tmp_path):
+    ro = tmp_path / 'read_only'; ro.mkdir(); ro.chmod(0o555)
+    try:
+        if os.access(ro, os.W_OK): pytest.skip('this user (root?) can write to a read-only folder')
+        line = check_user_error(simreal('data', 'make', 'cylinder', '--out', ro / 'twins'), 'not writable', 'read_only')
+        assert not (ro / 'twins').exists(), line
+    finally: ro.chmod(0o755)
+
+def test_internal_error_keeps_traceback_and_status_1():
+    "A bug is not a user error: Python prints the traceback and exits with status 1 (in a real process)."
+    code = ("import simreal_nb.cli\n"
+            "def boom(*args, **kwargs): raise RuntimeError('a bug')\n"
+            "simreal_nb.cli.check_out_dir = boom; simreal_nb.cli.main()")  # `data make` calls check_out_dir first
+    r = simreal('data', 'make', 'cylinder', code=code)
+    assert r.returncode == 1 and 'Traceback' in r.stderr and 'RuntimeError: a bug' in r.stderr, r.stderr
+
+def test_debug_shows_user_error_traceback(files):
+    r = simreal('report', files / 'junk', env={'SIMREAL_DEBUG': '1'})
+    assert r.returncode == 1 and 'Traceback' in r.stderr and 'UsageError' in r.stderr, r.stderr[-2000:]
+
+def test_main_in_process(monkeypatch, capsys, tmp_path):
+    "In-process: a user error is `SystemExit(2)` whose text is the line on stderr; a bug propagates unchanged."
+    with pytest.raises(SystemExit) as e: cli.main(['data', 'make', 'cylinder', '--seed', '-1', '--out', str(tmp_path / 'x')])
+    assert e.value.code == 2 and str(e.value) == capsys.readouterr().err.strip() == 'simreal data make: --seed: expected an integer >= 0, got -1'
+    def boom(): raise RuntimeError('a bug')
+    monkeypatch.setitem(cli.COMMANDS, ('boom',), boom)
+    with pytest.raises(RuntimeError, match='a bug'): cli.main(['boom'])
+    def bad_numpy(): raise ValueError('operands could not be broadcast together')  # a plain ValueError is a bug too
+    monkeypatch.setitem(cli.COMMANDS, ('boom',), bad_numpy)
+    with pytest.raises(ValueError): cli.main(['boom'])
+    assert cli.main(['data', 'list']) is None and capsys.readouterr().out.split()[0] == 'cylinder'  # status 0
+
+def test_ada_twins_calls_run_twins(monkeypatch, capsys, tmp_path):
+    "`simreal ada twins` hands its options to `ada.run_twins` and prints where metrics.json is (run_twins stubbed: no training)."
+    import simreal_nb.ada as ada
+    calls = []
+    def fake(out, system='cylinder', seed=0, preset='default', verbose=True):
+        calls.append((out, system, seed, preset)); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}')
+        return {}
+    assert list(inspect.signature(ada.run_twins).parameters)[:4] == ['out', 'system', 'seed', 'preset']  # what the stub stands for
+    monkeypatch.setattr(ada, 'run_twins', fake)
+    cli.main(['ada', 'twins', '--out', str(tmp_path / 'tw'), '--system', 'foil', '--seed', '3', '--preset', 'test'])
+    assert calls == [(str(tmp_path / 'tw'), 'foil', 3, 'test')]
+    assert capsys.readouterr().out.strip().splitlines()[-1] == f"metrics: {tmp_path / 'tw' / 'metrics.json'}"
+    cli.main(['ada', 'twins', '--out', str(tmp_path / 'tw2')])
+    assert calls[-1] == (str(tmp_path / 'tw2'), 'cylinder', 0, 'default')
+
+def test_user_errors_name_every_input_error_of_the_package():
+    "USER_ERRORS names real classes, and every ValueError subclass the package defines counts as a user error."
+    for name in cli.USER_ERRORS:
+        mod, _, cls = name.rpartition('.')
+        c = getattr(importlib.import_module(mod or 'builtins'), cls)
+        assert issubclass(c, (ValueError, OSError)), name
+    own = set()
+    for m in pkgutil.iter_modules(simreal_nb.__path__):
+        mod = importlib.import_module(f'simreal_nb.{m.name}')
+        own |= {c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, ValueError) and c.__module__ == mod.__name__}
+    assert {c.__name__ for c in own} >= {'ADAInputError', 'RealPDEBenchError', 'PIVFormatError', 'GridError', 'UsageError'}
+    for c in own: assert cli.is_user_error(c('x')), c
+    assert not cli.is_user_error(ValueError('x')) and not cli.is_user_error(KeyError('x')) and not cli.is_user_error(OSError('x'))
