@@ -9,7 +9,7 @@ from dataclasses import dataclass, field as dc_field
 import numpy as np
 import xarray as xr
 import torch
-from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train
+from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, _check_coord
 
 # %% auto #0
 __all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'WindowDataset', 'DomainData',
@@ -88,8 +88,24 @@ def _apply_axis(W, a, axis):
     if axis == a.ndim - 2: return W @ a
     return np.moveaxis(np.tensordot(W, a, axes=([1], [axis])), 0, axis)
 
+def _positive(v, hi=math.inf):
+    "True when `v` is a real number (not a bool) in (0, hi]."
+    try: return not isinstance(v, bool) and 0 < float(v) <= hi and math.isfinite(float(v))
+    except (TypeError, ValueError): return False
+
+def _check_target(name, v, where):
+    "Target coordinates `v` as a float array: non-empty, 1-D, finite, strictly increasing (else one ValueError)."
+    try: a = np.asarray(v, float)
+    except (TypeError, ValueError): a = None
+    if a is None or a.ndim != 1 or len(a) == 0 or not np.isfinite(a).all() or (np.diff(a) <= 0).any():
+        raise ValueError(f"{where}: `{name}` (shape {np.shape(v)}) must be a non-empty, strictly increasing 1-D array of finite numbers")
+    return a
+
 def _interp_weighted(ds, min_weight=0.5, **coords):
     "Valid-weighted linear interpolation of every field of `ds` to `coords` (subset of time/y/x)."
+    if not _positive(min_weight, 1.0):
+        raise ValueError(f"`min_weight`={min_weight!r}; expected the share of valid interpolation weight a kept point needs, in (0, 1]")
+    for k in coords: _check_coord(ds, k)  # the source axes: finite and strictly increasing, else the weights are wrong
     coords = {k: np.asarray(v, float) for k, v in coords.items() if not _is_same(v, ds[k].values)}
     valid = _valid_of(ds)
     fields = fields_of(ds)
@@ -126,7 +142,7 @@ def regrid(ds: xr.Dataset,  # a contract dataset
            min_weight: float = 0.5,  # keep a target point if at least this share of its interpolation weight is valid
           ) -> xr.Dataset:
     "Valid-weighted linear interpolation of every field of `ds` onto the grid `(y, x)`; adds/updates `valid`."
-    return _interp_weighted(ds, min_weight, y=y, x=x)
+    return _interp_weighted(ds, min_weight, y=_check_target('y', y, 'regrid'), x=_check_target('x', x, 'regrid'))
 
 # %% ../nbs/15_align.ipynb #c011
 def _target_grid(grid, sim, exp):
@@ -137,6 +153,9 @@ def _target_grid(grid, sim, exp):
         ny, nx = grid
         if all(isinstance(n, (int, np.integer)) for n in grid):
             if ny < 2 or nx < 2: raise ValueError(f"align_domains: `grid`={grid!r}; expected at least 2 points per axis")
+            flat = [a for a in ('y', 'x') if sim.sizes[a] < 2]
+            if flat: raise ValueError(f"align_domains: `grid`={grid!r} spreads points over the sim extent, but the sim grid has a single "
+                                      f"{flat[0]} point; expected grid='sim', 'exp' or (y, x) coordinate arrays")
             return np.linspace(float(sim.y.min()), float(sim.y.max()), ny), np.linspace(float(sim.x.min()), float(sim.x.max()), nx)
         gy, gx = np.asarray(ny, float), np.asarray(nx, float)
         if gy.ndim == 1 and gx.ndim == 1 and (np.diff(gy) > 0).all() and (np.diff(gx) > 0).all(): return gy, gx
@@ -185,7 +204,13 @@ def _stats(a):
 class Normalizer:
     "Per-field (and per-condition) mean/std; `encode(x, fields)` = (x - mean) / std on the channel axis -3."
     def __init__(self, stats: dict | None = None):  # name -> (mean, std)
-        self.stats = {k: (float(m), float(s)) for k, (m, s) in (stats or {}).items()}
+        self.stats = {}
+        for k, ms in (stats or {}).items():
+            try: m, s = (float(v) for v in ms)
+            except (TypeError, ValueError): m = s = float('nan')
+            if not (math.isfinite(m) and math.isfinite(s) and s > 0):
+                raise ValueError(f"Normalizer: statistics of {k!r} are {ms!r}; expected (mean, std) with a finite mean and a positive finite std")
+            self.stats[k] = (m, s)
 
     @classmethod
     def fit(cls, ds: xr.Dataset,  # the simulation training split
@@ -222,11 +247,17 @@ class Normalizer:
             out = x.copy()
             names = fields_of(x) if fields is None else tuple([fields] if isinstance(fields, str) else fields)
             self._ms(names, np.zeros(0))  # clear error for unknown names
+            absent = [f for f in names if f not in x.data_vars]
+            if absent: raise ValueError(f"Normalizer: the dataset has no variables {absent} (has {list(x.data_vars)}); expected the fields to transform")
             for f in names:
                 m, s = self.stats[f]
                 out[f] = ((x[f] * s + m) if inverse else ((x[f] - m) / s)).astype(x[f].dtype).assign_attrs(x[f].attrs)
             return out
+        if not isinstance(x, (np.ndarray, torch.Tensor)):
+            raise TypeError(f"Normalizer: `x` is a {type(x).__name__}; expected a numpy array, torch tensor or xarray Dataset")
         fields = tuple(FIELDS if fields is None else ([fields] if isinstance(fields, str) else fields))
+        if not -x.ndim <= axis < x.ndim:
+            raise ValueError(f"Normalizer: `axis`={axis} does not exist in `x` of shape {tuple(x.shape)}; expected a channel axis of {len(fields)} fields")
         if x.shape[axis] != len(fields):
             raise ValueError(f"Normalizer: `x` has {x.shape[axis]} channels on axis {axis} (shape {tuple(x.shape)}); "
                              f"expected {len(fields)} for fields={fields}")
@@ -267,7 +298,9 @@ class Normalizer:
 
 # %% ../nbs/15_align.ipynb #c024
 def _split_counts(n, fracs):
-    if len(fracs) != 3 or any(f < 0 for f in fracs) or not math.isclose(sum(fracs), 1.0, abs_tol=1e-6):
+    try: ok = len(fracs) == 3 and all(not isinstance(f, bool) and f >= 0 for f in fracs) and math.isclose(sum(fracs), 1.0, abs_tol=1e-6)
+    except TypeError: ok = False
+    if not ok:
         raise ValueError(f"split_trajs: `fracs`={fracs!r}; expected three non-negative fractions (train, val, test) summing to 1")
     n_val = max(1, round(fracs[1] * n)) if fracs[1] > 0 else 0
     n_test = max(1, round(fracs[2] * n)) if fracs[2] > 0 else 0
@@ -296,7 +329,7 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
                ) -> dict:
     "Split by trajectory into `dict(train=, val=, test=)` with held-out parameter values inside the training range."
     n = ds.sizes['traj']
-    n_train, n_val, n_test = _split_counts(n, tuple(fracs))
+    n_train, n_val, n_test = _split_counts(n, tuple(fracs) if np.iterable(fracs) else fracs)
     params = _param_names(ds)
     key = ds[params[0]].values if params else ds['traj'].values
     order = np.lexsort((ds['traj'].values, key))  # sort by parameter, ties by traj id
@@ -331,6 +364,8 @@ class WindowDataset(torch.utils.data.Dataset):
         fields = tuple([fields] if isinstance(fields, str) else fields)
         bad = [f for f in fields if f not in FIELDS]
         if bad: raise ValueError(f"WindowDataset: `fields` has unknown names {bad}; expected names among {FIELDS}")
+        if not fields or len(set(fields)) != len(fields):
+            raise ValueError(f"WindowDataset: `fields`={fields!r}; expected at least one name and each name once")
         if ds.sizes.get('traj', 1): validate(ds)  # an empty split (a zero fraction) gives an empty dataset
         self.ds, self.n_in, self.n_out, self.stride, self.fields = ds, int(n_in), int(n_out), int(stride), fields
         self.normalizer, self.domain, self.for_eval = normalizer, ds.attrs['domain'], for_eval
@@ -473,8 +508,12 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
         sim, exp = resample_time(sim, dt), resample_time(exp, dt)
     else:
         ds_, de = _dt(sim), _dt(exp)
+        uneven = [n for n, d in (('sim', ds_), ('exp', de)) if d is not None and math.isnan(d)]
+        if uneven:
+            raise ValueError(f"make_domain_data: the {' and '.join(uneven)} frame times are unevenly spaced; expected a regular "
+                             f"clock (windows of n frames must span equal times) -- pass dt= to resample both onto one clock")
         if ds_ is not None and de is not None and not math.isclose(ds_, de, rel_tol=1e-4):
-            raise ValueError(f"make_domain_data: frame intervals differ (sim {ds_!r} s, exp {de!r} s; NaN = uneven); "
+            raise ValueError(f"make_domain_data: frame intervals differ (sim {ds_!r} s, exp {de!r} s); "
                              f"expected equal intervals -- pass dt= to resample both onto one clock")
     sim_a, exp_a = align_domains(sim, exp, grid)
     ss = split_trajs(sim_a, fracs, seed)
@@ -497,13 +536,13 @@ def resample_time(ds: xr.Dataset,  # a contract dataset
                   min_weight: float = 0.5,  # see `regrid`
                  ) -> xr.Dataset:
     "Resample every field (and input) of `ds` onto a regular clock with step `dt` (or onto `times`)."
+    _check_coord(ds, 'time')
     t = ds['time'].values.astype(float)
     if times is None:
-        if dt is None or not dt > 0: raise ValueError(f"resample_time: `dt`={dt!r}; expected a positive frame interval in seconds (or `times`)")
+        if not _positive(dt):
+            raise ValueError(f"resample_time: `dt`={dt!r}; expected a positive finite frame interval in seconds (or `times`)")
         times = t[0] + dt * np.arange(int(math.floor((t[-1] - t[0]) / dt + 1e-9)) + 1)
-    times = np.asarray(times, float)
-    if times.ndim != 1 or len(times) == 0 or (len(times) > 1 and not (np.diff(times) > 0).all()):
-        raise ValueError("resample_time: `times` must be a non-empty, strictly increasing 1-D array")
+    times = _check_target('times', times, 'resample_time')
     if times[0] < t[0] - 1e-9 or times[-1] > t[-1] + 1e-9:
         raise ValueError(f"resample_time: new times span [{times[0]}, {times[-1]}] s, outside the data [{t[0]}, {t[-1]}] s; "
                          "expected times inside the recorded range (no extrapolation)")

@@ -54,6 +54,8 @@ def rollout(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W
             valid:torch.Tensor|None=None,  # [B, horizon, H, W]: fed-back frames are zeroed where False
            ) -> torch.Tensor:
     "Autoregressive prediction [B, horizon, C, H, W]: each call's output is fed back as masked input frames."
+    if isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1:
+        raise ValueError(f"rollout: horizon must be an integer >= 1, got {horizon!r}")
     n_in, L_long, frames, done, cur = x.shape[1], x.shape[1] + horizon, [], 0, x
     fm = field_mask[:, None, :, None, None]
     while done < horizon:
@@ -225,6 +227,7 @@ class MeanField(nn.Module):
     def __init__(self, mean:torch.Tensor,  # [C, H, W] mean field, in the windows' normalised units
                  n_out:int=1):  # frames predicted per call
         super().__init__()
+        if isinstance(n_out, bool) or not isinstance(n_out, (int, np.integer)) or n_out < 1: raise ValueError(f"MeanField: n_out must be an integer >= 1, got {n_out!r}")
         self.n_out = int(n_out)
         self.register_buffer('mean', torch.as_tensor(mean, dtype=torch.float32))
 

@@ -68,6 +68,9 @@ def _chunks(p, t, m, max_elems=2**24):
         pc, tc, mc = p[s:s+step].double(), t[s:s+step].double(), None if m is None else m[s:s+step]
         d = pc - tc
         if mc is not None: d, tc = torch.where(mc, d, 0.), torch.where(mc, tc, 0.)
+        if not bool(torch.isfinite(tc).all()):
+            raise MetricInputError(f"`target` has {int((~torch.isfinite(tc)).sum())} NaN/inf values at valid points; expected finite "
+                                   "ground truth wherever `mask` is True (mark missing data False in `mask`)")
         yield d, tc, mc
 
 def _chunked(fn, p, t, m, batch_size):
@@ -230,10 +233,12 @@ def score_fields(pred,              # prediction [b, t, h, w, c], numpy or torch
                 ) -> dict:
     "Every metric per field and over all given fields: {field or 'all': {rmse, rel_l2, frmse, frmse_low, frmse_mid, frmse_high}}."
     p, t, m = _prep(pred, target, mask)
-    if isinstance(fields, str) or len(fields) != p.shape[-1] or len(set(fields)) != len(fields) or 'all' in fields:
+    try: names = None if isinstance(fields, str) else tuple(fields)
+    except TypeError: names = None
+    if names is None or len(names) != p.shape[-1] or len(set(names)) != len(names) or 'all' in names:
         raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got {fields!r}")
     _check_degenerate(p.shape, degenerate)
-    return _chunked(lambda p, t, m: _score_chunk(p, t, m, tuple(fields)), p, t, m, batch_size)
+    return _chunked(lambda p, t, m: _score_chunk(p, t, m, names), p, t, m, batch_size)
 
 # %% ../nbs/30_metrics.ipynb #c040
 def scores_to_xarray(scores:dict, # output of `score_fields`

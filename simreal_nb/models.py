@@ -34,10 +34,19 @@ def _check_fields(fields):
     if len(set(fields)) != len(fields): _fail(f"fields: {fields} has duplicates; expected each name once")
     return fields
 
+def _is_int(v): return isinstance(v, int) and not isinstance(v, bool)
+
+def _check_ints(**kw):
+    "Each keyword is `(value, minimum)`: raise `ModelInputError` unless value is an int >= minimum."
+    for name, (v, lo) in kw.items():
+        if not _is_int(v) or v < lo: _fail(f"{name}: got {v!r}; expected an int >= {lo}")
+
 def _check_grid(grid, multiple, what):
     "Validate `grid=(H, W)` and that both sizes are multiples of `multiple`."
-    try: H, W = (int(g) for g in grid)
+    try: H, W = grid
     except Exception: _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
+    if not all(hasattr(g, '__index__') and not isinstance(g, bool) for g in (H, W)): _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
+    H, W = int(H), int(W)
     if H <= 0 or W <= 0: _fail(f"grid: got {(H, W)}; expected positive sizes")
     if H % multiple or W % multiple:
         _fail(f"grid: {(H, W)} is not divisible by {what}={multiple}; expected H and W to be multiples of {multiple}")
@@ -50,9 +59,7 @@ class FieldModel(nn.Module):
                  grid_multiple=1, multiple_name='multiple'):  # H and W must be multiples of `grid_multiple`
         super().__init__()
         self.fields = _check_fields(fields)
-        for name, v in (('n_in', n_in), ('n_out', n_out)):
-            if not isinstance(v, int) or v < 1: _fail(f"{name}: got {v!r}; expected a positive int")
-        if not isinstance(n_cond, int) or n_cond < 0: _fail(f"n_cond: got {n_cond!r}; expected an int >= 0")
+        _check_ints(n_in=(n_in, 1), n_out=(n_out, 1), n_cond=(n_cond, 0))
         self.n_in, self.n_out, self.n_cond = n_in, n_out, n_cond
         self.grid = _check_grid(grid, grid_multiple, multiple_name)
         self.C = len(self.fields)
@@ -66,16 +73,26 @@ class FieldModel(nn.Module):
         if not x.is_floating_point(): _fail(f"x: got dtype {x.dtype}; expected a float tensor")
         B = x.shape[0]
         if tuple(x.shape[1:]) != (self.n_in, C, H, W): _fail(f"x: got shape {tuple(x.shape)}; expected {want}")
+        if B == 0: _fail(f"x: got an empty batch (shape {tuple(x.shape)}); expected at least one sample")
+        p = next(self.parameters(), None)
+        if p is not None and x.device != p.device: _fail(f"x: is on {x.device}; expected the model's device {p.device}")
+        if p is not None and x.dtype != p.dtype and not torch.is_autocast_enabled(x.device.type):
+            _fail(f"x: got dtype {x.dtype}; expected the model's dtype {p.dtype} (or run under torch.autocast)")
         if not isinstance(field_mask, torch.Tensor) or field_mask.dtype != torch.bool:
             _fail(f"field_mask: got {getattr(field_mask, 'dtype', type(field_mask).__name__)}; expected a bool tensor [B={B}, C={C}]")
         if tuple(field_mask.shape) != (B, C): _fail(f"field_mask: got shape {tuple(field_mask.shape)}; expected [B={B}, C={C}]")
         empty = (~field_mask.any(1)).nonzero().flatten()
         if len(empty): _fail(f"field_mask: sample {empty[0].item()} has no present field; expected at least one True per row")
+        if cond is not None and not isinstance(cond, torch.Tensor):
+            _fail(f"cond: got {type(cond).__name__}; expected None or a float tensor [B={B}, K={self.n_cond}]")
         if self.n_cond == 0:
             if cond is not None and cond.numel(): _fail(f"cond: got shape {tuple(cond.shape)}; expected None (model built with n_cond=0)")
         else:
             if cond is None: _fail(f"cond: got None; expected a float tensor [B={B}, K={self.n_cond}]")
             if tuple(cond.shape) != (B, self.n_cond): _fail(f"cond: got shape {tuple(cond.shape)}; expected [B={B}, K={self.n_cond}]")
+            if not cond.is_floating_point(): _fail(f"cond: got dtype {cond.dtype}; expected a float tensor")
+            if not bool(torch.isfinite(cond).all()):
+                _fail(f"cond: has {int((~torch.isfinite(cond)).sum())} NaN/inf values; expected finite conditioning values")
 
     def present_last(self, x, field_mask):
         "The last input frame with missing fields set to zero: [B, 1, C, H, W] (the residual base)."
@@ -146,8 +163,9 @@ class FieldAttentionNet(FieldModel):
                  patch=4,         # patch size in grid cells
                  xheads=None,     # heads of the field cross-attention (default: `heads`)
                  residual=True):  # predict last present frame + increment
-        super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch, multiple_name='patch')
         xheads = xheads or heads
+        _check_ints(dim=(dim, 1), depth=(depth, 0), heads=(heads, 1), mlp=(mlp, 1), patch=(patch, 1), xheads=(xheads, 1))
+        super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch, multiple_name='patch')
         for h in (heads, xheads):
             if dim % h: _fail(f"dim: {dim} is not divisible by heads={h}; expected a multiple of the head count")
         self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond, dim=dim,
@@ -232,9 +250,10 @@ class FNO2d(FieldModel):
                  modes=12,       # Fourier modes kept per axis (clipped to the grid)
                  layers=4,       # Fourier layers
                  residual=True): # predict last present frame + increment
+        _check_ints(width=(width, 1), modes=(modes, 1), layers=(layers, 0))
         super().__init__(fields, n_in, n_out, grid, n_cond)
         H, W = self.grid
-        m1, m2 = min(modes, H // 2), min(modes, W // 2 + 1)
+        m1, m2 = max(1, min(modes, H // 2)), min(modes, W // 2 + 1)
         self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond,
                                 width=width, modes=modes, layers=layers, residual=residual)
         self.residual = residual
@@ -267,6 +286,8 @@ class UNet2d(FieldModel):
                  base=32,        # channels at full resolution (doubled per level)
                  levels=3,       # down-sampling steps; H and W must be multiples of 2**levels
                  residual=True): # predict last present frame + increment
+        _check_ints(base=(base, 1), levels=(levels, 0))
+        if base % 8: _fail(f"base: got {base}; expected a multiple of 8 (GroupNorm uses 8 groups)")
         super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=2 ** levels, multiple_name='2**levels')
         self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond,
                                 base=base, levels=levels, residual=residual)

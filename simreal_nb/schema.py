@@ -49,8 +49,8 @@ def _check_coord(ds, name, increasing=True):
         if not np.issubdtype(vals.dtype, np.integer): _fail(f"coordinate 'traj' has dtype {vals.dtype}; expected integers")
         if len(np.unique(vals)) != len(vals): _fail("coordinate 'traj' has repeated values; expected unique trajectory ids")
         return
-    if not np.issubdtype(vals.dtype, np.number):
-        _fail(f"coordinate {name!r} has dtype {vals.dtype}; expected numbers ({'seconds' if name == 'time' else 'a length'})")
+    if not np.issubdtype(vals.dtype, np.number) or np.issubdtype(vals.dtype, np.complexfloating):
+        _fail(f"coordinate {name!r} has dtype {vals.dtype}; expected real numbers ({'seconds' if name == 'time' else 'a length'})")
     if not np.isfinite(vals).all(): _fail(f"coordinate {name!r} has NaN/inf values; expected finite numbers")
     if increasing and len(vals) > 1 and not (np.diff(vals) > 0).all():
         i = int(np.argmax(~(np.diff(vals) > 0)))
@@ -63,6 +63,22 @@ def _nonfinite_where(arr, valid=None):
     if valid is not None: bad &= valid
     n = int(bad.sum())
     return n, (tuple(int(i) for i in np.argwhere(bad)[0]) if n else None)
+def _flag(attrs, key):
+    "The 0/1 flag `attrs[key]` (missing or None: 0), or one DataContractError naming the attr."
+    v = attrs.get(key, 0)
+    if v is None: return 0
+    try: x = float(np.asarray(v).item())
+    except (TypeError, ValueError): x = None
+    if x not in (0.0, 1.0): _fail(f"attrs[{key!r}]={v!r}; expected a flag 0 or 1")
+    return int(x)
+def _check_param(ds, name):
+    "A numeric per-trajectory parameter (1-D coord on 'traj'): real and finite, since it conditions models and orders splits."
+    c = ds.coords[name]
+    if c.dims != ('traj',) or name == 'traj' or not np.issubdtype(c.dtype, np.number): return
+    if np.issubdtype(c.dtype, np.complexfloating): _fail(f"parameter coordinate {name!r} has dtype {c.dtype}; expected real numbers")
+    n, idx = _nonfinite_where(np.asarray(c.values))
+    if n: _fail(f"parameter coordinate {name!r} has {n} NaN/inf values (first at traj index {idx[0]}); expected finite numbers "
+                "(per-trajectory parameters condition the models and order the splits)")
 def _scale_value(ds, f):
     "The reference scale of field `f` from attrs, or one DataContractError naming the attr and the expectation."
     key = SCALE_PREFIX + f
@@ -101,7 +117,7 @@ def validate(ds: xr.Dataset,  # the dataset to check
     if dom is None: _fail(f"attrs['domain'] is missing; expected one of {DOMAINS}")
     if dom not in DOMAINS: _fail(f"attrs['domain']={dom!r}; expected one of {DOMAINS}")
     if domain is not None and dom != domain: _fail(f"attrs['domain']={dom!r}; expected {domain!r} here")
-    if dom == 'exp_truth' and int(ds.attrs.get('never_train', 0)) != 1:
+    if dom == 'exp_truth' and _flag(ds.attrs, 'never_train') != 1:
         _fail("attrs['never_train'] is missing or not 1 on an 'exp_truth' dataset; expected never_train=1")
     # dims and coords
     missing = [d for d in DIMS if d not in ds.dims]
@@ -112,15 +128,19 @@ def validate(ds: xr.Dataset,  # the dataset to check
     for name, c in ds.coords.items():
         if name not in DIMS and c.dims not in ((), ('traj',), ('time',), ('traj', 'time')):
             _fail(f"coordinate {name!r} has dims {c.dims}; expected per-trajectory parameters on ('traj',)")
+        _check_param(ds, name)
     # data variables
+    raw = ds.attrs.get('inputs', '')
+    if raw is not None and not isinstance(raw, str): _fail(f"attrs['inputs']={raw!r}; expected one string of space-separated input names")
     inputs = input_names(ds)
+    if len(set(inputs)) != len(inputs): _fail(f"attrs['inputs']={raw!r} repeats a name; expected each conditioning input once")
     fields = fields_of(ds)
     for name, var in ds.data_vars.items():
         if name in FIELDS or name == 'valid' or name in inputs: continue
         _fail(f"unknown data variable {name!r} with dims {var.dims}; expected a field among {FIELDS}, "
               f"'valid', or a conditioning input listed in attrs['inputs']")
     if not fields: _fail(f"dataset has no physical field (data vars: {list(ds.data_vars)}); expected at least one of {FIELDS}")
-    if dom == 'exp' and 'p' in fields and not int(ds.attrs.get('measures_pressure', 0)):
+    if dom == 'exp' and 'p' in fields and not _flag(ds.attrs, 'measures_pressure'):
         _fail("field 'p' in an 'exp' dataset; expected velocity only (pressure belongs to 'sim' or the hidden "
               "'exp_truth'); set attrs['measures_pressure']=1 if the experiment really measures pressure")
     valid = None
@@ -168,7 +188,7 @@ def never_train(obj) -> bool:
     "True when `obj` (a Dataset, or anything holding one as `.ds`/`.dataset`, or naming its `domain`) is evaluation-only."
     for cand in (obj, getattr(obj, 'ds', None), getattr(obj, 'dataset', None)):
         a = getattr(cand, 'attrs', None)
-        if isinstance(a, dict) and (a.get('domain') == 'exp_truth' or int(a.get('never_train', 0) or 0)): return True
+        if isinstance(a, dict) and (a.get('domain') == 'exp_truth' or _flag(a, 'never_train')): return True
     return getattr(obj, 'domain', None) == 'exp_truth'
 
 def refuse_never_train(obj, where:str):
