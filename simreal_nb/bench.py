@@ -14,12 +14,23 @@ from torch.utils._pytree import tree_leaves
 from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
 from .models import make_model, n_params
-from .protocols import Stepper, resolve_device
+from .protocols import Stepper, resolve_device, ProtocolError
 from .align import make_domain_data
 from .systems import list_systems, load_twins, cache_root, _fill_parallel, _fill_entry
 
 # %% auto #0
-__all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'bench_models', 'bench_joint', 'bench_systems', 'bench_tta', 'bench_tta_steps']
+__all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'BenchInputError', 'bench_models', 'bench_joint', 'bench_systems', 'bench_tta',
+           'bench_tta_steps']
+
+# %% ../nbs/95_bench.ipynb #be001
+class BenchInputError(ProtocolError):
+    "A benchmark argument (a count such as `steps`, `batch` or `threads`) is out of range; raised before anything is timed."
+
+def _check_counts(where:str, least:int=1, **counts):
+    "Refuse the first `name=value` of `counts` that is not an integer >= `least`, naming `where`, the argument and the bound."
+    for name, v in counts.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+            raise BenchInputError(f"{where}: `{name}`={v!r}; expected an integer >= {least}")
 
 # %% ../nbs/95_bench.ipynb #mb042
 def _matmul_flops_per_s(n=2048, reps=2):
@@ -72,6 +83,7 @@ def bench_models(presets=('S', 'M'),   # capacity presets (keys of CAPACITIES)
                  fields=FIELDS,        # field list
                  seed:int=0) -> list:
     "Training-step throughput, FLOP utilisation and peak memory of each preset: one dict per preset."
+    _check_counts('bench_models', batch=batch, steps=steps, threads=threads)
     if isinstance(presets, str): presets = [p for p in presets.split(',') if p]
     grid = tuple(grid)
     old_threads = torch.get_num_threads()
@@ -136,6 +148,8 @@ def bench_joint(batch:int=8,  # windows per domain mini-batch
                 model:nn.Module|None=None,  # time this model instead of make_model(arch, capacity, ...)
                ) -> dict:
     "Median time of one Joint update vs one sim + one exp update: dict(joint_s, sim_s, exp_s, ratio, ...)."
+    _check_counts('bench_joint', batch=batch, steps=steps, n_in=n_in, n_out=n_out, threads=threads)
+    _check_counts('bench_joint', 0, n_cond=n_cond, warmup=warmup)
     fields = ('u', 'v', 'p')
     old = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -175,6 +189,7 @@ def bench_systems(size:str='default', # size preset to time
                   repeats:int=3, # warm cache loads timed (median reported)
                   cache_dir=None)->dict: # None: a fresh temporary folder (cold)
     "Time cold generation (parallel workers) and warm cache loads of the twin systems; dict of timings."
+    _check_counts('bench_systems', workers=workers, repeats=repeats)
     import statistics
     systems = list_systems() if systems is None else list(systems)
     tmp = None
@@ -258,6 +273,8 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
               log=None,                    # called with each finished row (e.g. print)
              ) -> list:
     "Train each configuration on sim train windows; wall time and updates to reach each val-MSE target: one dict per config."
+    _check_counts('bench_tta', updates=updates, every=every, batch=batch, val_windows=val_windows, threads=threads)
+    _check_counts('bench_tta', 0, warmup=warmup)
     if isinstance(configs, (str, dict)): configs = [c for c in configs.split(',') if c] if isinstance(configs, str) else [configs]
     cfgs = [_config(c) for c in configs]
     if data is None:
@@ -326,6 +343,7 @@ def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
                     steps:int=10,           # timed steps of each configuration (median reported)
                     batch:int=8, lr:float=2e-3, threads:int=2, seed:int=0, data=None) -> dict:
     "Median training-step milliseconds of each configuration, the steps interleaved: dict name -> ms (+ load1)."
+    _check_counts('bench_tta_steps', steps=steps, batch=batch, threads=threads)
     if isinstance(configs, str): configs = [c for c in configs.split(',') if c]
     cfgs = [_config(c) for c in configs]
     if data is None:

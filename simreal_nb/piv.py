@@ -83,11 +83,16 @@ def _frame(path, fmt, x, y, u, v, valid, length_units, velocity_units, time=None
     return PIVFrame(x, y, u, v, np.ascontiguousarray(valid), length_units, velocity_units, time, str(path), fmt, attrs)
 
 # %% ../nbs/17_piv.ipynb #p015
+def _check_units(where, units):
+    "Refuse a `units=` that is neither None nor a (length, velocity) pair of strings: one `PIVFormatError` naming `where`."
+    if units is None: return
+    if not (isinstance(units, (tuple, list, np.ndarray)) and len(units) == 2 and all(isinstance(u, str) for u in units)):
+        raise PIVFormatError(f"{where}: `units`={units!r}; expected a (length, velocity) pair of strings, e.g. ('mm', 'm/s')")
+
 def _units_arg(path, units, fmt):
     "`units=(length, velocity)` normalised, or ('', '') when not given."
+    _check_units(f'read_{fmt}', units)
     if units is None: return '', ''
-    if isinstance(units, str) or len(units) != 2:
-        raise ValueError(f"read_piv: `units`={units!r}; expected (length, velocity), e.g. ('mm', 'm/s')")
     return norm_units(units[0]), norm_units(units[1])
 
 def _merge_units(path, file_units, units):
@@ -320,13 +325,17 @@ def piv_format(path) -> str:
     except OSError as e: _bad(p, f"cannot read the file ({e})")
     return 'insight' if head.startswith((b'TITLE', b'VARIABLES')) else 'openpiv'
 
+def _check_fmt(where, fmt):
+    "Refuse a `fmt=` that is neither None nor a key of `READERS`: one `PIVFormatError` naming `where` and the readers."
+    if fmt is not None and not (isinstance(fmt, str) and fmt in READERS):
+        raise PIVFormatError(f"{where}: `fmt`={fmt!r}; expected one of {sorted(READERS)}, or None (from the file suffix)")
+
 def read_frames(path, fmt: str | None = None, units=None) -> list:
     "Every `PIVFrame` in one file, with the reader `fmt` (default: `piv_format(path)`)."
+    _check_fmt('read_frames', fmt); _check_units('read_frames', units)
     p = Path(path)
     if not p.is_file(): _bad(p, "no such file")
-    fmt = fmt or piv_format(p)
-    if fmt not in READERS: raise ValueError(f"read_frames: `fmt`={fmt!r}; expected one of {sorted(READERS)}")
-    return READERS[fmt](p, units=units)
+    return READERS[fmt or piv_format(p)](p, units=units)
 
 # %% ../nbs/17_piv.ipynb #p039
 _FMT_SUFFIXES = {'vc7': ('.vc7',), 'insight': ('.vec',), 'openpiv': ('.txt', '.dat', '.vec'), 'pivlab': ('.mat',)}
@@ -335,7 +344,6 @@ def _expand(paths, fmt=None):
     "Files named by `paths` (a path, or a list of files and folders); a folder contributes its PIV files in name order."
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if not paths: raise PIVFormatError("read_piv: no input files given")
-    if fmt is not None and fmt not in READERS: raise ValueError(f"read_piv: `fmt`={fmt!r}; expected one of {sorted(READERS)}")
     out = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -349,8 +357,14 @@ def _expand(paths, fmt=None):
         else: _bad(p, "no such file or folder")
     return out
 
+def _check_dt(dt):
+    "Refuse a `dt=` that is neither None nor a finite number of seconds > 0: one `PIVFormatError`."
+    if dt is None: return
+    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) or not (math.isfinite(dt) and dt > 0):
+        raise PIVFormatError(f"read_piv: `dt`={dt!r}; expected the frame interval in seconds, a finite number > 0")
+
 def _times(frames, dt):
-    "Frame times [s] from the files (relative to the first), else `k * dt`; plus (origin, source) for the attrs."
+    "Frame times [s] from the files (relative to the first), else `k * dt` (`dt` checked by `_check_dt`); plus (origin, source) for the attrs."
     have = [f.time is not None for f in frames]
     if all(have):
         t = np.array([f.time for f in frames], np.float64)
@@ -364,8 +378,6 @@ def _times(frames, dt):
     if len(frames) == 1 and dt is None: return np.zeros(1), None, 'one frame'
     if dt is None:
         _bad(frames[0].path, f"the {len(frames)} frames carry no acquisition time; pass dt= (the frame interval in seconds)")
-    if not (isinstance(dt, (int, float, np.number)) and math.isfinite(dt) and dt > 0):
-        raise ValueError(f"read_piv: `dt`={dt!r}; expected the frame interval in seconds, a positive number")
     return np.arange(len(frames)) * float(dt), None, f'frame interval dt={float(dt):g} s (argument)'
 
 # %% ../nbs/17_piv.ipynb #p040
@@ -392,6 +404,7 @@ def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders 
              scale: float | None = None,  # velocity reference scale (velocity units); None: RMS speed of valid vectors
             ) -> xr.Dataset:
     "Import a PIV sequence as one 'exp' trajectory of the data contract (u, v NaN where `valid` is False)."
+    _check_fmt('read_piv', fmt); _check_dt(dt); _check_units('read_piv', units)  # the arguments, before any file is read
     files = _expand(paths, fmt)
     frames = [fr for p in files for fr in read_frames(p, fmt, units)]
     fmts = sorted({f.fmt for f in frames})

@@ -301,20 +301,21 @@ def _windows(sdir, dtype) -> dict:
 def _resolve_layout(sdir, dtype, layout):
     have = _layouts(sdir, dtype)
     if layout == 'auto': return have[0] if have else None
-    if layout not in ('arrow', 'hdf5'): raise ValueError(f"layout={layout!r}; expected 'auto', 'arrow' or 'hdf5'")
     return layout if layout in have else None
 
 def _layout_folder(sdir, dtype, layout):
     return sdir / 'hf_dataset' / dtype if layout == 'arrow' else sdir / dtype
 
 def _source(path, scenario, layout, domains):
-    "Scenario folder and {domain: (data type, layout)} for the domains to load."
+    "Scenario folder and {domain: (data type, layout)} for the domains to load; the arguments are checked before any file is read."
     _spec(scenario)
-    sdir = _scenario_dir(path, scenario)
+    if layout not in ('auto', 'arrow', 'hdf5'): raise RealPDEBenchError(f"layout={layout!r}; expected 'auto', 'arrow' or 'hdf5'")
     if domains is not None:
-        domains = (domains,) if isinstance(domains, str) else tuple(domains)
-        bad = [d for d in domains if d not in SOURCE_TYPES.values()]
-        if bad: raise ValueError(f"domains={domains!r}; expected a subset of ('sim', 'exp')")
+        doms = (domains,) if isinstance(domains, str) else tuple(domains) if isinstance(domains, (list, tuple)) else ()
+        if not doms or any(d not in SOURCE_TYPES.values() for d in doms):
+            raise RealPDEBenchError(f"domains={domains!r}; expected 'sim', 'exp' or a list of them (None: both)")
+        domains = doms
+    sdir = _scenario_dir(path, scenario)
     out = {}
     for dtype, dom in SOURCE_TYPES.items():
         if domains is not None and dom not in domains: continue
@@ -362,6 +363,7 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
                                seed: int = 0,
                               ) -> Path:
     "Write a miniature RealPDEBench scenario (real + numerical, split files) in a published layout; return its folder."
+    if layout not in ('hdf5', 'arrow'): raise RealPDEBenchError(f"layout={layout!r}; expected 'hdf5' or 'arrow'")
     rng = np.random.default_rng(seed)
     sdir = Path(root) / scenario
     x, y = np.meshgrid(np.linspace(0.0, 0.09, W), np.linspace(0.05, -0.05, H))  # PIV-style: y runs downward
@@ -409,7 +411,6 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
                 (sdir / 'hf_dataset' / f'{split}_index_{dtype}.json').write_text(
                     json.dumps([dict(sim_id=s, time_id=int(t0)) for s, t0 in pairs]))
             meta_dir, ext = sdir, '.json'
-        else: raise ValueError(f"layout={layout!r}; expected 'hdf5' or 'arrow'")
         for g, stem in zip(GROUPS, ('remain_params', 'in_dist_test_params', 'out_dist_test_params')):
             ids = groups[g] if dtype == 'real' else (list(sim_ids) if g == 'remain' else [])
             (meta_dir / f'{stem}_{dtype}{ext}').write_text(json.dumps({s: list(parse_sim_id(scenario, s).values()) for s in ids}))
@@ -421,10 +422,10 @@ def _frames(frames, T, where) -> slice:
     if frames is None: sl = slice(None)
     elif isinstance(frames, slice): sl = frames
     elif isinstance(frames, (tuple, list)) and len(frames) in (2, 3): sl = slice(*frames)
-    else: raise TypeError(f"frames={frames!r}; expected None, a slice or (start, stop[, step])")
+    else: raise RealPDEBenchError(f"frames={frames!r}; expected None, a slice or (start, stop[, step])")
     start, stop, step = (sl.start or 0), (T if sl.stop is None else sl.stop), (sl.step or 1)
     if not all(isinstance(v, (int, np.integer)) for v in (start, stop, step)) or start < 0 or step < 1 or stop <= start:
-        raise ValueError(f"frames={frames!r}; expected 0 <= start < stop and step >= 1 (integers, no negative indices)")
+        raise RealPDEBenchError(f"frames={frames!r}; expected 0 <= start < stop and step >= 1 (integers, no negative indices)")
     if stop > T: raise RealPDEBenchError(f"{where}: frames {start}:{stop} reach past its {T} frames; expected stop <= {T}")
     return slice(int(start), int(stop), int(step))
 
@@ -468,7 +469,7 @@ def _select(trajs, scenario, groups_of, sim_ids, groups, where):
     if groups is not None:
         groups = (groups,) if isinstance(groups, str) else tuple(groups)
         bad = [g for g in groups if g not in GROUPS]
-        if bad: raise ValueError(f"groups={groups!r}; expected names among {GROUPS}")
+        if bad: raise RealPDEBenchError(f"groups={groups!r}: {bad} unknown; expected names among {GROUPS}")
         if not groups_of: raise RealPDEBenchError(f"{where}: groups={groups!r} asked for, but no published split files "
                                                   f"({{remain,in_dist_test,out_dist_test}}_params_*.json) were found")
         trajs = [t for t in trajs if groups_of.get(t.sim_id) in groups]
@@ -479,7 +480,7 @@ def _domain_fields(dom, trajs, fields, where):
     "Fields to load: exp never loads pressure (RealPDEBench's real data has none; upstream fills zeros)."
     want = tuple(FIELDS if fields is None else ((fields,) if isinstance(fields, str) else fields))
     bad = [f for f in want if f not in FIELDS]
-    if bad: raise ValueError(f"fields={want!r}; expected names among {FIELDS}")
+    if bad: raise RealPDEBenchError(f"fields={want!r}: {bad} unknown; expected names among {FIELDS}")
     if dom == 'exp': want = tuple(f for f in want if f != 'p')
     lack = {f: [t.sim_id for t in trajs if f not in t.fields] for f in want}
     for f, ids in lack.items():
@@ -489,7 +490,8 @@ def _domain_fields(dom, trajs, fields, where):
             continue
         raise RealPDEBenchError(f"{where}: trajectories {ids[:4]} lack field {f!r}; pass fields= without it")
     out = tuple(f for f in want if not lack[f])
-    if not out: raise ValueError(f"fields={fields!r} leaves no field to load for domain {dom!r}")
+    if not out: raise RealPDEBenchError(f"fields={fields!r} leaves no field to load for domain {dom!r}; expected at least one "
+                                        f"of {FIELDS}{' other than p (real data have no pressure)' if dom == 'exp' else ''}")
     return out
 
 # %% ../nbs/16_realpdebench.ipynb #r031
@@ -511,7 +513,6 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     fields = _domain_fields(dom, trajs, fields, where)
     # grid: from the first trajectory; every other one must agree
     ax = _axes(first.where, first, H, W) if grid == 'file' else None
-    if grid not in ('file', 'index'): raise ValueError(f"grid={grid!r}; expected 'file' or 'index'")
     if ax is None: x1, y1, swap, fy, fx = np.arange(W, dtype=float), np.arange(H, dtype=float), False, False, False
     else: x1, y1, swap, fy, fx = ax
     if ax is not None:
@@ -624,7 +625,9 @@ def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
                       grid: str = 'file',  # 'file': x, y from the files; 'index': pixel indices
                      ) -> dict:
     "Load a RealPDEBench scenario as contract datasets `{'sim': numerical, 'exp': real}`, reading only the asked window."
-    if not isinstance(sub_s, (int, np.integer)) or sub_s < 1: raise ValueError(f"sub_s={sub_s!r}; expected an integer >= 1")
+    if isinstance(sub_s, bool) or not isinstance(sub_s, (int, np.integer)) or sub_s < 1:
+        raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1")
+    if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
     sdir, src = _source(path, scenario, layout, domains)
     out = {dom: _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid)
            for dom, (dtype, lay) in src.items()}
@@ -636,7 +639,7 @@ def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
     else:
         sc = {k: float(v) for k, v in dict(scales).items()}
         bad = [k for k in sc if k not in FIELDS]
-        if bad: raise ValueError(f"scales has keys {bad}; expected fields among {FIELDS}")
+        if bad: raise RealPDEBenchError(f"scales has keys {bad}; expected fields among {FIELDS}")
         note = 'reference scales given by the user'
     for ds in out.values(): _set_scales(ds, sc, note)
     for dom, ds in out.items(): validate(ds, dom)
@@ -653,13 +656,14 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
                        ) -> dict:
     "Load a scenario and write `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` atomically (all or none); return `{domain: path}`."
     name = name or scenario
-    if not re.fullmatch(r'[\w.-]+', name): raise ValueError(f"name={name!r}; expected a plain file stem (letters, digits, _ . -)")
+    if not isinstance(name, str) or not re.fullmatch(r'[\w.-]+', name):
+        raise RealPDEBenchError(f"name={name!r}; expected a plain file stem (letters, digits, _ . -)")
     out_dir = Path(out_dir)
     data = load_realpdebench(path, scenario, **kwargs)  # every error is raised here, before any file is touched
     dest = {dom: out_dir / f'{name}_{dom}.nc' for dom in data}
     if not overwrite:
         exist = [str(p) for p in dest.values() if p.exists()]
-        if exist: raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True to replace them")
+        if exist: raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True (CLI: --overwrite) to replace them")
     tmp = {dom: out_dir / f'.{p.name}.{uuid.uuid4().hex}.part.nc' for dom, p in dest.items()}
     try:
         for dom, ds in data.items(): write_dataset(ds, tmp[dom], compress=compress)

@@ -4,7 +4,7 @@ import torch
 import pytest
 from simreal_nb.schema import FIELDS
 from simreal_nb.models import make_model
-from simreal_nb.bench import bench_models, bench_joint
+from simreal_nb.bench import BenchInputError, bench_models, bench_joint
 
 
 def test_bench_models_keys():
@@ -44,3 +44,33 @@ def test_bench_tta_structure_finite_monotone():
         assert r['best_val'] == pytest.approx(min(vals), rel=1e-3) and r['params'] > 0 and r['step_ms'] > 0
         json.dumps(r)
     assert rows[0]['kwargs'] == {'patch': 8} and rows[1]['kwargs'] == {'width': 8, 'modes': 4, 'layers': 1}
+
+
+@pytest.mark.parametrize('fn, kw, match', [
+    (bench_models, dict(steps=0), r"bench_models: `steps`=0; expected an integer >= 1"),
+    (bench_models, dict(batch=0), r"bench_models: `batch`=0; expected an integer >= 1"),
+    (bench_models, dict(threads=0), r"bench_models: `threads`=0; expected an integer >= 1"),
+    (bench_models, dict(steps=2.5), r"bench_models: `steps`=2\.5; expected an integer >= 1"),
+    (bench_joint, dict(steps=0), r"bench_joint: `steps`=0; expected an integer >= 1"),
+    (bench_joint, dict(steps=-3), r"bench_joint: `steps`=-3; expected an integer >= 1"),
+    (bench_joint, dict(batch=0), r"bench_joint: `batch`=0; expected an integer >= 1"),
+    (bench_joint, dict(warmup=-1), r"bench_joint: `warmup`=-1; expected an integer >= 0"),
+    (bench_joint, dict(n_in=0), r"bench_joint: `n_in`=0; expected an integer >= 1"),
+])
+def test_bad_counts_refused_before_anything_runs(fn, kw, match):
+    "A zero/negative/non-integer count is one BenchInputError (a ValueError the CLI reports as a user error), not a StatisticsError or NaN."
+    from simreal_nb.cli import is_user_error
+    n = torch.get_num_threads()
+    with pytest.raises(BenchInputError, match=match) as e: fn(**kw)
+    assert isinstance(e.value, ValueError) and is_user_error(e.value)
+    assert torch.get_num_threads() == n
+
+
+def test_bad_counts_of_the_other_benchmarks():
+    from simreal_nb.bench import bench_systems, bench_tta, bench_tta_steps
+    with pytest.raises(BenchInputError, match=r"bench_systems: `repeats`=0; expected an integer >= 1"): bench_systems(repeats=0)
+    with pytest.raises(BenchInputError, match=r"bench_systems: `workers`=0"): bench_systems(workers=0)
+    with pytest.raises(BenchInputError, match=r"bench_tta: `every`=0; expected an integer >= 1"): bench_tta(every=0)
+    with pytest.raises(BenchInputError, match=r"bench_tta: `updates`=0"): bench_tta(updates=0)
+    with pytest.raises(BenchInputError, match=r"bench_tta: `warmup`=-1; expected an integer >= 0"): bench_tta(warmup=-1)
+    with pytest.raises(BenchInputError, match=r"bench_tta_steps: `steps`=0; expected an integer >= 1"): bench_tta_steps(steps=0)

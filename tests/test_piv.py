@@ -263,3 +263,35 @@ def test_nan_behind_a_valid_flag_is_refused(tmp_path):
     (tmp_path / 'plain.txt').write_text('\n'.join(' '.join(r.split()[:4]) for r in rows) + '\n')
     ds = read_piv(tmp_path / 'plain.txt', units=('mm', 'm/s'))
     assert int((~ds.valid).sum()) == 1 and int(ds.u.isnull().sum()) == 1
+
+
+@pytest.mark.parametrize('kw, match', [
+    (dict(fmt='davis'), r"read_piv: `fmt`='davis'; expected one of \['insight', 'openpiv', 'pivlab', 'vc7'\]"),
+    (dict(fmt=''), r"read_piv: `fmt`=''; expected one of"),
+    (dict(dt=0), r"read_piv: `dt`=0; expected the frame interval in seconds, a finite number > 0"),
+    (dict(dt=-0.1), r"read_piv: `dt`=-0\.1; expected"),
+    (dict(dt=float('nan')), r"read_piv: `dt`=nan; expected"),
+    (dict(dt=True), r"read_piv: `dt`=True; expected"),
+    (dict(dt='0.1'), r"read_piv: `dt`='0\.1'; expected"),
+    (dict(units='mm'), r"read_piv: `units`='mm'; expected a \(length, velocity\) pair of strings, e.g. \('mm', 'm/s'\)"),
+    (dict(units=('mm',)), r"read_piv: `units`=\('mm',\); expected a \(length, velocity\) pair"),
+    (dict(units=('mm', 5)), r"read_piv: `units`=\('mm', 5\); expected a \(length, velocity\) pair"),
+])
+def test_bad_argument_is_a_piv_format_error(tmp_path, kw, match):
+    "fmt=, dt= and units= are checked before any file is read: a PIVFormatError (a ValueError) naming the argument."
+    with pytest.raises(PIVFormatError, match=match) as e:
+        read_piv(tmp_path / 'no_such_folder', **kw)
+    assert isinstance(e.value, ValueError)
+    with pytest.raises(PIVFormatError, match=match):  # through import_piv on real files: refused, nothing written
+        import_piv(data('Insight'), tmp_path / 'out', **kw)
+    assert not (tmp_path / 'out').exists()
+
+
+def test_bad_fmt_and_units_of_one_file():
+    with pytest.raises(PIVFormatError, match=r"read_frames: `fmt`='davis'; expected one of \['insight'"):
+        read_frames(data(INSIGHT), fmt='davis')
+    with pytest.raises(PIVFormatError, match=r"read_frames: `units`='mm'; expected a \(length, velocity\) pair"):
+        read_frames(data(INSIGHT), units='mm')
+    from simreal_nb.piv import read_openpiv
+    with pytest.raises(PIVFormatError, match=r"read_openpiv: `units`=\['mm'\]; expected a \(length, velocity\) pair"):
+        read_openpiv(data(OPENPIV5), units=['mm'])

@@ -177,7 +177,8 @@ def test_import_writes_both_files(tmp_path):
     sim = read_dataset(paths['sim'], domain='sim')
     assert 'p' not in exp and list(exp['group'].values) == ['in_dist', 'out_dist', 'remain']
     assert exp['window_split'].dtype == np.int8 and sim['window_split'].sum() > 0
-    with pytest.raises(FileExistsError): import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', name='cyl')
+    with pytest.raises(FileExistsError, match=r'pass overwrite=True \(CLI: --overwrite\) to replace them'):
+        import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', name='cyl')
 
 
 def test_aligns_with_the_package(tmp_path):
@@ -243,3 +244,46 @@ def test_nonfinite_becomes_invalid(tmp_path):
     assert 'valid' in exp and int((~exp['valid'].values).sum()) == 1
     # stored row 0 is the top row (largest y); after the flip it is the last y
     assert not bool(exp['valid'].values[0, 0, -1, 0])
+
+
+# ---- bad arguments: a RealPDEBenchError (a ValueError, a user error for the CLI) naming the argument ----
+
+@pytest.mark.parametrize('kw, match', [
+    (dict(layout='zarr'), r"layout='zarr'; expected 'auto', 'arrow' or 'hdf5'"),
+    (dict(domains='real'), r"domains='real'; expected 'sim', 'exp' or a list of them"),
+    (dict(domains=[]), r"domains=\[\]; expected 'sim', 'exp'"),
+    (dict(frames=(4, 2)), r"frames=\(4, 2\); expected 0 <= start < stop and step >= 1"),
+    (dict(frames=(-1, 2)), r"frames=\(-1, 2\); expected 0 <= start < stop"),
+    (dict(frames='0:3'), r"frames='0:3'; expected None, a slice or \(start, stop\[, step\]\)"),
+    (dict(groups='test'), r"groups=\('test',\): \['test'\] unknown; expected names among \('remain', 'in_dist', 'out_dist'\)"),
+    (dict(fields=['u', 'w']), r"fields=\('u', 'w'\): \['w'\] unknown; expected names among"),
+    (dict(fields='p', domains='exp'), r"fields='p' leaves no field to load for domain 'exp'; expected at least one"),
+    (dict(sub_s=0), r"sub_s=0; expected an integer >= 1"),
+    (dict(sub_s=True), r"sub_s=True; expected an integer >= 1"),
+    (dict(grid='pixel'), r"grid='pixel'; expected 'file' or 'index'"),
+    (dict(scales=dict(w=1.0)), r"scales has keys \['w'\]; expected fields among"),
+])
+def test_bad_argument_is_a_realpdebench_error(tmp_path, kw, match):
+    write_h5(tmp_path, 'cylinder', NAMES)
+    with pytest.raises(RealPDEBenchError, match=match) as e:
+        load_realpdebench(tmp_path, 'cylinder', **kw)
+    assert isinstance(e.value, ValueError)
+
+
+def test_bad_argument_checked_before_any_file(tmp_path):
+    "layout=, domains=, sub_s= and grid= are refused even where there is no download to read."
+    for kw in (dict(layout='zarr'), dict(domains='real'), dict(sub_s=0), dict(grid='pixel')):
+        with pytest.raises(RealPDEBenchError, match=next(iter(kw))): load_realpdebench(tmp_path / 'nope', 'cylinder', **kw)
+    with pytest.raises(RealPDEBenchError, match="layout='zarr'"): scan_realpdebench(tmp_path / 'nope', 'cylinder', layout='zarr')
+
+
+def test_bad_name_and_example_layout(tmp_path):
+    from simreal_nb.realpdebench import write_example_realpdebench
+    write_h5(tmp_path / 'dl', 'cylinder', NAMES)
+    for name in ('a/b', 'x y', 7):
+        with pytest.raises(RealPDEBenchError, match=r"name=.*; expected a plain file stem \(letters, digits, _ \. -\)"):
+            import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', name=name)
+    assert not (tmp_path / 'out').exists()
+    with pytest.raises(RealPDEBenchError, match=r"layout='zarr'; expected 'hdf5' or 'arrow'"):
+        write_example_realpdebench(tmp_path / 'ex', layout='zarr')
+    assert not (tmp_path / 'ex').exists()
