@@ -8,7 +8,9 @@ from simreal_nb.ada import (ADAInputError, Flow, GaussianPath, VelocityMLP, exac
                             mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy, MOG_VERTICES, MOG_METHODS,
                             MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS, RunConfig, odeint, run_mog,
                             run_chain, chain_observables, chain_to_state, state_to_chain, chain_langevin, w1,
-                            CHAIN_OBSERVABLES)
+                            CHAIN_OBSERVABLES, cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow,
+                            mog_floor, pair_stats, seed_summary, run_seeds, MOG_PAIRS, MOG_GUIDANCE)
+from simreal_nb.ada import _plateau
 
 
 @pytest.fixture(autouse=True)
@@ -206,13 +208,14 @@ def test_w1_of_known_distributions():
 def test_presets_share_one_vocabulary_and_pin_the_defaults():
     for presets in (MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS): assert list(presets) == ['test', 'default']
     d = MOG_PRESETS['default']   # the full-size run whose numbers the README and the tutorial quote
-    assert (d.n_sim, d.n_exp, d.n_eval, d.base_iters, d.iters, d.batch, d.kl_batch, d.beta, d.ada_lr, d.ea_lr,
-            d.critic_steps, d.critic_warmup) == (20000, 4000, 2000, 3000, 200, 512, 128, 0.3, 2e-4, 3e-4, 10, 100)
+    assert (d.n_sim, d.n_exp, d.n_eval, d.hidden, d.depth, d.base_iters, d.base_batch, d.beta) == \
+        (20000, 4000, 2000, 256, 4, 8000, 1024, 0.3)
     c = CHAIN_PRESETS['default']
-    assert (c.n_sim, c.iters, c.batch, c.kl_batch, c.beta, c.order, c.held_out) == (12000, 120, 256, 64, 0.1,
-                                                                                   ('bond', 'rg', 'e2e'), ('mdist', 'cos'))
-    a = d.align_config('ada', seed=3)
-    assert (a.lr, a.beta, a.iters, a.batch, a.kl_batch, a.critic_steps, a.critic_lr, a.seed) == (2e-4, 0.3, 200, 512, 128, 10, 2e-3, 3)
+    assert (c.n_sim, c.batch, c.kl_batch, c.beta, c.order, c.held_out) == (12000, 256, 64, 0.1, ('bond', 'rg', 'e2e'),
+                                                                          ('mdist', 'cos'))
+    a = d.align_config('ada', seed=3)   # every method gets the same budget and the same plateau rule
+    e = d.align_config('ea', seed=3)
+    assert (a.beta, a.iters, a.window, a.patience, a.tol, a.seed) == (e.beta, e.iters, e.window, e.patience, e.tol, e.seed)
 
 
 @pytest.mark.parametrize('run', [run_mog, run_chain])
@@ -225,22 +228,28 @@ def test_unknown_preset_or_setting_is_refused_before_any_compute(run, tmp_path):
 
 
 def test_run_mog_test_preset_writes_files_and_aligns(tmp_path):
-    met = run_mog(tmp_path, seed=0, preset='test', verbose=False)
-    assert set(met) == set(MOG_METHODS) == {'base', 'ada', 'ea1', 'ea2', 'ea3', 'ea4'}
-    on_disk = json.loads((tmp_path / 'metrics.json').read_text())
+    cache = tmp_path / 'cache'
+    met = run_mog(tmp_path / 'a', seed=0, preset='test', verbose=False, cache_dir=cache)
+    assert set(met) == set(MOG_METHODS) >= {'base', 'ada', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance'}
+    on_disk = json.loads((tmp_path / 'a' / 'metrics.json').read_text())
     assert on_disk == met
-    for m in MOG_METHODS:
-        assert set(met[m]) == {'energy_w2', 'cluster_kl', 'kde_l1'} and all(np.isfinite(list(met[m].values())))
-        a = np.load(tmp_path / f'samples_{m}.npy')
-        assert a.shape == (2000, 3) and a.dtype == np.float32 and np.isfinite(a).all()
-    assert not [p for p in os.listdir(tmp_path) if p.endswith('.tmp')]
-    assert json.loads((tmp_path / 'run_info.json').read_text())['preset'] == 'test'
-    # alignment moved the samples toward the target: the projections' marginal W1 to the 2000 reference samples of ν
-    # (seed 0: base 1.68, ADA 1.64, EA(2..4) 1.62) and ADA's Energy W2 (41.3 -> 39.4) drop for every aligned method
-    ref = mog_sample('target', 2000, 50)
-    d = {m: w1(np.load(tmp_path / f'samples_{m}.npy'), ref) for m in MOG_METHODS}
-    assert all(d[m] < d['base'] - 0.02 for m in ('ada', 'ea2', 'ea3', 'ea4')), d
-    assert met['ada']['energy_w2'] < met['base']['energy_w2'] - 1.0
+    n = MOG_PRESETS['test'].n_eval
+    for m in MOG_METHODS:   # every number beside its two-sample floor
+        assert {'energy_w2', 'cluster_kl', 'kde_l1', 'floor_energy_w2', 'floor_cluster_kl', 'floor_kde_l1'} <= set(met[m])
+        assert all(np.isfinite(met[m][k]) for k in ('energy_w2', 'cluster_kl', 'kde_l1'))
+        assert set(met[m]['pairs']) == {'P1', 'P2', 'P3', 'P4'}
+        a = np.load(tmp_path / 'a' / f'samples_{m}.npy')
+        assert a.shape == (n, 3) and a.dtype == np.float32 and np.isfinite(a).all()
+    assert not [p for p in os.listdir(tmp_path / 'a') if p.endswith('.tmp')]
+    info = json.loads((tmp_path / 'a' / 'run_info.json').read_text())
+    assert info['preset'] == 'test' and not info['base_cached']
+    # alignment moved the samples toward the target: the projections' marginal W1 to the reference samples of ν drops
+    ref = mog_sample('target', n, 50)
+    d = {m: w1(np.load(tmp_path / 'a' / f'samples_{m}.npy'), ref) for m in MOG_METHODS}
+    assert all(d[m] < d['base'] for m in ('ada', 'ea2', 'ea3', 'ea4')), d
+    # warm: both flows come from the cache, and every number is the same
+    assert run_mog(tmp_path / 'b', seed=0, preset='test', verbose=False, cache_dir=cache) == met
+    assert json.loads((tmp_path / 'b' / 'run_info.json').read_text())['base_cached']
 
 
 def test_run_chain_test_preset_writes_metrics_and_aligns(tmp_path):
@@ -288,3 +297,93 @@ def test_one_sided_critic_recovers_from_a_wrong_sign_start():
         opt.zero_grad(); loss.backward(); opt.step()
     est = (c(real_all).mean() - c(fake).mean()).item()
     assert 0.6 < est < 1.2, est        # true W1 ≈ 0.9
+
+
+def test_plateau_rule_on_known_histories():
+    cfg = AlignConfig(window=5, patience=2, tol=0.01)
+    flat = [dict(it=i, w1=0.1 + 0.001 * (i % 2), kl=0.5) for i in range(15)]
+    trend = [dict(it=i, w1=1.0 - 0.02 * i, kl=0.5) for i in range(15)]
+    rising_kl = [dict(it=i, w1=0.1, kl=0.05 * i) for i in range(15)]
+    assert _plateau(flat, cfg) and not _plateau(trend, cfg) and not _plateau(rising_kl, cfg)
+    assert not _plateau(flat[:14], cfg)                       # judged only at window ends
+    assert not _plateau(flat[:10], cfg)                       # needs patience + 1 windows
+    assert not _plateau(flat, AlignConfig(window=5, patience=0))  # patience 0: always run the cap
+
+
+def test_alignment_stops_on_the_plateau_and_says_so(flow2d):
+    obs = {'x0': lambda x: x[:, 0]}
+    exp = {'x0': torch.randn(2000, generator=torch.Generator().manual_seed(5)) * 0.5 + 3.0}   # already matched
+    cfg = AlignConfig(beta=0.1, iters=400, batch=128, kl_batch=32, lr=1e-4, window=10, patience=2, tol=0.05)
+    m = fit_ea(flow2d, obs, exp, cfg, order=1)
+    assert m.converged and m.stopped_at < 400 and len(m.history) == m.stopped_at
+    capped = fit_ea(flow2d, obs, exp, AlignConfig(iters=5, batch=64, kl_batch=16, window=10), order=1)
+    assert not capped.converged and capped.stopped_at == 5
+
+
+def test_every_critic_step_sees_fresh_generator_samples(flow2d, monkeypatch):
+    calls = []
+    orig = Flow.sample
+    def counting(self, *a, **kw):
+        if not kw.get('with_logp') and not torch.is_grad_enabled(): calls.append(1)
+        return orig(self, *a, **kw)
+    monkeypatch.setattr(Flow, 'sample', counting)
+    obs = {'x0': lambda x: x[:, 0], 'x1': lambda x: x[:, 1]}
+    exp = {k: np.random.default_rng(i).normal(0, 1, 300) for i, k in enumerate(obs)}
+    fit_ada(flow2d, obs, exp, AlignConfig(iters=4, batch=32, kl_batch=8, critic_steps=3, critic_warmup=5))
+    # one no-grad batch per critic step (shared by both critics): warm-up 5 + 4 generator steps × 3, plus the input check's 1
+    assert len(calls) == 1 + 5 + 4 * 3
+
+
+def test_cached_flow_reads_back_and_never_trusts_a_bad_file(tmp_path, flow2d):
+    n = []
+    train = lambda: (n.append(1), flow2d)[1]
+    a = cached_flow(dict(k=1), train, tmp_path)
+    b = cached_flow(dict(k=1), train, tmp_path)
+    assert len(n) == 1 and b.from_cache and not a.from_cache
+    z = torch.randn(7, 2)
+    torch.testing.assert_close(a.sample(z=z), b.sample(z=z), rtol=0, atol=0)
+    with open(b.cache_path, 'wb') as f: f.write(os.urandom(100))     # foreign bytes: trained again
+    cached_flow(dict(k=1), train, tmp_path)
+    assert len(n) == 2
+    s = flow_state(flow2d); s['key'] = 'another'                       # a valid file under the wrong key: trained again
+    torch.save(s, b.cache_path)
+    c = cached_flow(dict(k=1), train, tmp_path)
+    assert len(n) == 3 and not c.from_cache
+    torch.testing.assert_close(flow_from_state(flow_state(flow2d)).sample(z=z), flow2d.sample(z=z), rtol=0, atol=0)
+
+
+def test_guided_flow_matches_a_conditioned_marginal():
+    x = torch.randn(4000, 1, generator=torch.Generator().manual_seed(1))
+    data = torch.cat([x, x + 0.1 * torch.randn(4000, 1, generator=torch.Generator().manual_seed(2))], 1)
+    gf = train_guided_flow(data, {'a': lambda x: x[:, 0]}, hidden=32, depth=2, iters=400, batch=256, steps=8)
+    given = {'a': 2 + 0.5 * torch.randn(2000, 1, generator=torch.Generator().manual_seed(3))}
+    with torch.no_grad():
+        s = gf.sample(z=torch.randn(2000, 2, generator=torch.Generator().manual_seed(4)), given=given)
+        u = gf.sample(z=torch.randn(2000, 2, generator=torch.Generator().manual_seed(4)))   # no condition: the sim
+    assert abs(s[:, 0].mean() - 2) < 0.2 and abs(s[:, 1].mean() - 2) < 0.25     # follows the experiment's a
+    assert abs(u[:, 0].mean()) < 0.2                                            # unconditional: the simulation's
+    g2 = flow_from_state(flow_state(gf))                                        # guided flows round-trip too
+    assert isinstance(g2, GuidedFlow) and g2.names == ['a']
+    with pytest.raises(ADAInputError, match="unknown observables"): gf.sample(n=3, given={'b': torch.zeros(3, 1)})
+    with pytest.raises(ADAInputError, match="p_drop"): train_guided_flow(data, {'a': lambda x: x[:, 0]}, p_drop=1.0)
+
+
+def test_floor_and_pair_stats_of_exact_samples():
+    f = mog_floor(2000, seed=0)
+    assert 0.03 < f['energy_w2'] < 0.15 and f['cluster_kl'] < 0.01
+    ps = pair_stats(mog_sample('target', 20000, 4))
+    w, _, sig = mog_params('target')
+    for k, (a, b) in enumerate(MOG_PAIRS):
+        assert ps[f'P{k+1}']['weight'] == pytest.approx(float(w[a] + w[b]), abs=0.015)
+        assert ps[f'P{k+1}']['radius'] == pytest.approx(float(sig[a]), abs=0.02)
+
+
+def test_seed_summary_and_run_seeds(tmp_path):
+    s = seed_summary([{'a': 1.0, 'ok': True, 'n': 'x'}, {'a': 3.0, 'ok': False, 'n': 'x'}])
+    assert s == {'a': 2.0, 'a_std': math.sqrt(2), 'ok': 0.5, 'n': 'x'}
+    fake = lambda out, seed: {'m': {'energy_w2': float(seed)}}
+    out = run_seeds(fake, tmp_path, seeds=(0, 1, 2))
+    assert out['metrics']['m']['energy_w2'] == 1.0 and out['metrics']['m']['energy_w2_std'] == 1.0
+    assert json.loads((tmp_path / 'summary.json').read_text()) == out
+    with pytest.raises(ADAInputError, match='distinct'): run_seeds(fake, tmp_path, seeds=(1, 1))
+    with pytest.raises(ADAInputError, match='seed=-1'): run_seeds(fake, tmp_path, seeds=(-1,))
