@@ -11,8 +11,8 @@ from fastcore.script import call_parse, anno_parser, store_true, Param
 # %% auto #0
 __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
            'check_positive', 'check_out_dir', 'check_netcdf', 'check_json', 'data_list', 'data_make',
-           'data_import_realpdebench', 'data_import_piv', 'run', 'report', 'bench_models', 'bench_joint', 'bench_data',
-           'ada_mog', 'ada_chain', 'ada_twins', 'usage', 'find_command', 'main']
+           'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'bench_models', 'bench_joint',
+           'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(ValueError):
@@ -23,10 +23,11 @@ class UserExit(SystemExit):
     def __init__(self, line:str): super().__init__(2); self.line = line
     def __str__(self): return self.line
 
-USER_ERRORS = ('simreal_nb.schema.DataContractError', 'simreal_nb.systems.SystemConfigError', 'simreal_nb.store.CheckpointError',
+USER_ERRORS = ('simreal_nb.schema.DataContractError', 'simreal_nb.systems.SystemConfigError', 'simreal_nb.store.CheckpointError', 'simreal_nb.store.RunFileError',
                'simreal_nb.models.ModelInputError', 'simreal_nb.metrics.MetricInputError', 'simreal_nb.protocols.ProtocolError',
                'simreal_nb.experiment.GridError', 'simreal_nb.realpdebench.RealPDEBenchError', 'simreal_nb.piv.PIVFormatError',
-               'simreal_nb.ada.ADAInputError',  # the package's input errors (and their subclasses), by name
+               'simreal_nb.ada.ADAInputError', 'simreal_nb.physics.PhysicsCheckError', 'simreal_nb.causal.CausalCheckError',
+               'simreal_nb.health.HealthError', 'simreal_nb.docs.DocsError',  # the package's input errors (and their subclasses), by name
                'FileNotFoundError', 'FileExistsError', 'IsADirectoryError', 'NotADirectoryError', 'PermissionError')
 USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG') if hasattr(errno, n)}  # unwritable outputs
 
@@ -152,8 +153,32 @@ def _check_run_dir(out, workers):
     if not out.is_dir(): return
     for f in ('manifest.json', 'timing.json'):
         if (out / f).exists(): check_json(out / f, f'the {f} that `simreal run` writes (use another --out)')
-    for cell in sorted((out / 'cells').glob('*.nc')):
-        check_netcdf(cell, 'a finished cell of `simreal run` (delete it to compute the cell again)')
+    cells = sorted((out / 'cells').glob('*.nc'))
+    if cells:
+        from simreal_nb.experiment import is_cell_key
+        for cell in cells:  # the run checks its own cells' files (one cut short is computed again); others must be netCDF
+            if not is_cell_key(cell.stem): check_netcdf(cell, 'a finished cell of `simreal run` (delete it to compute the cell again)')
+
+def _check_executor(executor, scheduler, workers):
+    "The executor options: `local` (a process pool of --workers) or `dask` (the workers of the scheduler at --scheduler)."
+    if executor not in ('local', 'dask'): raise UsageError(f"--executor: expected local or dask, got {executor!r}")
+    if executor == 'local' and scheduler is not None:
+        raise UsageError("--scheduler: only with --executor dask; expected no --scheduler with --executor local")
+    if executor == 'dask':
+        if scheduler is None: raise UsageError("--scheduler: required with --executor dask; expected the address of a running "
+                                               "dask scheduler, e.g. tcp://127.0.0.1:8786")
+        if workers is not None: raise UsageError("--workers: only with --executor local; with --executor dask the scheduler's "
+                                                 "workers run the cells (start them with `dask worker ADDRESS --nthreads 1`)")
+
+def _dask_client(address:str):
+    "A dask.distributed Client of the scheduler at `address` (dask is imported only here: a dev extra)."
+    try: from distributed import Client
+    except ImportError: raise UsageError("--executor dask: the `distributed` package is not installed; expected "
+                                         "`pip install 'dask[distributed]'`, or --executor local") from None
+    try: return Client(address, timeout='20s')
+    except (OSError, TimeoutError, ValueError) as e:
+        raise UsageError(f"--scheduler {address}: cannot connect ({error_line(e)}); expected the address of a running dask "
+                         "scheduler, e.g. tcp://127.0.0.1:8786") from None
 
 def _check_run_data(data, systems, device):
     "What `run` checks before computing: the netCDF files of the imported pairs it will read, and the device."
@@ -182,11 +207,13 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         seeds:int=None,               # Number of seeds per cell (default: the preset's)
         archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
         exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
-        workers:int=None,             # Local worker processes, one thread each (default: one per CPU core; 0: in-process)
+        workers:int=None,             # --executor local: worker processes, one thread each (default: one per CPU core; 0: in-process)
+        executor:str='local',         # local (a process pool on this machine) or dask (the workers of --scheduler)
+        scheduler:str=None,           # --executor dask: address of a running dask scheduler, e.g. tcp://127.0.0.1:8786
         device:str='auto',            # Torch device: auto, cpu or cuda
         data:str=None):               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
-    _check_run_dir(out, workers)
+    _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment, PRESETS, GridError
     name = preset or ('quick' if quick else 'default')
@@ -200,8 +227,37 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     if data is not None and given['systems'] is None: given['systems'] = ()  # every imported pair, not the preset's twins
     grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
     _check_run_data(data, given['systems'], device)
+    if executor == 'dask':
+        client = _dask_client(scheduler)
+        try: run_experiment(out, PRESETS[name].config, grid, executor=client.get_executor(), device=device, verbose=True, data=data)
+        finally: client.close()
+        return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
     run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True, data=data)
+
+@call_parse
+def train(out:str=None,                # Job directory (job.json, checkpoints last.pt + history.json, scores.nc), required
+          system:str='cylinder',       # Twin system (see `simreal data list`), or a NAME of the pairs in --data
+          protocol:str='joint',        # Protocol: sim_only, exp_only, sim_to_exp, joint, joint@0.3, ...
+          capacity:str='S',            # Capacity preset of the model
+          arch:str=None,               # Architecture, e.g. fno or fan (default: the preset's)
+          seed:int=0,                  # Training seed
+          preset:str='default',        # Sizes, budget and evaluation of this preset: test, quick, default, full or paper
+          steps:int=None,              # Update cap (default: the preset's)
+          batch_size:int=None,         # Windows per domain batch on each process (default: the preset's); global batch: this x processes
+          exp_trajs:int=None,          # Experimental training trajectories (default: all)
+          device:str='auto',           # Torch device: auto, cpu or cuda (under torchrun each process takes GPU LOCAL_RANK)
+          data:str=None):              # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) instead of the twins
+    "Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`; resumable."
+    if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
+    check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
+    check_at_least('--exp-trajs', exp_trajs)
+    from simreal_nb.experiment import train_job, PRESETS, GridError
+    if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
+    if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
+    _check_run_data(data, None if data is None else [system], device)
+    train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
+              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data)
 
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
@@ -244,41 +300,97 @@ def bench_data():
     from simreal_nb.bench import bench_systems
     _print_json(bench_systems())
 
-@call_parse
-def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<method>.npy)
-            seed:int=0,             # Random seed
-            quick:store_true=False): # The 'test' preset: a smoke test, a few training steps
-    "ADA vs expectation alignment on the 3-D mixture-of-Gaussians benchmark."
+def _seed_list(flag:str, text:str) -> list:
+    "A comma-separated list of distinct seeds >= 0, e.g. '0,1,2'."
+    try: seeds = [int(s) for s in text.split(',') if s.strip()]
+    except ValueError: raise UsageError(f"{flag}: {text!r} is not a list of integers; expected e.g. 0,1,2") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise UsageError(f"{flag}: {text!r}; expected distinct integers >= 0, e.g. 0,1,2")
+    return seeds
+
+def _run_ada(run, out, seed, seeds, table=None, **kw):
+    "Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it wrote."
     check_at_least('--seed', seed, 0); check_out_dir(out)
-    from simreal_nb.ada import run_mog
-    print(json.dumps(run_mog(out, seed=seed, preset='test' if quick else 'default'), indent=1))
+    if seeds is None:
+        run(out, seed=seed, **kw); print(f"metrics: {Path(out) / 'metrics.json'}")
+    else:
+        from simreal_nb.ada import run_seeds
+        run_seeds(run, out, _seed_list('--seeds', seeds), table=table, **kw); print(f"summary: {Path(out) / 'summary.json'}")
+
+@call_parse
+def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<method>.npy, table.md)
+            seed:int=0,             # Random seed
+            seeds:str=None,         # Comma-separated seeds, e.g. 0,1,2: one run each in DIR/seed<k>, mean ± std in DIR/summary.json
+            betas:str=None,         # Comma-separated KL weights, e.g. 0.03,0.1,0.3,1: an ADA β sweep (DIR/beta_sweep.json) instead
+            quick:store_true=False, # The 'test' preset: a smoke test, a few training steps
+            cache:str=None):        # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
+    "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
+    from simreal_nb.ada import run_mog, mog_beta_sweep, mog_tables
+    preset = 'test' if quick else 'default'
+    if betas is None: return _run_ada(run_mog, out, seed, seeds, table=mog_tables, preset=preset, cache_dir=cache)
+    try: bs = [float(b) for b in betas.split(',') if b.strip()]
+    except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
+    if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
+    check_at_least('--seed', seed, 0); check_out_dir(out)
+    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache)
+    print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
 @call_parse
 def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
               seed:int=0,               # Random seed
-              quick:store_true=False):  # The 'test' preset: a smoke test, a few training steps
-    "ADA vs expectation alignment on the bead-chain toy, observables added one at a time."
-    check_at_least('--seed', seed, 0); check_out_dir(out)
+              seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
+              quick:store_true=False,   # The 'test' preset: a smoke test, a few training steps
+              cache:str=None):          # Folder of the trained-flow cache
+    "ADA vs expectation alignment and guidance on the bead-chain toy, observables added one at a time."
     from simreal_nb.ada import run_chain
-    print(json.dumps(run_chain(out, seed=seed, preset='test' if quick else 'default'), indent=1))
+    _run_ada(run_chain, out, seed, seeds, preset='test' if quick else 'default', cache_dir=cache)
 
 @call_parse
 def ada_twins(out:str=None,             # Output directory (metrics.json), required
               system:str='cylinder',    # Twin system (see `simreal data list`)
               seed:int=0,               # Twin-data seed; every other random stream derives from it
-              preset:str='default'):    # Preset: test (a smoke test, a few training steps) or default
+              seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
+              preset:str='default',     # Preset: test (a smoke test, a few training steps) or default
+              cache:str=None):          # Folder of the trained-flow cache
     "ADA vs expectation alignment on twin flow data: the fields exp never measures, at the system's probes."
     if out is None: raise UsageError("--out: required; expected the directory that receives metrics.json")
-    check_at_least('--seed', seed, 0); check_out_dir(out)
     from simreal_nb.ada import run_twins
-    run_twins(out, system=system, seed=seed, preset=preset)
-    print(f"metrics: {Path(out) / 'metrics.json'}")
+    _run_ada(run_twins, out, seed, seeds, system=system, preset=preset, cache_dir=cache)
+
+@call_parse
+def physics_check(run_dir:str,             # A run directory of `simreal run` (manifest.json, cells/)
+                  max_windows:int=4,        # Test windows per check and cell
+                  device:str='cpu'):        # Where the models run: cpu, cuda or auto
+    "Physics stress tests of every trained cell: divergence residual, causality, extreme inputs -> RUN_DIR/physics.json."
+    check_at_least('--max-windows', max_windows)
+    if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
+    from simreal_nb.physics import physics_check as _check
+    _check(run_dir, max_windows=max_windows, device=device, verbose=True)
+    print(f"physics: {Path(run_dir) / 'physics.json'}")
+
+@call_parse
+def docs(out:str='runs/docs',        # Site folder: index.html, one page per notebook, static/ (widget, RequireJS, MathJax files from npm)
+         notebooks:str=None,         # Comma-separated subset, e.g. index,tutorials/lambda_inspector,tradeoff (default: every notebook)
+         full:store_true=False,      # Full sizes: no IN_TEST, '#| slow' cells run (much longer)
+         timeout:int=600,            # Seconds per notebook
+         workers:int=2,              # Notebooks executed at once
+         no_execute:store_true=False): # Render the outputs stored in the notebooks instead of executing them
+    "Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local widget JavaScript."
+    check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers)
+    from simreal_nb.docs import build_docs, DocsError
+    names = None if notebooks is None else [o.strip() for o in notebooks.split(',') if o.strip()]
+    build = build_docs(out, small=not full, notebooks=names, timeout=timeout, workers=workers, execute=not no_execute)
+    print(f"{len(build.pages)} pages in {build.seconds:.0f} s: {build.index}")
+    if build.failed: raise DocsError(f"{len(build.failed)} notebook(s) failed (their pages show the error): "
+                                     + '; '.join(f'{p.notebook}: {p.error}' for p in build.failed))
+
 
 # %% ../nbs/90_cli.ipynb #c012
 COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('data','import','realpdebench'): data_import_realpdebench,
-            ('data','import','piv'): data_import_piv, ('run',): run, ('report',): report,
+            ('data','import','piv'): data_import_piv, ('run',): run, ('train',): train, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
-            ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins}
+            ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins,
+            ('physics-check',): physics_check, ('docs',): docs}
 
 def usage() -> str:
     "The top-level help: one line per subcommand."

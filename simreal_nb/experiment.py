@@ -4,7 +4,7 @@
 
 # %% ../nbs/50_experiment.ipynb #c003
 from __future__ import annotations
-import json, os, time, math, warnings
+import errno, hashlib, json, os, re, time, math, warnings
 from dataclasses import dataclass, asdict, replace
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
@@ -15,18 +15,20 @@ import xarray as xr
 from fastprogress.fastprogress import progress_bar
 from . import __version__
 from .schema import FIELDS, reference_scales
-from .store import write_dataset, write_text, read_dataset
+from .store import write_dataset, write_text, read_dataset, load_torch, CheckpointError, read_json
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, BASELINES
-from .protocols import get_protocol, train, resolve_device, Stepper
+from .protocols import get_protocol, train, resolve_device, dist_info, Stepper
 from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
 
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'imported_systems',
-           'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'run_cell', 'open_run_dir', 'heaviest_first',
-           'map_cells', 'collect_results', 'estimate_cost', 'run_experiment']
+           'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable', 'run_cell', 'run_stamp',
+           'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell',
+           'check_cells', 'remove_stale_tmp', 'heaviest_first', 'exit_with_parent', 'local_pool', 'map_cells',
+           'collect_results', 'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -246,39 +248,47 @@ def _baseline_scores(name, dd, truth, cfg, scales, device):
     return xr.concat(parts, 'domain', data_vars='minimal', coords='minimal', compat='override')
 
 # %% ../nbs/50_experiment.ipynb #c019
-def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
-    "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
-    path = cell_path(run_dir, cell)
-    if path.exists(): return dict(key=cell.key, skipped=True)
-    if threads: torch.set_num_threads(threads)
-    t0 = time.perf_counter()
-    dd, truth, scales = cell_data(cell.system, cfg, data_dir)
-    dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
-    t_data = time.perf_counter() - t0
-    dev = resolve_device(device)
+def _cell_model(cell:Cell, cfg:GridConfig, dd):
+    "The untrained model of `cell` (the same initial weights for a seed, whatever process builds it)."
+    torch.manual_seed(cell.seed)
+    return make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
+                      n_cond=dd.n_cond, **({'patch': cfg.patch} if cell.arch == 'fan' else {}))
+
+def set_aside_unreadable(ckpt) -> bool:
+    "A checkpoint that cannot be loaded (cut short, damaged, not a torch file) is renamed `*.unreadable` and never read: training starts afresh."
+    ckpt = Path(ckpt)
+    if not ckpt.exists(): return False
+    try: load_torch(ckpt); return False
+    except CheckpointError as e:
+        os.replace(ckpt, ckpt.with_name(ckpt.name + '.unreadable'))
+        warnings.warn(f"{e}: set aside as {ckpt.name}.unreadable; training starts from the beginning", stacklevel=2)
+        return True
+
+def _train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, **kw):
+    "(model, history) of `cell`, trained with checkpoints in `ckpt_dir` and resumed from the last one there."
+    model = _cell_model(cell, cfg, dd)
+    if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
+    hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
+                 ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
+                 patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
+                 lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True, **kw)
+    return model, hist
+
+def _evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
+    "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories."
+    if model is None: return _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
+    return evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
+                    device=str(dev), scales=scales)
+
+def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp) -> xr.Dataset:
+    "The cell file's Dataset: scores, curves, diagnostics and timings with the cell's coordinates; stamped with the run."
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
-    curve_step, curve_val = _curve(None, cfg)
+    curve_step, curve_val = _curve(hist, cfg)
     cos = frac = capped = steps_done = float('nan')
-    if cell.protocol in BASELINES:
-        model = None
-        ev = _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
-    else:
-        torch.manual_seed(cell.seed)
-        model = make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
-                           n_cond=dd.n_cond, **({'patch': cfg.patch} if cell.arch == 'fan' else {}))
-        hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
-                     ckpt_dir=str(path.parent / cell.key), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
-                     patience=cfg.patience, val_batches=cfg.val_batches,
-                     min_delta=cfg.min_delta, schedule=cfg.schedule, lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True)
-        ev = evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
-                      device=str(dev), scales=scales)
+    if hist is not None:
         cos, frac = _conflict(hist)
-        curve_step, curve_val = _curve(hist, cfg)
         capped = float(not all(hist.stopped_early))  # a phase ran to its cap: it was still improving
         steps_done = float(_updates_made(hist))
-    t_train = time.perf_counter() - t0 - t_data
-    ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
-    t_eval = time.perf_counter() - t0 - t_data - t_train
     fields = list(dd.fields) + ['all']
     sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])
     H, W = dd.grid
@@ -303,20 +313,53 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     ds['capped'].attrs['long_name'] = '1: training stopped at the update cap while still improving; 0: early stopping; NaN: baseline'
     ds['truth_score'].attrs['long_name'] = "rollout error on the experiment's hidden truth of the fields only the simulation has"
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
+    ds.attrs.update(cell=cell.key, run=stamp)  # which cell of which run: a file from elsewhere is never mixed in
+    return ds
+
+def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
+    "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
+    path = cell_path(run_dir, cell)
+    if path.exists(): return dict(key=cell.key, skipped=True)
+    if threads: torch.set_num_threads(threads)
+    t0 = time.perf_counter()
+    dd, truth, scales = cell_data(cell.system, cfg, data_dir)
+    dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
+    t_data = time.perf_counter() - t0
+    dev = resolve_device(device)
+    model = hist = None
+    if cell.protocol not in BASELINES: model, hist = _train_cell(cell, cfg, dd, dev, path.parent / cell.key)
+    ev = _evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
+    t_train = time.perf_counter() - t0 - t_data
+    ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
+    t_eval = time.perf_counter() - t0 - t_data - t_train
+    ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, run_stamp(cfg, data_dir))
     write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
     return dict(key=cell.key, skipped=False, data_s=t_data, train_s=t_train, eval_s=t_eval,
                 total_s=time.perf_counter() - t0)
 
 # %% ../nbs/50_experiment.ipynb #c021
+def _manifest(cfg:GridConfig, data_dir=None) -> dict:
+    "What a run directory's cells depend on: package, version, `GridConfig`, data folder (as JSON would give it back)."
+    return json.loads(json.dumps(dict(package='simreal_nb', version=__version__, config=asdict(cfg),
+                                      data=None if data_dir is None else str(Path(data_dir).resolve()))))
+
+def _stamp(manifest:dict) -> str:
+    "Hash of a manifest's package, version, config and data (other keys, if any, do not count)."
+    m = {k: manifest.get(k) for k in ('package', 'version', 'config', 'data')}
+    return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest()[:16]
+
+def run_stamp(cfg:GridConfig, data_dir=None) -> str:
+    "A short hash of the version, config and data of a run: written into each of its cell files."
+    return _stamp(_manifest(cfg, data_dir))
+
 def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
     "Create `run_dir` (or check that it was made by this version with `cfg`, on the same data) and return it."
     run_dir = Path(run_dir); man = run_dir / 'manifest.json'
     if run_dir.exists() and not run_dir.is_dir():
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
-    want = json.loads(json.dumps(dict(package='simreal_nb', version=__version__, config=asdict(cfg),
-                                      data=None if data_dir is None else str(Path(data_dir).resolve()))))
+    want = _manifest(cfg, data_dir)
     if man.exists():
-        have = json.loads(man.read_text())
+        have = read_json(man, "the manifest.json that `simreal run` writes: this folder is damaged or not a run directory (use another --out)")
         if have.get('version') != __version__:
             raise GridError(f"run directory {run_dir} was made by simreal_nb {have.get('version')!r}; this is "
                             f"{__version__!r}: its cells cannot be mixed with new ones (use another --out)")
@@ -331,6 +374,117 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(man, json.dumps(want, indent=1))
     return run_dir
+
+# %% ../nbs/50_experiment.ipynb #lock1
+class RunLock:
+    "Exclusive use of a run directory: an `fcntl.flock` on `DIR/.lock` (holding the owner's pid), released when the owner ends, even by SIGKILL."
+    def __init__(self, run_dir): self.path, self.fd = Path(run_dir) / '.lock', None
+
+    def acquire(self) -> RunLock:
+        "Take the lock at once, or raise `GridError` naming the process that holds it."
+        import fcntl
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by worker processes
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            pid = os.pread(fd, 32, 0).decode(errors='replace').strip() if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
+            os.close(fd)
+            if pid is None: raise
+            raise GridError(f"run directory {self.path.parent} is in use by process {pid or '(pid not written yet)'}, which "
+                            f"holds its {self.path.name}: wait for that run to end, or use another --out") from None
+        os.ftruncate(fd, 0); os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def release(self):
+        if self.fd is not None: os.close(self.fd); self.fd = None
+    __enter__ = acquire
+    def __exit__(self, *exc): self.release()
+
+def lock_run_dir(run_dir) -> RunLock:
+    "Create `run_dir` if needed and take its `RunLock`."
+    run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return RunLock(run_dir).acquire()
+
+def check_device(device='auto') -> torch.device:
+    "The torch device `device` names; `GridError` when it is not here ('cuda' without a visible CUDA device)."
+    dev = resolve_device(device)
+    if dev.type == 'cuda':
+        n = torch.cuda.device_count()
+        if n == 0:
+            build = 'a CPU-only build of torch' if torch.version.cuda is None else f'torch built for CUDA {torch.version.cuda}'
+            raise GridError(f"device {str(device)!r}: no CUDA device is visible here ({build}); expected 'auto' or 'cpu'")
+        if (dev.index or 0) >= n:
+            raise GridError(f"device {str(device)!r}: {n} CUDA device(s) visible here; expected cuda:N with N < {n}, 'auto' or 'cpu'")
+    return dev
+
+# %% ../nbs/50_experiment.ipynb #cellchk1
+_TMP = re.compile(r'^\..+\.[0-9a-f]{32}\.tmp$')  # the temporary files of `store.atomic_write`
+_KEY = re.compile(r'^[^_].*__[^_]+__[^_]+__x(\d+|all)__.+__s\d+$')  # `Cell.key`
+
+def is_cell_key(name:str) -> bool:
+    "Whether `name` (a file stem) is spelled like a `Cell.key`."
+    return bool(_KEY.match(name))
+
+def open_cell_file(path) -> xr.Dataset:
+    "A cell file, loaded; `GridError` naming it when it cannot be read (cut short by a crash, or damaged)."
+    try:
+        with xr.open_dataset(path, engine='h5netcdf') as d: return d.load()
+    except PermissionError: raise
+    except Exception as e:
+        msg = ' '.join(str(e).split())
+        raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt ({type(e).__name__}: {msg})") from None
+
+def foreign_cell(ds:xr.Dataset, cell:Cell|None=None, stamp:str|None=None) -> str|None:
+    "Why `ds` is not the result of `cell` in the run stamped `stamp` (None: it is)."
+    if 'score' not in ds: return "it holds no `score`: not a cell file of `simreal run`"
+    if stamp is not None and ds.attrs.get('run', stamp) != stamp:
+        return "it was written by a run with other settings, data or package version"
+    if cell is not None:
+        if ds.attrs.get('cell', cell.key) != cell.key: return f"it is the result of cell {ds.attrs['cell']}"
+        for k in ('system', 'capacity', 'protocol', 'seed', 'arch'):
+            have = [v.item() if hasattr(v, 'item') else v for v in ds[k].values] if k in ds.coords else None
+            if have != [getattr(cell, k)]: return f"its {k} is {have}, not [{getattr(cell, k)!r}]"
+    return None
+
+def _cell_stamp(path) -> dict:
+    "The identity of a cell file from its HDF5 header (fast: h5py, no netCDF decoding): `cell`, `run`, `score`; `GridError` when it cannot be opened."
+    import h5py
+    try:
+        with h5py.File(path, 'r') as f:
+            out = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in f.attrs.items() if k in ('cell', 'run')}
+            return out | dict(score='score' in f)
+    except OSError as e:
+        if e.errno in (errno.EACCES, errno.EPERM): raise
+        raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt ({' '.join(str(e).split())})") from None
+
+def check_cells(run_dir, cells:list, stamp:str, verbose:bool=True) -> list:
+    "The cells of `cells` to compute: those without a file, and those whose file is unreadable (deleted: a torn write). A file of another cell or run is refused (`GridError`)."
+    todo = []
+    for c in cells:
+        p = cell_path(run_dir, c)
+        if not p.exists(): todo.append(c); continue
+        try:
+            head = _cell_stamp(p)
+            if not head['score']: why = "it holds no `score`: not a cell file of `simreal run`"
+            elif 'cell' in head and 'run' in head:
+                why = (f"it is the result of cell {head['cell']}" if head['cell'] != c.key else
+                       "it was written by a run with other settings, data or package version" if head['run'] != stamp else None)
+            else: why = foreign_cell(open_cell_file(p), c, stamp)  # a file from before cell stamps: its coordinates
+        except GridError as e:
+            if verbose: print(f"{e}: computing the cell again", flush=True)
+            p.unlink(); todo.append(c); continue
+        if why: raise GridError(f"{p}: {why}; it is never mixed into this run: delete it to compute the cell again, or use another --out")
+    return todo
+
+def remove_stale_tmp(run_dir) -> int:
+    "Delete the temporary files a killed writer left in `run_dir` (call it holding the run's lock); return how many."
+    n = 0
+    for p in Path(run_dir).rglob('.*.tmp'):
+        if _TMP.match(p.name) and p.is_file(): p.unlink(missing_ok=True); n += 1
+    return n
 
 # %% ../nbs/50_experiment.ipynb #c023
 TYPICAL_UPDATES = dict(sim=1300, exp=600)  # updates a phase with a sim batch / with exp batches only takes to converge
@@ -351,9 +505,23 @@ def heaviest_first(cells:list, cfg:GridConfig) -> list:
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
     return sorted(cells, key=lambda c: (order[c.system], -cost(c)))
 
+def exit_with_parent(parent:int, every:float=0.5):
+    "Initializer of pool workers: exit once the process that started the pool is gone (killed), so no orphan keeps writing."
+    import threading
+    def watch():
+        while True:
+            time.sleep(every)
+            if os.getppid() != parent: os._exit(1)
+    threading.Thread(target=watch, daemon=True, name='exit-with-parent').start()
+
+def local_pool(workers:int) -> ProcessPoolExecutor:
+    "A pool of `workers` spawned processes that end with this one."
+    return ProcessPoolExecutor(workers, mp_context=get_context('spawn'), initializer=exit_with_parent, initargs=(os.getpid(),))
+
 def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None):
     "Run `cells` (sequentially in-process when `executor` is None), yielding each cell's timing as it finishes."
     if not cells: return
+    run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())  # workers elsewhere
     if executor is None:
         pb = progress_bar(cells, display=verbose)
         for c in pb:
@@ -373,22 +541,28 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     "Merge the finished cell files of `run_dir` (or just those of `cells`) into one results Dataset."
     run_dir = Path(run_dir)
     paths = sorted((run_dir / 'cells').glob('*.nc')) if cells is None else [cell_path(run_dir, c) for c in cells]
+    if cells is not None: cells = [c for c, p in zip(cells, paths) if p.exists()]
     paths = [p for p in paths if p.exists()]
     if not paths: raise GridError(f"no finished cells in {run_dir / 'cells'}")
+    man = run_dir / 'manifest.json'
+    man = read_json(man, "the manifest.json that `simreal run` writes") if man.exists() else None
+    stamp = None if man is None else _stamp(man)
     parts, scales = [], {}
-    for p in paths:
-        with xr.open_dataset(p, engine='h5netcdf') as d:  # object-dtype names: fixed-width ones get cut when merged
-            parts.append(d.load().assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
-            scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
+    for i, p in enumerate(paths):
+        d = open_cell_file(p)
+        why = foreign_cell(d, None if cells is None else cells[i], stamp)
+        if why: raise GridError(f"{p}: {why}; delete it to compute the cell again")
+        # object-dtype names: fixed-width ones get cut when merged
+        parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
+        scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
                       arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
     res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales))
-    man = run_dir / 'manifest.json'
-    if man.exists():
-        cfg = json.loads(man.read_text())['config']
+    if man is not None:
+        cfg = man['config']
         res.attrs.update(config=json.dumps(cfg), budget_rule=GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])}).budget_rule)
     res['score'].attrs.update(long_name='rollout error on held-out trajectories, nondimensional (each field / its reference scale)',
                               units='1', note="field 'all' = the fields the domain measures, together; NaN = not measured or not run")
@@ -438,33 +612,129 @@ def run_experiment(out='runs/default',  # run directory
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
         config, grid = PRESETS[config].config, grid or PRESETS[config].grid
+    check_device(device)  # first: nothing is created for a device that is not here
+    if data is not None: data = Path(data).resolve()  # the same folder for every worker
     cells = (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data))
-    run_dir = open_run_dir(out, config, data)
-    todo = [c for c in cells if not cell_path(run_dir, c).exists()]
-    if verbose:
-        print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}")
-        if todo:
-            lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
-            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data)
-            print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s): "
-                  f"typically {est['typical_train_s'] / 60 / lanes:.0f} min, at most {est['max_train_s'] / 60 / lanes:.0f} min "
-                  f"(every phase at the {config.steps}-update cap)" + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
-    tfile = run_dir / 'timing.json'
-    timing = json.loads(tfile.read_text()) if tfile.exists() else {}
-    t0 = time.perf_counter()
-    own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
-    ex = (ProcessPoolExecutor(executor, mp_context=get_context('spawn')) if executor > 1 else None) if own else executor
+    lock = lock_run_dir(out)  # one process per run directory; released however this one ends
     try:
-        for r in map_cells(todo, config, run_dir, device, ex, verbose, data):
-            if not r['skipped']: timing[r['key']] = {k: round(v, 3) for k, v in r.items() if k.endswith('_s')}
-            write_text(tfile, json.dumps(timing, indent=1))
+        run_dir = open_run_dir(out, config, data)
+        stale = remove_stale_tmp(run_dir)
+        todo = check_cells(run_dir, cells, run_stamp(config, data), verbose)  # torn cell files are computed again
+        if verbose:
+            print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}"
+                  + (f" ({stale} temporary file(s) of a killed run removed)" if stale else ''))
+            if todo:
+                lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
+                est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data)
+                print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s): "
+                      f"typically {est['typical_train_s'] / 60 / lanes:.0f} min, at most {est['max_train_s'] / 60 / lanes:.0f} min "
+                      f"(every phase at the {config.steps}-update cap)" + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
+        tfile = run_dir / 'timing.json'
+        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: only the timings are lost)") if tfile.exists() else {}
+        t0 = time.perf_counter()
+        own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
+        ex = (local_pool(executor) if executor > 1 else None) if own else executor
+        try:
+            for r in map_cells(todo, config, run_dir, device, ex, verbose, data):
+                if not r['skipped']: timing[r['key']] = {k: round(v, 3) for k, v in r.items() if k.endswith('_s')}
+                write_text(tfile, json.dumps(timing, indent=1))
+        finally:
+            if own and ex is not None: ex.shutdown()
+        timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
+        write_text(tfile, json.dumps(timing, indent=1))
+        res = collect_results(run_dir, cells)
+        write_dataset(res, run_dir / 'results.nc', validate=False)  # atomic: a full disk leaves the previous results
+        if report:
+            from simreal_nb.report import write_report
+            write_report(run_dir, verbose=verbose)
     finally:
-        if own and ex is not None: ex.shutdown()
-    timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
-    write_text(tfile, json.dumps(timing, indent=1))
-    res = collect_results(run_dir, cells)
-    write_dataset(res, run_dir / 'results.nc', validate=False)
-    if report:
-        from simreal_nb.report import write_report
-        write_report(run_dir, verbose=verbose)
+        lock.release()
     return res
+
+# %% ../nbs/50_experiment.ipynb #job1
+def _join_process_group(dev:torch.device) -> bool:
+    "Join the process group `torchrun` describes (env WORLD_SIZE > 1), unless one exists; return whether this call made it."
+    import torch.distributed as dist
+    if int(os.environ.get('WORLD_SIZE', '1')) <= 1 or (dist.is_available() and dist.is_initialized()): return False
+    if not dist.is_available(): raise GridError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
+    dist.init_process_group('nccl' if dev.type == 'cuda' else 'gloo')
+    return True
+
+def _leave_process_group(own:bool):
+    import torch.distributed as dist
+    if not own or not dist.is_initialized(): return
+    try: dist.barrier()  # gloo: a rank that leaves while another is still talking to it makes that one fail
+    finally: dist.destroy_process_group()
+
+def open_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None) -> Path:
+    "Create the job directory `out` (or check that it holds this very job) and write `job.json`."
+    out = Path(out); f = out / 'job.json'
+    want = {**_manifest(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell)))}
+    if f.exists():
+        have = read_json(f, "the job.json that `simreal train` writes: this folder is damaged or not a job directory (use another --out)")
+        diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
+        if diff: raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the same arguments")
+    else: write_text(f, json.dumps(want, indent=1))
+    return out
+
+def train_job(out,                         # job directory: job.json, last.pt + history.json, scores.nc
+              system:str='cylinder',       # a twin system, or a NAME of `data`
+              protocol:str='joint',        # a protocol name: sim_only, exp_only, sim_to_exp, joint, joint@0.3, ...
+              capacity:str='S',            # capacity preset of the model
+              arch:str|None=None,          # architecture (None: the config's)
+              seed:int=0,                  # training seed
+              config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`: sizes, budget, evaluation
+              steps:int|None=None,         # update cap (None: the config's)
+              batch_size:int|None=None,    # windows per domain batch on each process (None: the config's)
+              exp_trajs:int|None=None,     # experimental training trajectories (None: all)
+              device:str='auto',           # 'auto', 'cpu', 'cuda' (under torchrun: each rank its LOCAL_RANK's GPU)
+              data=None,                   # folder of NAME_sim.nc / NAME_exp.nc pairs instead of the twins
+              verbose:bool=True) -> xr.Dataset|None:
+    "Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks > 0)."
+    if isinstance(config, str):
+        if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
+        config = PRESETS[config].config
+    for k, v in dict(steps=steps, batch_size=batch_size).items():
+        if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
+            raise GridError(f"{k}: expected a positive integer, got {v!r}")
+    cfg = replace(config, **{k: v for k, v in dict(steps=steps, batch_size=batch_size).items() if v is not None})
+    if protocol in BASELINES: raise GridError(f"protocol {protocol!r} is a baseline: nothing to train; expected one of {', '.join(PROTOCOLS)}")
+    dev = check_device(device)
+    if 'TORCHELASTIC_RUN_ID' in os.environ: exit_with_parent(os.getppid())  # torchrun starts ranks in sessions of their own
+    if dev.type == 'cuda' and dev.index is None and 'LOCAL_RANK' in os.environ:
+        dev = torch.device('cuda', int(os.environ['LOCAL_RANK'])); torch.cuda.set_device(dev)
+    if data is not None: data = Path(data).resolve()
+    cell, = Grid([system], [capacity], [protocol], [seed], None if arch is None else [arch], (exp_trajs,), baselines=False).cells(
+        cfg.arch, None if data is None else imported_systems(data))
+    out, lock = Path(out), None
+    if int(os.environ.get('RANK', '0')) == 0:  # rank 0 owns the directory; the others only read last.pt to resume
+        lock = lock_run_dir(out)
+        try: open_job_dir(out, cfg, cell, data); set_aside_unreadable(out / 'last.pt')
+        except BaseException: lock.release(); raise
+    t0 = time.perf_counter()
+    own = _join_process_group(dev)
+    try:
+        rank, world = dist_info()
+        dd, truth, scales = cell_data(cell.system, cfg, data)
+        dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
+        t_data = time.perf_counter() - t0
+        model, hist = _train_cell(cell, cfg, dd, dev, out, check_ckpt=False, shard=True)
+        ds = None
+        if rank == 0:
+            ev = _evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
+            t_train = time.perf_counter() - t0 - t_data
+            ex = _example(model, dd, cfg.horizon, dev)
+            ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, time.perf_counter() - t0 - t_data - t_train,
+                               run_stamp(cfg, data))
+            ds.attrs['world_size'] = world
+            write_dataset(ds, out / 'scores.nc', validate=False)
+            if verbose:
+                e = ds.score.sel(metric='rmse', field='all').squeeze(drop=True)
+                print(f"{cell.key}: {hist.steps_done} updates of {world} x {cfg.batch_size} windows per domain on {world} "
+                      f"process(es), resumed at {hist.resumed_from or 'none'}; rollout RMSE sim {float(e.sel(domain='sim')):.4g}, "
+                      f"exp {float(e.sel(domain='exp')):.4g} -> {out / 'scores.nc'}", flush=True)
+    finally:
+        try: _leave_process_group(own)
+        finally:
+            if lock is not None: lock.release()
+    return ds

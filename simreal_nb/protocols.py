@@ -18,10 +18,10 @@ from .schema import never_train
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
 
 # %% auto #0
-__all__ = ['COMBINERS', 'CKPT_FORMAT', 'ProtocolError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'collate', 'Phase',
-           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol', 'resolve_device', 'dist_info',
-           'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig', 'warmup_cosine',
-           'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
+__all__ = ['COMBINERS', 'CKPT_FORMAT', 'ProtocolError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler',
+           'collate', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol', 'resolve_device',
+           'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
+           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -92,6 +92,20 @@ class CyclingSampler:
             if sd[k] != getattr(self, k):
                 raise CheckpointError(f"sampler state: {k}={sd[k]} in the checkpoint but {getattr(self, k)} in this run")
         self.epoch, self.pos, self._perm = int(sd['epoch']), int(sd['pos']), None
+
+class ShardSampler(CyclingSampler):
+    "Data parallel, like torch's `DistributedSampler` but infinite and resumable: one stream of global batches of `batch_size × world` items shared by every rank, each rank taking its own slice."
+    def __init__(self, n:int,  # number of items
+                 batch_size:int,  # indices per batch on each rank
+                 rank:int=0, world:int=1,  # this rank and the number of ranks
+                 seed:int=0, stream:int=0, shuffle:bool=True):
+        if not 0 <= rank < world: raise ProtocolError(f"ShardSampler: expected 0 <= rank < world, got rank {rank}, world {world}")
+        super().__init__(n, batch_size * world, seed, stream, shuffle)
+        self.rank, self.world, self.local = rank, world, batch_size
+
+    def next(self) -> list[int]:
+        "This rank's slice of the next global batch."
+        return super().next()[self.rank * self.local:(self.rank + 1) * self.local]
 
 # %% ../nbs/40_protocols.ipynb #c015
 def collate(items:Sequence[dict]) -> dict:
@@ -397,6 +411,7 @@ class TrainConfig:
     device:str = 'auto'  # 'auto', 'cpu', 'cuda', ...
     amp:bool = True  # bf16 autocast on CUDA (ignored on CPU)
     concat:bool = True  # Joint: one forward pass for both domain batches
+    shard:bool = False  # data parallel: ranks split global batches of `world × batch_size` (`ShardSampler`) instead of each drawing its own
     progress:bool = True  # show a progress bar
 
     def __post_init__(self):
@@ -429,7 +444,7 @@ class TrainConfig:
                     warmup=self.warmup, min_lr=self.min_lr, grad_clip=self.grad_clip, seed=self.seed,
                     eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
                     min_delta=self.min_delta, schedule=self.schedule, lr_drops=self.lr_drops, lr_factor=self.lr_factor,
-                    log_every=self.log_every, concat=self.concat)
+                    log_every=self.log_every, concat=self.concat, **({'shard': True} if self.shard else {}))
 
 # %% ../nbs/40_protocols.ipynb #c039
 def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[int], float]:
@@ -588,7 +603,9 @@ class Trainer:
         if any(p.freeze_stem for p in self.phases): self._stem_params()  # fail early
         self.eval_every = self.cfg.eval_every or max(1, self.cfg.steps // 10)
         self.rank, self.world = dist_info()  # data parallel: each rank draws its own sim and exp batches
-        self.samplers = {d: CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, _DOMAIN_IDS.get(d, 9) + 1000 * self.rank)
+        self.samplers = {d: ShardSampler(len(ds), self.cfg.batch_size, self.rank, self.world, self.cfg.seed, _DOMAIN_IDS.get(d, 9))
+                            if self.cfg.shard else  # one global batch split over the ranks
+                            CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, _DOMAIN_IDS.get(d, 9) + 1000 * self.rank)
                          for d, ds in self.train_sets.items()}
         self.ckpt_dir = None if self.cfg.ckpt_dir is None else Path(self.cfg.ckpt_dir)
         self.updates_done, self.phase_idx, self.stepper = 0, -1, None  # phase_idx -1: no phase entered yet
@@ -675,7 +692,7 @@ def val_loss(self:Trainer, d:str) -> float|None:
     if ds is None: return None
     self.model.eval()
     st = self.stepper or Stepper(self.model, device=self.device, amp=self.cfg.amp)
-    bs, n = self.cfg.batch_size, len(ds)
+    bs, n = self.cfg.batch_size * (self.world if self.cfg.shard else 1), len(ds)  # `shard`: the global batch
     nb = math.ceil(n / bs) if self.cfg.val_batches is None else min(self.cfg.val_batches, math.ceil(n / bs))
     num = den = 0.0
     for i in range(nb):

@@ -16,7 +16,7 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains, reduction_pct)
 from .tradeoff import pareto_plot, domain_errors
-from .store import atomic_write, write_text
+from .store import atomic_write, write_text, read_json, RunFileError
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
@@ -441,13 +441,28 @@ def _report_rest(res, score, protos, seeds, L):
     return '\n'.join(L)
 
 # %% ../nbs/55_report.ipynb #c014
+def _read_results(path) -> xr.Dataset:
+    "`results.nc`, loaded; `store.RunFileError` naming it when it is unreadable (truncated, corrupt) or holds no `score`."
+    try:
+        with xr.open_dataset(path, engine='h5netcdf') as d: res = d.load()
+    except (FileNotFoundError, PermissionError): raise
+    except Exception as e:
+        msg = ' '.join(str(e).split())
+        raise RunFileError(f"{path}: not a readable netCDF file, truncated or corrupt ({type(e).__name__}: {msg}); expected the "
+                        "results of `simreal run` (run it again into this folder to rewrite them)") from None
+    if 'score' not in res:
+        raise RunFileError(f"{path}: a netCDF file without the variable 'score'; expected the results of `simreal run`")
+    return res
+
 def write_report(run_dir, verbose:bool=False) -> Path:
     "Rebuild `report.md` and `figures/` of `run_dir` from its `results.nc` alone; return the report's path."
     run_dir = Path(run_dir)
     if not (run_dir / 'results.nc').exists(): raise FileNotFoundError(f"{run_dir / 'results.nc'} not found: is {run_dir} a run directory?")
-    with xr.open_dataset(run_dir / 'results.nc', engine='h5netcdf') as d: res = d.load()
+    res = _read_results(run_dir / 'results.nc')
     tfile = run_dir / 'timing.json'
-    timing = json.loads(tfile.read_text()) if tfile.exists() else None
+    if tfile.exists():
+        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: the report then leaves out the wall time)")
+    else: timing = None
     for name, _, make in _figures(res):
         fig = make()
         atomic_write(run_dir / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))

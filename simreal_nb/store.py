@@ -4,14 +4,15 @@
 
 # %% ../nbs/10_store.ipynb #c003
 from __future__ import annotations
-import os, shutil, tempfile, uuid
+import json, os, shutil, tempfile, uuid
 from pathlib import Path
 import numpy as np
 import xarray as xr
 from .schema import validate as _validate, DIMS, FIELD_META
 
 # %% auto #0
-__all__ = ['atomic_write', 'CheckpointError', 'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset']
+__all__ = ['atomic_write', 'CheckpointError', 'RunFileError', 'read_json', 'write_text', 'save_torch', 'load_torch',
+           'write_dataset', 'read_dataset']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -53,6 +54,17 @@ def atomic_write(path,  # destination file
 # %% ../nbs/10_store.ipynb #0f14169c
 class CheckpointError(ValueError):
     "A checkpoint file is missing, unreadable, or does not belong to what loads it."
+
+class RunFileError(ValueError):
+    "A file of a run directory (JSON, netCDF) that is unreadable, truncated or foreign."
+
+def read_json(path, expected:str) -> dict:
+    "The JSON object in `path`; `RunFileError` naming the file when it is not valid JSON or not an object."
+    path = Path(path)
+    try: obj = json.loads(path.read_text())
+    except ValueError as e: raise RunFileError(f"{path}: not valid JSON ({type(e).__name__}: {e}); expected {expected}") from None
+    if not isinstance(obj, dict): raise RunFileError(f"{path}: holds a JSON {type(obj).__name__}, not an object; expected {expected}")
+    return obj
 
 def write_text(path,  # destination file
                text:str,  # the whole content

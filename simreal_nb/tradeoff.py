@@ -5,15 +5,24 @@
 # %% ../nbs/60_tradeoff.ipynb #c003
 from __future__ import annotations
 import io
+import os
+import html
 import math
+import itertools
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (MetricInputError, LAMS, BASELINES, balanced, setting_dims, select_view, check_lam, check_score,
-                                best_non_joint, trained_protocols)
+from .metrics import (MetricInputError, LAMS, BASELINES, JOINT, balanced, setting_dims, select_view, check_lam,
+                                check_score, best_non_joint, trained_protocols)
 
 # %% auto #0
-__all__ = ['domain_errors', 'winners', 'protocol_table', 'winner_table', 'pareto_plot', 'figure_png', 'lambda_inspector']
+__all__ = ['REF_COLOR', 'INSPECT_LAMS', 'DEMO_ERRORS', 'domain_errors', 'winners', 'protocol_table', 'winner_table',
+           'joint_lam_train', 'protocol_colors', 'place_labels', 'pareto_plot', 'figure_png', 'results_score',
+           'inspector_choices', 'InspectorState', 'state_at', 'inspector_demo', 'plane_svg', 'state_html',
+           'lambda_inspector']
 
 # %% ../nbs/60_tradeoff.ipynb #c006
 def _label(v): return '/'.join(map(str, v)) if isinstance(v, tuple) else str(v)
@@ -84,6 +93,64 @@ def winner_table(score:xr.DataArray, # results array
     e = domain_errors(score, metric, field, protocols, mode)
     return pd.DataFrame({float(l): winners(e, l).to_pandas() for l in lams})
 
+# %% ../nbs/60_tradeoff.ipynb #c012a
+_TAB10 = ('#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf')
+REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
+
+def joint_lam_train(protocol) -> float|None:
+    "λ_train of a Joint protocol name ('joint' → 0.5, 'joint@0.3' → 0.3); None for any other protocol."
+    p = str(protocol)
+    if p == JOINT: return 0.5
+    if p.startswith(JOINT + '@'):
+        try: return check_lam(p.split('@', 1)[1])
+        except MetricInputError: return None
+    return None
+
+def protocol_colors(protocols) -> dict:
+    "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in the tab10 cycle without red, reference baselines grey."
+    from matplotlib import colormaps
+    from matplotlib.colors import to_hex
+    protos = [str(p) for p in protocols]
+    joints = sorted([p for p in protos if joint_lam_train(p) is not None], key=joint_lam_train)
+    others = iter([c for c in _TAB10 if c != '#d62728'] * 3)
+    out = {}
+    for p in protos:
+        if p in BASELINES: out[p] = REF_COLOR
+        elif p in joints:
+            out[p] = '#d62728' if len(joints) == 1 else to_hex(colormaps['Reds'](0.4 + 0.55 * joints.index(p) / (len(joints) - 1)))
+        else: out[p] = next(others)
+    return out
+
+def _text_size(text, size):
+    "Approximate (width, height) of one line of `text` at font `size` (any unit; DejaVu/Helvetica-like glyphs)."
+    return 0.6 * size * len(str(text)) + 2, 1.25 * size
+
+def _overlap(a, b):
+    "Overlap area of two rectangles (x0, y0, x1, y1)."
+    return max(0.0, min(a[2], b[2]) - max(a[0], b[0])) * max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+
+def place_labels(anchors,        # [(x, y)] points to label, in a y-up unit (pixels, points)
+                 sizes,          # [(w, h)] label sizes, same unit
+                 box,            # (x0, y0, x1, y1): labels should stay inside
+                 obstacles=(),   # rectangles (x0, y0, x1, y1) labels should not cover (markers, other text)
+                 gap=4.0,        # distance between a point and its label
+                ) -> list:
+    "Greedy label placement: for each anchor, the lower-left corner of a label rectangle that avoids the others, the obstacles and the box edge (the least-overlapping candidate where none is free)."
+    placed, out = [tuple(o) for o in obstacles], []
+    for (x, y), (w, h) in zip(anchors, sizes):
+        best, best_cost = None, math.inf
+        for k in (1, 2, 3.5, 5.5, 8, 11, 15):
+            g = gap * k
+            for dx, dy in ((g, g / 2), (g, -h - g / 2), (-w - g, g / 2), (-w - g, -h - g / 2), (-w / 2, g), (-w / 2, -h - g),
+                           (g, -h / 2), (-w - g, -h / 2), (0, g), (-w, g), (0, -h - g), (-w, -h - g)):
+                r = (x + dx, y + dy, x + dx + w, y + dy + h)
+                out_of_box = (max(0, box[0] - r[0]) + max(0, r[2] - box[2])) * h + (max(0, box[1] - r[1]) + max(0, r[3] - box[3])) * w
+                cost = sum(_overlap(r, o) for o in placed) + 2 * out_of_box + 0.01 * k
+                if cost < best_cost: best, best_cost = r, cost
+            if best_cost < 0.05: break
+        placed.append(best); out.append((best[0], best[1]))
+    return out
+
 # %% ../nbs/60_tradeoff.ipynb #c013
 def _pareto_mask(x, y):
     "True for points not dominated by another (≤ in both coordinates, < in one); NaN points are never optimal."
@@ -94,18 +161,69 @@ def _pareto_mask(x, y):
         out[i] = not dom.any()
     return out
 
-def _iso_line(ax, lam, level, xmax, ymax, text='', **kw):
-    "Draw {λ·x + (1-λ)·y = level} inside [0, xmax] × [0, ymax], labelled `text` at its upper/left end."
-    if lam >= 1: xs, ys = np.array([level, level]), np.array([0, ymax])
-    elif lam <= 0: xs, ys = np.array([0, xmax]), np.array([level, level])
+def iso_segment(lam, level, xmax, ymax, xmin=0.0, ymin=0.0):
+    "End points ((x0, y0), (x1, y1)) of {λ·x + (1-λ)·y = level} clipped to [xmin, xmax] × [ymin, ymax], the upper-left end first; None when it misses the box."
+    if lam >= 1: pts = [(level, ymax), (level, ymin)] if xmin <= level <= xmax else []
+    elif lam <= 0: pts = [(xmin, level), (xmax, level)] if ymin <= level <= ymax else []
     else:
-        xs = np.linspace(0, xmax, 200); ys = (level - lam * xs) / (1 - lam)
-        keep = (ys >= 0) & (ys <= ymax); xs, ys = xs[keep], ys[keep]
-    if not len(xs): return
+        pts = []
+        for xv in (xmin, xmax):  # left and right edges
+            yv = (level - lam * xv) / (1 - lam)
+            if ymin <= yv <= ymax: pts.append((xv, yv))
+        for yv in (ymin, ymax):  # bottom and top edges
+            xv = (level - (1 - lam) * yv) / lam
+            if xmin <= xv <= xmax: pts.append((xv, yv))
+        pts = sorted(set(pts), key=lambda p: p[0] - p[1])  # upper-left end first
+    return (pts[0], pts[-1]) if len(pts) >= 2 else None
+
+def _iso_line(ax, lam, level, xmax, ymax, xmin=0.0, ymin=0.0, log=False, **kw):
+    "Draw {λ·x + (1-λ)·y = level} inside [xmin, xmax] × [ymin, ymax]; return its upper-left end (the label anchor) or None."
+    if lam >= 1: xs, ys = np.array([level, level]), np.array([ymin, ymax])
+    elif lam <= 0: xs, ys = np.array([xmin, xmax]), np.array([level, level])
+    else:
+        xs = np.geomspace(xmin, xmax, 400) if log else np.linspace(xmin, xmax, 200)
+        ys = (level - lam * xs) / (1 - lam)
+        keep = (ys >= ymin) & (ys <= ymax); xs, ys = xs[keep], ys[keep]
+    if not len(xs): return None
     ax.plot(xs, ys, **kw)
     i = int(np.argmin(xs - ys))  # the end nearest the upper-left corner
-    ax.annotate(text, (xs[i], ys[i]), textcoords='offset points', xytext=(3, -3), fontsize=6, color=kw.get('color', 'k'),
-                ha='left', va='top')
+    return float(xs[i]), float(ys[i])
+
+def _wrap(text, width_pt, size):
+    "`text` wrapped to lines that fit `width_pt` at font `size`."
+    import textwrap
+    return '\n'.join(textwrap.wrap(text, max(20, int(width_pt / (0.6 * size)))))
+
+def _label_axes(fig, ax, labels, size, block=()):
+    "Annotate `labels` [(x, y, text, color)] (data coordinates) on `ax` where they overlap neither each other nor the markers; `block` lines go in the emptiest corner."
+    k = fig.dpi / 72  # pixels per point
+    b = ax.bbox
+    px = [tuple(ax.transData.transform((x, y))) for x, y, _, _ in labels]
+    marks = [(u - 5 * k, v - 5 * k, u + 5 * k, v + 5 * k) for u, v in px if np.isfinite(u) and np.isfinite(v)]
+    obstacles = list(marks)
+    if block:  # one text per line, stacked in the corner that covers the fewest markers
+        bw = max(_measure(fig, t, size)[0] for t, _ in block); lh = 1.3 * size * k; bh = lh * len(block); m = 4 * k
+        corners = [(b.x1 - m - bw, b.y1 - m - bh), (b.x1 - m - bw, b.y0 + m), (b.x0 + m, b.y1 - m - bh), (b.x0 + m, b.y0 + m)]
+        x0, y0 = min(corners, key=lambda c: sum(_overlap((c[0], c[1], c[0] + bw, c[1] + bh), r) for r in marks))
+        for i, (t, c) in enumerate(block):
+            ax.annotate(t, ax.transAxes.inverted().transform((x0 + bw, y0 + bh - i * lh)), xycoords='axes fraction', ha='right', va='top', fontsize=size,
+                        color=c, annotation_clip=False).set_in_layout(False)
+        obstacles.append((x0, y0, x0 + bw, y0 + bh))
+    if not labels: return
+    sizes = [_measure(fig, t, size) for _, _, t, _ in labels]
+    where = place_labels(px, sizes, (b.x0 + 2, b.y0 + 2, b.x1 - 2, b.y1 - 2), obstacles, gap=3 * k)
+    for (x, y, text, color), (u, v), (lx, ly), (w, h) in zip(labels, px, where, sizes):
+        far = math.dist((u, v), (min(max(u, lx), lx + w), min(max(v, ly), ly + h))) > 9 * k  # a label pushed away gets a leader line
+        a = ax.annotate(text, (x, y), textcoords='offset points', xytext=((lx - u) / k, (ly - v) / k), fontsize=size,
+                        color=color, ha='left', va='bottom', annotation_clip=False,
+                        arrowprops=dict(arrowstyle='-', color='0.6', lw=0.6, shrinkA=0, shrinkB=4) if far else None)
+        a.set_in_layout(False)
+
+def _measure(fig, text, size):
+    "(width, height) in pixels of `text` at font `size` (points) as the figure's renderer draws it, with a small margin."
+    from matplotlib.font_manager import FontProperties
+    w, h, _ = fig.canvas.get_renderer().get_text_width_height_descent(text, FontProperties(size=size), ismath=False)
+    return w + 3, h + 3
 
 # %% ../nbs/60_tradeoff.ipynb #c014
 def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metric + seed, field, settings)
@@ -113,49 +231,84 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 field='all',        # field
                 lams=(0.5,),        # draw the iso-bM line through the best trained protocol for each of these λ
                 protocols=None,     # protocols to show (default: all)
-                ncols=4,            # panels per row (one panel per setting)
-                panel_size=(3.0, 2.7), # inches per panel
-                dpi=80,             # figure dpi
-                log=False,          # log-log axes
+                ncols=3,            # panels per row (one panel per setting)
+                panel_size=(3.2, 2.9), # inches per panel
+                dpi=100,            # figure dpi
+                log=False,          # log-log axes: True, False or 'auto' (log where a panel's trained points span more than 10×)
                 mode=None,          # evaluation mode (None: 'rollout' if present)
                ) -> Figure:
-    "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines; reference baselines as grey crosses."
+    "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train; reference baselines as grey crosses."
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator, FuncFormatter, LogLocator, NullFormatter
     e = domain_errors(score, metric, field, protocols, mode)
     lams = [check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
     ref = np.array([p in BASELINES for p in protos])
+    jl = np.array([joint_lam_train(p) is not None for p in protos])
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
-    fig = Figure(figsize=(panel_size[0] * ncols, panel_size[1] * nrows + 0.5), dpi=dpi, layout='constrained')
+    width = panel_size[0] * ncols
+    fig = Figure(figsize=(width, panel_size[1] * nrows + 0.9), dpi=dpi, layout='constrained')
+    FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    colors = {p: f'C{i % 10}' for i, p in enumerate(trained_protocols(protos))}
-    colors.update({p: '0.55' for p in protos if p in BASELINES})
+    colors = {p: ('0.55' if p in BASELINES else c) for p, c in protocol_colors(protos).items()}
+    fmt = FuncFormatter(lambda v, _: f'{v:g}')
+    labels, blocks, any_front = {}, {}, False
     for ax, st in zip(axes, settings):
         x, y = e.sel(setting=st, domain='sim').values, e.sel(setting=st, domain='exp').values
         fin = np.isfinite(x) & np.isfinite(y)
         opt = _pareto_mask(np.where(ref, np.nan, x), y)  # the front of the trained protocols
         xmax = 1.15 * np.nanmax(np.where(fin, x, np.nan)) if fin.any() else 1.0
         ymax = 1.15 * np.nanmax(np.where(fin, y, np.nan)) if fin.any() else 1.0
+        pos = fin & (x > 0) & (y > 0)
+        t = pos & ~ref
+        lg = (bool(log) if log != 'auto' else
+              bool(t.sum() >= 2 and (pos == fin).all() and max(x[t].max() / x[t].min(), y[t].max() / y[t].min()) > 10))
+        lg = lg and pos.any()
+        xmin, ymin = (x[pos].min() / 1.5, y[pos].min() / 1.5) if lg else (0.0, 0.0)
+        if lg: xmax, ymax = xmax * 1.3, ymax * 1.3
+        labels[ax], blocks[ax] = [], []
         for i, p in enumerate(protos):
             if not fin[i]: continue
             if ref[i]: ax.scatter([x[i]], [y[i]], s=30, marker='x', color=colors[p], zorder=2, label=p)
             else: ax.scatter([x[i]], [y[i]], s=40, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
                              zorder=3, label=p)
-            ax.annotate(p, (x[i], y[i]), textcoords='offset points', xytext=(4, 3), fontsize=7, color='0.45' if ref[i] else 'k')
+            labels[ax].append((x[i], y[i], p, '0.45' if ref[i] else '0.1'))
+        jf = np.flatnonzero(jl & fin)
+        if len(jf) >= 2:  # Joint's own trade-off: the non-dominated λ_train variants, joined in order of sim error
+            on = jf[_pareto_mask(x[jf], y[jf])]
+            on = on[np.argsort(x[on])]
+            ax.plot(x[on], y[on], '-', color='#a50f15', lw=1.3, alpha=0.7, zorder=2, label='Joint front')
+            any_front = True
         ok = fin & ~ref
         for lam in lams:
             if not ok.any(): break
             b = lam * x + (1 - lam) * y
             j = int(np.nanargmin(np.where(ok, b, np.nan)))
-            _iso_line(ax, lam, b[j], xmax, ymax, text=f'λ={lam:g}: {protos[j]}', color='0.35', ls='--', lw=0.9, zorder=1)
-        if log: ax.set(xscale='log', yscale='log')
-        else: ax.set(xlim=(0, xmax), ylim=(0, ymax))
-        ax.set_title(st, fontsize=9); ax.set_xlabel(f'sim {metric}', fontsize=8); ax.set_ylabel(f'exp {metric}', fontsize=8)
-        ax.tick_params(labelsize=7)
+            end = _iso_line(ax, lam, b[j], xmax, ymax, xmin, ymin, lg, color='0.35', ls='--', lw=0.9, zorder=1)
+            if end is not None: labels[ax].append((*end, f'λ={lam:g}', '0.3'))
+            blocks[ax].append((f'λ={lam:g}: {protos[j]}', '0.2'))
+        if lg:
+            ax.set(xscale='log', yscale='log', xlim=(xmin, xmax), ylim=(ymin, ymax))
+            for a in (ax.xaxis, ax.yaxis):
+                a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); a.set_major_formatter(fmt); a.set_minor_formatter(NullFormatter())
+        else:
+            ax.set(xlim=(0, xmax), ylim=(0, ymax))
+            for a in (ax.xaxis, ax.yaxis): a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
+        ax.set_title(st, fontsize=10); ax.set_xlabel(f'sim {metric}', fontsize=9); ax.set_ylabel(f'exp {metric}', fontsize=9)
+        ax.tick_params(labelsize=8)
     for ax in axes[len(settings):]: ax.set_visible(False)
-    handles = [axes[0].scatter([], [], color=colors[p], s=30, marker='x' if p in BASELINES else 'o') for p in protos]
-    fig.legend(handles, protos, loc='outside lower center', ncols=min(len(protos), 6), fontsize=8, frameon=False)
-    fig.suptitle(f'{metric} ({field}): filled = Pareto-optimal; dashed = iso-bM(λ) through the best trained protocol; '
-                 'grey × = reference baselines', fontsize=9)
+    handles = [Line2D([], [], ls='none', color=colors[p], marker='x' if p in BASELINES else 'o', ms=6) for p in protos]
+    names = list(protos)
+    if lams: handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9)); names.append('iso-bM(λ) through the best (λ=…: winner)')
+    if any_front: handles.append(Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7)); names.append('Joint front over λ_train')
+    per = max(_text_size(n, 8)[0] + 30 for n in names)  # points per legend entry
+    fig.legend(handles, names, loc='outside lower center', ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=8,
+               frameon=False, handletextpad=0.3, columnspacing=1.0)
+    fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error: filled = Pareto-optimal among the trained protocols; '
+                       'grey × = reference baselines (never a winner)', width * 72, 9.5), fontsize=9.5)
+    fig.draw_without_rendering()  # fixes the layout, so the labels can be placed in pixels
+    for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], 8, blocks[ax])
     return fig
 
 # %% ../nbs/60_tradeoff.ipynb #c015
@@ -190,32 +343,430 @@ def _table_html(df, lam):
     return (f'<p>λ = {lam:.2f} — wins: {summary}</p><table><tr><th>setting</th>{head}<th>winner</th></tr>'
             + ''.join(rows) + '</table>')
 
+# %% ../nbs/60_tradeoff.ipynb #c018a
+INSPECT_LAMS = tuple(round(i / 20, 2) for i in range(21))  # the inspector's λ grid: 0, 0.05, …, 1
+
+def results_score(results, # a results file (or its run folder), a results Dataset or a `score` DataArray
+                 ) -> xr.DataArray:
+    "The `score` array of `results`."
+    if isinstance(results, xr.DataArray): return results
+    if isinstance(results, xr.Dataset):
+        if 'score' not in results: raise MetricInputError(f"the results Dataset has no `score` variable; it has {list(results.data_vars)}")
+        return results['score']
+    if isinstance(results, (str, os.PathLike)):
+        p = Path(results)
+        if p.is_dir(): p = p / 'results.nc'
+        if not p.exists(): raise FileNotFoundError(f"no results file at {p} (a `simreal run` writes DIR/results.nc)")
+        with xr.open_dataset(p) as ds:
+            if 'score' not in ds: raise MetricInputError(f"{p} has no `score` variable; it has {list(ds.data_vars)}")
+            return ds['score'].load()
+    raise TypeError(f"results must be a path, an xarray Dataset or DataArray, got {type(results).__name__}")
+
+def inspector_choices(score, # results array (or anything `results_score` reads)
+                     ) -> dict:
+    "The inspector's selector options: {dim: values} for every setting dim (system, capacity, …), then `metric`, `field` and `mode` where present."
+    score = results_score(score)
+    out = {d: score[d].values.tolist() for d in setting_dims(score)}
+    for d in ('metric', 'field', 'mode'):
+        if d in score.dims: out[d] = [str(v) for v in score[d].values]
+    return out
+
+def _pick(score, settings):
+    "{setting dim: coordinate value} for every setting dim: the given one (matched as text, so 7 and '7' both work), else the first."
+    sd = setting_dims(score)
+    bad = [k for k in settings if k not in sd]
+    if bad: raise MetricInputError(f"`score` has no setting dim(s) {bad}; its setting dims are {list(sd)}")
+    out = {}
+    for d in sd:
+        have = score[d].values.tolist()
+        if settings.get(d) is None: out[d] = have[0]; continue
+        hit = [v for v in have if str(v) == str(settings[d])]
+        if not hit: raise MetricInputError(f"`{d}`={settings[d]!r} is not in the score's {d} coordinate {have}")
+        out[d] = hit[0]
+    return out
+
+def _t_ci(a, level):
+    "(mean, n, CI half-width) over the last axis, NaN-ignoring; the half-width is NaN where fewer than 2 values are present."
+    from scipy.stats import t as student_t
+    with warnings.catch_warnings(), np.errstate(all='ignore'):
+        warnings.simplefilter('ignore', RuntimeWarning)
+        n = np.isfinite(a).sum(-1)
+        m, sd = np.nanmean(a, -1), np.nanstd(a, -1, ddof=1)
+        h = student_t.ppf((1 + level) / 2, np.maximum(n - 1, 1)) * sd / np.sqrt(np.maximum(n, 1))
+    return m, n, np.where(n >= 2, h, np.nan)
+
+def _plane_limits(sim, exp, sim_ci, exp_ci, fin, trained, scale):
+    "(scale, (x lo, x hi, y lo, y hi)) of the plane: every finite point and its interval inside; 'auto' is 'log' when the trained points span more than a factor 10 on an axis; a linear axis starts at 0 unless every point is far from it."
+    if not fin.any(): return ('linear' if scale == 'auto' else scale), (0.0, 1.0, 0.0, 1.0)
+    pos = fin & (sim > 0) & (exp > 0)
+    if scale == 'auto':
+        t = pos & trained
+        wide = t.sum() >= 2 and max(sim[t].max() / sim[t].min(), exp[t].max() / exp[t].min()) > 10
+        scale = 'log' if wide and (pos == fin).all() else 'linear'
+    hi = lambda m, h: float(np.nanmax(np.where(fin, m + np.nan_to_num(h), np.nan)))
+    lo = lambda m, h: float(np.nanmin(np.where(fin, m - np.nan_to_num(h), np.nan)))
+    if scale == 'linear':
+        out = []
+        for m, h in ((sim, sim_ci), (exp, exp_ci)):
+            a, b = lo(m, h), hi(m, h)
+            if a > 0.4 * b and b - a > 1e-9 * b: out += [a - 0.12 * (b - a), b + 0.12 * (b - a)]  # far from 0: zoom in
+            else: out += [0.0, 1.12 * b or 1.0]
+        return scale, tuple(out)
+    if not pos.any(): raise MetricInputError("`scale`='log' needs positive errors")
+    return scale, (float(sim[pos].min()) / 1.5, 1.5 * hi(sim, sim_ci), float(exp[pos].min()) / 1.5, 1.5 * hi(exp, exp_ci))
+
+def _prepare(score, settings=None, metric='rmse', field='all', mode=None, protocols=None, level=0.95, scale='auto') -> dict:
+    "Everything the inspector needs for one selection, computed once: per-seed (sim, exp) errors of the chosen setting and the seed-mean errors of every setting (for the win counts)."
+    score = results_score(score)
+    check_score(score, ('protocol', 'domain', 'metric'), 'state_at')
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise MetricInputError(f"`level` must be a number in (0, 1), e.g. 0.95, got {level!r}")
+    allset = domain_errors(score, metric, field, protocols, mode)  # validates metric, field, mode and protocols
+    s = select_view(score.sel(metric=metric, drop=True), field, mode)
+    pick = _pick(s, dict(settings or {}))
+    s = s.sel(pick).sel(domain=['sim', 'exp'])
+    if protocols is not None: s = s.sel(protocol=list(protocols))
+    if 'seed' not in s.dims: s = s.expand_dims(seed=[0])
+    v = s.transpose('protocol', 'seed', 'domain').values.astype(float)  # [protocol, seed, (sim, exp)]
+    protos = [str(p) for p in s.protocol.values]
+    sim, n_sim, sim_ci = _t_ci(v[..., 0], level)
+    exp, n_exp, exp_ci = _t_ci(v[..., 1], level)
+    fin = np.isfinite(sim) & np.isfinite(exp)
+    lt = {p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None}
+    jf = [i for i, p in enumerate(protos) if p in lt and fin[i]]
+    front = []
+    if len(jf) >= 2:  # Joint's own trade-off over λ_train: its non-dominated models, in order of sim error
+        on = [jf[k] for k in np.flatnonzero(_pareto_mask(sim[jf], exp[jf]))]
+        front = [protos[i] for i in sorted(on, key=lambda i: sim[i])]
+    if scale not in ('auto', 'linear', 'log'): raise MetricInputError(f"`scale` must be 'auto', 'linear' or 'log', got {scale!r}")
+    scale, limits = _plane_limits(sim, exp, sim_ci, exp_ci, fin, np.array([p not in BASELINES for p in protos]), scale)
+    E = allset.values  # [setting, protocol, domain]
+    return dict(selection=pick, metric=str(metric), field=str(field) if 'field' in score.dims else None, mode=mode, level=level,
+                protocols=protos, per_seed=v, sim=sim, exp=exp, sim_ci=sim_ci, exp_ci=exp_ci, n=np.minimum(n_sim, n_exp),
+                trained=np.array([p not in BASELINES for p in protos]), lam_train=lt, front=front,
+                scale=scale, limits=limits,
+                all_errors=E, all_protocols=allset.protocol.values.tolist(),
+                all_trained=np.array([p not in BASELINES for p in allset.protocol.values.tolist()]))
+
+# %% ../nbs/60_tradeoff.ipynb #c018b
+@dataclass
+class InspectorState:
+    "What the λ inspector shows for one λ and one selection (per-protocol dicts keyed by protocol name)."
+    lam: float          # λ, the weight of the sim error in bM(λ)
+    selection: dict     # the setting shown: {setting dim: value}, e.g. {'system': 'cylinder', 'capacity': 'S'}
+    metric: str         # metric on both axes
+    field: str|None     # field (None when the score has no field dim)
+    protocols: list     # protocols in display order (trained first as in the score, reference baselines included)
+    values: dict        # bM(λ) from the seed-mean errors, λ·sim + (1-λ)·exp
+    ci: dict            # half-width of the 95 % (`level`) Student-t interval of the per-seed bM(λ); NaN with < 2 seeds
+    sim: dict           # seed-mean sim error
+    exp: dict           # seed-mean exp error
+    sim_ci: dict        # CI half-width of the sim error
+    exp_ci: dict        # CI half-width of the exp error
+    n_seeds: dict       # seeds with both errors present
+    winner: str         # the trained protocol with the lowest bM(λ) ('' if none); reference baselines never win
+    level: float        # bM(λ) of the winner: the iso-λ line λ·x + (1-λ)·y = level passes through it
+    lam_train: dict     # {Joint protocol: its training λ} ('joint' is 0.5, 'joint@0.3' is 0.3)
+    front: list         # Joint's Pareto front over λ_train (protocol names, by sim error); [] with fewer than 2 Joint models
+    best_joint: str     # the Joint model with the lowest bM(λ) ('' if none)
+    wins: dict          # {protocol: settings won at λ} over every setting of the score (same metric, field)
+    n_settings: int     # settings counted in `wins`
+    scale: str          # axes of the plane: 'linear' or 'log'
+    limits: tuple       # (x lo, x hi, y lo, y hi) of the plane, fixed for a selection so points do not move with λ
+    ci_level: float = 0.95 # confidence level of the intervals
+
+    def table(self):
+        "pandas DataFrame, one row per protocol: λ_train, sim, exp, bM, bM ±, winner flag."
+        import pandas as pd
+        return pd.DataFrame({'lam_train': [self.lam_train.get(p, np.nan) for p in self.protocols],
+                             'sim': [self.sim[p] for p in self.protocols], 'exp': [self.exp[p] for p in self.protocols],
+                             'bM': [self.values[p] for p in self.protocols], 'bM ±': [self.ci[p] for p in self.protocols],
+                             'winner': [p == self.winner for p in self.protocols]}, index=pd.Index(self.protocols, name='protocol'))
+
+def _state(prep:dict, lam:float) -> InspectorState:
+    "The inspector's state at `lam` from `_prepare`'s arrays (a few numpy operations, nothing re-read)."
+    from scipy.stats import t as student_t
+    lam = check_lam(lam)
+    protos, v, tr = prep['protocols'], prep['per_seed'], prep['trained']
+    vals = lam * prep['sim'] + (1 - lam) * prep['exp']
+    per = lam * v[..., 0] + (1 - lam) * v[..., 1]
+    _, n, ci = _t_ci(per, prep['level'])
+    ok = tr & np.isfinite(vals)
+    win = protos[int(np.argmin(np.where(ok, vals, np.inf)))] if ok.any() else ''
+    jn = [i for i, p in enumerate(protos) if p in prep['lam_train'] and np.isfinite(vals[i])]
+    best_joint = protos[min(jn, key=lambda i: vals[i])] if jn else ''
+    E, atr = prep['all_errors'], prep['all_trained']
+    B = lam * E[..., 0] + (1 - lam) * E[..., 1]  # [setting, protocol]
+    okb = atr[None] & np.isfinite(B)
+    idx = np.argmin(np.where(okb, B, np.inf), axis=1)
+    wins = {}
+    for s, i in enumerate(idx):
+        if okb[s].any(): p = prep['all_protocols'][i]; wins[p] = wins.get(p, 0) + 1
+    d = lambda a: {p: float(x) for p, x in zip(protos, a)}
+    return InspectorState(lam=lam, selection=dict(prep['selection']), metric=prep['metric'], field=prep['field'], protocols=list(protos),
+                          values=d(vals), ci=d(ci), sim=d(prep['sim']), exp=d(prep['exp']), sim_ci=d(prep['sim_ci']),
+                          exp_ci=d(prep['exp_ci']), n_seeds={p: int(k) for p, k in zip(protos, n)}, winner=win,
+                          level=float(vals[protos.index(win)]) if win else float('nan'), lam_train=dict(prep['lam_train']),
+                          front=list(prep['front']), best_joint=best_joint, wins=dict(sorted(wins.items(), key=lambda kv: -kv[1])),
+                          n_settings=int(E.shape[0]), scale=prep['scale'], limits=tuple(float(x) for x in prep['limits']), ci_level=prep['level'])
+
+def state_at(score,             # results file or folder, results Dataset or `score` DataArray
+             lam=0.5,           # λ of bM(λ) = λ·M_sim + (1-λ)·M_exp
+             system=None,       # system to show (default: the first)
+             capacity=None,     # capacity to show (default: the first)
+             metric='rmse',     # metric
+             field='all',       # field (when the score has a `field` dim)
+             mode=None,         # evaluation mode (when the score has a `mode` dim; None: 'rollout' if present)
+             protocols=None,    # protocols to compare (default: all)
+             level=0.95,        # confidence level of the seed intervals
+             scale='auto',      # axes of the plane: 'linear', 'log', or 'auto' (log when the trained points span > 10×)
+             **settings,        # values of any other setting dim, e.g. arch='fno', exp_trajs=7 (default: the first)
+            ) -> InspectorState:
+    "What `lambda_inspector` shows at `lam` for one setting: bM(λ) per protocol with CIs, the winner, the iso-λ level, Joint's front over λ_train and the win counts over all settings."
+    for k, v in (('system', system), ('capacity', capacity)):
+        if v is not None: settings[k] = v
+    return _state(_prepare(score, settings, metric, field, mode, protocols, level, scale), lam)
+
+# %% ../nbs/60_tradeoff.ipynb #c018d2
+DEMO_ERRORS = {'sim_only': (0.02, 0.13), 'exp_only': (0.35, 0.03), 'sim_to_exp': (0.45, 0.04), 'joint': (0.03, 0.035),
+               'joint@0.1': (0.06, 0.029), 'joint@0.3': (0.04, 0.031), 'joint@0.7': (0.025, 0.043), 'joint@0.9': (0.021, 0.062),
+               'persistence': (0.23, 0.24), 'mean_field': (0.16, 0.16)}  # made-up (sim, exp) errors of `inspector_demo`
+
+def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
+                   seeds=(0, 1, 2),  # seeds
+                   noise=0.08,       # relative seeded noise of the errors
+                   seed=0,           # RNG seed of the noise
+                  ) -> xr.DataArray:
+    "A synthetic results `score` in the layout of `simreal run --lambdas 0.1,0.3,0.7,0.9` (made-up errors `DEMO_ERRORS`), for demos and tests of the inspector."
+    from simreal_nb.metrics import synthetic_results
+    return synthetic_results(systems=systems, capacities=('S',), seeds=seeds, errors=DEMO_ERRORS, noise=noise, seed=seed).score
+
+# %% ../nbs/60_tradeoff.ipynb #c018g
+def _num(v, digits=4):
+    "A number as the inspector shows it: 4 significant digits, '–' for NaN."
+    return '–' if v is None or not np.isfinite(v) else f'{v:.{digits}g}'
+
+def _pm(v, c):
+    "' ± c' for an interval half-width `c` of a value `v` ('' when there is none, ' ± 0' when it is zero to rounding)."
+    if c is None or not np.isfinite(c): return ''
+    return ' ± 0' if abs(c) <= 1e-9 * max(abs(v), 1e-300) else f' ± {_num(c, 2)}'
+
+def _esc(s): return html.escape(str(s), quote=True)
+
+_SVG_IDS = itertools.count()
+
+def _axis(lo, hi, scale, a, b):
+    "A map from data to pixels ([lo, hi] → [a, b]) and its ticks, for a 'linear' or 'log' axis."
+    from matplotlib.ticker import MaxNLocator, LogLocator
+    if scale == 'log':
+        f = lambda v: a + (b - a) * (math.log10(max(v, lo * 1e-3)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+        ticks = [t for t in LogLocator(subs=(1.0, 2.0, 5.0)).tick_values(lo, hi) if lo <= t <= hi]
+        if len(ticks) > 7: ticks = [t for t in ticks if f'{t:.0e}'[0] == '1'] or ticks
+    else:
+        f = lambda v: a + (b - a) * (v - lo) / (hi - lo)
+        ticks = [t for t in MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi * 1.0001]
+    return f, ticks
+
+def _iso_points(lam, level, lim, scale, n=120):
+    "Points of {λ·x + (1-λ)·y = level} inside the plane `lim` (x lo, x hi, y lo, y hi), the upper-left end first."
+    x0, x1, y0, y1 = lim
+    if scale == 'linear':
+        seg = iso_segment(lam, level, x1, y1, x0, y0)
+        return list(seg) if seg else []
+    if lam >= 1: return [(level, y1), (level, y0)] if x0 <= level <= x1 else []
+    if lam <= 0: return [(x0, level), (x1, level)] if y0 <= level <= y1 else []
+    xs = np.geomspace(x0, min(x1, level / lam), n)
+    ys = (level - lam * xs) / (1 - lam)
+    ok = (ys >= y0) & (ys <= y1)
+    return list(zip(xs[ok].tolist(), ys[ok].tolist()))
+
+def plane_svg(st:InspectorState, # the state to draw
+              width=460,         # SVG width in pixels
+              height=380,        # SVG height in pixels
+             ) -> str:
+    "The sim-error vs exp-error plane of `st` as an inline SVG: every protocol's point with its seed CI, Joint's front over λ_train, the iso-λ line through the winner."
+    L, R, T, B = 62, 14, 14, 48
+    pw, ph = width - L - R, height - T - B
+    x0, x1, y0, y1 = st.limits
+    X, xt = _axis(x0, x1, st.scale, L, L + pw)
+    Y, yt = _axis(y0, y1, st.scale, T + ph, T)
+    colors = protocol_colors(st.protocols)
+    cid = f'si-clip-{next(_SVG_IDS)}'
+    out = [f'<svg class="simreal-plane" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="sim vs exp error plane" '
+           'style="font-family:DejaVu Sans,Helvetica,Arial,sans-serif;max-width:100%;height:auto">',
+           f'<defs><clipPath id="{cid}"><rect x="{L}" y="{T}" width="{pw}" height="{ph}"/></clipPath></defs>',
+           f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="white" stroke="#444"/>']
+    grid = ''.join(f'M{X(t):.0f} {T}V{T + ph}' for t in xt) + ''.join(f'M{L} {Y(t):.0f}H{L + pw}' for t in yt)
+    out.append(f'<path d="{grid}" stroke="#e6e6e6"/><g font-size="12" fill="#333" text-anchor="middle">'
+               + ''.join(f'<text x="{X(t):.0f}" y="{T + ph + 16}">{t:g}</text>' for t in xt) + '</g><g font-size="12" fill="#333" text-anchor="end">'
+               + ''.join(f'<text x="{L - 6}" y="{Y(t) + 4:.0f}">{t:g}</text>' for t in yt) + '</g>')
+    logs = ', log scale' if st.scale == 'log' else ''
+    out.append(f'<text x="{L + pw / 2}" y="{height - 8}" font-size="13" text-anchor="middle">sim {_esc(st.metric)} (held-out simulation{logs})</text>'
+               f'<text transform="translate(15 {T + ph / 2}) rotate(-90)" font-size="13" text-anchor="middle">exp {_esc(st.metric)} (held-out experiment{logs})</text>')
+    texts = []  # (x px, y px, text, colour), placed at the end
+    iso = _iso_points(st.lam, st.level, st.limits, st.scale) if st.winner else []
+    if len(iso) >= 2:
+        pts = ' '.join(f'{X(x):.1f},{Y(y):.1f}' for x, y in iso)
+        out.append(f'<polyline class="iso" points="{pts}" fill="none" stroke="#555" stroke-width="1.4" stroke-dasharray="6 4" '
+                   f'clip-path="url(#{cid})"/>')
+        texts.append((X(iso[0][0]), Y(iso[0][1]), f'bM({st.lam:.2f}) = {_num(st.level, 3)}', '#444'))
+    fin = {p: np.isfinite(st.sim[p]) and np.isfinite(st.exp[p]) for p in st.protocols}
+    if len(st.front) >= 2:
+        pts = ' '.join(f'{X(st.sim[p]):.1f},{Y(st.exp[p]):.1f}' for p in st.front)
+        out.append(f'<polyline class="front" points="{pts}" fill="none" stroke="#a50f15" stroke-width="2" stroke-opacity="0.6" clip-path="url(#{cid})"/>')
+    marks = []
+    for p in st.protocols:
+        if not fin[p]: continue
+        x, y, c = X(st.sim[p]), Y(st.exp[p]), colors[p]
+        whisk = ''
+        for m, h, horiz in ((st.sim[p], st.sim_ci[p], True), (st.exp[p], st.exp_ci[p], False)):
+            if not np.isfinite(h) or h <= 0: continue
+            lo, hi = m - h, m + h
+            if st.scale == 'log': lo = max(lo, x0 if horiz else y0)  # an interval reaching below zero ends at the axis
+            whisk += f'M{X(lo):.1f} {y:.1f}H{X(hi):.1f}' if horiz else f'M{x:.1f} {Y(lo):.1f}V{Y(hi):.1f}'
+        if whisk: out.append(f'<path d="{whisk}" stroke="{c}" stroke-width="1.2" clip-path="url(#{cid})"/>')
+        if p in BASELINES:
+            out.append(f'<path data-protocol="{_esc(p)}" d="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}M{x - 5:.1f},{y + 5:.1f}L{x + 5:.1f},{y - 5:.1f}" '
+                       f'stroke="{c}" stroke-width="2"/>')
+        else:
+            ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" stroke="black" stroke-width="1.5"/>' if p == st.winner else ''
+            out.append(f'{ring}<circle data-protocol="{_esc(p)}" cx="{x:.1f}" cy="{y:.1f}" r="5.5" fill="{c}" stroke="white" stroke-width="1"/>')
+        marks.append((x - 7, y - 7, x + 7, y + 7))
+        texts.append((x, y, p, '#666' if p in BASELINES else '#111'))
+    # labels: placed in a y-up frame (flipped), written in SVG's y-down coordinates
+    anchors = [(x, height - y) for x, y, _, _ in texts]
+    sizes = [_text_size(t, 12) for _, _, t, _ in texts]
+    where = place_labels(anchors, sizes, (L + 2, B + 2, L + pw - 2, height - T - 2), [(a, height - d, b, height - c) for a, c, b, d in marks], gap=5)
+    lead = ''
+    for (ax_, ay), (lx, ly), (w, h) in zip(anchors, where, sizes):
+        nx, ny = min(max(ax_, lx), lx + w), min(max(ay, ly), ly + h)  # nearest point of the label box (y-up frame)
+        if math.dist((ax_, ay), (nx, ny)) > 9: lead += f'M{ax_:.0f} {height - ay:.0f}L{nx:.0f} {height - ny:.0f}'
+    if lead: out.append(f'<path d="{lead}" stroke="#999" stroke-width="0.7"/>')
+    out.append('<g font-size="12">' + ''.join(f'<text x="{lx:.0f}" y="{height - ly - 0.25 * h:.0f}" fill="{c}">{_esc(t)}</text>'
+                                              for (_, _, t, c), (lx, ly), (w, h) in zip(texts, where, sizes)) + '</g>')
+    out.append('</svg>')
+    return ''.join(out)
+
+_CSS = ('<style>.simreal-inspector{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;font-size:14px;line-height:1.35;'
+        'font-family:-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif}'
+        '.simreal-inspector .si-text{flex:1 1 330px;min-width:300px;max-width:560px}.simreal-inspector p{margin:0 0 4px 0}'
+        '.simreal-inspector .si-note{color:#555;font-size:12px;margin-bottom:6px}'
+        '.si-table{border-collapse:collapse;font-size:13px;margin-bottom:6px}.si-table th{border-bottom:1px solid #999}'
+        '.si-table td,.si-table th{padding:2px 8px;text-align:right;white-space:nowrap}.si-table td:first-child,.si-table th:first-child{text-align:left}'
+        '.si-table tr.win{font-weight:bold;background:#fff3c4}.si-table tr.ref{color:#888}</style>')
+
+def state_html(st:InspectorState, # the state to show
+               css=True,          # include the view's style sheet (the widget puts it once above its pages instead)
+              ) -> str:
+    "The inspector's view of one state: headline with the winner, the bM(λ) table (mean ± CI), win counts, and the plane (`plane_svg`)."
+    sel = ' / '.join(f'{v}' for v in st.selection.values()) or 'all'
+    what = f'{st.metric}' + (f', field {st.field}' if st.field else '')
+    nseed = max(st.n_seeds.values()) if st.n_seeds else 0
+    ci_note = (f'mean ± {st.ci_level:.0%} CI over {nseed} seeds' if nseed >= 2 else 'one seed: no interval')
+    if st.winner:
+        c = st.ci[st.winner]
+        head = (f'Winner: <b class="si-winner">{_esc(st.winner)}</b>, bM(λ) = <span class="si-level">{_num(st.level)}</span>'
+                + _pm(st.level, c))
+    else: head = 'Winner: <b class="si-winner">none</b> (no trained protocol has both errors)'
+    rows = []
+    for p in st.protocols:
+        lt = st.lam_train.get(p)
+        cls = ' class="win"' if p == st.winner else (' class="ref"' if p in BASELINES else '')
+        name = ('★ ' if p == st.winner else '') + _esc(p) + (' (ref.)' if p in BASELINES else '')
+        rows.append(f'<tr data-protocol="{_esc(p)}"{cls}><td>{name}</td><td>{"" if lt is None else f"{lt:g}"}</td>'
+                    f'<td>{_num(st.sim[p])}</td><td>{_num(st.exp[p])}</td>'
+                    f'<td class="si-value">{_num(st.values[p]) + _pm(st.values[p], st.ci[p])}</td></tr>')
+    joint = ''
+    if st.front:
+        joint = (f'<p>Joint over λ_train: front {" → ".join(_esc(p) for p in st.front)} (red line); '
+                 f'best at this λ: <b class="si-best-joint">{_esc(st.best_joint)}</b>.</p>')
+    summary = ', '.join(f'{_esc(p)}: {n}/{st.n_settings}' for p, n in st.wins.items()) or 'no data'
+    table = ('<table class="si-table"><tr><th>protocol</th><th>λ_train</th><th>sim</th><th>exp</th><th>bM(λ)</th></tr>'
+             + ''.join(rows) + '</table>')
+    return (f'{_CSS if css else ""}<div class="simreal-inspector" data-lam="{st.lam:.2f}" data-winner="{_esc(st.winner)}" data-metric="{_esc(st.metric)}" '
+            f'data-field="{_esc(st.field or "")}" data-setting="{_esc(sel)}" data-scale="{st.scale}">'
+            f'<div class="si-text"><p><b>λ = <span class="si-lam">{st.lam:.2f}</span></b> (weight of the sim error) · '
+            f'{_esc(sel)} · {_esc(what)}</p><p>{head}</p>'
+            f'<p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; grey rows are reference baselines and never win.</p>'
+            f'{table}{joint}<p class="si-wins">λ = {st.lam:.2f} — wins over all {st.n_settings} settings: {summary}</p></div>'
+            f'<div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
+
 # %% ../nbs/60_tradeoff.ipynb #c019
-def lambda_inspector(score:xr.DataArray, # results array
+_INSPECTOR_CLASS = None
+
+def _inspector_class(w):
+    "A VBox whose `table`/`image` is the page shown now and `state` its `InspectorState` (built on first use: ipywidgets is optional)."
+    global _INSPECTOR_CLASS
+    if _INSPECTOR_CLASS is None:
+        class LambdaInspector(w.VBox):
+            "The λ inspector: `slider`, `selectors` ({dim: Dropdown}), `stack` (one precomputed page per λ on the slider's grid)."
+            @property
+            def table(self): return self.pages[self.stack.selected_index]
+            image = table
+            @property
+            def state(self) -> InspectorState: return self.states[self.stack.selected_index]
+        _INSPECTOR_CLASS = LambdaInspector
+    return _INSPECTOR_CLASS
+
+def _snap(lam):
+    "The grid λ of `INSPECT_LAMS` nearest to `lam`."
+    lam = check_lam(lam)
+    return min(INSPECT_LAMS, key=lambda l: abs(l - lam))
+
+def lambda_inspector(score,              # results file or folder, results Dataset or `score` DataArray
                      metric='rmse',      # initial metric
                      field='all',        # initial field
-                     lam=0.5,            # initial λ
+                     lam=0.5,            # initial λ (snapped to the 0.05 grid)
                      protocols=None,     # protocols to compare (default: all)
-                     ncols=4,            # plot panels per row
                      mode=None,          # evaluation mode (None: 'rollout' if present)
+                     level=0.95,         # confidence level of the seed intervals
+                     scale='auto',       # initial axes of the plane: 'auto', 'linear' or 'log'
+                     **settings,         # initial setting, e.g. system='cylinder', capacity='S' (default: the first of each)
                     ):
-    "An ipywidgets box: λ slider, metric/field dropdowns, the bM(λ) table with winners and the Pareto plot."
+    "The λ inspector: a λ slider and selectors (system, capacity, other setting dims, metric, field); bM(λ) per protocol with the winner and the sim-exp plane. Every λ's page is computed when the selection changes, so moving the slider only switches pages (in the browser too)."
     w = _widgets()
-    domain_errors(score, metric, field, protocols, mode)  # validate before building widgets
-    metrics = [str(m) for m in score.metric.values]
-    fields = [str(f) for f in score.field.values] if 'field' in score.dims else [field]
-    slider = w.FloatSlider(value=check_lam(lam), min=0, max=1, step=0.05, description='λ (sim weight)',
-                           continuous_update=False, readout_format='.2f', style=dict(description_width='initial'))
-    mdrop = w.Dropdown(options=metrics, value=metric, description='metric')
-    fdrop = w.Dropdown(options=fields, value=field, description='field')
-    table, image = w.HTML(), w.Image(format='png')
-    def update(*_):
-        df = protocol_table(score, slider.value, mdrop.value, fdrop.value, protocols, mode)
-        table.value = _table_html(df, slider.value)
-        image.value = figure_png(pareto_plot(score, mdrop.value, fdrop.value, lams=(slider.value,), protocols=protocols,
-                                             ncols=ncols, mode=mode))
-    for c in (slider, mdrop, fdrop): c.observe(update, names='value')
-    update()
-    box = w.VBox([w.HBox([slider, mdrop, fdrop]), table, image])
-    box.slider, box.metric, box.field, box.table, box.image, box.update = slider, mdrop, fdrop, table, image, update
+    score = results_score(score)
+    prep = _prepare(score, settings, metric, field, mode, protocols, level, scale)  # validate before building widgets
+    choices = inspector_choices(score)
+    wide = dict(description_width='initial')
+    slider = w.SelectionSlider(options=[(f'{l:.2f}', l) for l in INSPECT_LAMS], value=_snap(lam), description='λ (sim weight)',
+                               continuous_update=True, style=wide, layout=w.Layout(width='460px'))
+    selectors = {}
+    for d in setting_dims(score):
+        opts = [(str(v), v) for v in choices[d]]
+        dd = w.Dropdown(options=opts, value=prep['selection'][d], description=d, style=wide, layout=w.Layout(width='auto'),
+                        disabled=len(opts) < 2)
+        if len(opts) < 2 and d not in ('system', 'capacity'): dd.layout.display = 'none'
+        selectors[d] = dd
+    selectors['metric'] = w.Dropdown(options=choices['metric'], value=metric, description='metric', style=wide, layout=w.Layout(width='auto'))
+    if 'field' in choices:
+        selectors['field'] = w.Dropdown(options=choices['field'], value=field, description='field', style=wide, layout=w.Layout(width='auto'))
+    if 'mode' in choices and len(choices['mode']) > 1:
+        m0 = mode or ('rollout' if 'rollout' in choices['mode'] else choices['mode'][0])
+        selectors['mode'] = w.Dropdown(options=choices['mode'], value=m0, description='mode', style=wide, layout=w.Layout(width='auto'))
+    selectors['scale'] = w.Dropdown(options=['auto', 'linear', 'log'], value=scale, description='axes', style=wide, layout=w.Layout(width='auto'))
+    first = w.HTML()  # its layout and style serve all 21 pages: a smaller saved state
+    pages = [first] + [w.HTML(layout=first.layout, style=first.style) for _ in INSPECT_LAMS[1:]]
+    stack = w.Stack(pages, selected_index=slider.index)
+    w.jsdlink((slider, 'index'), (stack, 'selected_index'))  # in the browser: works on a static page, without a kernel
+    w.dlink((slider, 'index'), (stack, 'selected_index'))    # in the kernel: keeps `stack`, `table`, `state` in step
+    states = [None] * len(INSPECT_LAMS)
+    def update(*_, prep=None):
+        v = {d: dd.value for d, dd in selectors.items()}
+        if prep is None:
+            prep = _prepare(score, {d: v[d] for d in setting_dims(score)}, v['metric'], v.get('field', field), v.get('mode', mode),
+                            protocols, level, v['scale'])
+        for i, l in enumerate(INSPECT_LAMS):
+            states[i] = _state(prep, l)
+            pages[i].value = state_html(states[i], css=False)
+    for dd in selectors.values(): dd.observe(update, names='value')
+    update(prep=prep)
+    note = w.HTML(_CSS + '<span style="color:#666;font-size:12px">Drag λ: the winner, the table and the iso-λ line follow. On a '
+                  'static page only λ moves; the selectors need a running kernel (Jupyter, Voilà).</span>')
+    box = _inspector_class(w)([w.HBox([slider, note], layout=w.Layout(align_items='center', flex_flow='row wrap')),
+                               w.HBox(list(selectors.values()), layout=w.Layout(flex_flow='row wrap')), stack])
+    box.slider, box.selectors, box.stack, box.pages, box.states, box.update = slider, selectors, stack, pages, states, update
+    box.metric, box.field = selectors['metric'], selectors.get('field')
+    box.system, box.capacity = selectors.get('system'), selectors.get('capacity')
     return box

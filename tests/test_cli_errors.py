@@ -102,6 +102,13 @@ CASES = {
     'ada twins: bad preset':     (['ada', 'twins', '--preset', 'huge', '--out', '{o}'], ["'huge'", 'test']),
     'ada twins: negative seed':  (['ada', 'twins', '--seed', '-3', '--preset', 'test', '--out', '{o}'], ['--seed', '-3']),
     'ada twins: out is a file':  (['ada', 'twins', '--preset', 'test', '--out', '{t}/a_file'], ['a_file', 'is a file']),
+    'ada mog: bad seeds':        (['ada', 'mog', '--quick', '--seeds', '0,x', '--out', '{o}'], ['--seeds', 'integers']),
+    'ada mog: repeated seeds':   (['ada', 'mog', '--quick', '--seeds', '1,1', '--out', '{o}'], ['--seeds', 'distinct']),
+    'ada mog: negative beta':    (['ada', 'mog', '--quick', '--betas', '0.1,-1', '--out', '{o}'], ['--betas', '>= 0']),
+    'ada twins: bad seeds':      (['ada', 'twins', '--preset', 'test', '--seeds', '0,0', '--out', '{o}'], ['--seeds', 'distinct']),
+    'train: no --out':           (['train', '--preset', 'test'], ['--out', 'required']),
+    'physics-check: no dir':     (['physics-check', '{t}/nowhere'], ['nowhere', 'not a directory']),
+    'physics-check: not a run':  (['physics-check', '{t}'], ['manifest']),
 }
 
 @pytest.mark.parametrize('case', list(CASES))

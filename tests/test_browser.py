@@ -1,0 +1,183 @@
+"""Real-browser tests (`pytest -m browser`), in headless Chromium driven by Playwright:
+
+- static: a small docs site (`simreal_nb.docs.build_docs`, two notebooks, small sizes) opened page by page with every
+  request outside the site refused: no console error, every figure loaded, the inspector rendered from its saved widget
+  state and its λ slider working without a kernel; a screenshot of the inspector goes to runs/ci-artifacts/;
+- live: Voilà on loopback serving nbs/tutorials/lambda_inspector.ipynb on a results file written here; the λ slider is
+  moved and the metric changed, and the winner and values shown must equal `tradeoff.state_at`.
+
+They need the system Chromium (Debian package `chromium`, /usr/bin/chromium; another path with $SIMREAL_CHROMIUM) and
+are skipped, with that reason, only when it is absent. Playwright's own browsers are never downloaded."""
+import os, re, socket, subprocess, sys, time
+from pathlib import Path
+import pytest
+
+CHROMIUM = Path(os.environ.get('SIMREAL_CHROMIUM', '/usr/bin/chromium'))
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason=f'no Chromium at {CHROMIUM}: install the Debian package '
+                                 '`chromium` (apt-get install chromium) to run the browser tests')]
+ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+        '--disable-sync', '--no-first-run']
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / 'runs' / 'ci-artifacts'  # screenshots CI keeps
+TUTORIAL = ROOT / 'nbs' / 'tutorials' / 'lambda_inspector.ipynb'
+SITE = ['index', 'tutorials/lambda_inspector']  # the static site's notebooks: the home page and the inspector
+
+
+@pytest.fixture(scope='module')
+def browser():
+    from playwright.sync_api import sync_playwright  # a dev requirement: an ImportError here is a broken install, not a skip
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+def open_page(browser, url, local):
+    "A page at `url` where requests for which `local(url)` is false are refused; its log of console errors and refused URLs."
+    page = browser.new_page(viewport={'width': 1280, 'height': 1000})
+    log = dict(errors=[], refused=[])
+    page.on('console', lambda m: log['errors'].append(m.text) if m.type == 'error' else None)
+    page.on('pageerror', lambda e: log['errors'].append(f'uncaught: {e}'))
+    def route(r):
+        if local(r.request.url): r.continue_()
+        else: log['refused'].append(r.request.url); r.abort()
+    page.route('**/*', route)
+    page.goto(url)
+    return page, log
+
+
+def shown(view):
+    "(λ, winner, {protocol: bM text}, metric) as the inspector shows them."
+    rows = {r.get_attribute('data-protocol'): r.locator('.si-value').inner_text() for r in view.locator('tr[data-protocol]').all()}
+    return float(view.get_attribute('data-lam')), view.locator('.si-winner').inner_text(), rows, view.get_attribute('data-metric')
+
+
+def check_view(view, score, **sel):
+    "The inspector's visible page equals `state_at` at its λ: the winner, and every protocol's bM(λ) ± CI as printed."
+    from simreal_nb.tradeoff import state_at, _num, _pm
+    lam, winner, rows, metric = shown(view)
+    st = state_at(score, lam, metric=metric, **sel)
+    assert winner == (st.winner or 'none')
+    assert list(rows) == st.protocols
+    for p, text in rows.items(): assert text == _num(st.values[p]) + _pm(st.values[p], st.ci[p]), (p, text)
+    return lam, st
+
+
+def visible_view(page, **attrs):
+    "The inspector page on show (the widget's Stack shows one of its 21), optionally with given data- attributes."
+    sel = '.simreal-inspector' + ''.join(f'[data-{k}="{v}"]' for k, v in attrs.items())
+    return page.locator(sel).filter(visible=True)
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory):
+    from simreal_nb.docs import build_docs
+    out = tmp_path_factory.mktemp('site')
+    b = build_docs(out, notebooks=SITE, small=True, timeout=300, workers=2, verbose=False)
+    assert not b.failed, [(p.notebook, p.error) for p in b.failed]
+    return b
+
+
+def test_static_site(browser, site):
+    "Every page opens with nothing from outside the site, no console error, its figures loaded and its navigation."
+    pages = sorted(site.out.rglob('*.html'))
+    assert [p.relative_to(site.out).as_posix() for p in pages] == ['index.html', 'tutorials/lambda_inspector.html']
+    for f in pages:
+        page, log = open_page(browser, f.as_uri(), lambda u: u.startswith('file:') or u.startswith('data:'))
+        page.wait_for_load_state('load')
+        html = f.read_text()
+        if 'application/vnd.jupyter.widget-state+json' in html: visible_view(page).wait_for(timeout=30_000)
+        if 'mathjax/tex-chtml.js' in html: page.locator('mjx-container').first.wait_for(timeout=30_000)
+        imgs = page.evaluate("Array.from(document.querySelectorAll('main img')).map(i => [i.complete, i.naturalWidth])")
+        assert all(done and w > 0 for done, w in imgs), (f.name, imgs)
+        if f.name == 'lambda_inspector.html': assert len(imgs) >= 1  # the Pareto figure
+        assert page.locator('nav.simreal-nav a').count() >= len(pages)
+        page.wait_for_timeout(300)  # late errors
+        assert not log['refused'], (f.name, log['refused'])
+        assert not log['errors'], (f.name, log['errors'])
+        page.close()
+
+
+def test_static_inspector(browser, site):
+    "The inspector renders from saved widget state, shows `state_at`'s numbers, and its λ slider works without a kernel."
+    from simreal_nb.tradeoff import inspector_demo
+    score = inspector_demo()  # what the tutorial shows under IN_TEST
+    page, log = open_page(browser, (site.out / 'tutorials' / 'lambda_inspector.html').as_uri(), lambda u: u.startswith('file:'))
+    view = visible_view(page); view.wait_for(timeout=30_000)
+    lam0, _ = check_view(view, score, system='cylinder')
+    handle = page.locator('.widget-slider .noUi-handle').first
+    handle.focus(); handle.press('ArrowLeft'); handle.press('ArrowLeft')
+    lam1 = round(lam0 - 0.1, 2)
+    view = visible_view(page, lam=f'{lam1:.2f}'); view.wait_for(timeout=10_000)
+    check_view(view, score, system='cylinder')
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    box = page.locator('.widget-vbox').filter(has=page.locator('.widget-slider')).first
+    box.scroll_into_view_if_needed()
+    box.screenshot(path=str(ARTIFACTS / 'inspector_static.png'))
+    assert not log['errors'] and not log['refused']
+    page.close()
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
+
+
+@pytest.fixture(scope='module')
+def voila(tmp_path_factory):
+    "Voilà serving the inspector tutorial on a results file of its own (`inspector_demo(seed=1)`): (url, score)."
+    import voila  # noqa: F401  a dev requirement
+    from simreal_nb.tradeoff import inspector_demo
+    tmp = tmp_path_factory.mktemp('voila')
+    score = inspector_demo(seed=1)
+    score.to_dataset(name='score').to_netcdf(tmp / 'results.nc')
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ('IN_TEST', 'MPLBACKEND')}
+    env['SIMREAL_RESULTS'] = str(tmp / 'results.nc')
+    log = open(tmp / 'voila.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'voila', str(TUTORIAL), '--no-browser', f'--port={port}',
+                             '--Voila.ip=127.0.0.1', '--VoilaConfiguration.show_tracebacks=True'],
+                            cwd=TUTORIAL.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        t0 = time.monotonic()
+        while True:
+            try: socket.create_connection(('127.0.0.1', port), timeout=1).close(); break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() - t0 > 60:
+                    pytest.fail(f'Voilà did not start: {(tmp / "voila.log").read_text()[-2000:]}')
+                time.sleep(0.3)
+        yield f'http://127.0.0.1:{port}/', score, tmp / 'voila.log'
+    finally:
+        proc.terminate()
+        try: proc.wait(15)
+        except subprocess.TimeoutExpired: proc.kill()
+        log.close()
+
+
+def test_live_voila(browser, voila):
+    "Under Voilà: move the λ slider and change the metric; the winner and the values shown equal `state_at`."
+    url, score, vlog = voila
+    page, log = open_page(browser, url, lambda u: u.startswith(url) or u.startswith('data:') or u.startswith('blob:'))
+    view = visible_view(page)
+    try: view.wait_for(timeout=120_000)
+    except Exception: pytest.fail(f'the inspector did not appear; Voilà log: {vlog.read_text()[-3000:]}')
+    lam0, _ = check_view(view, score, system='cylinder')
+    handle = page.locator('.widget-slider .noUi-handle').first
+    handle.focus(); handle.press('ArrowLeft'); handle.press('ArrowLeft'); handle.press('ArrowLeft')
+    lam1 = round(lam0 - 0.15, 2)
+    view = visible_view(page, lam=f'{lam1:.2f}'); view.wait_for(timeout=15_000)
+    check_view(view, score, system='cylinder')
+    metric = page.locator('.widget-dropdown').filter(has=page.get_by_text('metric', exact=True)).locator('select')
+    metric.select_option('frmse')
+    view = visible_view(page, lam=f'{lam1:.2f}', metric='frmse'); view.wait_for(timeout=30_000)  # the kernel recomputed the pages
+    lam, st = check_view(view, score, system='cylinder')
+    assert lam == lam1 and st.metric == 'frmse'
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    view.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / 'inspector_voila.png'))
+    # Voilà takes only its icon fonts from a CDN (refused here); nothing else may fail
+    assert all(re.search(r'\.(woff2?|ttf|eot|svg|css)(\?|$)|font', u) for u in log['refused']), log['refused']
+    errors = [e for e in log['errors'] if not e.startswith('Failed to load resource')]
+    assert not errors, errors
+    page.close()

@@ -1,0 +1,265 @@
+"""Faults lose nothing: `simreal run` killed with SIGKILL at random moments and run again ends bit for bit like an
+uninterrupted run; torn or foreign files in a run directory are never read as valid; two runs on one `--out` cannot
+corrupt each other (a lock); a full disk while writing the results leaves the previous results intact.
+
+Every run here is `simreal run --preset test --systems cylinder,kolmogorov --workers 0`: the smallest preset on two of
+its four systems (12 cells, to keep the whole file near three minutes on two shared cores), in a subprocess as a user
+runs it, with OMP_NUM_THREADS=1 like the other subprocess tests, so that runs compared bit for bit use one torch thread.
+`--workers 0` trains in the process that is killed; that the workers of a local pool (`--workers N`) die with a killed
+run is tested on its own."""
+import errno, json, os, random, re, shutil, signal, subprocess, sys, time
+from dataclasses import replace
+from pathlib import Path
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+from simreal_nb import cli
+from simreal_nb.store import RunFileError
+from simreal_nb.experiment import (PRESETS, GridError, RunLock, Cell, cell_path, foreign_cell, open_cell_file, run_experiment,
+                                   check_cells, run_stamp)
+from simreal_nb.store import write_dataset
+
+torch.set_num_threads(1)
+ARGS = ['run', '--preset', 'test', '--systems', 'cylinder,kolmogorov', '--workers', '0']
+ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
+CODE = 'from simreal_nb.cli import main; main()'
+GRID = replace(PRESETS['test'].grid, systems=('cylinder', 'kolmogorov'))  # the cells of ARGS
+TIMING = ('train_s', 'eval_s')  # wall-clock seconds: the only variables that may differ between two runs
+
+
+def simreal(*args, timeout=600):
+    return subprocess.run([sys.executable, '-c', CODE, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def start(out):
+    "`simreal run` in the background (its own session, so that a kill reaches only what we name)."
+    return subprocess.Popen([sys.executable, '-c', CODE, *ARGS, '--out', str(out)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+
+
+def load(path):
+    with xr.open_dataset(path, engine='h5netcdf') as d: return d.load()
+
+
+def assert_bitwise(a, b):
+    "Every variable but the timings equal bit for bit (NaN where NaN); `score` first."
+    names = ['score'] + sorted(v for v in b.data_vars if v not in TIMING and v != 'score')
+    assert sorted(a.data_vars) == sorted(b.data_vars)
+    for v in names:
+        xa, xb = a[v].transpose(*b[v].dims), b[v]
+        assert xa.dims == xb.dims and xa.shape == xb.shape, v
+        for d in xb.dims: assert list(a[d].values) == list(b[d].values), (v, d)
+        assert np.array_equal(xa.values, xb.values, equal_nan=True), f'{v} differs: max |diff| {np.nanmax(np.abs(xa.values - xb.values))}'
+
+
+def alive(pid):
+    try: return Path(f'/proc/{pid}/stat').read_text().split(')')[-1].split()[0] not in ('Z', 'X')
+    except OSError: return False
+
+
+@pytest.fixture(scope='module')
+def reference(tmp_path_factory):
+    "An uninterrupted run."
+    out = tmp_path_factory.mktemp('ref') / 'run'
+    t = time.perf_counter()
+    r = simreal(*ARGS, '--out', out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out, load(out / 'results.nc'), time.perf_counter() - t
+
+
+# ---------------------------------------------------------------------------------------------------- SIGKILL
+def _wait(p, ready, limit=240):
+    "Poll until `ready()` or the process ends; True if `ready()` came first."
+    t0 = time.time()
+    while p.poll() is None and time.time() - t0 < limit:
+        if ready(): return True
+        time.sleep(0.005)
+    return False
+
+
+def test_sigkill_at_random_moments_loses_nothing(reference, tmp_path):
+    "Kill mid-cell, between cells, at a random moment and while the results are written; rerun until done: bitwise equal."
+    ref_dir, ref, ref_s = reference
+    rng = random.Random(15)
+    out = tmp_path / 'run'
+    cells = lambda: {p.name for p in (out / 'cells').glob('*.nc')}
+    def mid_cell():  # a checkpoint of a cell that has no result yet
+        return any(not (out / 'cells' / f'{p.parent.name}.nc').exists() for p in (out / 'cells').glob('*/last.pt'))
+    def cells_after(k):
+        n0 = len(cells()) if out.exists() else 0
+        return lambda: len(cells()) >= n0 + k
+    def after(s):
+        t = time.time() + s
+        return lambda: time.time() > t
+    def writing_results():  # the temporary file of results.nc, or results.nc being replaced
+        return any(re.match(r'^\.results\.nc\.[0-9a-f]{32}\.tmp$', p.name) for p in out.glob('.results.nc.*.tmp'))
+    plan = [('mid-cell', lambda: mid_cell, rng.uniform(0, 0.3)), ('between cells', lambda: cells_after(rng.randint(1, 3)), 0.0),
+            ('random moment', lambda: after(rng.uniform(3, 10)), 0.0), ('writing results', lambda: writing_results, 0.0)]
+    done, log = False, []
+    t0 = time.perf_counter()
+    for name, trigger, delay in plan:
+        p = start(out)
+        hit = _wait(p, trigger())
+        if hit:
+            time.sleep(delay)
+            p.send_signal(signal.SIGKILL); p.wait()
+        else:
+            p.wait()
+            assert p.returncode == 0, p.stderr.read()[-3000:]
+            done = True
+        log.append((name, hit, p.returncode))
+        if done: break
+    while not done:  # the same command until it completes
+        r = simreal(*ARGS, '--out', out)
+        assert r.returncode == 0, r.stderr[-3000:]
+        done = True
+    print(f'kills: {log}; {time.perf_counter() - t0:.0f} s in all, uninterrupted {ref_s:.0f} s')
+    killed = [n for n, hit, _ in log if hit]
+    assert len(killed) >= 3 and {'mid-cell', 'between cells'} <= set(killed), log
+    assert_bitwise(load(out / 'results.nc'), ref)
+    assert not list(out.rglob('*.tmp')), 'temporary files of the killed runs were left behind'
+    assert (out / 'report.md').exists() and json.loads((out / 'timing.json').read_text())['_run_s'] > 0
+
+
+def test_pool_workers_exit_with_a_killed_run():
+    "The workers of `--workers N` (`experiment.local_pool`) exit when the run that started them is SIGKILLed: no orphan writes on."
+    code = ("import os, sys, time\nfrom simreal_nb.experiment import local_pool\nex = local_pool(2)\n"
+            "pids = {f.result() for f in [ex.submit(os.getpid) for _ in range(8)]}\n"
+            "print(' '.join(map(str, pids)), flush=True)\ntime.sleep(600)")
+    p = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
+    try:
+        workers = [int(w) for w in p.stdout.readline().split()]
+        assert workers and p.pid not in workers
+        p.send_signal(signal.SIGKILL); p.wait()
+        deadline = time.time() + 10
+        while any(alive(w) for w in workers) and time.time() < deadline: time.sleep(0.05)
+        assert not any(alive(w) for w in workers), f'pool workers outlived the killed run: {[w for w in workers if alive(w)]}'
+    finally:
+        if p.poll() is None: p.kill(); p.wait()
+
+
+# ---------------------------------------------------------------------------------------------------- torn and foreign files
+def test_torn_cell_and_unreadable_checkpoint_are_computed_again(reference, tmp_path):
+    "A cell file cut short and a checkpoint of random bytes are never read: the cells are trained again, bitwise the same."
+    ref_dir, ref, _ = reference
+    out = tmp_path / 'run'
+    shutil.copytree(ref_dir, out)
+    cfg = PRESETS['test'].config
+    torn = cell_path(out, Cell('kolmogorov', 'S', 'joint', 0, cfg.arch))
+    torn.write_bytes(torn.read_bytes()[:torn.stat().st_size // 2])
+    junk = Cell('cylinder', 'S', 'sim_to_exp', 0, cfg.arch)
+    cell_path(out, junk).unlink()  # the cell had not finished: its checkpoint is what a resumed run reads
+    ck = out / 'cells' / junk.key / 'last.pt'
+    ck.write_bytes(os.urandom(ck.stat().st_size))
+    (out / 'cells' / f'.{junk.key}.nc.{"0" * 32}.tmp').write_bytes(b'half a file')  # left by a killed writer
+    r = simreal(*ARGS, '--out', out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert 'not a readable netCDF file' in r.stdout and 'computing the cell again' in r.stdout
+    assert 'set aside as last.pt.unreadable' in r.stderr and (ck.parent / 'last.pt.unreadable').exists()
+    assert '1 temporary file(s) of a killed run removed' in r.stdout and not list(out.rglob('*.tmp'))
+    assert_bitwise(load(out / 'results.nc'), ref)
+    assert open_cell_file(torn).attrs['cell'] == Cell('kolmogorov', 'S', 'joint', 0, cfg.arch).key
+
+
+def test_foreign_files_are_refused(reference, tmp_path):
+    "A readable netCDF that is not this cell of this run is refused with one line naming it; never mixed into results."
+    ref_dir, ref, _ = reference
+    cfg = PRESETS['test'].config
+    out = tmp_path / 'run'
+    shutil.copytree(ref_dir, out)
+    target = cell_path(out, Cell('cylinder', 'S', 'exp_only', 0, cfg.arch))
+    keep = target.read_bytes()
+    other = open_cell_file(target).assign_attrs(run='0123456789abcdef')  # the same cell from a run with other settings
+    write_dataset(other, target, validate=False)
+    r = simreal(*ARGS, '--out', out)  # as a user sees it: one line, exit status 2, nothing computed
+    assert r.returncode == 2 and 'Traceback' not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-2000:]
+    assert target.name in r.stderr and 'a run with other settings' in r.stderr and 'delete it' in r.stderr
+    cases = {'is the result of cell': cell_path(out, Cell('cylinder', 'S', 'joint', 0, cfg.arch)).read_bytes(),  # another cell's file
+             'holds no `score`': None}
+    from simreal_nb.systems import write_twins
+    cases['holds no `score`'] = Path(write_twins('kolmogorov', tmp_path / 'twins', size='test')['sim']).read_bytes()  # a dataset
+    for says, content in cases.items():
+        target.write_bytes(content)
+        with pytest.raises(GridError, match=re.escape(says)):
+            run_experiment(out, cfg, GRID, report=False, verbose=False)
+    target.write_bytes(keep)
+    assert check_cells(out, GRID.cells(cfg.arch), run_stamp(cfg), verbose=False) == []
+    assert foreign_cell(open_cell_file(target), Cell('cylinder', 'S', 'exp_only', 0, cfg.arch), run_stamp(cfg)) is None
+
+
+@pytest.mark.parametrize('name,content,says', [('manifest.json', '{"version": ', 'manifest.json: not valid JSON'),
+                                                ('timing.json', '\x00\x01 not json', 'timing.json: not valid JSON'),
+                                                ('manifest.json', '[1, 2]', 'manifest.json: holds a JSON list')])
+def test_corrupt_json_is_a_clear_error(reference, tmp_path, name, content, says):
+    ref_dir, _, _ = reference
+    out = tmp_path / 'run'
+    shutil.copytree(ref_dir, out)
+    (out / name).write_text(content)
+    with pytest.raises(RunFileError, match=re.escape(says)):
+        run_experiment(out, PRESETS['test'].config, GRID, report=False, verbose=False)
+
+
+def test_corrupt_results_is_a_clear_error(reference, tmp_path):
+    from simreal_nb.report import write_report
+    ref_dir, _, _ = reference
+    out = tmp_path / 'run'
+    shutil.copytree(ref_dir, out)
+    good = (out / 'results.nc').read_bytes()
+    (out / 'results.nc').write_bytes(good[:len(good) // 3])
+    with pytest.raises(RunFileError, match='results.nc: not a readable netCDF file, truncated or corrupt'):
+        write_report(out)
+
+
+# ---------------------------------------------------------------------------------------------------- two runs, one --out
+def test_second_run_on_the_same_out_is_refused(reference, tmp_path):
+    "While one `simreal run` holds --out, a second refuses at once (one line naming the first's pid, status 2)."
+    ref_dir, ref, _ = reference
+    out = tmp_path / 'run'
+    first = start(out)
+    try:
+        assert _wait(first, lambda: (out / '.lock').exists() and (out / '.lock').read_text().strip() == str(first.pid), 120), \
+            first.stderr.read()[-2000:]
+        t = time.perf_counter()
+        second = simreal(*ARGS, '--out', out)
+        took = time.perf_counter() - t
+        if first.poll() is not None: pytest.skip('the first run ended before the second one started (machine too fast?)')
+        assert second.returncode == 2 and 'Traceback' not in second.stderr, second.stderr[-2000:]
+        line, = second.stderr.strip().splitlines()
+        assert f'is in use by process {first.pid}' in line and str(out) in line and 'another --out' in line, line
+        assert took < 30  # at once, not after waiting for the first run
+    finally:
+        if first.poll() is None: first.send_signal(signal.SIGKILL)
+        first.wait()
+    with RunLock(out): pass  # the killed run's lock went with it: the same command can finish its work
+
+
+# ---------------------------------------------------------------------------------------------------- full disk
+def test_full_disk_while_writing_results_keeps_the_previous_ones(reference, tmp_path, monkeypatch, capsys):
+    "The disk fills up halfway through results.nc: status 2 with one line, the previous results.nc intact and readable."
+    ref_dir, ref, _ = reference
+    out = tmp_path / 'run'
+    shutil.copytree(ref_dir, out)
+    before = (out / 'results.nc').read_bytes()
+    real = xr.Dataset.to_netcdf
+    def full(self, path=None, *a, **k):
+        if path is not None and Path(path).name.startswith('.results.nc.'):
+            real(self, path, *a, **k)
+            with open(path, 'r+b') as f: f.truncate(os.path.getsize(path) // 2)  # what got onto the disk
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(self, path, *a, **k)
+    monkeypatch.setattr(xr.Dataset, 'to_netcdf', full)
+    with pytest.raises(SystemExit) as e:
+        cli.main([*ARGS[:3], '--workers', '0', '--out', str(out)])
+    assert e.value.code == 2
+    line = capsys.readouterr().err.strip()
+    assert len(line.splitlines()) == 1 and 'No space left on device' in line, line
+    assert (out / 'results.nc').read_bytes() == before and not list(out.glob('.results.nc.*'))
+    assert_bitwise(load(out / 'results.nc'), ref)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason='a CUDA device is visible here')
+def test_missing_cuda_is_refused_before_anything_is_created(tmp_path):
+    with pytest.raises(GridError, match="device 'cuda': no CUDA device is visible here"):
+        run_experiment(tmp_path / 'run', PRESETS['test'].config, GRID, device='cuda', report=False, verbose=False)
+    assert not (tmp_path / 'run').exists()
