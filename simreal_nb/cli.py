@@ -204,6 +204,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         systems:str=None,             # Comma-separated systems (default: the preset's)
         capacities:str=None,          # Comma-separated capacities (default: the preset's)
         protocols:str=None,           # Comma-separated protocols, e.g. sim_only,joint,joint@0.3 (default: the four)
+        lambdas:str=None,             # Comma-separated training weights: adds Joint trained at each, joint@0.1, ... (the inspector's front)
         seeds:int=None,               # Number of seeds per cell (default: the preset's)
         archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
         exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
@@ -225,6 +226,12 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     given = dict(systems=names(systems), capacities=names(capacities), protocols=names(protocols), seeds=seeds,
                  archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
     if data is not None and given['systems'] is None: given['systems'] = ()  # every imported pair, not the preset's twins
+    if lambdas is not None:
+        try: lams = [float(o) for o in names(lambdas)]
+        except ValueError: raise UsageError(f"--lambdas: {lambdas!r} is not a list of numbers; expected e.g. 0.1,0.3,0.5,0.7,0.9") from None
+        if not lams or not all(0 <= l <= 1 for l in lams): raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
+        base = given['protocols'] or PRESETS[name].grid.protocols
+        given['protocols'] = tuple(base) + tuple(f'joint@{l:g}' for l in lams if f'joint@{l:g}' not in base)
     grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
     _check_run_data(data, given['systems'], device)
     if executor == 'dask':

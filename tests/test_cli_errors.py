@@ -1,6 +1,6 @@
 """The `simreal` exit-code contract, run as a user runs it (in a subprocess): a user's mistake gives exit status 2 and
 one line on stderr naming the problem, never a traceback; a bug keeps its traceback and exits with status 1."""
-import importlib, inspect, os, pkgutil, subprocess, sys
+import importlib, inspect, json, os, pkgutil, subprocess, sys
 from pathlib import Path
 import pytest
 import simreal_nb
@@ -106,6 +106,9 @@ CASES = {
     'ada mog: repeated seeds':   (['ada', 'mog', '--quick', '--seeds', '1,1', '--out', '{o}'], ['--seeds', 'distinct']),
     'ada mog: negative beta':    (['ada', 'mog', '--quick', '--betas', '0.1,-1', '--out', '{o}'], ['--betas', '>= 0']),
     'ada twins: bad seeds':      (['ada', 'twins', '--preset', 'test', '--seeds', '0,0', '--out', '{o}'], ['--seeds', 'distinct']),
+    'run: bad lambdas':          (['run', '--preset', 'test', '--lambdas', '0.1,1.5', '--out', '{o}'], ['--lambdas', '[0, 1]']),
+    'docs: out is a file':       (['docs', '--out', '{t}/a_file'], ['a_file', 'is a file']),
+    'docs: workers 0':           (['docs', '--workers', '0', '--out', '{o}'], ['--workers', '>= 1']),
     'train: no --out':           (['train', '--preset', 'test'], ['--out', 'required']),
     'physics-check: no dir':     (['physics-check', '{t}/nowhere'], ['nowhere', 'not a directory']),
     'physics-check: not a run':  (['physics-check', '{t}'], ['manifest']),
@@ -159,9 +162,9 @@ def test_ada_twins_calls_run_twins(monkeypatch, capsys, tmp_path):
     "`simreal ada twins` hands its options to `ada.run_twins` and prints where metrics.json is (run_twins stubbed: no training)."
     import simreal_nb.ada as ada
     calls = []
-    def fake(out, system='cylinder', seed=0, preset='default', verbose=True):
+    def fake(out, system='cylinder', seed=0, preset='default', verbose=True, cache_dir=None):
         calls.append((out, system, seed, preset)); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}')
-        return {}
+        return {'base': {'w1_uv': float(seed)}}
     assert list(inspect.signature(ada.run_twins).parameters)[:4] == ['out', 'system', 'seed', 'preset']  # what the stub stands for
     monkeypatch.setattr(ada, 'run_twins', fake)
     cli.main(['ada', 'twins', '--out', str(tmp_path / 'tw'), '--system', 'foil', '--seed', '3', '--preset', 'test'])
@@ -169,6 +172,18 @@ def test_ada_twins_calls_run_twins(monkeypatch, capsys, tmp_path):
     assert capsys.readouterr().out.strip().splitlines()[-1] == f"metrics: {tmp_path / 'tw' / 'metrics.json'}"
     cli.main(['ada', 'twins', '--out', str(tmp_path / 'tw2')])
     assert calls[-1] == (str(tmp_path / 'tw2'), 'cylinder', 0, 'default')
+    cli.main(['ada', 'twins', '--out', str(tmp_path / 'tw3'), '--seeds', '0,2'])       # one run per seed, then mean ± std
+    assert calls[-2:] == [(str(tmp_path / 'tw3' / 'seed0'), 'cylinder', 0, 'default'), (str(tmp_path / 'tw3' / 'seed2'), 'cylinder', 2, 'default')]
+    s = json.loads((tmp_path / 'tw3' / 'summary.json').read_text())
+    assert s['seeds'] == [0, 2] and s['metrics']['base'] == {'w1_uv': 1.0, 'w1_uv_std': 2 ** 0.5}
+
+def test_run_lambdas_adds_joint_at_each_training_weight(monkeypatch, tmp_path):
+    "`simreal run --lambdas 0.1,0.9` adds joint@0.1 and joint@0.9 to the preset's protocols (run_experiment stubbed)."
+    import simreal_nb.experiment as ex
+    seen = {}
+    monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.update(grid=grid))
+    cli.main(['run', '--preset', 'test', '--lambdas', '0.1,0.9', '--out', str(tmp_path / 'r'), '--workers', '0'])
+    assert seen['grid'].protocols == ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.1', 'joint@0.9')
 
 def test_user_errors_name_every_input_error_of_the_package():
     "USER_ERRORS names real classes, and every ValueError subclass the package defines counts as a user error."

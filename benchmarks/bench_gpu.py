@@ -1,0 +1,27 @@
+"""One preset's Joint training step on one GPU: samples/s and peak GPU memory, bf16 autocast on.
+
+    python benchmarks/bench_gpu.py [--capacity S] [--batch 32] [--steps 50] [--arch fan]
+
+On a machine without a visible CUDA device it prints why it skips and exits 0 (nothing is timed on the CPU here:
+`simreal bench joint` and `simreal bench models` are the CPU benchmarks)."""
+import argparse, json, sys
+import torch
+from simreal_nb.bench import bench_joint
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('--capacity', default='S'); ap.add_argument('--arch', default='fan')
+    ap.add_argument('--batch', type=int, default=32, help='windows per domain mini-batch')
+    ap.add_argument('--steps', type=int, default=50, help='timed updates of each kind')
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(json.dumps(dict(skipped='no CUDA device is visible on this machine; this benchmark needs one GPU')))
+        return 0
+    torch.cuda.reset_peak_memory_stats()
+    r = bench_joint(batch=a.batch, steps=a.steps, capacity=a.capacity, arch=a.arch, device='cuda')
+    r.update(gpu=torch.cuda.get_device_name(), samples_per_s=2 * a.batch / r['joint_s'],  # a Joint update sees both batches
+             peak_memory_gib=torch.cuda.max_memory_allocated() / 2 ** 30, autocast='bf16')
+    print(json.dumps(r))
+    return 0
+
+if __name__ == '__main__': sys.exit(main())
