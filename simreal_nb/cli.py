@@ -89,12 +89,10 @@ def check_netcdf(path, expected:str, variables=()) -> Path:
     return p
 
 def check_json(path, expected:str) -> Path:
-    "`path`, refused unless it holds a JSON object."
-    p = Path(path)
-    try: obj = json.loads(p.read_text())
-    except ValueError as e: raise UsageError(f"{p}: not valid JSON ({e}); expected {expected}") from None
-    if not isinstance(obj, dict): raise UsageError(f"{p}: holds a JSON {type(obj).__name__}, not an object; expected {expected}")
-    return p
+    "`path`, refused (`store.RunFileError`, a user error) unless it holds a JSON object."
+    from simreal_nb.store import read_json
+    read_json(path, expected)
+    return Path(path)
 
 # %% ../nbs/90_cli.ipynb #c006
 @call_parse
