@@ -17,6 +17,7 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
                                 trained_protocols, train_domains, reduction_pct)
 from .tradeoff import pareto_plot, domain_errors
 from .store import atomic_write, write_text, read_json, RunFileError
+from .schema import FIELD_META
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
@@ -150,7 +151,7 @@ def _extra(da, keep):
     "`da` with every dim not in `keep` reduced to its first entry."
     return da.isel({d: 0 for d in da.dims if d not in keep}, drop=True)
 
-def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP, JOINT), dpi:int=80) -> Figure:
+def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP, JOINT), dpi:int=100) -> Figure:
     "Per system: truth and predictions (last rollout frame) of sim u, sim p and exp u, for the given protocols (first seed and first entry of any extra dim)."
     ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'domain', 'field', 'kind', 'ey', 'ex'))
     cap = capacity or str(res.capacity.values[0])
@@ -159,7 +160,7 @@ def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP
     panels = [('sim', 'u'), ('sim', 'p'), ('exp', 'u')]
     systems = [str(s) for s in res.system.values]
     ncol = len(panels) * (1 + len(protocols))
-    fig = Figure(figsize=(1.6 * ncol, 1.3 * len(systems) + 0.6), dpi=dpi, layout='constrained')
+    fig = Figure(figsize=(1.75 * ncol + 1.2, 1.5 * len(systems) + 0.7), dpi=dpi, layout='constrained')
     axs = np.atleast_2d(fig.subplots(len(systems), ncol, squeeze=False))
     for i, s in enumerate(systems):
         for j, (d, f) in enumerate(panels):
@@ -167,14 +168,16 @@ def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP
             true = e.sel(protocol=protocols[0], kind='true').dropna('ey', how='all').dropna('ex', how='all')
             lim = float(np.nanmax(np.abs(true.values))) if true.size and np.isfinite(true.values).any() else 1.0
             imgs = [('true', true)] + [(p, e.sel(protocol=p, kind='pred')) for p in protocols]
-            for k, (lab, img) in enumerate(imgs):
-                ax = axs[i, j * (1 + len(protocols)) + k]
+            group = [axs[i, j * (1 + len(protocols)) + k] for k in range(len(imgs))]
+            for ax, (lab, img) in zip(group, imgs):
                 a = img.values
                 a = a[np.isfinite(a).any(1)][:, np.isfinite(a).any(0)] if np.isfinite(a).any() else a
-                ax.imshow(a, cmap='RdBu_r', vmin=-lim, vmax=lim, origin='lower', aspect='auto')
+                im = ax.imshow(a, cmap='RdBu_r', vmin=-lim, vmax=lim, origin='lower', aspect='auto')
                 ax.set_xticks([]); ax.set_yticks([])
-                if i == 0: ax.set_title(f'{d} {f}\n{lab}', fontsize=7)
-            axs[i, 0].set_ylabel(s, fontsize=8)
+                if i == 0: ax.set_title(f'{d} {f}\n{lab}', fontsize=8)
+            cb = fig.colorbar(im, ax=group, shrink=0.85, pad=0.01, aspect=15)          # one scale per field and domain
+            cb.set_label(f"{f} [{FIELD_META.get(f, {}).get('units', '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
+            axs[i, 0].set_ylabel(s, fontsize=9)
     fig.suptitle(f'Rollouts, last frame (capacity {cap})', fontsize=9)
     return fig
 

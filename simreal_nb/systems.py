@@ -705,13 +705,13 @@ def gap_curve(a:xr.Dataset, b:xr.Dataset, # datasets on one grid (e.g. sim and e
 def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
                traj:int=0, # trajectory index
                t:int=-1, # time index
-               dpi:int=70):
+               dpi:int=90):
     "One frame of u, v and p: sim, hidden exp truth, measured exp (invalid vectors blank; exp has no pressure)."
     import matplotlib.pyplot as plt
     sim, tr, ex = tw['sim'].isel(traj=traj, time=t), tw['exp_truth'].isel(traj=traj, time=t), tw['exp'].isel(traj=traj, time=t)
     ratio = sim.sizes['x'] / sim.sizes['y']
     w = 3.0 * min(ratio, 2.0); h = w / ratio
-    fig, ax = plt.subplots(3, 3, figsize=(3 * w, 3 * h + 0.5), dpi=dpi)
+    fig, ax = plt.subplots(3, 3, figsize=(3 * w + 1.0, 3 * h + 0.6), dpi=dpi, layout='constrained')
     ext = [float(sim.x.min()), float(sim.x.max()), float(sim.y.min()), float(sim.y.max())]
     lim = {f: float(np.abs(sim[f]).max()) for f in ('u', 'v', 'p')}
     cm = dict(u=('viridis', float(sim.u.min()), lim['u']), v=('RdBu_r', -lim['v'], lim['v']), p=('PuOr_r', -lim['p'], lim['p']))
@@ -721,10 +721,13 @@ def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
             if f not in ds:
                 a.text(0.5, 0.5, 'no pressure\n(PIV measures u, v)', ha='center', va='center', fontsize=9); continue
             val = ds[f].where(ds.valid) if 'valid' in ds else ds[f]
-            a.imshow(val.values, origin='lower', extent=ext, aspect='equal', cmap=cm[f][0], vmin=cm[f][1], vmax=cm[f][2])
+            im = a.imshow(val.values, origin='lower', extent=ext, aspect='equal', cmap=cm[f][0], vmin=cm[f][1], vmax=cm[f][2])
             a.set_title(f'{f}  {name}', fontsize=8)
+        for i, f in enumerate(('u', 'v', 'p')):                       # one colour scale per field, with its unit
+            if j == 2:
+                cb = fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(cm[f][1], cm[f][2]), cm[f][0]), ax=list(ax[i]), shrink=0.9, pad=0.01)
+                cb.set_label(f"{f} [{sim[f].attrs.get('units', '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
     fig.suptitle(f"{sim.attrs['system']}  traj {traj}  t = {float(sim.time):.2f} s", fontsize=9)
-    fig.tight_layout()
     return fig
 
 # %% ../nbs/05_systems.ipynb #b50e46b0
