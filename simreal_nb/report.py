@@ -188,7 +188,14 @@ def _panels(da, inner):
     st = da.stack(setting=sd).transpose('setting', *inner)
     return ['/'.join(map(str, v)) if isinstance(v, tuple) else str(v) for v in st.setting.values], st.values
 
-def learning_curves(res:xr.Dataset, ncols:int=4, panel_size=(2.4, 1.9), dpi:int=70) -> Figure:
+def _plain_log_ticks(axis):
+    "Log-axis tick labels as plain numbers (0.02, 0.05, 0.1), minor ones at 2 and 5 only: no `2×10⁰` on short ranges."
+    from matplotlib.ticker import FuncFormatter
+    lab = lambda v, _: f'{v:g}' if v > 0 else ''
+    axis.set_major_formatter(FuncFormatter(lab))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: lab(v, _) if v > 0 and round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ''))
+
+def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=80) -> Figure:
     "Validation objective vs update per trained protocol (one thin line per seed; ▸ = stopped by the cap), one panel per setting, log y."
     protos = trained_protocols(res['curve_val'].protocol.values)
     inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
@@ -210,11 +217,11 @@ def learning_curves(res:xr.Dataset, ncols:int=4, panel_size=(2.4, 1.9), dpi:int=
                 x, y = S[a, i, k][ok], V[a, i, k][ok]
                 ax.plot(x, y, color=f'C{i % 10}', lw=0.8, alpha=0.8, label=p if k == 0 else None)
                 if cap is not None and cap[a, i, k] == 1: ax.plot(x[-1:], y[-1:], '>', color=f'C{i % 10}', ms=4)
-        ax.set_yscale('log'); ax.set_title(lab, fontsize=8); ax.tick_params(labelsize=6)
-        ax.set_xlabel('update', fontsize=7); ax.set_ylabel('validation objective', fontsize=7)
+        ax.set_yscale('log'); _plain_log_ticks(ax.yaxis); ax.set_title(lab, fontsize=10); ax.tick_params(which='both', labelsize=8)
+        ax.set_xlabel('update', fontsize=9); ax.set_ylabel('validation objective', fontsize=9)
     for ax in axes[len(labels):]: ax.set_visible(False)
     handles = [Line2D([], [], color=f'C{i % 10}') for i in range(len(protos))]
-    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // 0.95))), fontsize=7, frameon=False)
+    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // 1.2))), fontsize=9, frameon=False)
     return fig
 
 # %% ../nbs/55_report.ipynb #5ee71da4
@@ -227,7 +234,7 @@ def error_vs_n(score:xr.DataArray, metric:str='rmse', level:float=0.95) -> pd.Da
         cols[f'N={n}'] = m.sel(exp_trajs=n, drop=True).to_series(); cols[f'N={n} ±'] = h.sel(exp_trajs=n, drop=True).to_series()
     return pd.concat(cols, axis=1)
 
-def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(2.8, 2.0), dpi:int=70) -> Figure:
+def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(3.6, 2.6), dpi:int=80) -> Figure:
     "Held-out exp and sim error against `exp_trajs` per protocol (mean ± CI over seeds), one row of panels per other setting."
     s = select_view(score.sel(metric=metric, drop=True))
     m, h = mean_ci(s, 'seed')
@@ -248,10 +255,10 @@ def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(2.8, 2.
                 ref = p in BASELINES
                 ax.errorbar(N, y, yerr=np.where(np.isfinite(e), e, 0), marker='x' if ref else 'o', ms=3, lw=0.9, capsize=2,
                             ls='--' if ref else '-', color='0.55' if ref else colors[p], label=p)
-            ax.set_xscale('log'); ax.set_xticks(N, [f'{n:g}' for n in N]); ax.minorticks_off(); ax.tick_params(labelsize=6)
-            ax.set_title(f'{lab}: {d} {metric}', fontsize=8); ax.set_xlabel('exp training trajectories', fontsize=7)
+            ax.set_xscale('log'); ax.set_xticks(N, [f'{n:g}' for n in N]); ax.minorticks_off(); ax.tick_params(labelsize=8)
+            ax.set_title(f'{lab}: {d} {metric}', fontsize=10); ax.set_xlabel('exp training trajectories', fontsize=9)
     h_, l_ = axes[0, 0].get_legend_handles_labels()
-    fig.legend(h_, l_, loc='outside lower center', ncols=min(len(l_), 6), fontsize=7, frameon=False)
+    fig.legend(h_, l_, loc='outside lower center', ncols=min(len(l_), 6), fontsize=9, frameon=False)
     return fig
 
 def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95) -> pd.DataFrame:
