@@ -768,6 +768,15 @@ def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50)) -> dict:
     floor = float(np.median([energy_w2(mog_sample('base', n, 20_002 + seed + i), ref, lp) for i in range(5)]))
     return dict(energy_w2=curve, floor=floor)
 
+def _mog_setup(cfg:MogConfig, seed:int):
+    "Seed streams, reference samples of ν, common noise, observables, experiments and the base cache key of one MoG run."
+    S = lambda k: 1000 * seed + k                           # every random stream derives from `seed`
+    ref = mog_sample('target', cfg.n_eval, S(50))           # the reference samples of ν
+    z = torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(60)))  # common noise for every method
+    obs = mog_observables()
+    exp = {k: fn(mog_sample('target', cfg.n_exp, S(10 + i))) for i, (k, fn) in enumerate(obs.items())}
+    return S, ref, z, obs, exp, dict(bench='mog', n_sim=cfg.n_sim, data_seed=S(1))
+
 def run_mog(out,                   # output folder (created if missing)
             seed:int=0,            # every random stream derives from it
             preset:str='default',  # 'test' (tiny: a smoke test of the plumbing, not a result) or 'default'
@@ -778,12 +787,7 @@ def run_mog(out,                   # output folder (created if missing)
     "The DESIGN §7 benchmark: cached base, ADA, EA(1..4), guidance; metrics with floors -> metrics.json + samples_<method>.npy."
     cfg = _preset(MOG_PRESETS, preset, overrides, 'run_mog'); seed = _check_seed(seed, 'run_mog')
     t_start = time.time(); timings, info = {}, {}
-    S = lambda k: 1000 * seed + k                           # every random stream derives from `seed`
-    ref = mog_sample('target', cfg.n_eval, S(50))           # the reference samples of ν
-    z = torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(60)))  # common noise for every method
-    obs = mog_observables()
-    exp = {k: fn(mog_sample('target', cfg.n_exp, S(10 + i))) for i, (k, fn) in enumerate(obs.items())}
-    key = dict(bench='mog', n_sim=cfg.n_sim, data_seed=S(1))
+    S, ref, z, obs, exp, key = _mog_setup(cfg, seed)
     t0 = time.time(); base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir); timings['base'] = time.time() - t0
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
@@ -853,12 +857,8 @@ def mog_beta_sweep(out, betas=(0.03, 0.1, 0.3, 1.0), seed:int=0, preset:str='def
                    **overrides) -> dict:
     "ADA on all three projections at each β (one seed, one cached base): Energy W2, Cluster KL, KL to base -> beta_sweep.json."
     cfg = _preset(MOG_PRESETS, preset, overrides, 'mog_beta_sweep'); seed = _check_seed(seed, 'mog_beta_sweep')
-    S = lambda k: 1000 * seed + k
-    ref = mog_sample('target', cfg.n_eval, S(50))
-    z = torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(60)))
-    obs = mog_observables()
-    exp = {k: fn(mog_sample('target', cfg.n_exp, S(10 + i))) for i, (k, fn) in enumerate(obs.items())}
-    base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), dict(bench='mog', n_sim=cfg.n_sim, data_seed=S(1)), cache_dir)
+    S, ref, z, obs, exp, key = _mog_setup(cfg, seed)
+    base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir)
     rows, floor = {}, mog_floor(cfg.n_eval, seed)
     for b in betas:
         m = fit_ada(base, obs, exp, replace(cfg.align_config('ada', S(3)), beta=float(b)))
