@@ -20,7 +20,7 @@ from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, BASELINES
-from .protocols import get_protocol, train, resolve_device, dist_info, Stepper
+from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND
 from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
 
 # %% auto #0
@@ -114,7 +114,7 @@ class Grid:
         for p in self.protocols:
             if p in BASELINES: continue
             try: get_protocol(p)
-            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS)}, "
+            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + BEYOND)}, "
                                                     f"or joint@<λ in [0, 1]> ({e})") from None
         for n in self.exp_trajs:
             if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):

@@ -266,9 +266,11 @@ def trained_protocols(names) -> list:
     return [str(n) for n in np.atleast_1d(names).tolist() if str(n) not in BASELINES]
 
 def train_domains(protocol:str) -> tuple:
-    "The domain(s) a trained protocol ends up fitted to ('joint@0.3' counts as Joint); () for baselines and unknown names."
-    p = str(protocol)
-    if p.startswith(JOINT + '@'): p = JOINT
+    "The domain(s) a trained protocol ends up fitted to ('joint@0.3', 'joint_mgda' count as Joint; Sim→Exp variants as Sim→Exp, but replay fits both); () for baselines and unknown names."
+    p = str(protocol).partition('@')[0]
+    if p == SIM_TO_EXP + '_replay': return ('sim', 'exp')
+    if p.startswith(JOINT + '_'): p = JOINT
+    elif p.startswith(SIM_TO_EXP + '_'): p = SIM_TO_EXP
     return TRAIN_DOMAINS.get(p, ())
 
 # %% ../nbs/30_metrics.ipynb #c044

@@ -16,12 +16,14 @@ from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
+from .beyond import mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal, add_lora, merge_lora
 
 # %% auto #0
-__all__ = ['COMBINERS', 'CKPT_FORMAT', 'ProtocolError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler',
-           'collate', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'get_protocol', 'resolve_device',
-           'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
-           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
+__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
+           'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase', 'Protocol',
+           'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointHCW', 'get_protocol', 'resolve_device', 'dist_info',
+           'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig', 'warmup_cosine',
+           'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -130,12 +132,20 @@ class Phase:
     freeze_stem: bool = False  # freeze parameters whose name starts with one of `model.stem_prefixes`
     lr_scale: float = 1.0  # multiplies the trainer's learning rate in this phase
     combiner: str = 'sum'  # how a two-domain update merges the domain gradients (see `combine_grads`)
+    loss: str = 'mse'  # 'mse': masked MSE per domain; 'hcw': hierarchical confidence weighting (`beyond.HCWLoss`)
+    consist: float = 0.0  # 'hcw': weight of the divergence-consistency term
+    penalty: str|None = None  # anti-forgetting penalty toward the weights at the phase's start: 'l2sp' or 'ewc'
+    penalty_weight: float = 0.0  # its stiffness α
+    lora_rank: int = 0  # > 0: train low-rank adapters of this rank only (`beyond.add_lora`), merged at the phase's end
 
     @property
     def domains(self): return tuple(self.weights)
 
 # %% ../nbs/40_protocols.ipynb #c019
-COMBINERS = ('sum', 'pcgrad', 'cagrad')  # Joint gradient combiners: 'sum' is the paper's Joint; the others go beyond it
+COMBINERS = ('sum', 'pcgrad', 'cagrad', 'mgda', 'adaptive', 'snr')  # Joint gradient combiners: 'sum' is the paper's Joint; the others go beyond it
+STATELESS = COMBINERS[:4]  # combiners that are a function of the two gradients alone (`combine_grads`)
+BEYOND = ('joint_pcgrad', 'joint_mgda', 'joint_cagrad', 'joint_adaptive', 'joint_snr', 'joint_hcw',
+          'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora')  # protocols beyond the paper's four
 
 def _joint_name(lam:float, combiner:str='sum') -> str:
     "Name of Joint at `lam` with `combiner`: 'joint', 'joint@0.3', 'joint_pcgrad', 'joint_pcgrad@0.3', ..."
@@ -162,31 +172,53 @@ class ExpOnly(Protocol):
     name, needs = 'exp_only', ('exp',)
     def phases(self, steps): return [Phase('exp', steps, {'exp': 1.0})]
 
+PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
+
 class SimToExp(Protocol):
-    "Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp (full, or with a frozen stem)."
+    "Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp: in full, with a frozen stem, replaying sim, anchored (L2-SP, EWC) or through low-rank adapters."
     name, needs = 'sim_to_exp', ('sim', 'exp')
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
                  freeze_stem:bool=False,  # freeze `model.stem_prefixes` parameters while fine-tuning
                  finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
-                 stem_prefixes:Sequence[str]|None=None):  # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
+                 stem_prefixes:Sequence[str]|None=None,  # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
+                 replay:float=0.0,  # > 0: every fine-tune update also draws a sim batch, with this share of the loss
+                 penalty:str|None=None,  # 'l2sp' or 'ewc': pull the fine-tune toward the pretrained weights
+                 alpha:float=0.01,  # the penalty's stiffness
+                 lora_rank:int=0):  # > 0: fine-tune low-rank adapters of this rank only
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
+        if not 0.0 <= float(replay) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in [0, 1), got {replay}")
+        if penalty not in (None,) + PENALTIES: raise ProtocolError(f"penalty: expected one of {PENALTIES} or None, got {penalty!r}")
+        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
+            raise ProtocolError(f"alpha: expected a finite number >= 0, got {alpha!r}")
+        if isinstance(lora_rank, bool) or not isinstance(lora_rank, (int, np.integer)) or lora_rank < 0:
+            raise ProtocolError(f"lora_rank: expected an integer >= 0, got {lora_rank!r}")
         self.pretrain_frac, self.freeze_stem, self.finetune_lr_scale = float(pretrain_frac), bool(freeze_stem), float(finetune_lr_scale)
         self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
+        self.replay, self.penalty, self.alpha, self.lora_rank = float(replay), penalty, float(alpha), int(lora_rank)
+        if sum([self.freeze_stem, self.replay > 0, penalty is not None, self.lora_rank > 0]) > 1:
+            raise ProtocolError("SimToExp: choose one of freeze_stem, replay, penalty, lora_rank (each is its own protocol)")
         if self.freeze_stem: self.name = 'sim_to_exp_frozen'
+        if self.replay: self.name = 'sim_to_exp_replay' + ('' if self.replay == 0.25 else f'@{self.replay:g}')
+        if penalty: self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
+        if self.lora_rank: self.name = 'sim_to_exp_lora' + ('' if self.lora_rank == 4 else f'@{self.lora_rank}')
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
+        w = {'sim': self.replay, 'exp': 1.0 - self.replay} if self.replay else {'exp': 1.0}
         return [Phase('pretrain', n1, {'sim': 1.0}),
-                Phase('finetune', steps - n1, {'exp': 1.0}, self.freeze_stem, self.finetune_lr_scale)]
+                Phase('finetune', steps - n1, w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
+                      penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank)]
     def __repr__(self):
+        extra = dict(replay=self.replay, penalty=self.penalty, alpha=self.alpha if self.penalty else None, lora_rank=self.lora_rank)
         return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem}"
-                + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '') + ")")
+                + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '')
+                + ''.join(f", {k}={v!r}" for k, v in extra.items() if v) + ")")
 
 class Joint(Protocol):
     "Every update draws one sim and one exp mini-batch and minimises λ·R_sim + (1-λ)·R_exp."
     needs = ('sim', 'exp')
     def __init__(self, lam:float=0.5,  # weight of the sim risk, in [0, 1]
-                 combiner:str='sum'):  # 'sum' (the paper's Joint), or a gradient combiner: 'pcgrad', 'cagrad'
+                 combiner:str='sum'):  # 'sum' (the paper's Joint), or a gradient combiner of `COMBINERS`
         self.lam = check_lam(lam)
         if combiner not in COMBINERS: raise ProtocolError(f"combiner: expected one of {COMBINERS}, got {combiner!r}")
         self.combiner = combiner
@@ -194,22 +226,46 @@ class Joint(Protocol):
     def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
     def __repr__(self): return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
 
+class JointHCW(Protocol):
+    "Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist (`beyond.HCWLoss`)."
+    name, needs = 'joint_hcw', ('sim', 'exp')
+    def __init__(self, trusted:Sequence[str]|None=None):  # sim fields supervised (None: all)
+        self.trusted = None if trusted is None else tuple(trusted)
+    def phases(self, steps):
+        w = HCW_WEIGHTS
+        return [Phase('joint', steps, {'sim': w['sim'], 'exp': w['exp']}, loss='hcw', consist=w['consist'])]
+    def __repr__(self): return 'JointHCW()' if self.trusted is None else f'JointHCW(trusted={self.trusted!r})'
+
 # %% ../nbs/40_protocols.ipynb #c020
-def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint' or 'joint@<λ>', or a Protocol
+def _number(name, arg, cast=float):
+    "The positive number after '@' in a protocol name."
+    try: v = cast(arg)
+    except (TypeError, ValueError): v = None
+    if v is None or not v > 0: raise ProtocolError(f"protocol {name!r}: expected a positive number after '@', got {arg!r}")
+    return v
+
+def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, or a Protocol
                 ) -> Protocol:
     "The protocol object for a name as used on the command line and in results."
     if isinstance(name, Protocol): return name
     if not isinstance(name, str): raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
     base, at, arg = name.strip().partition('@')
     joints = {_joint_name(0.5, c): c for c in COMBINERS}
-    if at and base not in joints:
-        raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), got {name!r}")
-    if at: return Joint(arg, combiner=joints[base])
+    tuned = dict(sim_to_exp_replay=lambda a: SimToExp(replay=_number(name, a)),  # name@<share of sim in the fine-tune loss>
+                 sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a)),  # name@<α>
+                 sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a)),
+                 sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, int)))  # name@<rank>
+    if at and base not in joints and base not in tuned:
+        raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), "
+                            f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
+    if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
-                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True),
+                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), joint_hcw=JointHCW,
+                 sim_to_exp_replay=lambda: SimToExp(replay=0.25), sim_to_exp_l2sp=lambda: SimToExp(penalty='l2sp'),
+                 sim_to_exp_ewc=lambda: SimToExp(penalty='ewc'), sim_to_exp_lora=lambda: SimToExp(lora_rank=4),
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
     if base not in ctors:
-        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS} or 'joint@<λ in [0,1]>'")
+        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + BEYOND} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
 # %% ../nbs/40_protocols.ipynb #c026
@@ -244,13 +300,14 @@ def _can_concat(bs):
 def combine_grads(g_sim:torch.Tensor,  # flattened gradient of R_sim
                   g_exp:torch.Tensor,  # flattened gradient of R_exp
                   lam:float=0.5,  # weight of the sim risk
-                  method:str='sum',  # 'sum', 'pcgrad' or 'cagrad'
+                  method:str='sum',  # 'sum', 'pcgrad', 'cagrad' or 'mgda'
                   c:float=0.4,  # CAGrad radius (0: the plain Joint gradient)
                  ) -> torch.Tensor:
-    "Update direction from the two domain gradients: λ-weighted sum, PCGrad projection or CAGrad."
-    if method not in COMBINERS: raise ProtocolError(f"method: expected one of {COMBINERS}, got {method!r}")
+    "Update direction from the two domain gradients: λ-weighted sum, PCGrad projection, CAGrad or MGDA's minimum-norm point."
+    if method not in STATELESS: raise ProtocolError(f"method: expected one of {STATELESS}, got {method!r}")
     a, b = lam * g_sim, (1 - lam) * g_exp
     if method == 'sum': return a + b
+    if method == 'mgda': return mgda(a, b)
     if method == 'pcgrad':
         dot = (a.double() @ b.double())
         if dot >= 0: return a + b
@@ -270,20 +327,37 @@ def combine_grads(g_sim:torch.Tensor,  # flattened gradient of R_sim
     return (d / (1 + c ** 2)).to(g_sim.dtype)
 
 # %% ../nbs/40_protocols.ipynb #c030
+def _n_terms(b) -> torch.Tensor:
+    "Number of (time, field, point) terms `masked_mse` averages over in batch `b`."
+    B, T, C, H, W = b['y'].shape
+    w = b['field_mask'].bool().view(B, 1, C, 1, 1)
+    if b.get('valid') is not None: w = w & b['valid'].bool().view(B, T, 1, H, W)
+    return w.expand(B, T, C, H, W).sum().clamp_min(1)
+
+def _half(b, part):
+    "The first (part 0) or second (part 1) half of batch `b`."
+    h = len(b['y']) // 2
+    return {k: (v[:h] if part == 0 else v[h:]) for k, v in b.items()}
+
 class Stepper:
-    "One optimiser update from per-domain batches: masked losses, weighted sum, clipping, AdamW step, schedule step."
+    "One optimiser update from per-domain batches: masked losses, weighted sum (or a combiner), penalty, clipping, AdamW step, schedule step."
     def __init__(self, model:nn.Module, optimizer:torch.optim.Optimizer|None=None, scheduler=None,
                  device:torch.device|str='cpu', amp:bool=True,  # bf16 autocast, used on CUDA only
-                 grad_clip:float|None=1.0, concat:bool=True):  # one forward for both domains where shapes allow
+                 grad_clip:float|None=1.0, concat:bool=True,  # one forward for both domains where shapes allow
+                 hcw:HCWLoss|None=None,  # the loss of 'hcw' phases
+                 penalty:Callable|None=None,  # penalty(model) added to every update's loss (L2-SP, EWC)
+                 balance:GradNormBalance|None=None,  # state of the 'adaptive' combiner
+                 gate:SNRGate|None=None):  # state of the 'snr' combiner
         self.model, self.opt, self.sched = model, optimizer, scheduler
         self.device, self.grad_clip, self.concat = resolve_device(device), grad_clip, concat
         self.amp = bool(amp) and self.device.type == 'cuda'
+        self.hcw, self.penalty, self.balance, self.gate = hcw, penalty, balance, gate
 
     def autocast(self):
         return torch.autocast('cuda', dtype=torch.bfloat16) if self.amp else torch.autocast('cpu', enabled=False)
 
-    def losses(self, batches:dict) -> dict:
-        "Per-domain masked MSE of the model on `batches` (one forward pass when the batches can be concatenated)."
+    def outputs(self, batches:dict) -> dict:
+        "The model's output per domain (one forward pass when the batches can be concatenated)."
         doms = list(batches)
         bs = [batches[d] for d in doms]
         with self.autocast():
@@ -293,42 +367,92 @@ class Stepper:
                 outs = out.split([len(bs[0]['x']), len(bs[1]['x'])])
             else:
                 outs = [self.model(b['x'], b['field_mask'], _cond(b)) for b in bs]
-        return {d: masked_mse(o, b['y'], b['field_mask'], b.get('valid')) for d, o, b in zip(doms, outs, bs)}
+        return dict(zip(doms, outs))
+
+    def losses(self, batches:dict) -> dict:
+        "Per-domain masked MSE of the model on `batches`."
+        outs = self.outputs(batches)
+        return {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}
 
     def params(self): return [p for p in self.model.parameters() if p.requires_grad]
 
-    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True):
-        "Fill `.grad` with the update direction of the weighted loss; return (losses, total, diagnostics or None)."
-        losses = self.losses(batches)
-        total = sum(float(weights[d]) * losses[d] for d in losses)
+    def state_dict(self) -> dict:
+        "What a resumed phase needs besides the optimiser: the penalty's anchor and the stateful combiners' state."
+        return {k: o.state_dict() for k, o in dict(penalty=self.penalty, balance=self.balance, gate=self.gate).items()
+                if o is not None and hasattr(o, 'state_dict')}
+    def load_state_dict(self, sd:dict):
+        for k, v in sd.items(): getattr(self, k).load_state_dict(v)
+
+    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
+              loss:str='mse', consist:float=0.0):
+        "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
+        outs, info = self.outputs(batches), {}
+        if loss == 'hcw':
+            if self.hcw is None or set(outs) != {'sim', 'exp'}:
+                raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(hcw=HCWLoss(...))")
+            parts = self.hcw(outs['sim'], batches['sim'], outs['exp'], batches['exp'])
+            losses, extra = {'sim': parts['sim'], 'exp': parts['exp']}, float(consist) * parts['consist']
+            cw = parts['conf'][parts['conf'] > 0]
+            info.update(consist=parts['consist'].item(), conf_min=float(cw.min()) if len(cw) else None)
+        else:
+            losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
+        if self.penalty is not None:
+            pen = self.penalty(self.model)
+            info['penalty'] = pen.item()
+            extra = pen if extra is None else extra + pen
+        total = sum(float(weights[d]) * losses[d] for d in losses) + (0 if extra is None else extra)
         if check_finite and not torch.isfinite(total.detach()):
             raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
         params = self.params()
         for p in params: p.grad = None
-        info = None
         if (diag or combiner != 'sum') and set(losses) == {'sim', 'exp'}:
+            keep = extra is not None
             gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
-            ge = torch.autograd.grad(losses['exp'], params, allow_unused=True)
+            if combiner == 'snr':  # the exp gradient from its two half-batch gradients, their agreement the SNR
+                halves = [_half(batches['exp'], k) for k in (0, 1)]
+                if min(len(h['y']) for h in halves) == 0:
+                    raise ProtocolError("combiner 'snr' splits the exp batch in two halves: expected batch_size >= 2")
+                hs = [torch.autograd.grad(masked_mse(_half({'y': outs['exp']}, k)['y'], h['y'], h['field_mask'], h.get('valid')),
+                                          params, retain_graph=k == 0 or extra is not None, allow_unused=True)
+                      for k, h in enumerate(halves)]
+                n1, n2 = (float(_n_terms(h)) for h in halves)
+                ge = tuple(None if x is None and y is None else
+                           ((0 if x is None else n1 * x) + (0 if y is None else n2 * y)) / (n1 + n2) for x, y in zip(*hs))
+                info['snr'] = grad_snr(*(torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
+                                         for gg in hs))
+            else: ge = torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
             shared = [(a.flatten(), b.flatten()) for a, b in zip(gs, ge) if a is not None and b is not None]
             if shared:
                 a, b = torch.cat([x for x, _ in shared]).double(), torch.cat([y for _, y in shared]).double()
                 dot, na, nb = float(a @ b), float(a.norm()), float(b.norm())
-                info = dict(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na, norm_exp=nb)
+                info.update(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na, norm_exp=nb)
             ws, we = float(weights['sim']), float(weights['exp'])
+            flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
             if combiner == 'sum':  # the plain Joint gradient, parameter by parameter
                 for p, x, y in zip(params, gs, ge):
                     if x is None and y is None: continue
                     p.grad = ((ws * x if x is not None else 0) + (we * y if y is not None else 0)).detach().to(p.dtype)
             else:
-                flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
-                scale = ws + we
-                d = scale * combine_grads(flat(gs), flat(ge), ws / scale if scale else 0.5, combiner)
+                g1, g2 = flat(gs), flat(ge)
+                if combiner == 'adaptive':
+                    w = self.balance.weights({d: l.item() for d, l in losses.items()},
+                                             {'sim': float(g1.norm()), 'exp': float(g2.norm())}, {'sim': ws, 'exp': we})
+                    d = w['sim'] * g1 + w['exp'] * g2
+                    info.update(w_sim=w['sim'], w_exp=w['exp'])
+                elif combiner == 'snr':
+                    use_exp = self.gate(info['snr'])
+                    d = ws * g1 + (we * g2 if use_exp else 0)
+                    info['gate'] = float(use_exp)
+                else:
+                    scale = ws + we
+                    d = scale * combine_grads(g1, g2, ws / scale if scale else 0.5, combiner)
                 i = 0
                 for p in params:
                     p.grad = d[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
+            if extra is not None: extra.backward()  # consistency term and penalty: added to the combined direction
         else:
             total.backward()
-        return losses, total, info
+        return losses, total, info or None
 
     def _all_reduce(self, total, losses, world):
         "Data parallel: average gradients and losses over ranks in one collective; a non-finite loss stops every rank."
@@ -345,12 +469,12 @@ class Stepper:
         if not torch.isfinite(total): raise NonFiniteLossError(f"loss (mean over {world} ranks) is {total.item()}")
         return total, dict(zip(losses, red))
 
-    def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum') -> dict:
+    def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', loss:str='mse', consist:float=0.0) -> dict:
         "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
         self.model.train()
         batches = {d: _to(b, self.device) for d, b in batches.items()}
         rank, world = dist_info()
-        losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1)
+        losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1, loss=loss, consist=consist)
         if world > 1: total, losses = self._all_reduce(total, losses, world)
         gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
         if gn is not None and not torch.isfinite(gn):
@@ -502,6 +626,7 @@ class ConflictLog(_Series):
     norm_exp:list[float] = _rows()  # |g_exp|
 
 _LOGS = dict(train=TrainLog, val=ValLog, conflict=ConflictLog)
+AUX_KEYS = ('snr', 'gate', 'w_sim', 'w_exp', 'consist', 'conf_min', 'penalty')  # statistics of the beyond-Joint protocols, logged when present
 
 @dataclass
 class History:
@@ -522,6 +647,7 @@ class History:
     steps_done:int = 0  # updates done (early-stopped phases count in full)
     time_s:float = 0.0  # training wall time, summed over resumed sessions
     resumed_from:list[int] = _rows()  # updates done at each resume
+    aux:dict = field(default_factory=dict)  # beyond-Joint statistics per log line (`AUX_KEYS`), each series with its own 'step'
 
     @property
     def grad_conflict_frac(self) -> float|None:
@@ -603,6 +729,8 @@ class Trainer:
         self.device = resolve_device(self.cfg.device)
         self.model = model.to(self.device)
         if any(p.freeze_stem for p in self.phases): self._stem_params()  # fail early
+        if any(p.combiner == 'snr' for p in self.phases) and self.cfg.batch_size < 2:
+            raise ProtocolError(f"protocol {self.protocol.name!r} splits each exp batch in two halves: expected batch_size >= 2, got {self.cfg.batch_size}")
         self.eval_every = self.cfg.eval_every or max(1, self.cfg.steps // 10)
         self.rank, self.world = dist_info()  # data parallel: each rank draws its own sim and exp batches
         self.samplers = {d: ShardSampler(len(ds), self.cfg.batch_size, self.rank, self.world, self.cfg.seed, _DOMAIN_IDS.get(d, 9))
@@ -639,20 +767,45 @@ def _stem_params(self:Trainer) -> list:
 
 # %% ../nbs/40_protocols.ipynb #enter1
 @patch
-def _enter_phase(self:Trainer, i:int):
-    "Start phase `i`: trainable parameters, a fresh optimiser and schedule, fresh early stopping."
+def _enter_phase(self:Trainer, i:int, fresh:bool=True):
+    "Start phase `i`: trainable parameters (frozen stem, adapters), the penalty's anchor, a fresh optimiser and schedule, fresh early stopping; `fresh=False` (resuming): the anchor comes from the checkpoint."
     ph = self.phases[i]
     for p in self.model.parameters(): p.requires_grad_(True)
     if ph.freeze_stem:
         for p in self._stem_params(): p.requires_grad_(False)
+    penalty = None
+    if ph.penalty:  # anchored at the weights the phase starts from; EWC weighs them by the sim loss's Fisher there
+        penalty = AnchorPenalty(self.model, ph.penalty_weight, self._sim_fisher() if ph.penalty == 'ewc' and fresh else None)
+    if ph.lora_rank: add_lora(self.model, ph.lora_rank)
     params = [p for p in self.model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=self.cfg.lr * ph.lr_scale, weight_decay=self.cfg.weight_decay)
     shape = warmup_cosine(ph.steps, self.cfg.warmup, self.cfg.min_lr if self.cfg.schedule == 'cosine' else 1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: shape(s) * self.es['scale'])  # 'plateau' cuts `scale`
-    self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat)
+    self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat,
+                           hcw=self._hcw() if ph.loss == 'hcw' else None, penalty=penalty,
+                           balance=GradNormBalance() if ph.combiner == 'adaptive' else None,
+                           gate=SNRGate() if ph.combiner == 'snr' else None)
     self.phase_idx = i
     self.es = _fresh_es()
     self.best_state = None
+
+# %% ../nbs/40_protocols.ipynb #enterh1
+EWC_BATCHES = 16  # sim training batches EWC's Fisher diagonal averages
+
+@patch
+def _sim_fisher(self:Trainer) -> dict:
+    "Diagonal Fisher of the sim loss at the current weights (`EWC_BATCHES` sim training batches, own sampler stream)."
+    ds = self.train_sets.get('sim') or _split(self.data, 'sim', 'train')
+    if ds is None or len(ds) == 0: raise ProtocolError(f"protocol {self.protocol.name!r}: EWC needs sim training data for its Fisher diagonal")
+    sampler = CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, stream=77)
+    st = Stepper(self.model, device=self.device, amp=self.cfg.amp)
+    return fisher_diagonal(self.model, lambda: st.losses({'sim': _to(_fetch(ds, sampler.next()), self.device)})['sim'], EWC_BATCHES)
+
+@patch
+def _hcw(self:Trainer) -> HCWLoss:
+    "The hierarchical-confidence loss for this run's data."
+    try: return HCWLoss.from_dataset(self.train_sets['sim'], trusted=getattr(self.protocol, 'trusted', None))
+    except ValueError as e: raise ProtocolError(f"protocol {self.protocol.name!r}: {e}") from None
 
 # %% ../nbs/40_protocols.ipynb #update1
 @patch
@@ -664,7 +817,7 @@ def update(self:Trainer) -> dict:
     diag = len(ph.weights) == 2 and (self.updates_done % self.cfg.log_every == 0)
     batches = {d: _fetch(self.train_sets[d], self.samplers[d].next()) for d in ph.domains}
     try:
-        out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner)
+        out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist)
     except NonFiniteLossError as e:
         ck = self.last_ckpt()
         raise NonFiniteLossError(f"{e} at step {self.updates_done} ({self.protocol.name}); training stopped. "
@@ -679,11 +832,13 @@ def update(self:Trainer) -> dict:
 # %% ../nbs/40_protocols.ipynb #log1
 @patch
 def _log(self:Trainer, acc:list):
-    "Append the mean of each update statistic in `acc` to `history.train`."
+    "Append the mean of each update statistic in `acc` to `history.train` (and of the beyond-Joint statistics to `history.aux`)."
     def mean(k):
         vals = [a[k] for a in acc if a.get(k) is not None]
         return float(np.mean(vals)) if vals else None
     self.history.train.add(step=self.updates_done, phase=self.phase_idx, **{k: mean(k) for k in ('loss', 'sim', 'exp', 'lr', 'grad_norm')})
+    aux = {k: mean(k) for k in AUX_KEYS if any(a.get(k) is not None for a in acc)}
+    for k, v in ({'step': self.updates_done, **aux} if aux else {}).items(): self.history.aux.setdefault(k, []).append(v)
 
 # %% ../nbs/40_protocols.ipynb #val1
 @patch
@@ -738,11 +893,12 @@ def validate(self:Trainer) -> float|None:
 # %% ../nbs/40_protocols.ipynb #end1
 @patch
 def _end_phase(self:Trainer):
-    "Record the phase's early-stopping outcome; restore its best weights (with `restore_best`)."
+    "Record the phase's early-stopping outcome; restore its best weights (with `restore_best`); fold adapters into the weights."
     h = self.history
     h.stopped_early.append(bool(self.es['stop'])); h.best_step.append(self.es['best_step']); h.best_val.append(self.es['best'])
     if self.cfg.restore_best and self.best_state is not None:
         self.model.load_state_dict(self.best_state)
+    if self.phases[self.phase_idx].lora_rank: merge_lora(self.model)
 
 # %% ../nbs/40_protocols.ipynb #ckpt1
 @patch
@@ -756,7 +912,8 @@ def state_dict(self:Trainer, final:bool=False) -> dict:
                 scheduler=self.stepper.sched.state_dict() if keep else None,
                 samplers={d: s.state_dict() for d, s in self.samplers.items()},
                 rng=rng_state(), es=dict(self.es), best_state=None if final else self.best_state,
-                history=self.history.to_dict(), log_acc=list(self._acc), world=self.world, ranks=self._rank_states())
+                history=self.history.to_dict(), log_acc=list(self._acc), world=self.world, ranks=self._rank_states(),
+                phase_state=None if final or self.stepper is None else self.stepper.state_dict())
 
 @patch
 def _rank_states(self:Trainer) -> list|None:
@@ -794,13 +951,15 @@ def load(self:Trainer, path=None) -> Trainer:
     if ck['config'] != self.cfg.fingerprint():
         diff = {k: (ck['config'].get(k), v) for k, v in self.cfg.fingerprint().items() if ck['config'].get(k) != v}
         raise CheckpointError(f"checkpoint {path}: settings differ from this run (checkpoint, run): {diff}")
-    self.model.load_state_dict(ck['model'])
     self.updates_done = int(ck['updates_done'])
     if ck['history']['done']:  # a finished run: the final weights and the history are all there is
+        self.model.load_state_dict(ck['model'])
         self.history = History.from_dict(ck['history']); return self
-    if ck['phase_idx'] >= 0:
-        self._enter_phase(int(ck['phase_idx']))
+    if ck['phase_idx'] >= 0:  # entered before the weights are loaded: a LoRA phase adds its adapters here
+        self._enter_phase(int(ck['phase_idx']), fresh=False)
         self.stepper.opt.load_state_dict(ck['optimizer']); self.stepper.sched.load_state_dict(ck['scheduler'])
+        self.stepper.load_state_dict(ck.get('phase_state') or {})
+    self.model.load_state_dict(ck['model'])
     if ck.get('world', 1) != self.world:
         raise CheckpointError(f"checkpoint {path} was written by {ck.get('world', 1)} ranks; this run has {self.world}")
     mine = ck['ranks'][self.rank] if self.world > 1 else dict(rng=ck['rng'], samplers=ck['samplers'])
