@@ -22,7 +22,7 @@ from .schema import FIELD_META
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
            'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'gap_table', 'units_text', 'report_text', 'write_report',
+           'error_vs_n_figure', 'arch_table', 'gap_table', 'ranking_table', 'units_text', 'report_text', 'write_report',
            'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
@@ -277,6 +277,53 @@ def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:f
     df[f'≥ {target:g} both'] = ((df.r_exp >= target) & (df.r_sim >= target)).map({True: 'yes', False: 'no'})
     return df
 
+# %% ../nbs/55_report.ipynb #rk1
+def _verdict(d:xr.DataArray, h:xr.DataArray, every_lower:xr.DataArray, every_higher:xr.DataArray, n:xr.DataArray) -> xr.DataArray:
+    "Per cell: 'better'/'worse' (every seed and the paired interval agree), 'no clear difference', or 'one seed: lower/higher'."
+    out = xr.full_like(d, '', dtype=object)
+    out = xr.where(n < 2, xr.where(d > 0, 'one seed: lower', xr.where(d < 0, 'one seed: higher', 'one seed: equal')), 'no clear difference')
+    out = xr.where((n >= 2) & every_lower & (d - h > 0), 'better', out)
+    out = xr.where((n >= 2) & every_higher & (d + h < 0), 'worse', out)
+    return out.where(d.notnull(), '')
+
+def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `steps_done` where present)
+                  lam:float=0.5,  # λ of the balanced metric
+                  reference:str=JOINT,  # the protocol every other one is compared with, paired by seed
+                  metric:str='rmse',
+                  level:float=0.95,
+                 ) -> pd.DataFrame:
+    "Rows (settings, protocol), lowest seed-mean bM(λ) first: bM ± CI, paired change vs `reference` in % ± CI with a verdict, domain errors, sim and hidden pressure, forgetting, updates."
+    score = res['score'].sel(metric=[metric])
+    b = balanced_score(score, lam, seed_mean=False).sel(metric=metric, drop=True)
+    protos = trained_protocols(b.protocol.values)
+    if reference not in protos: raise ValueError(f"ranking_table: the run has no {reference!r} to compare with; it has {protos}")
+    b = b.sel(protocol=protos)
+    if 'seed' not in b.dims: b = b.expand_dims(seed=[0])
+    s = select_view(score.sel(metric=metric, drop=True).sel(protocol=protos))
+    s = s if 'seed' in s.dims else s.expand_dims(seed=[0])
+    ref = b.sel(protocol=reference, drop=True)
+    parts = {f'b{metric}@{lam:g}': b, 'sim': s.sel(domain='sim', drop=True), 'exp': s.sel(domain='exp', drop=True)}
+    if 'p' in res['score'].field.values:
+        parts['sim p'] = select_view(res['score'].sel(metric=metric, domain='sim', drop=True).sel(protocol=protos), 'p')
+    if 'truth_score' in res and 'p' in res['truth_score'].hidden_field.values and bool(res['truth_score'].notnull().any()):
+        parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p', metric=metric, drop=True).sel(protocol=protos))
+    if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
+    change = reduction_pct(ref, b)
+    parts[f'vs {reference} %'] = change
+    parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims) for k, v in parts.items()}
+    df = _ci_frame(parts, level)
+    d, h = mean_ci(change, 'seed', level)
+    both = b.notnull() & ref.notnull()
+    n = both.sum('seed')
+    lower, higher = ((b < ref) | ~both).all('seed'), ((b > ref) | ~both).all('seed')
+    df['verdict'] = _verdict(d, h.fillna(np.inf), lower, higher, n).to_series()
+    df.loc[df.index.get_level_values('protocol') == reference, 'verdict'] = '(reference)'
+    if 'steps_done' in res: df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
+    df['seeds'] = n.to_series()
+    key = f'b{metric}@{lam:g}'
+    lead = [l for l in df.index.names if l != 'protocol']
+    return df.reset_index().sort_values(lead + [key]).set_index(lead + ['protocol']) if lead else df.sort_values(key)
+
 # %% ../nbs/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
     "'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper found."
@@ -413,6 +460,12 @@ def _paper_lines(score, h, n):
 
 def _report_rest(res, score, protos, seeds, L):
     "The sections after the paper's statistics: physical units, N, architectures, conflict, hidden fields, figures."
+    if JOINT in protos and set(trained_protocols(protos)) - set(NON_JOINT) - {JOINT}:
+        L += ['## Every protocol ranked by bRMSE at λ = 0.5', '',
+              'All trained protocols, lowest seed-mean bRMSE(0.5) first; "vs joint %" is the paired reduction against Joint '
+              '(positive: lower error), and the verdict is *better*/*worse* only when the protocol is lower/higher than Joint in '
+              'every seed and the 95 % interval of the paired change excludes zero. sim / sim_only > 1 is forgetting; '
+              '"updates" is what the convergence rule let the cell make.', '', md_table(ranking_table(res)), '']
     if 'score_phys' in res:
         L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
               md_table(_refs(phys_table(res))), '']
