@@ -16,11 +16,12 @@ from .evaluation import rollout, long_windows, Persistence
 from .experiment import GridConfig, Cell, cell_data, is_cell_key, _cell_model
 from .store import read_json
 from .metrics import BASELINES
+from .report import physics_table, write_report
 
 # %% auto #0
 __all__ = ['DIV_FACTOR', 'EXTREME_C', 'PhysicsCheckError', 'divergence', 'vorticity', 'divergence_check', 'Divergent',
            'causality_check', 'CommandEcho', 'extreme_check', 'Fragile', 'check_model', 'load_cell_model',
-           'physics_check', 'physics_table']
+           'physics_check']
 
 # %% ../nbs/80_physics.ipynb #p05
 class PhysicsCheckError(ValueError):
@@ -409,20 +410,5 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
         if verbose: print(f"{cell.key}: {rec['verdict']}", flush=True)
     out['seconds'] = round(time.perf_counter() - t0, 2)
     write_text(run_dir / 'physics.json', json.dumps(_jsonable(out), indent=1))
+    if (run_dir / 'results.nc').exists(): write_report(run_dir)  # report.md gets the physics section
     return out
-
-# %% ../nbs/80_physics.ipynb #p44
-def physics_table(res:dict) -> 'pd.DataFrame':
-    "One row per cell of a `physics_check` result: the numbers behind each verdict."
-    import pandas as pd
-    rows = []
-    for key, r in res['cells'].items():
-        dv, ca, ex = r.get('divergence', {}), r.get('causality', {}), r.get('extreme', {})
-        dom = dv.get('domains', {})
-        worst = max(ex.get('cases', {}).values(), key=lambda c: c['ratio'] if c['ratio'] is not None else math.inf, default={})
-        rows.append(dict(system=r['system'], capacity=r['capacity'], protocol=r['protocol'], seed=r['seed'],
-                         div_ratio_sim=dom.get('sim', {}).get('ratio'), div_ratio_exp=dom.get('exp', {}).get('ratio'),
-                         divergence=dv.get('verdict'), causal_ahead=ca.get('ahead'), causal_delay=ca.get('delay'),
-                         causality=ca.get('verdict'), extreme_ratio=worst.get('ratio'), extreme=ex.get('verdict'),
-                         verdict=r['verdict']))
-    return pd.DataFrame(rows).set_index(['system', 'capacity', 'protocol', 'seed'])

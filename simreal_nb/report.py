@@ -22,8 +22,8 @@ from .schema import FIELD_META
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
            'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'gap_table', 'ranking_table', 'units_text', 'report_text', 'write_report',
-           'protocol_ranking', 'ranking_agreement']
+           'error_vs_n_figure', 'arch_table', 'gap_table', 'ranking_table', 'physics_table', 'physics_lines',
+           'units_text', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -324,6 +324,33 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     lead = [l for l in df.index.names if l != 'protocol']
     return df.reset_index().sort_values(lead + [key]).set_index(lead + ['protocol']) if lead else df.sort_values(key)
 
+# %% ../nbs/55_report.ipynb #ph1
+def physics_table(res:dict) -> 'pd.DataFrame':
+    "One row per cell of a `physics_check` result: the numbers behind each verdict."
+    import pandas as pd
+    rows = []
+    for key, r in res['cells'].items():
+        dv, ca, ex = r.get('divergence', {}), r.get('causality', {}), r.get('extreme', {})
+        dom = dv.get('domains', {})
+        worst = max(ex.get('cases', {}).values(), key=lambda c: c['ratio'] if c['ratio'] is not None else math.inf, default={})
+        rows.append(dict(system=r['system'], capacity=r['capacity'], protocol=r['protocol'], seed=r['seed'],
+                         div_ratio_sim=dom.get('sim', {}).get('ratio'), div_ratio_exp=dom.get('exp', {}).get('ratio'),
+                         divergence=dv.get('verdict'), causal_ahead=ca.get('ahead'), causal_delay=ca.get('delay'),
+                         causality=ca.get('verdict'), extreme_ratio=worst.get('ratio'), extreme=ex.get('verdict'),
+                         verdict=r['verdict']))
+    return pd.DataFrame(rows).set_index(['system', 'capacity', 'protocol', 'seed'])
+
+def physics_lines(phys:dict) -> list:
+    "The report's markdown lines for a `physics.json`: criteria, pass counts per protocol and check, and the per-cell table."
+    t = physics_table(phys)
+    checks = ['divergence', 'causality', 'extreme', 'verdict']
+    counts = t.groupby(level='protocol')[checks].agg(lambda v: f"{int((v == 'pass').sum())}/{int(v.isin(['pass', 'fail']).sum())}")
+    L = ['## Physics checks', '', f"From `physics.json` (`simreal physics-check`, {phys.get('max_windows')} windows per domain, "
+         f"{phys.get('horizon')}-frame rollouts). A cell passes a check when:", '']
+    L += [f'- {k}: {v}' for k, v in phys.get('criteria', {}).items()]
+    L += ['', 'Cells passing / checked, per protocol:', '', md_table(counts), '', 'The numbers behind each verdict:', '', md_table(t), '']
+    return L
+
 # %% ../nbs/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
     "'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper found."
@@ -392,8 +419,8 @@ def _flags(res:xr.Dataset) -> list:
     else: L += ['None: the convergence rule ended every trained cell before the cap.']
     return L + ['']
 
-def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
-    "The markdown report of a results Dataset."
+def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -> str:
+    "The markdown report of a results Dataset (with the physics checks of a `physics.json`, when given)."
     score = res['score']
     protos = [str(p) for p in score.protocol.values]
     paper = any(p.startswith(JOINT) for p in protos) and any(p in NON_JOINT for p in protos)  # the paper's statistics apply
@@ -437,7 +464,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None) -> str:
     if SIM_TO_EXP in protos and 'field' in score.dims and 'p' in score.field.values:
         L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(_refs(pressure_table(score))), '']
     if paper: L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
-    return _report_rest(res, score, protos, seeds, L)
+    return _report_rest(res, score, protos, seeds, L, physics)
 
 def _paper_lines(score, h, n):
     "The section comparing the run's headline statistics with the paper's."
@@ -458,7 +485,7 @@ def _paper_lines(score, h, n):
               f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
     return L + ['']
 
-def _report_rest(res, score, protos, seeds, L):
+def _report_rest(res, score, protos, seeds, L, physics=None):
     "The sections after the paper's statistics: physical units, N, architectures, conflict, hidden fields, figures."
     if JOINT in protos and set(trained_protocols(protos)) - set(NON_JOINT) - {JOINT}:
         L += ['## Every protocol ranked by bRMSE at λ = 0.5', '',
@@ -499,6 +526,7 @@ def _report_rest(res, score, protos, seeds, L):
               f"compared with the {f} the experiment's physics produced before measurement (never used in training); "
               'nondimensional RMSE. Exp-only never saw it; Sim→Exp and Joint differ in how much simulation knowledge they keep.',
               '', md_table(_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t'))), '']
+    if physics is not None: L += physics_lines(physics)
     L += ['## Figures', '']
     for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']
     return '\n'.join(L)
@@ -518,7 +546,7 @@ def _read_results(path) -> xr.Dataset:
     return res
 
 def write_report(run_dir, verbose:bool=False) -> Path:
-    "Rebuild `report.md` and `figures/` of `run_dir` from its `results.nc` alone; return the report's path."
+    "Rebuild `report.md` and `figures/` of `run_dir` from its `results.nc` (and `physics.json` where there is one); return the report's path."
     run_dir = Path(run_dir)
     if not (run_dir / 'results.nc').exists(): raise FileNotFoundError(f"{run_dir / 'results.nc'} not found: is {run_dir} a run directory?")
     res = _read_results(run_dir / 'results.nc')
@@ -529,7 +557,9 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     for name, _, make in _figures(res):
         fig = make()
         atomic_write(run_dir / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
-    text = report_text(res, timing)
+    pfile = run_dir / 'physics.json'
+    phys = read_json(pfile, "the physics.json that `simreal physics-check` writes (delete it or run the check again)") if pfile.exists() else None
+    text = report_text(res, timing, phys)
     write_text(run_dir / 'report.md', text)
     if verbose: print(text)
     return run_dir / 'report.md'

@@ -125,6 +125,8 @@ def test_physics_check_writes_json(run):
     t = physics_table(res)
     assert t.index.names == ['system', 'capacity', 'protocol', 'seed'] and len(t) == 2
     assert not list(run.glob('.*.tmp'))                     # atomic write: no temporary file left behind
+    md = (run / 'report.md').read_text()                    # the report was rebuilt with the checks in it
+    assert '## Physics checks' in md and '| controlled | S | joint | 0 |' in md
 
 
 def test_physics_check_errors(run, tmp_path):
