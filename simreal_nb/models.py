@@ -150,6 +150,7 @@ class _FieldCrossAttention(nn.Module):
 # %% ../nbs/20_models.ipynb #c012
 class FieldAttentionNet(FieldModel):
     "Field-wise cross-attention transformer: any subset of fields in, every field out."
+    stem_prefixes, decoder_prefixes = ('stem_in.', 'stem_out.'), ('dec_',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
     def __init__(self,
                  fields=FIELDS,   # field names, in the order of the C axis of x and of the output
                  n_in=1,          # input frames T_in
@@ -244,6 +245,7 @@ def _aux_channels(model, x, field_mask, cond):
 # %% ../nbs/20_models.ipynb #c015
 class FNO2d(FieldModel):
     "Fourier neural operator baseline with masked input channels and mask channels."
+    stem_prefixes, decoder_prefixes = ('lift.',), ('head.',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
     def __init__(self,
                  fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
                  width=32,       # channels of the Fourier layers
@@ -281,6 +283,7 @@ class _ConvBlock(nn.Sequential):
 # %% ../nbs/20_models.ipynb #c017
 class UNet2d(FieldModel):
     "Small U-Net baseline with masked input channels and mask channels (periodic-agnostic, zero padding)."
+    stem_prefixes, decoder_prefixes = ('inc.',), ('up.', 'dec.', 'out.')  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
     def __init__(self,
                  fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
                  base=32,        # channels at full resolution (doubled per level)

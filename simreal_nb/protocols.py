@@ -137,6 +137,7 @@ class Phase:
     penalty: str|None = None  # anti-forgetting penalty toward the weights at the phase's start: 'l2sp' or 'ewc'
     penalty_weight: float = 0.0  # its stiffness α
     lora_rank: int = 0  # > 0: train low-rank adapters of this rank only (`beyond.add_lora`), merged at the phase's end
+    freeze_decoder: bool = False  # freeze parameters whose name starts with one of `model.decoder_prefixes`
 
     @property
     def domains(self): return tuple(self.weights)
@@ -184,7 +185,8 @@ class SimToExp(Protocol):
                  replay:float=0.0,  # > 0: every fine-tune update also draws a sim batch, with this share of the loss
                  penalty:str|None=None,  # 'l2sp' or 'ewc': pull the fine-tune toward the pretrained weights
                  alpha:float=0.01,  # the penalty's stiffness
-                 lora_rank:int=0):  # > 0: fine-tune low-rank adapters of this rank only
+                 lora_rank:int=0,  # > 0: fine-tune low-rank adapters of this rank only
+                 freeze_decoder:bool=False):  # freeze `model.decoder_prefixes` parameters while fine-tuning
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
         if not 0.0 <= float(replay) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in [0, 1), got {replay}")
@@ -196,9 +198,11 @@ class SimToExp(Protocol):
         self.pretrain_frac, self.freeze_stem, self.finetune_lr_scale = float(pretrain_frac), bool(freeze_stem), float(finetune_lr_scale)
         self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
         self.replay, self.penalty, self.alpha, self.lora_rank = float(replay), penalty, float(alpha), int(lora_rank)
-        if sum([self.freeze_stem, self.replay > 0, penalty is not None, self.lora_rank > 0]) > 1:
-            raise ProtocolError("SimToExp: choose one of freeze_stem, replay, penalty, lora_rank (each is its own protocol)")
+        self.freeze_decoder = bool(freeze_decoder)
+        if sum([self.freeze_stem, self.freeze_decoder, self.replay > 0, penalty is not None, self.lora_rank > 0]) > 1:
+            raise ProtocolError("SimToExp: choose one of freeze_stem, freeze_decoder, replay, penalty, lora_rank (each is its own protocol)")
         if self.freeze_stem: self.name = 'sim_to_exp_frozen'
+        if self.freeze_decoder: self.name = 'sim_to_exp_frozen_decoder'
         if self.replay: self.name = 'sim_to_exp_replay' + ('' if self.replay == 0.25 else f'@{self.replay:g}')
         if penalty: self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
         if self.lora_rank: self.name = 'sim_to_exp_lora' + ('' if self.lora_rank == 4 else f'@{self.lora_rank}')
@@ -207,9 +211,10 @@ class SimToExp(Protocol):
         w = {'sim': self.replay, 'exp': 1.0 - self.replay} if self.replay else {'exp': 1.0}
         return [Phase('pretrain', n1, {'sim': 1.0}),
                 Phase('finetune', steps - n1, w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
-                      penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank)]
+                      penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank, freeze_decoder=self.freeze_decoder)]
     def __repr__(self):
-        extra = dict(replay=self.replay, penalty=self.penalty, alpha=self.alpha if self.penalty else None, lora_rank=self.lora_rank)
+        extra = dict(replay=self.replay, penalty=self.penalty, alpha=self.alpha if self.penalty else None, lora_rank=self.lora_rank,
+                     freeze_decoder=self.freeze_decoder)
         return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem}"
                 + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '')
                 + ''.join(f", {k}={v!r}" for k, v in extra.items() if v) + ")")
@@ -260,7 +265,8 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
                             f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
-                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), joint_hcw=JointHCW,
+                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),
+                 joint_hcw=JointHCW,
                  sim_to_exp_replay=lambda: SimToExp(replay=0.25), sim_to_exp_l2sp=lambda: SimToExp(penalty='l2sp'),
                  sim_to_exp_ewc=lambda: SimToExp(penalty='ewc'), sim_to_exp_lora=lambda: SimToExp(lora_rank=4),
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
@@ -728,7 +734,8 @@ class Trainer:
         self.bounds = np.cumsum([0] + [p.steps for p in self.phases]).tolist()
         self.device = resolve_device(self.cfg.device)
         self.model = model.to(self.device)
-        if any(p.freeze_stem for p in self.phases): self._stem_params()  # fail early
+        for part in ('stem', 'decoder'):  # fail early
+            if any(getattr(p, f'freeze_{part}') for p in self.phases): self._part_params(part)
         if any(p.combiner == 'snr' for p in self.phases) and self.cfg.batch_size < 2:
             raise ProtocolError(f"protocol {self.protocol.name!r} splits each exp batch in two halves: expected batch_size >= 2, got {self.cfg.batch_size}")
         self.eval_every = self.cfg.eval_every or max(1, self.cfg.steps // 10)
@@ -755,14 +762,15 @@ class Trainer:
 
 # %% ../nbs/40_protocols.ipynb #stem1
 @patch
-def _stem_params(self:Trainer) -> list:
-    "The parameters of the model's stem (names starting with the stem prefixes)."
-    pre = getattr(self.protocol, 'stem_prefixes', None) or getattr(self.model, 'stem_prefixes', None) or ('stem',)
+def _part_params(self:Trainer, part:str='stem') -> list:
+    "The parameters of the model's stem or decoder (names starting with the protocol's, else the model's, `{part}_prefixes`)."
+    pre = getattr(self.protocol, f'{part}_prefixes', None) or getattr(self.model, f'{part}_prefixes', None) or ((part,) if part == 'stem' else ())
     pre = (pre,) if isinstance(pre, str) else tuple(pre)
     ps = [p for n, p in self.model.named_parameters() if any(n.startswith(s) for s in pre)]
     if not ps:
-        raise ProtocolError(f"protocol {self.protocol!r} freezes the stem, but no parameter of {type(self.model).__name__} "
-                            f"starts with {pre}; give the model a `stem_prefixes` tuple or pass SimToExp(stem_prefixes=...)")
+        raise ProtocolError(f"protocol {self.protocol!r} freezes the {part}, but no parameter of {type(self.model).__name__} "
+                            f"starts with {pre}; give the model a `{part}_prefixes` tuple"
+                            + (" or pass SimToExp(stem_prefixes=...)" if part == 'stem' else ''))
     return ps
 
 # %% ../nbs/40_protocols.ipynb #enter1
@@ -771,8 +779,9 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     "Start phase `i`: trainable parameters (frozen stem, adapters), the penalty's anchor, a fresh optimiser and schedule, fresh early stopping; `fresh=False` (resuming): the anchor comes from the checkpoint."
     ph = self.phases[i]
     for p in self.model.parameters(): p.requires_grad_(True)
-    if ph.freeze_stem:
-        for p in self._stem_params(): p.requires_grad_(False)
+    for part in ('stem', 'decoder'):
+        if getattr(ph, f'freeze_{part}'):
+            for p in self._part_params(part): p.requires_grad_(False)
     penalty = None
     if ph.penalty:  # anchored at the weights the phase starts from; EWC weighs them by the sim loss's Fisher there
         penalty = AnchorPenalty(self.model, ph.penalty_weight, self._sim_fisher() if ph.penalty == 'ewc' and fresh else None)

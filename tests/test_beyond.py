@@ -246,3 +246,29 @@ def test_report_ranks_every_protocol_against_joint():
     assert '## Every protocol ranked by bRMSE at λ = 0.5' in report_text(res)
     paper_only = synthetic_results(systems=('A',))
     assert 'Every protocol ranked' not in report_text(paper_only)
+
+
+class HeadNet(ToyNet):
+    decoder_prefixes = ('head.',)
+
+
+@pytest.mark.parametrize('name,part', [('sim_to_exp_frozen', 'stem'), ('sim_to_exp_frozen_decoder', 'head')])
+def test_frozen_fine_tunes_keep_their_part(toy, name, part):
+    torch.manual_seed(0); m = HeadNet()
+    at = {}
+    def cb(t):
+        if t.updates_done == 6: at.update({k: v.clone() for k, v in t.model.state_dict().items()})
+    train(m, toy, name, steps=12, callbacks=[cb], **KW)
+    after = m.state_dict()
+    assert all(torch.equal(after[k], at[k]) for k in at if k.startswith(part + '.'))
+    assert any(not torch.equal(after[k], at[k]) for k in at if not k.startswith(part + '.'))
+
+
+def test_every_model_names_its_stem_and_decoder():
+    from simreal_nb.models import make_model
+    for arch in ('fno', 'fan', 'unet'):
+        m = make_model(arch, 'S', fields=('u', 'v', 'p'), grid=(16, 32), n_cond=1)
+        names = [n for n, _ in m.named_parameters()]
+        for part in ('stem', 'decoder'):
+            pre = getattr(m, f'{part}_prefixes')
+            assert any(n.startswith(pre) for n in names), (arch, part)
