@@ -208,7 +208,7 @@ def test_l2sp_stiffness_keeps_the_fine_tune_near_the_pretrained_weights(toy):
     for name in ('sim_to_exp', 'sim_to_exp_l2sp@1000'):
         m = net(); at = {}
         def cb(t):
-            if t.updates_done == 6: at.update({k: v.clone() for k, v in t.model.named_parameters()})
+            if t.updates_done == 6: at.update({k: v.detach().clone() for k, v in t.model.named_parameters()})
         h = train(m, toy, name, steps=12, callbacks=[cb], **(KW | dict(restore_best=False)))
         moved[name] = sum(float(((p.detach() - at[k]) ** 2).sum()) for k, p in m.named_parameters())
     assert moved['sim_to_exp_l2sp@1000'] < 0.5 * moved['sim_to_exp']
