@@ -12,8 +12,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['HCW_WEIGHTS', 'mgda', 'GradNormBalance', 'grad_snr', 'SNRGate', 'laplacian_noise', 'confidence_weights',
-           'divergence_residual', 'HCWLoss', 'AnchorPenalty', 'fisher_diagonal', 'LoRA', 'add_lora', 'merge_lora']
+__all__ = ['HCW_WEIGHTS', 'WAKE_BOX', 'mgda', 'GradNormBalance', 'grad_snr', 'SNRGate', 'laplacian_noise', 'confidence_weights',
+           'divergence_residual', 'HCWLoss', 'AnchorPenalty', 'fisher_diagonal', 'LoRA', 'add_lora', 'merge_lora',
+           'CausalPenalty']
 
 # %% ../nbs/41_beyond.ipynb #b006
 def mgda(a:torch.Tensor,  # first (weighted) gradient, flat
@@ -277,3 +278,35 @@ def merge_lora(model:nn.Module) -> nn.Module:
                 setattr(m, cn, child.base)
     for p in model.parameters(): p.requires_grad_(True)
     return model
+
+# %% ../nbs/41_beyond.ipynb #bc1
+WAKE_BOX = (0.3, 0.5, 0.4, 0.6)  # x0, x1, y0, y1 as fractions of the domain: 1-3 D behind the body, about the centreline
+
+def _corr(a, b, eps=1e-12):
+    a, b = a - a.mean(), b - b.mean()
+    return (a * b).sum() / ((a * a).sum() * (b * b).sum() + eps).sqrt()
+
+class CausalPenalty:
+    "Per batch: the gap between Corr(Δcmd, Δ predicted wake response) and Corr(Δcmd, Δ measured one); penalty (|gap| − threshold)² where positive."
+    def __init__(self, n_params:int,  # per-trajectory entries at the start of `cond`
+                 n_in:int,  # input frames of a window (the command follows, one value per frame)
+                 channel:int,  # channel of the transverse velocity v
+                 box:torch.Tensor,  # bool [H, W]: the near-wake box
+                 threshold:float=0.1):  # the write-up's threshold
+        if not box.any(): raise ValueError("CausalPenalty: the wake box holds no grid point; expected a box inside the grid")
+        self.n_params, self.n_in, self.channel, self.box, self.threshold = n_params, n_in, channel, box.bool(), float(threshold)
+
+    def gap(self, pred:torch.Tensor, b:dict) -> torch.Tensor:
+        "Corr(Δcmd, Δresp_pred) − Corr(Δcmd, Δresp_data) over the windows of batch `b`."
+        c = b['cond'].float()
+        dcmd = c[:, self.n_params + self.n_in] - c[:, self.n_params + self.n_in - 1]
+        w = self.box.to(pred.device)
+        if b.get('valid') is not None: w = w & b['valid'][:, 0].bool()
+        mean = lambda a: (a * w).sum((-2, -1)) / w.sum((-2, -1)).clamp_min(1)
+        last = mean(b['x'][:, -1, self.channel].float())
+        return _corr(dcmd, mean(pred[:, 0, self.channel].float()) - last) - _corr(dcmd, mean(b['y'][:, 0, self.channel].float()) - last)
+
+    def __call__(self, pred:torch.Tensor, b:dict) -> tuple:
+        "(penalty, gap) of one domain batch."
+        g = self.gap(pred, b)
+        return torch.relu(g.abs() - self.threshold) ** 2, g.detach()

@@ -11,11 +11,11 @@ import torch.nn as nn
 import xarray as xr
 from scipy import stats
 from .systems import load_twins
+from .beyond import WAKE_BOX  # the near-wake box (shared with the causal training penalty)
 
 # %% auto #0
-__all__ = ['WAKE_BOX', 'CausalCheckError', 'wake_response', 'delta_corr', 'causal_score', 'dominant_frequency',
-           'predicted_response', 'causal_consistency', 'granger_test', 'GrangerMonitor', 'actuator_off_stream',
-           'run_monitor']
+__all__ = ['CausalCheckError', 'wake_response', 'delta_corr', 'causal_score', 'dominant_frequency', 'predicted_response',
+           'causal_consistency', 'granger_test', 'GrangerMonitor', 'actuator_off_stream', 'run_monitor']
 
 # %% ../nbs/81_causal.ipynb #c05
 class CausalCheckError(ValueError):
@@ -25,8 +25,6 @@ class CausalCheckError(ValueError):
 def _fail(msg): raise CausalCheckError(msg)
 
 # %% ../nbs/81_causal.ipynb #c08
-WAKE_BOX = (0.3, 0.5, 0.4, 0.6)  # x0, x1, y0, y1 as fractions of the domain: 1-3 D behind the body, about the centreline
-
 def wake_response(ds:xr.Dataset, # a contract dataset with v (any domain)
                   box=WAKE_BOX, # (x0, x1, y0, y1) fractions of the domain
                  ) -> xr.DataArray:

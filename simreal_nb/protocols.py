@@ -16,14 +16,15 @@ from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
-from .beyond import mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal, add_lora, merge_lora
+from .beyond import (mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal,
+                              add_lora, merge_lora, CausalPenalty, WAKE_BOX)
 
 # %% auto #0
 __all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
            'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase', 'Protocol',
-           'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointHCW', 'get_protocol', 'resolve_device', 'dist_info',
-           'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig', 'warmup_cosine',
-           'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
+           'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol', 'resolve_device',
+           'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
+           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -138,6 +139,7 @@ class Phase:
     penalty_weight: float = 0.0  # its stiffness α
     lora_rank: int = 0  # > 0: train low-rank adapters of this rank only (`beyond.add_lora`), merged at the phase's end
     freeze_decoder: bool = False  # freeze parameters whose name starts with one of `model.decoder_prefixes`
+    causal: float = 0.0  # weight of the causal penalty (`beyond.CausalPenalty`); 0: off
 
     @property
     def domains(self): return tuple(self.weights)
@@ -231,6 +233,16 @@ class Joint(Protocol):
     def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
     def __repr__(self): return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
 
+class JointCausal(Joint):
+    "Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's (`beyond.CausalPenalty`)."
+    def __init__(self, lam:float=0.5, weight:float=1.0):  # weight of the penalty
+        super().__init__(lam)
+        if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
+            raise ProtocolError(f"weight: expected a positive number, got {weight!r}")
+        self.weight, self.name = float(weight), 'joint_causal' + ('' if self.lam == 0.5 else f'@{self.lam:g}')
+    def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, causal=self.weight)]
+    def __repr__(self): return f"JointCausal(lam={self.lam:g}, weight={self.weight:g})"
+
 class JointHCW(Protocol):
     "Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist (`beyond.HCWLoss`)."
     name, needs = 'joint_hcw', ('sim', 'exp')
@@ -260,13 +272,14 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
                  sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a)),  # name@<α>
                  sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a)),
                  sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, int)))  # name@<rank>
-    if at and base not in joints and base not in tuned:
+    if at and base not in joints and base not in tuned and base != 'joint_causal':
         raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), "
                             f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
+    if at and base == 'joint_causal': return JointCausal(arg)
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
                  sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),
-                 joint_hcw=JointHCW,
+                 joint_hcw=JointHCW, joint_causal=JointCausal,
                  sim_to_exp_replay=lambda: SimToExp(replay=0.25), sim_to_exp_l2sp=lambda: SimToExp(penalty='l2sp'),
                  sim_to_exp_ewc=lambda: SimToExp(penalty='ewc'), sim_to_exp_lora=lambda: SimToExp(lora_rank=4),
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
@@ -353,11 +366,12 @@ class Stepper:
                  hcw:HCWLoss|None=None,  # the loss of 'hcw' phases
                  penalty:Callable|None=None,  # penalty(model) added to every update's loss (L2-SP, EWC)
                  balance:GradNormBalance|None=None,  # state of the 'adaptive' combiner
-                 gate:SNRGate|None=None):  # state of the 'snr' combiner
+                 gate:SNRGate|None=None,  # state of the 'snr' combiner
+                 causal:CausalPenalty|None=None):  # the causal penalty of phases with `causal` > 0
         self.model, self.opt, self.sched = model, optimizer, scheduler
         self.device, self.grad_clip, self.concat = resolve_device(device), grad_clip, concat
         self.amp = bool(amp) and self.device.type == 'cuda'
-        self.hcw, self.penalty, self.balance, self.gate = hcw, penalty, balance, gate
+        self.hcw, self.penalty, self.balance, self.gate, self.causal = hcw, penalty, balance, gate, causal
 
     def autocast(self):
         return torch.autocast('cuda', dtype=torch.bfloat16) if self.amp else torch.autocast('cpu', enabled=False)
@@ -390,7 +404,7 @@ class Stepper:
         for k, v in sd.items(): getattr(self, k).load_state_dict(v)
 
     def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
-              loss:str='mse', consist:float=0.0):
+              loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
         "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
         outs, info = self.outputs(batches), {}
         if loss == 'hcw':
@@ -402,6 +416,12 @@ class Stepper:
             info.update(consist=parts['consist'].item(), conf_min=float(cw.min()) if len(cw) else None)
         else:
             losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
+        if causal_weight > 0:
+            if self.causal is None: raise ProtocolError("causal_weight > 0 needs a Stepper(causal=CausalPenalty(...))")
+            for d in outs:
+                cp, gap = self.causal(outs[d], batches[d])
+                info[f'causal_gap_{d}'] = gap.item()
+                extra = causal_weight * cp if extra is None else extra + causal_weight * cp
         if self.penalty is not None:
             pen = self.penalty(self.model)
             info['penalty'] = pen.item()
@@ -475,12 +495,14 @@ class Stepper:
         if not torch.isfinite(total): raise NonFiniteLossError(f"loss (mean over {world} ranks) is {total.item()}")
         return total, dict(zip(losses, red))
 
-    def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', loss:str='mse', consist:float=0.0) -> dict:
+    def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', loss:str='mse', consist:float=0.0,
+             causal_weight:float=0.0) -> dict:
         "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
         self.model.train()
         batches = {d: _to(b, self.device) for d, b in batches.items()}
         rank, world = dist_info()
-        losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1, loss=loss, consist=consist)
+        losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1, loss=loss, consist=consist,
+                                         causal_weight=causal_weight)
         if world > 1: total, losses = self._all_reduce(total, losses, world)
         gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
         if gn is not None and not torch.isfinite(gn):
@@ -632,7 +654,7 @@ class ConflictLog(_Series):
     norm_exp:list[float] = _rows()  # |g_exp|
 
 _LOGS = dict(train=TrainLog, val=ValLog, conflict=ConflictLog)
-AUX_KEYS = ('snr', 'gate', 'w_sim', 'w_exp', 'consist', 'conf_min', 'penalty')  # statistics of the beyond-Joint protocols, logged when present
+AUX_KEYS = ('snr', 'gate', 'w_sim', 'w_exp', 'consist', 'conf_min', 'penalty', 'causal_gap_sim', 'causal_gap_exp')  # statistics of the beyond-Joint protocols, logged when present
 
 @dataclass
 class History:
@@ -793,7 +815,7 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat,
                            hcw=self._hcw() if ph.loss == 'hcw' else None, penalty=penalty,
                            balance=GradNormBalance() if ph.combiner == 'adaptive' else None,
-                           gate=SNRGate() if ph.combiner == 'snr' else None)
+                           gate=SNRGate() if ph.combiner == 'snr' else None, causal=self._causal() if ph.causal else None)
     self.phase_idx = i
     self.es = _fresh_es()
     self.best_state = None
@@ -811,6 +833,20 @@ def _sim_fisher(self:Trainer) -> dict:
     return fisher_diagonal(self.model, lambda: st.losses({'sim': _to(_fetch(ds, sampler.next()), self.device)})['sim'], EWC_BATCHES)
 
 @patch
+def _causal(self:Trainer) -> CausalPenalty:
+    "The causal penalty for this run's data: the command's place in `cond`, the v channel, the near-wake box on the grid."
+    ds = self.train_sets.get('exp') or self.train_sets.get('sim')
+    names = getattr(ds, 'cond_names', None)
+    if names is None or len(names) <= ds.n_params or 'v' not in getattr(ds, 'fields', ()):
+        raise ProtocolError(f"protocol {self.protocol.name!r} needs window datasets with a time-varying command in `cond` and a "
+                            "field v (the controlled system); these data have none")
+    y, x = ds.ds['y'].values, ds.ds['x'].values
+    x0, x1, y0, y1 = WAKE_BOX
+    mx = torch.as_tensor((x >= x[0] + x0 * (x[-1] - x[0])) & (x <= x[0] + x1 * (x[-1] - x[0])))
+    my = torch.as_tensor((y >= y[0] + y0 * (y[-1] - y[0])) & (y <= y[0] + y1 * (y[-1] - y[0])))
+    return CausalPenalty(ds.n_params, ds.n_in, ds.fields.index('v'), my[:, None] & mx[None, :])
+
+@patch
 def _hcw(self:Trainer) -> HCWLoss:
     "The hierarchical-confidence loss for this run's data."
     try: return HCWLoss.from_dataset(self.train_sets['sim'], trusted=getattr(self.protocol, 'trusted', None))
@@ -826,7 +862,8 @@ def update(self:Trainer) -> dict:
     diag = len(ph.weights) == 2 and (self.updates_done % self.cfg.log_every == 0)
     batches = {d: _fetch(self.train_sets[d], self.samplers[d].next()) for d in ph.domains}
     try:
-        out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist)
+        out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist,
+                                causal_weight=ph.causal)
     except NonFiniteLossError as e:
         ck = self.last_ckpt()
         raise NonFiniteLossError(f"{e} at step {self.updates_done} ({self.protocol.name}); training stopped. "
