@@ -392,8 +392,9 @@ def units_text(res:xr.Dataset) -> str:
 def _figures(res:xr.Dataset) -> list:
     "(name, caption, figure builder) of every figure the Dataset allows, in report order."
     score = res['score']
+    big = score.sizes['protocol'] > 6  # many protocols: wider panels, so the labels and the legend keep their room
     out = [('pareto_rmse', 'Sim error vs exp error per protocol, with iso-λ lines (grey ×: reference baselines)',
-            lambda: pareto_plot(score, 'rmse', lams=(0.2, 0.5, 0.8)))]
+            lambda: pareto_plot(score, 'rmse', lams=(0.2, 0.5, 0.8), **(dict(panel_size=(6.4, 4.8), log='auto') if big else {})))]
     if 'curve_val' in res and 'curve_step' in res:
         out.append(('learning_curves', 'Validation objective over training (one line per seed; ▸ = stopped by the update cap)',
                     lambda: learning_curves(res)))

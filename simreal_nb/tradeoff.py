@@ -95,6 +95,7 @@ def winner_table(score:xr.DataArray, # results array
 
 # %% ../nbs/60_tradeoff.ipynb #c012a
 _TAB10 = ('#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf')
+_TAB20_LIGHT = ('#aec7e8', '#ffbb78', '#98df8a', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')  # tab20's light shades, no red
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
 def joint_lam_train(protocol) -> float|None:
@@ -107,12 +108,12 @@ def joint_lam_train(protocol) -> float|None:
     return None
 
 def protocol_colors(protocols) -> dict:
-    "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in the tab10 cycle without red, reference baselines grey."
+    "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in tab10 without red, then tab20's light shades, reference baselines grey."
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
     protos = [str(p) for p in protocols]
     joints = sorted([p for p in protos if joint_lam_train(p) is not None], key=joint_lam_train)
-    others = iter([c for c in _TAB10 if c != '#d62728'] * 3)
+    others = iter(([c for c in _TAB10 if c != '#d62728'] + list(_TAB20_LIGHT)) * 3)  # 18 distinct colours before any repeats
     out = {}
     for p in protos:
         if p in BASELINES: out[p] = REF_COLOR

@@ -171,3 +171,10 @@ def test_docs_page_names():
     assert page_name('60_tradeoff.ipynb') == 'tradeoff.html' and page_name('tutorials/x.ipynb') == 'tutorials/x.html'
     names = [p.as_posix() for p in docs_notebooks()]
     assert names[0] == 'index.ipynb' and 'tutorials/lambda_inspector.ipynb' in names and '92_docs.ipynb' in names
+
+
+def test_many_protocols_get_distinct_colours():
+    from simreal_nb.protocols import BEYOND
+    names = ['sim_only', 'exp_only', 'sim_to_exp', 'joint', *BEYOND, 'sim_to_exp_frozen', 'sim_to_exp_frozen_decoder', 'joint_causal']
+    c = protocol_colors(names)
+    assert len(set(c.values())) == len(names)  # 17 trained protocols, no colour twice
