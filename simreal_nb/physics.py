@@ -19,9 +19,9 @@ from .metrics import BASELINES
 from .report import physics_table, write_report
 
 # %% auto #0
-__all__ = ['DIV_FACTOR', 'EXTREME_C', 'PhysicsCheckError', 'divergence', 'vorticity', 'divergence_check', 'Divergent',
-           'causality_check', 'CommandEcho', 'extreme_check', 'Fragile', 'check_model', 'load_cell_model',
-           'physics_check']
+__all__ = ['DIV_FACTOR', 'ENERGY_FACTOR', 'EXTREME_C', 'PhysicsCheckError', 'divergence', 'vorticity', 'divergence_check',
+           'Divergent', 'causality_check', 'CommandEcho', 'energy_budget', 'energy_check', 'Pumped', 'extreme_check',
+           'Fragile', 'check_model', 'load_cell_model', 'physics_check']
 
 # %% ../nbs/80_physics.ipynb #p05
 class PhysicsCheckError(ValueError):
@@ -231,6 +231,75 @@ class CommandEcho(nn.Module):
         last = torch.where(field_mask[:, None, :, None, None], x[:, -1:], 0.)
         return (last + self.gain * cmd.view(B, 1, 1, 1, 1)).expand(-1, self.n_out, -1, -1, -1).clone()
 
+# %% ../nbs/80_physics.ipynb #pe1
+ENERGY_FACTOR = 2.0  # pass: the rollout's rms energy-budget residual is at most this many times the data's own
+
+def _ddx_periodic(a, h, axis): return (np.roll(a, -1, axis) - np.roll(a, 1, axis)) / (2 * h)
+
+def energy_budget(u, v,  # velocity [..., T, H, W] (physical units) on a periodic grid
+                  y, x, t,  # coordinates [H], [W] (evenly spaced) and frame times [T]
+                  nu, alpha:float, chi:float, k_f:float,  # viscosity ([...] or a number), drag, forcing amplitude and wavenumber
+                 ) -> dict:
+    "dE/dt and the budget's terms at the interior frames [..., T-2], and the residual dE/dt − (forcing − dissipation − drag)."
+    u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
+    y, x, t = (np.asarray(a, np.float64) for a in (y, x, t))
+    if u.shape != v.shape or u.ndim < 3 or u.shape[-3] < 3: _fail(f"u, v: shapes {u.shape}, {v.shape}; expected equal [..., T >= 3, H, W]")
+    if u.shape[-3:] != (len(t), len(y), len(x)): _fail(f"t, y, x: {len(t)}, {len(y)}, {len(x)} points; expected the frames and grid of u, {u.shape[-3:]}")
+    hy, hx = y[1] - y[0], x[1] - x[0]
+    w = _ddx_periodic(v, hx, -1) - _ddx_periodic(u, hy, -2)
+    L = len(y) * hy
+    forcing = chi * (u * np.sin(2 * np.pi * k_f * y / L)[:, None]).mean((-2, -1))
+    nu = np.asarray(nu, np.float64).reshape(np.shape(nu) + (1,) * 1)
+    diss = nu * (w ** 2).mean((-2, -1))
+    drag = alpha * (u ** 2 + v ** 2).mean((-2, -1))
+    E = 0.5 * (u ** 2 + v ** 2).mean((-2, -1))
+    dEdt = (E[..., 2:] - E[..., :-2]) / (t[2:] - t[:-2])
+    rhs = (forcing - diss - drag)[..., 1:-1]
+    return dict(dEdt=dEdt, forcing=forcing[..., 1:-1], dissipation=diss[..., 1:-1], drag=drag[..., 1:-1], residual=dEdt - rhs)
+
+# %% ../nbs/80_physics.ipynb #pe4
+def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
+                 data,  # align.DomainData of a system whose sim attrs name alpha, chi, k_f (periodic)
+                 split:str='test', horizon:int=4, max_windows:int|None=8,
+                 factor:float=ENERGY_FACTOR,  # pass when rms residual(pred) <= factor * rms residual(data)
+                 device=None) -> dict:
+    "Energy-budget residual of rolled-out sim frames against the data's own on the same frames (systems with a known budget)."
+    _check_data(data, 'energy_check')
+    wd = data.sim.get(split)
+    attrs = getattr(getattr(wd, 'ds', None), 'attrs', {})
+    if wd is None or not all(k in attrs for k in ('alpha', 'chi', 'k_f')) or not int(attrs.get('periodic', 0)) or 'nu' not in wd.ds.coords:
+        return dict(verdict='n/a', reason="the system defines no closed energy budget on its sampled window (needs a periodic "
+                                          "domain whose attrs name alpha, chi, k_f and a per-trajectory nu: the Kolmogorov flow)")
+    if not ('u' in data.fields and 'v' in data.fields): return dict(verdict='n/a', reason=f"the data have fields {data.fields}; the budget needs u and v")
+    if horizon < 3: _fail(f"horizon={horizon}: expected >= 3 frames (dE/dt by central differences)")
+    lw = long_windows(wd, horizon)
+    if not len(lw): _fail(f"energy_check: no {split!r} sim window of n_in + {horizon} frames")
+    idx = _pick(len(lw), max_windows)
+    b = lw.get_batch(idx)
+    iu, iv = data.fields.index('u'), data.fields.index('v')
+    p = _phys(data, _roll(model, b, lw, horizon, device)).numpy()
+    d = _phys(data, b['y'][:, :horizon].float()).numpy()
+    n_t = lw.index[idx].tolist()
+    nu = lw.ds['nu'].values[[n for n, _ in n_t]][:, None]
+    times = lw.ds['time'].values
+    t = np.stack([times[t0 + lw.n_in:t0 + lw.n_in + horizon] for _, t0 in n_t])
+    y, x = _coords(lw)
+    args = (float(attrs['alpha']), float(attrs['chi']), float(attrs['k_f']))
+    rp = np.concatenate([energy_budget(p[i:i + 1, :, iu], p[i:i + 1, :, iv], y, x, t[i], nu[i], *args)['residual'].ravel() for i in range(len(idx))])
+    rd = np.concatenate([energy_budget(d[i:i + 1, :, iu], d[i:i + 1, :, iv], y, x, t[i], nu[i], *args)['residual'].ravel() for i in range(len(idx))])
+    rms = lambda a: float(np.sqrt((a ** 2).mean()))
+    ratio = rms(rp) / rms(rd) if rms(rd) > 0 else float('inf')
+    return dict(factor=factor, horizon=int(horizon), windows=len(idx), resid_pred=rms(rp), resid_data=rms(rd), ratio=ratio,
+                verdict='pass' if ratio <= factor else 'fail')
+
+# %% ../nbs/80_physics.ipynb #pe6
+class Pumped(nn.Module):
+    "A model built to fail the energy check: the last frame scaled by `gain` at every step (energy out of nowhere)."
+    def __init__(self, gain:float=1.2):
+        super().__init__(); self.gain = gain
+    def forward(self, x, field_mask, cond=None):
+        return self.gain * torch.where(field_mask[:, None, :, None, None], x[:, -1:], 0.)
+
 # %% ../nbs/80_physics.ipynb #p30
 def _train_peak(data, fields=('u', 'v')):
     "Largest |value| of `fields` in the training splits of both domains (physical units)."
@@ -328,10 +397,11 @@ def check_model(model:nn.Module,  # any model(x, field_mask, cond) -> [B, n_out,
                 max_windows:int|None=4,  # windows per domain and check
                 factor:float=DIV_FACTOR, c:float=EXTREME_C,  # the divergence and extreme-input bounds
                 device=None) -> dict:
-    "The three physics checks of one model: divergence, causality (on the exp windows), extreme inputs; verdict pass/fail."
+    "The physics checks of one model: divergence, causality (on the exp windows), extreme inputs, energy budget (where defined); verdict pass/fail."
     out = dict(divergence=divergence_check(model, data, truth, horizon=horizon, max_windows=max_windows, factor=factor, device=device),
                causality=causality_check(model, data.exp['test'], horizon=horizon, max_windows=max_windows, device=device),
-               extreme=extreme_check(model, data, horizon=horizon, c=c, max_windows=max_windows, device=device))
+               extreme=extreme_check(model, data, horizon=horizon, c=c, max_windows=max_windows, device=device),
+               energy=energy_check(model, data, horizon=max(horizon, 3), max_windows=max_windows, device=device))
     out['verdict'] = 'fail' if any(r['verdict'] == 'fail' for r in out.values()) else 'pass'
     return out
 
@@ -395,7 +465,9 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
                              causality="a step of the time-varying input at any predicted frame s moves no prediction before s "
                                        "(|change| <= atol), and a step k frames later moves the response onset by >= k",
                              extreme=f"finite, and |u, v| <= {EXTREME_C:g} x max(|u, v| of the training data, of the given input), "
-                                     "for inputs stretched x3 and parameters one training-range width outside the range"),
+                                     "for inputs stretched x3 and parameters one training-range width outside the range",
+                             energy=f"rms energy-budget residual (dE/dt - forcing + dissipation + drag) of the sim rollout <= "
+                                    f"{ENERGY_FACTOR:g} x the data's own on the same frames (Kolmogorov flow; n/a elsewhere)"),
                cells={})
     t0 = time.perf_counter()
     for cell in cells:

@@ -330,20 +330,21 @@ def physics_table(res:dict) -> 'pd.DataFrame':
     import pandas as pd
     rows = []
     for key, r in res['cells'].items():
-        dv, ca, ex = r.get('divergence', {}), r.get('causality', {}), r.get('extreme', {})
+        dv, ca, ex, en = r.get('divergence', {}), r.get('causality', {}), r.get('extreme', {}), r.get('energy', {})
         dom = dv.get('domains', {})
         worst = max(ex.get('cases', {}).values(), key=lambda c: c['ratio'] if c['ratio'] is not None else math.inf, default={})
         rows.append(dict(system=r['system'], capacity=r['capacity'], protocol=r['protocol'], seed=r['seed'],
                          div_ratio_sim=dom.get('sim', {}).get('ratio'), div_ratio_exp=dom.get('exp', {}).get('ratio'),
                          divergence=dv.get('verdict'), causal_ahead=ca.get('ahead'), causal_delay=ca.get('delay'),
                          causality=ca.get('verdict'), extreme_ratio=worst.get('ratio'), extreme=ex.get('verdict'),
+                         energy_ratio=en.get('ratio'), energy=en.get('verdict'),
                          verdict=r['verdict']))
     return pd.DataFrame(rows).set_index(['system', 'capacity', 'protocol', 'seed'])
 
 def physics_lines(phys:dict) -> list:
     "The report's markdown lines for a `physics.json`: criteria, pass counts per protocol and check, and the per-cell table."
     t = physics_table(phys)
-    checks = ['divergence', 'causality', 'extreme', 'verdict']
+    checks = ['divergence', 'causality', 'extreme', 'energy', 'verdict']
     counts = t.groupby(level='protocol')[checks].agg(lambda v: f"{int((v == 'pass').sum())}/{int(v.isin(['pass', 'fail']).sum())}")
     L = ['## Physics checks', '', f"From `physics.json` (`simreal physics-check`, {phys.get('max_windows')} windows per domain, "
          f"{phys.get('horizon')}-frame rollouts). A cell passes a check when:", '']

@@ -144,3 +144,25 @@ def test_physics_check_errors(run, tmp_path):
     finally: ck.write_bytes(good)
     assert 'expected a readable trainer checkpoint' in r['cells']['controlled__S__fno__xall__joint__s0']['error']
     assert r['cells']['controlled__S__fno__xall__persistence__s0']['verdict'] == 'pass'
+
+
+def test_energy_budget_closes_on_the_laminar_kolmogorov_flow():
+    "u = U0 sin(k y), U0 = chi / (nu k^2 + alpha), is a steady solution: forcing = dissipation + drag, dE/dt = 0."
+    from simreal_nb.physics import energy_budget
+    n, L, k, nu, alpha, chi = 128, 2 * np.pi, 4, 0.01, 0.1, 1.0
+    y = x = np.arange(n) * L / n
+    U0 = chi / (nu * k ** 2 + alpha)
+    u = np.broadcast_to(U0 * np.sin(k * y)[:, None], (n, n))[None].repeat(3, 0)
+    eb = energy_budget(u, np.zeros_like(u), y, x, np.array([0., .1, .2]), nu, alpha, chi, k)
+    assert abs(eb['forcing'].item() - chi * U0 / 2) < 1e-9 and eb['dEdt'].item() == 0
+    assert abs(eb['residual'].item()) < 0.01 * eb['forcing'].item()  # up to the central difference of the vorticity
+    with pytest.raises(PhysicsCheckError, match='T >= 3'): energy_budget(u[:2], u[:2], y, x, np.array([0., .1]), nu, alpha, chi, k)
+
+
+def test_energy_check_judges_the_turbulence_only(ctl):
+    from simreal_nb.physics import energy_check, Pumped
+    kol = load_twins('kolmogorov', size='test')
+    dk = make_domain_data(kol['sim'], kol['exp'], n_in=1, n_out=1, fracs=(0.5, 0.25, 0.25))
+    ok, bad = energy_check(Persistence(), dk, horizon=6), energy_check(Pumped(), dk, horizon=6)
+    assert ok['verdict'] == 'pass' and bad['verdict'] == 'fail' and bad['ratio'] > 20
+    assert energy_check(Persistence(), ctl[0])['verdict'] == 'n/a'
