@@ -306,3 +306,11 @@ def test_joint_causal_trains_on_the_controlled_twin():
     m = make_model('fno', 'S', fields=dd.fields, grid=dd.grid, n_cond=dd.n_cond, n_in=2, n_out=1, width=8, modes=4, layers=1)
     h = train(m, dd, 'joint_causal', steps=4, batch_size=8, log_every=2, progress=False)
     assert len(h.aux['causal_gap_exp']) == 2 and all(-2 <= g <= 2 for g in h.aux['causal_gap_sim'])
+
+
+def test_run_help_lists_every_beyond_protocol():
+    import subprocess, sys
+    from pathlib import Path
+    out = subprocess.run([str(Path(sys.executable).parent / 'simreal'), 'run', '--help'], capture_output=True, text=True)
+    text = ' '.join(out.stdout.split())
+    assert out.returncode == 0 and all(name in text for name in BEYOND), text
