@@ -27,7 +27,7 @@ USER_ERRORS = ('simreal_nb.schema.DataContractError', 'simreal_nb.systems.System
                'simreal_nb.models.ModelInputError', 'simreal_nb.metrics.MetricInputError', 'simreal_nb.protocols.ProtocolError',
                'simreal_nb.experiment.GridError', 'simreal_nb.realpdebench.RealPDEBenchError', 'simreal_nb.piv.PIVFormatError',
                'simreal_nb.ada.ADAInputError', 'simreal_nb.physics.PhysicsCheckError', 'simreal_nb.causal.CausalCheckError',
-               'simreal_nb.health.HealthError',  # the package's input errors (and their subclasses), by name
+               'simreal_nb.health.HealthError', 'simreal_nb.rigs.RigError',  # the package's input errors (and their subclasses), by name
                'FileNotFoundError', 'FileExistsError', 'IsADirectoryError', 'NotADirectoryError', 'PermissionError')
 USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG') if hasattr(errno, n)}  # unwritable outputs
 
