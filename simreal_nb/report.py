@@ -15,7 +15,7 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
                                 balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains, reduction_pct)
-from .tradeoff import pareto_plot, domain_errors
+from .tradeoff import pareto_plot, domain_errors, protocol_colors
 from .store import atomic_write, write_text, read_json, RunFileError
 from .schema import FIELD_META
 
@@ -206,7 +206,9 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=
     V, S = V.reshape(len(labels), len(protos), -1, V.shape[-1]), S.reshape(len(labels), len(protos), -1, S.shape[-1])
     if cap is not None: cap = cap.reshape(len(labels), len(protos), -1)
     ncols = max(1, min(ncols, len(labels))); nrows = -(-len(labels) // ncols)
-    width = max(panel_size[0] * ncols, 4.0)  # room for the legend below a single panel
+    per = 0.075 * max(len(p) for p in protos) + 0.6  # inches per legend column at fontsize 9
+    width = max(panel_size[0] * ncols, 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
+    colors = protocol_colors(protos)
     fig = Figure(figsize=(width, panel_size[1] * nrows + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for a, (ax, lab) in enumerate(zip(axes, labels)):
@@ -215,13 +217,13 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=
                 ok = np.isfinite(V[a, i, k]) & np.isfinite(S[a, i, k]) & (V[a, i, k] > 0)
                 if not ok.any(): continue
                 x, y = S[a, i, k][ok], V[a, i, k][ok]
-                ax.plot(x, y, color=f'C{i % 10}', lw=0.8, alpha=0.8, label=p if k == 0 else None)
-                if cap is not None and cap[a, i, k] == 1: ax.plot(x[-1:], y[-1:], '>', color=f'C{i % 10}', ms=4)
+                ax.plot(x, y, color=colors[p], lw=0.8, alpha=0.8, label=p if k == 0 else None)
+                if cap is not None and cap[a, i, k] == 1: ax.plot(x[-1:], y[-1:], '>', color=colors[p], ms=4)
         ax.set_yscale('log'); _plain_log_ticks(ax.yaxis); ax.set_title(lab, fontsize=10); ax.tick_params(which='both', labelsize=8)
         ax.set_xlabel('update', fontsize=9); ax.set_ylabel('validation objective', fontsize=9)
     for ax in axes[len(labels):]: ax.set_visible(False)
-    handles = [Line2D([], [], color=f'C{i % 10}') for i in range(len(protos))]
-    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // 1.2))), fontsize=9, frameon=False)
+    handles = [Line2D([], [], color=colors[p]) for p in protos]
+    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))), fontsize=9, frameon=False)
     return fig
 
 # %% ../nbs/55_report.ipynb #5ee71da4
@@ -398,7 +400,7 @@ def _figures(res:xr.Dataset) -> list:
             lambda: pareto_plot(score, 'rmse', lams=(0.2, 0.5, 0.8), **(dict(panel_size=(6.4, 4.8), log='auto') if big else {})))]
     if 'curve_val' in res and 'curve_step' in res:
         out.append(('learning_curves', 'Validation objective over training (one line per seed; ▸ = stopped by the update cap)',
-                    lambda: learning_curves(res)))
+                    lambda: learning_curves(res, **(dict(panel_size=(6.4, 4.0)) if big else {}))))
     if score.sizes.get('exp_trajs', 1) > 1:
         out.append(('error_vs_n', 'Held-out error against the number of experimental training trajectories',
                     lambda: error_vs_n_figure(score)))
