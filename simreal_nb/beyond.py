@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable
 
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 # %% auto #0
 __all__ = ['HCW_WEIGHTS', 'WAKE_BOX', 'mgda', 'GradNormBalance', 'grad_snr', 'SNRGate', 'laplacian_noise', 'confidence_weights',
            'divergence_residual', 'HCWLoss', 'AnchorPenalty', 'fisher_diagonal', 'LoRA', 'add_lora', 'merge_lora',
-           'CausalPenalty']
+           'box_mask', 'CausalPenalty']
 
 # %% ../nbs/41_beyond.ipynb #b006
 def mgda(a:torch.Tensor,  # first (weighted) gradient, flat
@@ -79,12 +80,16 @@ class SNRGate:
     def load_state_dict(self, sd): self.__dict__.update(sd)
 
 # %% ../nbs/41_beyond.ipynb #b016
+def _stencil_ok(ok:torch.Tensor) -> torch.Tensor:
+    "Interior points [..., H-2, W-2] whose 5-point stencil lies on usable points of `ok` [..., H, W]."
+    return ok[..., 1:-1, 1:-1] & ok[..., 1:-1, 2:] & ok[..., 1:-1, :-2] & ok[..., 2:, 1:-1] & ok[..., :-2, 1:-1]
+
 def laplacian_noise(y:torch.Tensor,  # targets [B, T, C, H, W]
                     ok:torch.Tensor,  # bool [B, T, C, H, W]: usable points
                    ) -> torch.Tensor:
     "Robust per-channel noise σ [C] from the 5-point Laplacian: 1.4826·MAD/√20 over points whose stencil is usable (NaN: none)."
     lap = (y[..., 1:-1, 2:] + y[..., 1:-1, :-2] + y[..., 2:, 1:-1] + y[..., :-2, 1:-1] - 4 * y[..., 1:-1, 1:-1])
-    st = ok[..., 1:-1, 1:-1] & ok[..., 1:-1, 2:] & ok[..., 1:-1, :-2] & ok[..., 2:, 1:-1] & ok[..., :-2, 1:-1]
+    st = _stencil_ok(ok)
     out = []
     for c in range(y.shape[2]):
         v = lap[:, :, c][st[:, :, c]].float()
@@ -111,7 +116,7 @@ def divergence_residual(pred:torch.Tensor,  # normalised prediction [B, T, C, H,
     "Mean squared divergence of the predicted velocity over usable interior points, in units of (σ_u/Δx)² (0 without such points)."
     u, v = pred[:, :, iu].float() * su, pred[:, :, iv].float() * sv
     div = (u[..., 1:-1, 2:] - u[..., 1:-1, :-2]) / (2 * dx) + (v[..., 2:, 1:-1] - v[..., :-2, 1:-1]) / (2 * dy)
-    st = ok[..., 1:-1, 1:-1] & ok[..., 1:-1, 2:] & ok[..., 1:-1, :-2] & ok[..., 2:, 1:-1] & ok[..., :-2, 1:-1]
+    st = _stencil_ok(ok)
     n = st.sum()
     if n == 0: return pred.sum() * 0
     return (div ** 2 * st).sum() / n / (su / dx) ** 2
@@ -281,6 +286,15 @@ def merge_lora(model:nn.Module) -> nn.Module:
 
 # %% ../nbs/41_beyond.ipynb #bc1
 WAKE_BOX = (0.3, 0.5, 0.4, 0.6)  # x0, x1, y0, y1 as fractions of the domain: 1-3 D behind the body, about the centreline
+
+def box_mask(y, x,  # grid coordinates [H], [W] (increasing)
+             box=WAKE_BOX):  # (x0, x1, y0, y1) fractions of the coordinate ranges
+    "Bool [H, W]: the grid points inside `box`."
+    y, x = np.asarray(y), np.asarray(x)
+    x0, x1, y0, y1 = box
+    mx = (x >= x[0] + x0 * (x[-1] - x[0])) & (x <= x[0] + x1 * (x[-1] - x[0]))
+    my = (y >= y[0] + y0 * (y[-1] - y[0])) & (y <= y[0] + y1 * (y[-1] - y[0]))
+    return my[:, None] & mx[None, :]
 
 def _corr(a, b, eps=1e-12):
     a, b = a - a.mean(), b - b.mean()

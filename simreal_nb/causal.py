@@ -11,7 +11,7 @@ import torch.nn as nn
 import xarray as xr
 from scipy import stats
 from .systems import load_twins
-from .beyond import WAKE_BOX  # the near-wake box (shared with the causal training penalty)
+from .beyond import WAKE_BOX, box_mask  # the near-wake box (shared with the causal training penalty)
 
 # %% auto #0
 __all__ = ['CausalCheckError', 'wake_response', 'delta_corr', 'causal_score', 'dominant_frequency', 'predicted_response',
@@ -75,10 +75,7 @@ def dominant_frequency(series, # samples [..., T] on a regular clock
 # %% ../nbs/81_causal.ipynb #c17
 def _box_mean(a, valid, box, y, x):
     "Mean of a [..., H, W] over valid points of `box` (fractions of the coordinate ranges)."
-    x0, x1, y0, y1 = box
-    mx = (x >= x[0] + x0 * (x[-1] - x[0])) & (x <= x[0] + x1 * (x[-1] - x[0]))
-    my = (y >= y[0] + y0 * (y[-1] - y[0])) & (y <= y[0] + y1 * (y[-1] - y[0]))
-    m = valid & (my[:, None] & mx[None, :])
+    m = valid & box_mask(y, x, box)
     return (a * m).sum((-2, -1)) / np.maximum(m.sum((-2, -1)), 1)
 
 # %% ../nbs/81_causal.ipynb #c18

@@ -17,7 +17,7 @@ from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
 from .beyond import (mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal,
-                              add_lora, merge_lora, CausalPenalty, WAKE_BOX)
+                              add_lora, merge_lora, CausalPenalty, box_mask)
 
 # %% auto #0
 __all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
@@ -433,6 +433,7 @@ class Stepper:
         for p in params: p.grad = None
         if (diag or combiner != 'sum') and set(losses) == {'sim', 'exp'}:
             keep = extra is not None
+            flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
             gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
             if combiner == 'snr':  # the exp gradient from its two half-batch gradients, their agreement the SNR
                 halves = [_half(batches['exp'], k) for k in (0, 1)]
@@ -444,8 +445,7 @@ class Stepper:
                 n1, n2 = (float(_n_terms(h)) for h in halves)
                 ge = tuple(None if x is None and y is None else
                            ((0 if x is None else n1 * x) + (0 if y is None else n2 * y)) / (n1 + n2) for x, y in zip(*hs))
-                info['snr'] = grad_snr(*(torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
-                                         for gg in hs))
+                info['snr'] = grad_snr(*(flat(gg) for gg in hs))
             else: ge = torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
             shared = [(a.flatten(), b.flatten()) for a, b in zip(gs, ge) if a is not None and b is not None]
             if shared:
@@ -453,7 +453,6 @@ class Stepper:
                 dot, na, nb = float(a @ b), float(a.norm()), float(b.norm())
                 info.update(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na, norm_exp=nb)
             ws, we = float(weights['sim']), float(weights['exp'])
-            flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
             if combiner == 'sum':  # the plain Joint gradient, parameter by parameter
                 for p, x, y in zip(params, gs, ge):
                     if x is None and y is None: continue
@@ -840,11 +839,7 @@ def _causal(self:Trainer) -> CausalPenalty:
     if names is None or len(names) <= ds.n_params or 'v' not in getattr(ds, 'fields', ()):
         raise ProtocolError(f"protocol {self.protocol.name!r} needs window datasets with a time-varying command in `cond` and a "
                             "field v (the controlled system); these data have none")
-    y, x = ds.ds['y'].values, ds.ds['x'].values
-    x0, x1, y0, y1 = WAKE_BOX
-    mx = torch.as_tensor((x >= x[0] + x0 * (x[-1] - x[0])) & (x <= x[0] + x1 * (x[-1] - x[0])))
-    my = torch.as_tensor((y >= y[0] + y0 * (y[-1] - y[0])) & (y <= y[0] + y1 * (y[-1] - y[0])))
-    return CausalPenalty(ds.n_params, ds.n_in, ds.fields.index('v'), my[:, None] & mx[None, :])
+    return CausalPenalty(ds.n_params, ds.n_in, ds.fields.index('v'), torch.as_tensor(box_mask(ds.ds['y'].values, ds.ds['x'].values)))
 
 @patch
 def _hcw(self:Trainer) -> HCWLoss:
