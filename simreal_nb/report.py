@@ -22,8 +22,8 @@ from .schema import FIELD_META
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
            'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'gap_table', 'ranking_table', 'physics_table', 'physics_lines',
-           'units_text', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
+           'error_vs_n_figure', 'arch_table', 'gap_table', 'ranking_table', 'pooled_ranking', 'physics_table',
+           'physics_lines', 'units_text', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -326,6 +326,36 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     lead = [l for l in df.index.names if l != 'protocol']
     return df.reset_index().sort_values(lead + [key]).set_index(lead + ['protocol']) if lead else df.sort_values(key)
 
+# %% ../nbs/55_report.ipynb #rk4
+def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
+                   lam:float=0.5,  # λ of the balanced metric
+                   reference:str=JOINT,  # the protocol every other one is compared with, paired by setting and seed
+                   metric:str='rmse',
+                   level:float=0.95,
+                  ) -> pd.DataFrame:
+    "One row per trained protocol, largest pooled paired change vs `reference` first: change in % ± CI over every (setting, seed) pair, pairs lower, verdict, mean rank."
+    b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
+    protos = trained_protocols(b.protocol.values)
+    if reference not in protos: raise ValueError(f"pooled_ranking: the run has no {reference!r} to compare with; it has {protos}")
+    b = b.sel(protocol=protos)
+    if 'seed' not in b.dims: b = b.expand_dims(seed=[0])
+    settings = [d for d in b.dims if d not in ('protocol', 'seed')]
+    from scipy.stats import rankdata
+    rank = xr.apply_ufunc(lambda a: rankdata(a, axis=-1, nan_policy='omit'), b.mean('seed'), input_core_dims=[['protocol']],
+                          output_core_dims=[['protocol']]).mean(settings)
+    ref = b.sel(protocol=reference, drop=True)
+    flat = lambda da: da.stack(pair=settings + ['seed']).transpose('protocol', 'pair')
+    change, both = flat(reduction_pct(ref, b)), flat(b.notnull() & ref.notnull())
+    d, h = mean_ci(change, 'pair', level)
+    lower, higher = (flat(b < ref) | ~both).all('pair'), (flat(b > ref) | ~both).all('pair')
+    n = both.sum('pair')
+    df = pd.DataFrame({f'vs {reference} %': d.to_series(), f'vs {reference} % ±': h.to_series(),
+                       'pairs lower': [f"{int(k)}/{int(m)}" for k, m in zip((flat(b < ref) & both).sum('pair').values, n.values)],
+                       'verdict': _verdict(d, h.fillna(np.inf), lower, higher, n).to_series(),
+                       'mean rank': rank.to_series(), 'settings': (b.notnull().any('seed').sum(settings)).to_series()})
+    df.loc[reference, 'verdict'] = '(reference)'
+    return df.sort_values([f'vs {reference} %', 'mean rank'], ascending=[False, True])
+
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
     "One row per cell of a `physics_check` result: the numbers behind each verdict."
@@ -497,6 +527,11 @@ def _report_rest(res, score, protos, seeds, L, physics=None):
               '(positive: lower error), and the verdict is *better*/*worse* only when the protocol is lower/higher than Joint in '
               'every seed and the 95 % interval of the paired change excludes zero. sim / sim_only > 1 is forgetting; '
               '"updates" is what the convergence rule let the cell make.', '', md_table(ranking_table(res)), '']
+        pooled = pooled_ranking(res)
+        if pooled['settings'].max() > 1:
+            L += ['The same comparison pooled over every (setting, seed) pair where the protocol and Joint were both run '
+                  '(paired change in %, mean ± 95 % CI over the pairs; same verdict rule; mean rank over the settings, 1 = lowest):',
+                  '', md_table(pooled), '']
     if 'score_phys' in res:
         L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
               md_table(_refs(phys_table(res))), '']

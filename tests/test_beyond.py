@@ -1,5 +1,6 @@
 """The beyond-Joint protocols: combiners against hand-computed directions, the SNR gate, HCW, L2-SP/EWC, LoRA, names, resume."""
 import math
+import numpy as np
 
 import pytest
 import torch
@@ -246,6 +247,27 @@ def test_report_ranks_every_protocol_against_joint():
     assert '## Every protocol ranked by bRMSE at λ = 0.5' in report_text(res)
     paper_only = synthetic_results(systems=('A',))
     assert 'Every protocol ranked' not in report_text(paper_only)
+
+
+def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
+    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.report import pooled_ranking, report_text
+    errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
+            'joint_mgda': [(0.16, 0.16), (0.18, 0.18), (0.14, 0.14)],   # 20 %, 10 %, 30 % lower than Joint
+            'joint_snr': (0.22, 0.22), 'persistence': (0.7, 0.6)}     # 10 % higher everywhere
+    res = synthetic_results(systems=('A', 'B'), errors=errs)
+    res['score'].loc[dict(system='B', protocol='joint_mgda', seed=2)] = np.nan   # not run there
+    res['score'].loc[dict(system='B', protocol='joint_snr')] = np.nan            # a whole setting missing
+    pr = pooled_ranking(res)
+    assert list(pr.index[:3]) == ['joint_mgda', 'joint', 'joint_snr'] and 'persistence' not in pr.index
+    # mgda: five pairs 20, 10, 30 (A), 20, 10 (B): mean 18 %, lower in all five -> better
+    assert math.isclose(pr.loc['joint_mgda', 'vs joint %'], 18.0) and pr.loc['joint_mgda', 'pairs lower'] == '5/5'
+    assert pr.loc['joint_mgda', 'verdict'] == 'better' and pr.loc['joint_mgda', 'settings'] == 2
+    assert math.isclose(pr.loc['joint_snr', 'vs joint %'], -10.0) and pr.loc['joint_snr', 'pairs lower'] == '0/3'
+    assert pr.loc['joint_snr', 'settings'] == 1 and pr.loc['joint', 'verdict'] == '(reference)'
+    assert pr.loc['joint_mgda', 'mean rank'] == 1.0   # lowest seed-mean bM in both settings
+    assert 'pooled over every (setting, seed) pair' in report_text(res)
+    assert 'pooled over every' not in report_text(synthetic_results(systems=('A',), errors=errs))
 
 
 class HeadNet(ToyNet):
