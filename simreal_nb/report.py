@@ -195,6 +195,13 @@ def _plain_log_ticks(axis):
     axis.set_major_formatter(FuncFormatter(lab))
     axis.set_minor_formatter(FuncFormatter(lambda v, _: lab(v, _) if v > 0 and round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ''))
 
+def _phases(x:np.ndarray, y:np.ndarray) -> list:
+    "(x, y) pieces of one learning curve, cut where the update count jumps ahead (a phase that ended early: the next starts at its cap)."
+    if len(x) < 3: return [(x, y)]
+    gap = np.diff(x)
+    cut = np.flatnonzero(gap > 2 * np.median(gap)) + 1
+    return list(zip(np.split(x, cut), np.split(y, cut)))
+
 def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=80) -> Figure:
     "Validation objective vs update per trained protocol (one thin line per seed; ▸ = stopped by the cap), one panel per setting, log y."
     protos = trained_protocols(res['curve_val'].protocol.values)
@@ -217,7 +224,7 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=
                 ok = np.isfinite(V[a, i, k]) & np.isfinite(S[a, i, k]) & (V[a, i, k] > 0)
                 if not ok.any(): continue
                 x, y = S[a, i, k][ok], V[a, i, k][ok]
-                ax.plot(x, y, color=colors[p], lw=0.8, alpha=0.8, label=p if k == 0 else None)
+                for xs, ys in _phases(x, y): ax.plot(xs, ys, color=colors[p], lw=0.8, alpha=0.8)
                 if cap is not None and cap[a, i, k] == 1: ax.plot(x[-1:], y[-1:], '>', color=colors[p], ms=4)
         ax.set_yscale('log'); _plain_log_ticks(ax.yaxis); ax.set_title(lab, fontsize=10); ax.tick_params(which='both', labelsize=8)
         ax.set_xlabel('update', fontsize=9); ax.set_ylabel('validation objective', fontsize=9)

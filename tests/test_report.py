@@ -279,5 +279,11 @@ def test_figures_small(seeded):
     assert [a.get_title() for a in fig.axes] == ['A/S', 'B/S']
     lines = fig.axes[0].lines
     assert len(lines) == 4 * 3 + 1  # 4 trained protocols x 3 seeds (no baseline curve) + the capped marker
+    # a phase that stopped early: the next starts at its cap, and its curve is drawn apart (no line across the gap)
+    two = seeded.copy(deep=True)
+    at = dict(system='A', protocol='sim_to_exp', seed=0)
+    st = two['curve_step'].loc[at]
+    two['curve_step'].loc[at] = st + 2000.0 * (st.eval_index >= 3)  # evaluations 0-2 in the first phase, the rest after the jump
+    assert len(learning_curves(two).axes[0].lines) == 4 * 3 + 1 + 1
     fig = error_vs_n_figure(seeded_results(dims={'exp_trajs': (2, 4)}).score)
     assert fig.dpi <= 80 and [a.get_title() for a in fig.axes] == ['A/S: exp rmse', 'A/S: sim rmse', 'B/S: exp rmse', 'B/S: sim rmse']
