@@ -460,6 +460,21 @@ def _flags(res:xr.Dataset) -> list:
     else: L += ['None: the convergence rule ended every trained cell before the cap.']
     return L + ['']
 
+def _seeds_text(score:xr.DataArray) -> str:
+    "The seeds of a run in words: their number, or, when some cells have fewer, which (setting: count for protocols)."
+    n_all = score.sizes.get('seed', 1)
+    if 'seed' not in score.dims: return '1'
+    ran = score.notnull().any([d for d in score.dims if d not in setting_dims(score) + ('protocol', 'seed')]).sum('seed')
+    ran = ran.sel(protocol=trained_protocols(ran.protocol.values))
+    short = ran.where(ran < n_all).to_series().dropna()
+    if short.empty: return str(n_all)
+    groups = {}
+    for idx, k in short.items():
+        idx = dict(zip(short.index.names, idx if isinstance(idx, tuple) else (idx,)))
+        setting = '/'.join(str(v) for d, v in idx.items() if d != 'protocol')
+        groups.setdefault((setting, int(k)), []).append(str(idx['protocol']))
+    return f"{n_all} (fewer where not all were run — " + '; '.join(f"{s}: {k} for {', '.join(ps)}" for (s, k), ps in groups.items()) + ')'
+
 def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -> str:
     "The markdown report of a results Dataset (with the physics checks of a `physics.json`, when given)."
     score = res['score']
@@ -476,13 +491,14 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
          + ''.join(f"{d}: {', '.join(map(str, score[d].values))}; " for d in extra)
          + f"protocols: {', '.join(trained_protocols(protos))}"
          + (f"; reference baselines: {', '.join(refs)}" if refs else '')
-         + f"; seeds: {seeds}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
+         + f"; seeds: {_seeds_text(score)}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
     L += [units_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
-          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 else
+          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and _seeds_text(score) == str(seeds) else
+             f'Tables show the mean ± the 95 % confidence half-width (Student t) over the seeds each cell has (up to {seeds}). ' if seeds > 1 else
              'One seed: no confidence intervals. ')
           + 'A Joint win is counted two ways: by seed mean (the paper\'s rule: lower seed-mean bM than every trained '
           'non-joint protocol) and in every seed (robust: lower bM than every trained non-joint protocol within each '

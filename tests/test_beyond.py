@@ -266,7 +266,10 @@ def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
     assert math.isclose(pr.loc['joint_snr', 'vs joint %'], -10.0) and pr.loc['joint_snr', 'pairs lower'] == '0/3'
     assert pr.loc['joint_snr', 'settings'] == 1 and pr.loc['joint', 'verdict'] == '(reference)'
     assert pr.loc['joint_mgda', 'mean rank'] == 1.0   # lowest seed-mean bM in both settings
-    assert 'pooled over every (setting, seed) pair' in report_text(res)
+    text = report_text(res)
+    assert 'pooled over every (setting, seed) pair' in text
+    assert 'seeds: 3 (fewer where not all were run — B/S: 2 for joint_mgda; B/S: 0 for joint_snr)' in text
+    assert 'over the seeds each cell has (up to 3)' in text
     assert 'pooled over every' not in report_text(synthetic_results(systems=('A',), errors=errs))
 
 
