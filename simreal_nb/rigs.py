@@ -12,7 +12,7 @@ from .systems import make_twins
 from .align import make_domain_data
 from .models import make_model
 from .protocols import train
-from .evaluation import evaluate
+from .evaluation import evaluate, Persistence
 from .schema import reference_scales
 
 # %% auto #0
@@ -131,7 +131,7 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
                 steps:int=600, batch_size:int=8, lr:float=2e-3,
                 horizon:int=8,  # rollout frames scored
                ) -> pd.DataFrame:
-    "Exp rollout RMSE (nondimensional) on the held-out rig and on the training rigs' test split, per seed, with and without fingerprints."
+    "Exp rollout RMSE (nondimensional) on the held-out rig and on the training rigs' test split, per seed, with and without fingerprints; persistence on both beside them."
     import pandas as pd
     if heldout not in rigs['exp']: raise RigError(f"heldout: {heldout!r} is not a rig; expected one of {list(rigs['exp'])}")
     seen = [r for r in rigs['exp'] if r != heldout]
@@ -139,6 +139,9 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
     fp_sim = fps['sim']
     scales = reference_scales(rigs['sim'])
     rows = []
+    def score(m, d, split):
+        return float(evaluate(m, d, split, horizon=horizon, domains=('exp',), scales=scales)['score']
+                     .sel(domain='exp', field='all', metric='rmse', mode='rollout').values)
     for use in (False, True):
         pick = lambda d: d if use else None
         sim = with_fingerprint(rigs['sim'], pick(fp_sim))
@@ -150,8 +153,8 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
             torch.manual_seed(seed)
             m = make_model(arch, capacity, fields=dd.fields, grid=dd.grid, n_cond=dd.n_cond, n_in=dd.n_in, n_out=dd.n_out)
             h = train(m, dd, protocol, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=False, device='cpu')
-            score = lambda d, split: float(evaluate(m, d, split, horizon=horizon, domains=('exp',), scales=scales)['score']
-                                           .sel(domain='exp', field='all', metric='rmse', mode='rollout').values)
-            held_rmse = np.mean([score(dh, s) for s in ('train', 'val', 'test')])  # every trajectory of the unseen rig
-            rows.append(dict(fingerprint=use, seed=seed, heldout_rmse=held_rmse, seen_rmse=score(dd, 'test'), updates=h.steps_done))
-    return pd.DataFrame(rows)
+            held_rmse = np.mean([score(m, dh, s) for s in ('train', 'val', 'test')])  # every trajectory of the unseen rig
+            rows.append(dict(fingerprint=use, seed=seed, heldout_rmse=held_rmse, seen_rmse=score(m, dd, 'test'), updates=h.steps_done))
+    ref = Persistence(1)  # the same trajectories, the last input frame repeated
+    return pd.DataFrame(rows).assign(heldout_persistence=np.mean([score(ref, dh, s) for s in ('train', 'val', 'test')]),
+                                     seen_persistence=score(ref, dd, 'test'))
