@@ -53,4 +53,6 @@ def test_rig_holdout_scores_both_variants(rigs):
     res = rig_holdout(rigs, heldout='rig_b', seeds=(0,), steps=3)
     assert len(res) == 2 and set(res.fingerprint) == {False, True}
     assert res[['heldout_rmse', 'seen_rmse']].notnull().all().all() and (res.updates == 3).all()
+    # persistence on the same trajectories, one value for the whole table: the reference a trained model must beat
+    assert res['heldout_persistence'].nunique() == 1 and res['heldout_persistence'].iloc[0] > 0 and res['seen_persistence'].iloc[0] > 0
     with pytest.raises(RigError, match='not a rig'): rig_holdout(rigs, heldout='rig_z', seeds=(0,), steps=1)
