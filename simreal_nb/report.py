@@ -22,8 +22,9 @@ from .schema import FIELD_META
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
            'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'gap_table', 'ranking_table', 'pooled_ranking', 'physics_table',
-           'physics_lines', 'units_text', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
+           'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking',
+           'physics_table', 'physics_lines', 'units_text', 'report_text', 'write_report', 'protocol_ranking',
+           'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -295,6 +296,23 @@ def _verdict(d:xr.DataArray, h:xr.DataArray, every_lower:xr.DataArray, every_hig
     out = xr.where((n >= 2) & every_higher & (d + h < 0), 'worse', out)
     return out.where(d.notnull(), '')
 
+def _balanced_per_seed(res:xr.Dataset, lam:float, reference:str, metric:str, caller:str) -> tuple:
+    "bM(λ) per seed of the trained protocols (always with a seed dim) and the reference's, which must be there."
+    b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
+    protos = trained_protocols(b.protocol.values)
+    if reference not in protos: raise ValueError(f"{caller}: the run has no {reference!r} to compare with; it has {protos}")
+    b = b.sel(protocol=protos)
+    b = b if 'seed' in b.dims else b.expand_dims(seed=[0])
+    return b, b.sel(protocol=reference, drop=True)
+
+def paired_change(b:xr.DataArray, ref:xr.DataArray, dim:str='seed', level:float=0.95) -> dict:
+    "`b` against `ref` paired along `dim`: per-pair change in %, its mean and CI half-width, pairs lower, pairs, verdict."
+    both = b.notnull() & ref.notnull()
+    change = reduction_pct(ref, b)
+    d, h = mean_ci(change, dim, level)
+    n, lower, higher = both.sum(dim), ((b < ref) & both).sum(dim), ((b > ref) & both).sum(dim)
+    return dict(change=change, mean=d, ci=h, lower=lower, n=n, verdict=_verdict(d, h.fillna(np.inf), lower == n, higher == n, n))
+
 def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `steps_done` where present)
                   lam:float=0.5,  # λ of the balanced metric
                   reference:str=JOINT,  # the protocol every other one is compared with, paired by seed
@@ -302,33 +320,24 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
                   level:float=0.95,
                  ) -> pd.DataFrame:
     "Rows (settings, protocol), lowest seed-mean bM(λ) first: bM ± CI, paired change vs `reference` in % ± CI with a verdict, domain errors, sim and hidden pressure, forgetting, updates."
-    score = res['score'].sel(metric=[metric])
-    b = balanced_score(score, lam, seed_mean=False).sel(metric=metric, drop=True)
-    protos = trained_protocols(b.protocol.values)
-    if reference not in protos: raise ValueError(f"ranking_table: the run has no {reference!r} to compare with; it has {protos}")
-    b = b.sel(protocol=protos)
-    if 'seed' not in b.dims: b = b.expand_dims(seed=[0])
-    s = select_view(score.sel(metric=metric, drop=True).sel(protocol=protos))
+    b, ref = _balanced_per_seed(res, lam, reference, metric, 'ranking_table')
+    protos = list(b.protocol.values)
+    s = select_view(res['score'].sel(metric=metric, drop=True).sel(protocol=protos))
     s = s if 'seed' in s.dims else s.expand_dims(seed=[0])
-    ref = b.sel(protocol=reference, drop=True)
     parts = {f'b{metric}@{lam:g}': b, 'sim': s.sel(domain='sim', drop=True), 'exp': s.sel(domain='exp', drop=True)}
     if 'p' in res['score'].field.values:
         parts['sim p'] = select_view(res['score'].sel(metric=metric, domain='sim', drop=True).sel(protocol=protos), 'p')
     if 'truth_score' in res and 'p' in res['truth_score'].hidden_field.values and bool(res['truth_score'].notnull().any()):
         parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p', metric=metric, drop=True).sel(protocol=protos))
     if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
-    change = reduction_pct(ref, b)
-    parts[f'vs {reference} %'] = change
+    pc = paired_change(b, ref, 'seed', level)
+    parts[f'vs {reference} %'] = pc['change']
     parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims) for k, v in parts.items()}
     df = _ci_frame(parts, level)
-    d, h = mean_ci(change, 'seed', level)
-    both = b.notnull() & ref.notnull()
-    n = both.sum('seed')
-    lower, higher = ((b < ref) | ~both).all('seed'), ((b > ref) | ~both).all('seed')
-    df['verdict'] = _verdict(d, h.fillna(np.inf), lower, higher, n).to_series()
+    df['verdict'] = pc['verdict'].to_series()
     df.loc[df.index.get_level_values('protocol') == reference, 'verdict'] = '(reference)'
     if 'steps_done' in res: df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
-    df['seeds'] = n.to_series()
+    df['seeds'] = pc['n'].to_series()
     key = f'b{metric}@{lam:g}'
     lead = [l for l in df.index.names if l != 'protocol']
     return df.reset_index().sort_values(lead + [key]).set_index(lead + ['protocol']) if lead else df.sort_values(key)
@@ -341,24 +350,16 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
                    level:float=0.95,
                   ) -> pd.DataFrame:
     "One row per trained protocol, largest pooled paired change vs `reference` first: change in % ± CI over every (setting, seed) pair, pairs lower, verdict, mean rank."
-    b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
-    protos = trained_protocols(b.protocol.values)
-    if reference not in protos: raise ValueError(f"pooled_ranking: the run has no {reference!r} to compare with; it has {protos}")
-    b = b.sel(protocol=protos)
-    if 'seed' not in b.dims: b = b.expand_dims(seed=[0])
+    b, ref = _balanced_per_seed(res, lam, reference, metric, 'pooled_ranking')
     settings = [d for d in b.dims if d not in ('protocol', 'seed')]
     from scipy.stats import rankdata
     rank = xr.apply_ufunc(lambda a: rankdata(a, axis=-1, nan_policy='omit'), b.mean('seed'), input_core_dims=[['protocol']],
                           output_core_dims=[['protocol']]).mean(settings)
-    ref = b.sel(protocol=reference, drop=True)
-    flat = lambda da: da.stack(pair=settings + ['seed']).transpose('protocol', 'pair')
-    change, both = flat(reduction_pct(ref, b)), flat(b.notnull() & ref.notnull())
-    d, h = mean_ci(change, 'pair', level)
-    lower, higher = (flat(b < ref) | ~both).all('pair'), (flat(b > ref) | ~both).all('pair')
-    n = both.sum('pair')
-    df = pd.DataFrame({f'vs {reference} %': d.to_series(), f'vs {reference} % ±': h.to_series(),
-                       'pairs lower': [f"{int(k)}/{int(m)}" for k, m in zip((flat(b < ref) & both).sum('pair').values, n.values)],
-                       'verdict': _verdict(d, h.fillna(np.inf), lower, higher, n).to_series(),
+    flat = lambda da: da.stack(pair=settings + ['seed'])
+    pc = paired_change(flat(b), flat(ref), 'pair', level)
+    df = pd.DataFrame({f'vs {reference} %': pc['mean'].to_series(), f'vs {reference} % ±': pc['ci'].to_series(),
+                       'pairs lower': (pc['lower'].astype(int).astype(str) + '/' + pc['n'].astype(int).astype(str)).to_series(),
+                       'verdict': pc['verdict'].to_series(),
                        'mean rank': rank.to_series(), 'settings': (b.notnull().any('seed').sum(settings)).to_series()})
     df.loc[reference, 'verdict'] = '(reference)'
     return df.sort_values([f'vs {reference} %', 'mean rank'], ascending=[False, True])
@@ -485,19 +486,20 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     refs = [p for p in protos if p in BASELINES]
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     extra = [d for d in setting_dims(score) if d not in ('system', 'capacity')]
+    seeds_text = _seeds_text(score)
     L = [f"# Sim+Real on the twin systems", '',
          f"simreal_nb {res.attrs.get('version', '?')}; systems: {', '.join(map(str, res.system.values))}; capacities: "
          f"{', '.join(map(str, res.capacity.values))}; "
          + ''.join(f"{d}: {', '.join(map(str, score[d].values))}; " for d in extra)
          + f"protocols: {', '.join(trained_protocols(protos))}"
          + (f"; reference baselines: {', '.join(refs)}" if refs else '')
-         + f"; seeds: {_seeds_text(score)}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
+         + f"; seeds: {seeds_text}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
     L += [units_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
-          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and _seeds_text(score) == str(seeds) else
+          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and seeds_text == str(seeds) else
              f'Tables show the mean ± the 95 % confidence half-width (Student t) over the seeds each cell has (up to {seeds}). ' if seeds > 1 else
              'One seed: no confidence intervals. ')
           + 'A Joint win is counted two ways: by seed mean (the paper\'s rule: lower seed-mean bM than every trained '

@@ -162,6 +162,11 @@ def _pareto_mask(x, y):
         out[i] = not dom.any()
     return out
 
+def _far_off(x, y, trained, clip):
+    "True for points more than `clip` × the `trained` points' median error away on either axis (none when `clip` is None)."
+    if clip is None or trained.sum() < 3: return np.zeros(len(x), bool)
+    return (x > clip * np.median(x[trained])) | (y > clip * np.median(y[trained]))
+
 def iso_segment(lam, level, xmax, ymax, xmin=0.0, ymin=0.0):
     "End points ((x0, y0), (x1, y1)) of {λ·x + (1-λ)·y = level} clipped to [xmin, xmax] × [ymin, ymax], the upper-left end first; None when it misses the box."
     if lam >= 1: pts = [(level, ymax), (level, ymin)] if xmin <= level <= xmax else []
@@ -237,6 +242,7 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 dpi=100,            # figure dpi
                 log=False,          # log-log axes: True, False or 'auto' (log where a panel's trained points span more than 10×)
                 mode=None,          # evaluation mode (None: 'rollout' if present)
+                clip=1000.0,        # a point more than `clip` × the trained protocols' median error off (either axis) sits on the panel's edge, its value in its label; None: never
                ) -> Figure:
     "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train; reference baselines as grey crosses."
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -254,27 +260,34 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     colors = {p: ('0.55' if p in BASELINES else c) for p, c in protocol_colors(protos).items()}
     fmt = FuncFormatter(lambda v, _: f'{v:g}')
-    labels, blocks, any_front = {}, {}, False
+    labels, blocks, any_front, any_far = {}, {}, False, False
     for ax, st in zip(axes, settings):
         x, y = e.sel(setting=st, domain='sim').values, e.sel(setting=st, domain='exp').values
         fin = np.isfinite(x) & np.isfinite(y)
         opt = _pareto_mask(np.where(ref, np.nan, x), y)  # the front of the trained protocols
-        xmax = 1.15 * np.nanmax(np.where(fin, x, np.nan)) if fin.any() else 1.0
-        ymax = 1.15 * np.nanmax(np.where(fin, y, np.nan)) if fin.any() else 1.0
-        pos = fin & (x > 0) & (y > 0)
+        far = _far_off(x, y, fin & ~ref, clip) & fin
+        near = fin & ~far
+        xmax = 1.15 * np.nanmax(np.where(near, x, np.nan)) if near.any() else 1.0
+        ymax = 1.15 * np.nanmax(np.where(near, y, np.nan)) if near.any() else 1.0
+        pos = near & (x > 0) & (y > 0)
         t = pos & ~ref
         lg = (bool(log) if log != 'auto' else
-              bool(t.sum() >= 2 and (pos == fin).all() and max(x[t].max() / x[t].min(), y[t].max() / y[t].min()) > 10))
+              bool(t.sum() >= 2 and (pos == near).all() and max(x[t].max() / x[t].min(), y[t].max() / y[t].min()) > 10))
         lg = lg and pos.any()
         xmin, ymin = (x[pos].min() / 1.5, y[pos].min() / 1.5) if lg else (0.0, 0.0)
         if lg: xmax, ymax = xmax * 1.3, ymax * 1.3
         labels[ax], blocks[ax] = [], []
+        edge = (lambda v, hi: min(v, hi / 1.25)) if lg else (lambda v, hi: min(v, 0.95 * hi))  # where a far-off point is drawn
         for i, p in enumerate(protos):
             if not fin[i]: continue
-            if ref[i]: ax.scatter([x[i]], [y[i]], s=30, marker='x', color=colors[p], zorder=2, label=p)
-            else: ax.scatter([x[i]], [y[i]], s=40, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
+            px, py = (edge(x[i], xmax), edge(y[i], ymax)) if far[i] else (x[i], y[i])
+            shape = ('>' if y[i] == py else '^' if x[i] == px else 'D') if far[i] else 'o'
+            if ref[i]: ax.scatter([px], [py], s=30, marker='x', color=colors[p], zorder=2, label=p)
+            else: ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
                              zorder=3, label=p)
-            labels[ax].append((x[i], y[i], p, '0.45' if ref[i] else '0.1'))
+            off = ' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q) + ')' if far[i] else ''
+            labels[ax].append((px, py, p + off, '0.45' if ref[i] else '0.1'))
+        any_far |= bool(far.any())
         jf = np.flatnonzero(jl & fin)
         if len(jf) >= 2:  # Joint's own trade-off: the non-dominated λ_train variants, joined in order of sim error
             on = jf[_pareto_mask(x[jf], y[jf])]
@@ -307,7 +320,8 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
     fig.legend(handles, names, loc='outside lower center', ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=8,
                frameon=False, handletextpad=0.3, columnspacing=1.0)
     fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error: filled = Pareto-optimal among the trained protocols; '
-                       'grey × = reference baselines (never a winner)', width * 72, 9.5), fontsize=9.5)
+                       'grey × = reference baselines (never a winner)'
+                       + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''), width * 72, 9.5), fontsize=9.5)
     fig.draw_without_rendering()  # fixes the layout, so the labels can be placed in pixels
     for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], 8, blocks[ax])
     return fig
