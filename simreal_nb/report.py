@@ -23,8 +23,8 @@ from .schema import FIELD_META
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
            'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
            'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking',
-           'physics_table', 'physics_lines', 'units_text', 'report_text', 'write_report', 'protocol_ranking',
-           'ranking_agreement']
+           'lambda_ranking', 'physics_table', 'physics_lines', 'units_text', 'report_text', 'write_report',
+           'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -364,6 +364,21 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
     df.loc[reference, 'verdict'] = '(reference)'
     return df.sort_values([f'vs {reference} %', 'mean rank'], ascending=[False, True])
 
+# %% ../nbs/55_report.ipynb #rk7
+def lambda_ranking(res:xr.Dataset,  # results of a run
+                   lams=(0.2, 0.5, 0.8),  # the λ of the balanced metric to compare at
+                   reference:str=JOINT,  # the protocol every other one is compared with, paired by setting and seed
+                   metric:str='rmse',
+                   level:float=0.95,
+                  ) -> pd.DataFrame:
+    "Rows: trained protocols (ordered by the middle λ); per λ the pooled paired change of bM(λ) vs `reference` in % ± CI and its verdict."
+    cols = {}
+    for lam in lams:
+        pr = pooled_ranking(res, lam, reference, metric, level)
+        cols |= {f'λ={lam:g} %': pr[f'vs {reference} %'], f'λ={lam:g} ±': pr[f'vs {reference} % ±'], f'λ={lam:g} verdict': pr['verdict']}
+    mid = sorted(lams)[len(lams) // 2]
+    return pd.DataFrame(cols).sort_values(f'λ={mid:g} %', ascending=False)
+
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
     "One row per cell of a `physics_check` result: the numbers behind each verdict."
@@ -557,6 +572,8 @@ def _report_rest(res, score, protos, seeds, L, physics=None):
             L += ['The same comparison pooled over every (setting, seed) pair where the protocol and Joint were both run '
                   '(paired change in %, mean ± 95 % CI over the pairs; same verdict rule; mean rank over the settings, 1 = lowest):',
                   '', md_table(pooled), '']
+        L += ['The pooled change of bM(λ) against Joint at other weights of the two domains (λ = 0.2: exp weighs most; '
+              '0.8: sim; same pairs and verdict rule):', '', md_table(lambda_ranking(res)), '']
     if 'score_phys' in res:
         L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
               md_table(_refs(phys_table(res))), '']

@@ -271,6 +271,23 @@ def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
     assert 'seeds: 3 (fewer where not all were run — B/S: 2 for joint_mgda; B/S: 0 for joint_snr)' in text
     assert 'over the seeds each cell has (up to 3)' in text
     assert 'pooled over every' not in report_text(synthetic_results(systems=('A',), errors=errs))
+    assert 'at other weights of the two domains' in text
+
+
+def test_lambda_ranking_follows_the_trade_off_across_lambda():
+    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.report import lambda_ranking, pooled_ranking
+    errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
+            'joint_mgda': [(0.16, 0.16), (0.18, 0.18), (0.14, 0.14)], 'persistence': (0.7, 0.6)}
+    res = synthetic_results(systems=('A', 'B'), errors=errs)
+    lr = lambda_ranking(res, lams=(0.2, 0.9))
+    assert np.allclose(lr.loc['joint_mgda', ['λ=0.2 %', 'λ=0.9 %']].astype(float), 20.0)  # equal sim and exp changes: the same at every λ
+    # sim_only against Joint: bM(0.2) = 0.81 vs 0.2 (-305 %), bM(0.9) = 0.145 vs 0.2 (+27.5 %), in all six pairs
+    assert math.isclose(lr.loc['sim_only', 'λ=0.2 %'], -305.0) and lr.loc['sim_only', 'λ=0.2 verdict'] == 'worse'
+    assert math.isclose(lr.loc['sim_only', 'λ=0.9 %'], 27.5) and lr.loc['sim_only', 'λ=0.9 verdict'] == 'better'
+    assert lr.index[0] == 'sim_only' and 'persistence' not in lr.index  # ordered by the middle λ, 0.9 here
+    pr = pooled_ranking(res, lam=0.2)
+    assert np.allclose(lr['λ=0.2 %'].reindex(pr.index), pr['vs joint %'])
 
 
 class HeadNet(ToyNet):
