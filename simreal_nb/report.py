@@ -14,7 +14,7 @@ from matplotlib.lines import Line2D
 from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
                                 balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
-                                trained_protocols, train_domains, reduction_pct)
+                                trained_protocols, train_domains)
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
 from .store import atomic_write, write_text, read_json, RunFileError
 from .schema import FIELD_META
@@ -306,12 +306,12 @@ def _balanced_per_seed(res:xr.Dataset, lam:float, reference:str, metric:str, cal
     return b, b.sel(protocol=reference, drop=True)
 
 def paired_change(b:xr.DataArray, ref:xr.DataArray, dim:str='seed', level:float=0.95) -> dict:
-    "`b` against `ref` paired along `dim`: per-pair change in %, its mean and CI half-width, pairs lower, pairs, verdict."
+    "`b` against `ref` paired along `dim`: geometric-mean change in % with its interval (`lo`, `hi`), pairs lower, pairs, verdict."
     both = b.notnull() & ref.notnull()
-    change = reduction_pct(ref, b)
-    d, h = mean_ci(change, dim, level)
+    m, h = mean_ci(np.log(ref / b).transpose(*b.dims), dim, level)  # the mean log ratio: > 0 where `b` is lower
+    pct = lambda v: 100 * (1 - np.exp(-v))  # a log ratio as the % change it stands for: reduction_pct(ref, b) = pct(log(ref / b))
     n, lower, higher = both.sum(dim), ((b < ref) & both).sum(dim), ((b > ref) & both).sum(dim)
-    return dict(change=change, mean=d, ci=h, lower=lower, n=n, verdict=_verdict(d, h.fillna(np.inf), lower == n, higher == n, n))
+    return dict(mean=pct(m), lo=pct(m - h), hi=pct(m + h), lower=lower, n=n, verdict=_verdict(m, h.fillna(np.inf), lower == n, higher == n, n))
 
 def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `steps_done` where present)
                   lam:float=0.5,  # λ of the balanced metric
@@ -319,7 +319,7 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
                   metric:str='rmse',
                   level:float=0.95,
                  ) -> pd.DataFrame:
-    "Rows (settings, protocol), lowest seed-mean bM(λ) first: bM ± CI, paired change vs `reference` in % ± CI with a verdict, domain errors, sim and hidden pressure, forgetting, updates."
+    "Rows (settings, protocol), lowest seed-mean bM(λ) first: bM ± CI, paired change vs `reference` in % with its interval and verdict, domain errors, sim and hidden pressure, forgetting, updates."
     b, ref = _balanced_per_seed(res, lam, reference, metric, 'ranking_table')
     protos = list(b.protocol.values)
     s = select_view(res['score'].sel(metric=metric, drop=True).sel(protocol=protos))
@@ -330,11 +330,11 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     if 'truth_score' in res and 'p' in res['truth_score'].hidden_field.values and bool(res['truth_score'].notnull().any()):
         parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p', metric=metric, drop=True).sel(protocol=protos))
     if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
-    pc = paired_change(b, ref, 'seed', level)
-    parts[f'vs {reference} %'] = pc['change']
     parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims) for k, v in parts.items()}
     df = _ci_frame(parts, level)
-    df['verdict'] = pc['verdict'].to_series()
+    pc = paired_change(b, ref, 'seed', level)
+    for k, col in (('mean', ''), ('lo', ' lo'), ('hi', ' hi'), ('verdict', '')):
+        df[f'vs {reference} %{col}' if k != 'verdict' else 'verdict'] = pc[k].to_series()
     df.loc[df.index.get_level_values('protocol') == reference, 'verdict'] = '(reference)'
     if 'steps_done' in res: df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
     df['seeds'] = pc['n'].to_series()
@@ -349,7 +349,7 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
                    metric:str='rmse',
                    level:float=0.95,
                   ) -> pd.DataFrame:
-    "One row per trained protocol, largest pooled paired change vs `reference` first: change in % ± CI over every (setting, seed) pair, pairs lower, verdict, mean rank."
+    "One row per trained protocol, largest pooled paired change vs `reference` first: change in % with its interval over every (setting, seed) pair, pairs lower, verdict, mean rank."
     b, ref = _balanced_per_seed(res, lam, reference, metric, 'pooled_ranking')
     settings = [d for d in b.dims if d not in ('protocol', 'seed')]
     from scipy.stats import rankdata
@@ -357,7 +357,8 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
                           output_core_dims=[['protocol']]).mean(settings)
     flat = lambda da: da.stack(pair=settings + ['seed'])
     pc = paired_change(flat(b), flat(ref), 'pair', level)
-    df = pd.DataFrame({f'vs {reference} %': pc['mean'].to_series(), f'vs {reference} % ±': pc['ci'].to_series(),
+    df = pd.DataFrame({f'vs {reference} %': pc['mean'].to_series(), f'vs {reference} % lo': pc['lo'].to_series(),
+                       f'vs {reference} % hi': pc['hi'].to_series(),
                        'pairs lower': (pc['lower'].astype(int).astype(str) + '/' + pc['n'].astype(int).astype(str)).to_series(),
                        'verdict': pc['verdict'].to_series(),
                        'mean rank': rank.to_series(), 'settings': (b.notnull().any('seed').sum(settings)).to_series()})
@@ -371,11 +372,12 @@ def lambda_ranking(res:xr.Dataset,  # results of a run
                    metric:str='rmse',
                    level:float=0.95,
                   ) -> pd.DataFrame:
-    "Rows: trained protocols (ordered by the middle λ); per λ the pooled paired change of bM(λ) vs `reference` in % ± CI and its verdict."
+    "Rows: trained protocols (ordered by the middle λ); per λ the pooled paired change of bM(λ) vs `reference` in %, its interval and its verdict."
     cols = {}
     for lam in lams:
         pr = pooled_ranking(res, lam, reference, metric, level)
-        cols |= {f'λ={lam:g} %': pr[f'vs {reference} %'], f'λ={lam:g} ±': pr[f'vs {reference} % ±'], f'λ={lam:g} verdict': pr['verdict']}
+        cols |= {f'λ={lam:g} %': pr[f'vs {reference} %'], f'λ={lam:g} lo': pr[f'vs {reference} % lo'], f'λ={lam:g} hi': pr[f'vs {reference} % hi'],
+                 f'λ={lam:g} verdict': pr['verdict']}
     mid = sorted(lams)[len(lams) // 2]
     return pd.DataFrame(cols).sort_values(f'λ={mid:g} %', ascending=False)
 
@@ -564,13 +566,15 @@ def _report_rest(res, score, protos, seeds, L, physics=None):
     if JOINT in protos and set(trained_protocols(protos)) - set(NON_JOINT) - {JOINT}:
         L += ['## Every protocol ranked by bRMSE at λ = 0.5', '',
               'All trained protocols, lowest seed-mean bRMSE(0.5) first; "vs joint %" is the paired reduction against Joint '
-              '(positive: lower error), and the verdict is *better*/*worse* only when the protocol is lower/higher than Joint in '
-              'every seed and the 95 % interval of the paired change excludes zero. sim / sim_only > 1 is forgetting; '
+              '(positive: lower error; the geometric mean over seeds of bRMSE/bRMSE_Joint as a % change, "lo"/"hi" its 95 % '
+              'interval from the per-seed log ratios), and the verdict is *better*/*worse* only when the protocol is lower/higher '
+              'than Joint in every seed and that interval excludes zero. sim / sim_only > 1 is forgetting; '
               '"updates" is what the convergence rule let the cell make.', '', md_table(ranking_table(res)), '']
         pooled = pooled_ranking(res)
         if pooled['settings'].max() > 1:
             L += ['The same comparison pooled over every (setting, seed) pair where the protocol and Joint were both run '
-                  '(paired change in %, mean ± 95 % CI over the pairs; same verdict rule; mean rank over the settings, 1 = lowest):',
+                  '(paired change in %, geometric mean and 95 % interval over the pairs; same verdict rule; mean rank over the '
+                  'settings, 1 = lowest):',
                   '', md_table(pooled), '']
         L += ['The pooled change of bM(λ) against Joint at other weights of the two domains (λ = 0.2: exp weighs most; '
               '0.8: sim; same pairs and verdict rule):', '', md_table(lambda_ranking(res)), '']

@@ -243,7 +243,9 @@ def test_report_ranks_every_protocol_against_joint():
     rt = ranking_table(res)
     assert list(rt.index.get_level_values('protocol')) == ['joint_mgda', 'joint', 'sim_to_exp_lora', 'sim_to_exp', 'sim_only', 'exp_only']
     assert rt['verdict'].tolist() == ['better', '(reference)', 'no clear difference', 'worse', 'worse', 'worse']
-    assert math.isclose(rt.loc[('A', 'S', 'joint_mgda'), 'vs joint %'], 100 * (1 - (0.16 + 0.17 + 0.155) / 3 / 0.2) , rel_tol=0.02)
+    ratios = [0.16 / 0.2, 0.17 / 0.205, 0.155 / 0.195]  # bM(0.5) of mgda over Joint's, per seed
+    assert math.isclose(rt.loc[('A', 'S', 'joint_mgda'), 'vs joint %'], 100 * (1 - math.exp(np.mean(np.log(ratios)))), rel_tol=1e-6)
+    assert rt.loc[('A', 'S', 'joint_mgda'), 'vs joint % lo'] < rt.loc[('A', 'S', 'joint_mgda'), 'vs joint %'] < rt.loc[('A', 'S', 'joint_mgda'), 'vs joint % hi']
     assert '## Every protocol ranked by bRMSE at λ = 0.5' in report_text(res)
     paper_only = synthetic_results(systems=('A',))
     assert 'Every protocol ranked' not in report_text(paper_only)
@@ -260,8 +262,9 @@ def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
     res['score'].loc[dict(system='B', protocol='joint_snr')] = np.nan            # a whole setting missing
     pr = pooled_ranking(res)
     assert list(pr.index[:3]) == ['joint_mgda', 'joint', 'joint_snr'] and 'persistence' not in pr.index
-    # mgda: five pairs 20, 10, 30 (A), 20, 10 (B): mean 18 %, lower in all five -> better
-    assert math.isclose(pr.loc['joint_mgda', 'vs joint %'], 18.0) and pr.loc['joint_mgda', 'pairs lower'] == '5/5'
+    # mgda: five pairs 20, 10, 30 (A), 20, 10 (B) % lower: the geometric-mean change of ratios 0.8, 0.9, 0.7, 0.8, 0.9; lower in all five -> better
+    assert math.isclose(pr.loc['joint_mgda', 'vs joint %'], 100 * (1 - math.exp(np.mean(np.log([0.8, 0.9, 0.7, 0.8, 0.9])))))
+    assert pr.loc['joint_mgda', 'pairs lower'] == '5/5'
     assert pr.loc['joint_mgda', 'verdict'] == 'better' and pr.loc['joint_mgda', 'settings'] == 2
     assert math.isclose(pr.loc['joint_snr', 'vs joint %'], -10.0) and pr.loc['joint_snr', 'pairs lower'] == '0/3'
     assert pr.loc['joint_snr', 'settings'] == 1 and pr.loc['joint', 'verdict'] == '(reference)'
@@ -274,6 +277,18 @@ def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
     assert 'at other weights of the two domains' in text
 
 
+def test_verdict_is_taken_on_the_log_ratio():
+    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.report import ranking_table
+    errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
+            'sim_to_exp_lora': [(2.9, 2.9), (1.9, 1.9), (5.3, 5.3)]}  # 14.5x, 9.5x, 26.5x Joint's error
+    rt = ranking_table(synthetic_results(systems=('A',), errors=errs)).loc[('A', 'S', 'sim_to_exp_lora')]
+    pct = np.array([-1350.0, -850.0, -2550.0])  # the arithmetic % changes: their t-interval includes zero
+    assert pct.mean() + 4.303 * pct.std(ddof=1) / math.sqrt(3) > 0
+    assert rt['verdict'] == 'worse' and rt['vs joint % hi'] < 0  # on the log scale it does not
+    assert math.isclose(rt['vs joint %'], 100 * (1 - math.exp(np.mean(np.log([14.5, 9.5, 26.5])))))
+
+
 def test_lambda_ranking_follows_the_trade_off_across_lambda():
     from simreal_nb.metrics import synthetic_results
     from simreal_nb.report import lambda_ranking, pooled_ranking
@@ -281,7 +296,8 @@ def test_lambda_ranking_follows_the_trade_off_across_lambda():
             'joint_mgda': [(0.16, 0.16), (0.18, 0.18), (0.14, 0.14)], 'persistence': (0.7, 0.6)}
     res = synthetic_results(systems=('A', 'B'), errors=errs)
     lr = lambda_ranking(res, lams=(0.2, 0.9))
-    assert np.allclose(lr.loc['joint_mgda', ['λ=0.2 %', 'λ=0.9 %']].astype(float), 20.0)  # equal sim and exp changes: the same at every λ
+    mgda = 100 * (1 - math.exp(np.mean(np.log([0.8, 0.9, 0.7]))))  # 20 %, 10 %, 30 % lower in each setting
+    assert np.allclose(lr.loc['joint_mgda', ['λ=0.2 %', 'λ=0.9 %']].astype(float), mgda)  # equal sim and exp changes: the same at every λ
     # sim_only against Joint: bM(0.2) = 0.81 vs 0.2 (-305 %), bM(0.9) = 0.145 vs 0.2 (+27.5 %), in all six pairs
     assert math.isclose(lr.loc['sim_only', 'λ=0.2 %'], -305.0) and lr.loc['sim_only', 'λ=0.2 verdict'] == 'worse'
     assert math.isclose(lr.loc['sim_only', 'λ=0.9 %'], 27.5) and lr.loc['sim_only', 'λ=0.9 verdict'] == 'better'
