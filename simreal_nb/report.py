@@ -333,8 +333,8 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims) for k, v in parts.items()}
     df = _ci_frame(parts, level)
     pc = paired_change(b, ref, 'seed', level)
-    for k, col in (('mean', ''), ('lo', ' lo'), ('hi', ' hi'), ('verdict', '')):
-        df[f'vs {reference} %{col}' if k != 'verdict' else 'verdict'] = pc[k].to_series()
+    change = f'vs {reference} %'
+    for name, k in ((change, 'mean'), (f'{change} lo', 'lo'), (f'{change} hi', 'hi'), ('verdict', 'verdict')): df[name] = pc[k].to_series()
     df.loc[df.index.get_level_values('protocol') == reference, 'verdict'] = '(reference)'
     if 'steps_done' in res: df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
     df['seeds'] = pc['n'].to_series()
