@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 # %% auto #0
 __all__ = ['HCW_WEIGHTS', 'WAKE_BOX', 'mgda', 'GradNormBalance', 'grad_snr', 'SNRGate', 'laplacian_noise', 'confidence_weights',
-           'divergence_residual', 'HCWLoss', 'AnchorPenalty', 'fisher_diagonal', 'LoRA', 'add_lora', 'merge_lora',
-           'box_mask', 'CausalPenalty']
+           'divergence_residual', 'masked_mean', 'HCWLoss', 'AnchorPenalty', 'fisher_diagonal', 'LoRA', 'add_lora',
+           'merge_lora', 'box_mask', 'CausalPenalty']
 
 # %% ../nbs/41_beyond.ipynb #b006
 def mgda(a:torch.Tensor,  # first (weighted) gradient, flat
@@ -121,17 +121,25 @@ def divergence_residual(pred:torch.Tensor,  # normalised prediction [B, T, C, H,
     if n == 0: return pred.sum() * 0
     return (div ** 2 * st).sum() / n / (su / dx) ** 2
 
+# %% ../nbs/41_beyond.ipynb #b021b
+def masked_mean(err:torch.Tensor,  # per-point values [B, T, C, H, W] (any value where masked out, NaN included)
+                field_mask:torch.Tensor,  # [B, C] bool, True where the field is measured
+                valid:torch.Tensor|None=None,  # [B, T, H, W] bool, True where the target is usable
+                weight:torch.Tensor|None=None,  # per-channel weights [C] (None: every channel 1)
+               ) -> torch.Tensor:
+    "Mean of `err` over present fields and valid points; channels weighted by `weight` when given."
+    B, T, C, H, W = err.shape
+    w = field_mask.bool().view(B, 1, C, 1, 1)
+    if valid is not None: w = w & valid.bool().view(B, T, 1, H, W)
+    zero = torch.zeros((), device=err.device)
+    if weight is None:
+        w = w.expand(B, T, C, H, W)
+        return torch.where(w, err, zero).sum() / w.sum().clamp_min(1)
+    wf = (w.float() * weight.to(err.device).view(1, 1, C, 1, 1)).expand(B, T, C, H, W)
+    return torch.where(wf > 0, err * wf, zero).sum() / wf.sum().clamp_min(1e-12)
+
 # %% ../nbs/41_beyond.ipynb #b022
 HCW_WEIGHTS = dict(sim=0.4, exp=0.35, consist=0.25)  # the write-up's weights of L_sim, L_real, L_consist
-
-def _masked_mean(err, fm, valid, chan_w=None):
-    "Mean of err [B,T,C,H,W] over present fields and valid points; channels weighted by chan_w [C] when given."
-    B, T, C, H, W = err.shape
-    w = fm.bool().view(B, 1, C, 1, 1).float()
-    if valid is not None: w = w * valid.bool().view(B, T, 1, H, W).float()
-    if chan_w is not None: w = w * chan_w.to(err.device).view(1, 1, C, 1, 1)
-    w = w.expand(B, T, C, H, W)
-    return torch.where(w > 0, err * w, torch.zeros((), device=err.device)).sum() / w.sum().clamp_min(1e-12)
 
 class HCWLoss:
     "Hierarchical confidence weighting: trusted-field MSE on sim, confidence-weighted Huber on exp, matched divergence residuals."
@@ -165,7 +173,7 @@ class HCWLoss:
         keep = torch.tensor([f in self.trusted for f in self.fields], device=pred_sim.device)
         fm_sim = b_sim['field_mask'].bool() & keep.view(1, -1)
         y_sim = torch.nan_to_num(b_sim['y'].float())
-        l_sim = _masked_mean((pred_sim.float() - y_sim) ** 2, fm_sim, b_sim.get('valid'))
+        l_sim = masked_mean((pred_sim.float() - y_sim) ** 2, fm_sim, b_sim.get('valid'))
         y = b_exp['y'].float()
         B, T, C, H, W = y.shape
         ok = b_exp['field_mask'].bool().view(B, 1, C, 1, 1).expand(B, T, C, H, W)
@@ -173,7 +181,7 @@ class HCWLoss:
         ok = ok & torch.isfinite(y)
         cw = confidence_weights(laplacian_noise(torch.nan_to_num(y), ok), self.floor)
         hub = F.huber_loss(pred_exp.float(), torch.nan_to_num(y), reduction='none', delta=self.delta)
-        l_exp = _masked_mean(hub, b_exp['field_mask'], b_exp.get('valid'), cw)
+        l_exp = masked_mean(hub, b_exp['field_mask'], b_exp.get('valid'), cw)
         l_con = (self.residual(pred_sim, b_sim) - self.residual(pred_exp, b_exp)) ** 2
         return dict(sim=l_sim, exp=l_exp, consist=l_con, conf=cw.detach())
 

@@ -16,7 +16,7 @@ from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
-from .beyond import (mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal,
+from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal,
                               add_lora, merge_lora, CausalPenalty, box_mask)
 
 # %% auto #0
@@ -47,14 +47,9 @@ def masked_mse(pred:torch.Tensor,  # prediction [B, T, C, H, W]
     B, T, C, H, W = pred.shape
     if tuple(field_mask.shape) != (B, C):
         raise ValueError(f"masked_mse: field_mask must be [B, C] = {(B, C)}, got {tuple(field_mask.shape)}")
-    w = field_mask.bool().view(B, 1, C, 1, 1)
-    if valid is not None:
-        if tuple(valid.shape) != (B, T, H, W):
-            raise ValueError(f"masked_mse: valid must be [B, T, H, W] = {(B, T, H, W)}, got {tuple(valid.shape)}")
-        w = w & valid.bool().view(B, T, 1, H, W)
-    w = w.expand(B, T, C, H, W)
-    d = torch.where(w, (pred.float() - y.float()) ** 2, torch.zeros((), device=pred.device))
-    return d.sum() / w.sum().clamp_min(1)
+    if valid is not None and tuple(valid.shape) != (B, T, H, W):
+        raise ValueError(f"masked_mse: valid must be [B, T, H, W] = {(B, T, H, W)}, got {tuple(valid.shape)}")
+    return masked_mean((pred.float() - torch.nan_to_num(y.float())) ** 2, field_mask, valid)  # NaN targets: no NaN gradient either
 
 # %% ../nbs/40_protocols.ipynb #c014
 _DOMAIN_IDS = {'sim': 1, 'exp': 2}
