@@ -16,8 +16,8 @@ from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
-from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty, fisher_diagonal,
-                              add_lora, merge_lora, CausalPenalty, box_mask)
+from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty,
+                              fisher_diagonal, add_lora, merge_lora, CausalPenalty, box_mask)
 
 # %% auto #0
 __all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
