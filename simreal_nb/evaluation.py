@@ -4,7 +4,7 @@
 
 # %% ../nbs/45_evaluation.ipynb #e03
 from __future__ import annotations
-import itertools, warnings
+import copy, itertools, warnings
 from typing import Sequence
 
 import numpy as np
@@ -15,7 +15,7 @@ from .metrics import score_fields, SCORE_KEYS
 from .protocols import Stepper, resolve_device, _fetch, _to, _cond, _split
 
 # %% auto #0
-__all__ = ['EVAL_MODES', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField']
+__all__ = ['EVAL_MODES', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField', 'Analog']
 
 # %% ../nbs/45_evaluation.ipynb #e10
 def long_windows(wd,  # windows (align.WindowDataset, or any dataset exposing ds, n_in, normalizer, fields)
@@ -84,20 +84,21 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
                     n_out:int=1,  # frames per model call (for the rollout's conditioning)
                     target=None,  # windows aligned with `wd` whose y/valid/field_mask are the truth (default: `wd`'s own)
                    ) -> dict:
-    "Model predictions on windows of `wd` (one-step, or a rollout over `horizon` frames): dict(pred, y, valid, field_mask)."
+    "Model predictions on windows of `wd` (one-step, or a rollout over `horizon` frames): dict(pred, y, valid, field_mask, index)."
     dev = resolve_device(device)
     st = Stepper(model, device=dev, amp=amp)
     if target is not None and len(target) != len(wd):
         raise ValueError(f"predict_windows: target has {len(target)} windows but the inputs have {len(wd)}; expected aligned windows")
     idx = _subset(len(wd), max_windows)
-    out = dict(pred=[], y=[], valid=[], field_mask=[])
+    out = dict(pred=[], y=[], valid=[], field_mask=[], index=[])
     for i in range(0, len(idx), batch_size):
         b = _to(_fetch(wd, idx[i:i + batch_size]), dev)
         if target is not None:
             tb = _to(_fetch(target, idx[i:i + batch_size]), dev)
             b = b | dict(y=tb['y'], score_valid=tb['valid'], score_mask=tb['field_mask'])
         with st.autocast():
-            if horizon is None: p = model(b['x'], b['field_mask'], _cond(b)).float()
+            if horizon is None:  # one call; a model predicting more frames than the window holds is scored on those it holds
+                p = model(b['x'], b['field_mask'], _cond(b)).float()[:, :b['y'].shape[1]]
             else:
                 p = rollout(model, b['x'], b['field_mask'], horizon, n_out=n_out,
                             cond=_cond(b), n_params=getattr(wd, 'n_params', None), valid=b.get('valid'))
@@ -106,6 +107,7 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
         v = v[:, :T] if v is not None else torch.ones(p.shape[0], T, *p.shape[-2:], dtype=torch.bool, device=p.device)
         fm = b.get('score_mask', b['field_mask'])
         for k, t in zip(('pred', 'y', 'valid', 'field_mask'), (p, b['y'][:, :T].float(), v, fm)): out[k].append(t.cpu())
+        out['index'].append(torch.as_tensor(idx[i:i + batch_size], dtype=torch.long))
     return {k: torch.cat(v) for k, v in out.items()}
 
 # %% ../nbs/45_evaluation.ipynb #e18
@@ -115,12 +117,43 @@ def _lead_rmse(p, y, m):
     return (((p.double() - y.double()) ** 2 * w).sum((0, 2, 3, 4)) / w.sum((0, 2, 3, 4)).clamp_min(1)).sqrt()
 
 def _model_device(model):
-    "Where the model's parameters (else its buffers) are; the CPU for a model with neither."
+    "Where the model's parameters (else its buffers) are; the CPU for a model with neither (or for a dict of models, its first)."
+    if isinstance(model, dict): model = next(iter(model.values()))
     for t in itertools.chain(model.parameters(), model.buffers()): return t.device
     return torch.device('cpu')
 
+def _gather(wd, idx, T, batch_size=256) -> dict:
+    "Targets of the windows `idx` of `wd`, first `T` frames, on the CPU: dict(y [b, T, C, H, W], valid [b, T, H, W], field_mask [b, C])."
+    out = dict(y=[], valid=[], field_mask=[])
+    idx = [int(i) for i in idx]
+    for i in range(0, len(idx), batch_size):
+        b = _fetch(wd, idx[i:i + batch_size])
+        y = b['y'][:, :T].float()
+        v = b.get('valid')
+        v = v[:, :T].bool() if v is not None else torch.ones(y.shape[0], y.shape[1], *y.shape[-2:], dtype=torch.bool)
+        for k, t in zip(out, (y, v, b['field_mask'].bool())): out[k].append(t.cpu())
+    return {k: torch.cat(v) for k, v in out.items()}
+
+def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool):
+    "Scores of normalised predictions `p` against targets `y` ([b, t, C, H, W]) over the fields of `want` that `present` marks: (physical, scaled, lead) dicts by field; None if no field is left."
+    if norm is not None: p, y = norm.decode(p, all_fields), norm.decode(y, all_fields)
+    p, y = p.permute(0, 1, 3, 4, 2), y.permute(0, 1, 3, 4, 2)  # [b, t, h, w, c]
+    sel = [all_fields.index(f) for f in want if bool(present[all_fields.index(f)])]
+    if not sel: return None
+    names = [all_fields[c] for c in sel]
+    phys = {f: v for f, v in score_fields(p[..., sel], y[..., sel], names, mask=valid, degenerate='nan').items() if f != 'all'}
+    if scales is not None:  # divide each field by its reference scale: unit-free, comparable, poolable
+        s = torch.tensor([float(scales[f]) for f in all_fields], dtype=p.dtype)
+        p, y = p / s, y / s
+    sc = score_fields(p[..., sel], y[..., sel], names, mask=valid, degenerate='nan')
+    ld = {}
+    if lead:
+        ld = {f: _lead_rmse(p[..., c:c + 1], y[..., c:c + 1], valid).numpy() for f, c in zip(names, sel)}
+        ld['all'] = _lead_rmse(p[..., sel], y[..., sel], valid).numpy()
+    return phys, sc, ld
+
 # %% ../nbs/45_evaluation.ipynb #e19
-def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]
+def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]; or a dict domain -> model
              data,  # DomainData or dict: sim/exp -> split -> windows, plus .normalizer and .fields
              split:str='test',  # split scored in both domains
              horizon:int=8,  # rollout length in frames (0: one-step only)
@@ -133,7 +166,8 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
              amp:bool=True,  # bf16 autocast on CUDA
              scales:dict|None=None,  # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
             ) -> xr.Dataset:
-    "Held-out scores of both domains: `score` and `rmse_lead` (nondimensional with `scales`, else physical), `score_phys`."
+    "Held-out scores per domain — exp against its hidden truth where `exp_truth` is given — `score`, `rmse_lead` (nondimensional with `scales`, else physical), `score_phys`, and the measurement's own error `noise_floor`."
+    models = dict(model) if isinstance(model, dict) else {'sim': model, 'exp': model}
     if scales is not None:
         miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ()) if f not in scales]
         if miss: raise ValueError(f"evaluate: scales lack fields {miss}; expected a reference scale for every field of the data")
@@ -153,57 +187,76 @@ def evaluate(model:nn.Module,  # trained model, model(x, field_mask, cond) -> [B
                 raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (align.DomainData); pass windows instead")
             truth_wd = data.truth_windows(exp_truth, split)
         else: truth_wd = exp_truth
-        doms.append('exp_truth')
+        doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth']
+    need = sorted({'sim' if d == 'sim' else 'exp' for d in doms} - set(models))
+    if need: raise ValueError(f"evaluate: `model` has no model for the domain(s) {need}; it has {sorted(models)}")
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
-    phys = score.copy()
+    phys, floor = score.copy(), np.full((len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
     lead = np.full((len(doms), len(fcoord), max(horizon, 1)), np.nan)
     nwin = np.zeros((len(doms), len(modes)), np.int64)
     if device is None: device = _model_device(model)
-    model.to(resolve_device(device))
-    was_training = model.training; model.eval()
+    mods = list({id(m): m for m in models.values()}.values())
+    was = [m.training for m in mods]
+    for m in mods: m.to(resolve_device(device)); m.eval()
+
+    def put(i, j, block, n):
+        if block is None: return
+        ph, sc, ld = block
+        for f, vals in ph.items(): phys[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
+        for f, vals in sc.items(): score[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
+        for f, v in ld.items(): lead[i, fcoord.index(f)] = v
+        nwin[i, j] = n
     try:
-        for i, d in enumerate(doms):
-            wd = _split(data, 'exp' if d == 'exp_truth' else d, split)
-            for j, mode in enumerate(modes):
+        for j, mode in enumerate(modes):
+            for src in ('sim', 'exp'):
+                outs = [d for d in doms if (d == 'sim') == (src == 'sim')]  # sim; or exp, exp_measured, exp_truth
+                if not outs: continue
+                wd = _split(data, src, split)
                 w = wd if mode == 'one_step' else long_windows(wd, horizon)
-                tw = None if d != 'exp_truth' else (truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon))
                 if len(w) == 0:
-                    warnings.warn(f"evaluate: no {d} {split} window holds n_in + {horizon} frames; rollout skipped"); continue
-                r = predict_windows(model, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp,
-                                    n_out=int(torch.as_tensor(wd[0]['y']).shape[0]), target=tw)
-                p, y = r['pred'], r['y']
-                if norm is not None: p, y = norm.decode(p, all_fields), norm.decode(y, all_fields)
-                p, y = p.permute(0, 1, 3, 4, 2), y.permute(0, 1, 3, 4, 2)  # [b, t, h, w, c]
-                present = r['field_mask'][0]
-                sel = [all_fields.index(f) for f in want if bool(present[all_fields.index(f)])]
-                if not sel: continue
-                names = [all_fields[c] for c in sel]
-                for f, vals in score_fields(p[..., sel], y[..., sel], names, mask=r['valid'], degenerate='nan').items():
-                    if f != 'all': phys[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
-                if scales is not None:  # divide each field by its reference scale: unit-free, comparable, poolable
-                    s = torch.tensor([float(scales[f]) for f in all_fields], dtype=p.dtype)
-                    p, y = p / s, y / s
-                sc = score_fields(p[..., sel], y[..., sel], names, mask=r['valid'], degenerate='nan')
-                for f, vals in sc.items():
-                    score[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
-                nwin[i, j] = len(p)
-                if mode == 'rollout':
-                    for f, c in zip(names, sel): lead[i, fcoord.index(f)] = _lead_rmse(p[..., c:c+1], y[..., c:c+1], r['valid']).numpy()
-                    lead[i, -1] = _lead_rmse(p[..., sel], y[..., sel], r['valid']).numpy()
+                    warnings.warn(f"evaluate: no {src} {split} window holds n_in + {horizon} frames; rollout skipped"); continue
+                n_out = int(torch.as_tensor(wd[0]['y']).shape[0])
+                m = models[src]
+                if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)  # e.g. `Analog`'s candidates
+                r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
+                block = lambda y, v, fm: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout')
+                t = None
+                if truth_wd is not None and src == 'exp':
+                    tw = truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon)
+                    if len(tw) != len(w):
+                        raise ValueError(f"evaluate: exp_truth has {len(tw)} {mode} windows but the exp inputs have {len(w)}; "
+                                         "expected the truth of the same trajectories and times")
+                    t = _gather(tw, r['index'], r['pred'].shape[1])
+                    both = r['valid'] & t['valid']  # the measured points, where the truth is defined
+                for d in outs:
+                    if d == 'exp_truth': tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
+                    elif d == 'exp' and t is not None: tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
+                    else: tgt = (r['y'], r['valid'], r['field_mask'][0])  # the measurement (sim: the simulation)
+                    put(doms.index(d), j, block(*tgt), len(r['pred']))
+                if t is not None:  # the measurement as a prediction of the truth, over the same windows, frames, fields and points
+                    fl = _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False)
+                    for f, vals in (fl[1] if fl is not None else {}).items(): floor[j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
     finally:
-        model.train(was_training)
+        for m, tr in zip(mods, was): m.train(tr)
     co = dict(domain=doms, mode=list(modes), field=fcoord, metric=list(SCORE_KEYS))
     unit = dict(units='1', note='each field divided by its reference scale') if scales is not None else dict(units='physical')
     dims = ('domain', 'mode', 'field', 'metric')
+    attrs = dict(split=split, horizon=int(horizon))
+    if 'exp' in doms: attrs['exp_target'] = 'truth' if truth_wd is not None else 'measured'
+    what = ("error (NaN: field not measured); exp: against the hidden truth where given (attrs exp_target), on the measured "
+            "fields at the measured points; exp_measured: against the measurement; exp_truth: every true field")
     return xr.Dataset(
-        dict(score=(dims, score, dict(long_name='error (NaN: field not measured)', **unit)),
+        dict(score=(dims, score, dict(long_name=what, **unit)),
              score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
              rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
-             n_windows=(('domain', 'mode'), nwin)),
+             n_windows=(('domain', 'mode'), nwin),
+             noise_floor=(('mode', 'field', 'metric'), floor,
+                          dict(long_name="the exp measurement's own error against the hidden truth, over the windows, frames, "
+                                         "fields and points of exp's score (NaN: no truth)", **unit))),
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1)),
-        attrs=dict(split=split, horizon=int(horizon)))
+        attrs=attrs)
 
 # %% ../nbs/45_evaluation.ipynb #e22
 class Persistence(nn.Module):
@@ -256,3 +309,113 @@ class MeanField(nn.Module):
                ) -> torch.Tensor:  # [B, n_out, C, H, W]
         "The mean field, `n_out` times per window."
         return self.mean.to(x.dtype)[None, None].expand(x.shape[0], self.n_out, *self.mean.shape).clone()
+
+# %% ../nbs/45_evaluation.ipynb #e28b
+class Analog(nn.Module):
+    "Reference predictor (nearest-neighbour forecast): the frames that followed the training window of one domain whose inputs are nearest."
+    def __init__(self, frames:torch.Tensor,  # [N, T, C, H, W] training frames of one domain (normalised; 0 where not measured)
+                 starts:torch.Tensor,  # [M, 2] (trajectory, first input frame) of each training window
+                 n_in:int,  # input frames of a window
+                 field_mask:torch.Tensor,  # [C] bool: the fields the domain measures (compared and predicted)
+                 point_mask:torch.Tensor|None=None,  # [H, W] bool: the points compared (None: all)
+                 n_out:int=1,  # frames predicted per call: the candidates are the windows followed by that many frames
+                 max_elements:int=2 ** 24,  # candidate values compared at a time (bounds the memory of a call)
+                ):
+        super().__init__()
+        for k, v in dict(n_in=n_in, max_elements=max_elements).items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"Analog: {k} must be an integer >= 1, got {v!r}")
+        frames, starts = torch.as_tensor(frames), torch.as_tensor(starts, dtype=torch.long)
+        if frames.ndim != 5: raise ValueError(f"Analog: frames of shape {tuple(frames.shape)}; expected [N, T, C, H, W]")
+        N, T, C, H, W = frames.shape
+        if starts.ndim != 2 or starts.shape[1] != 2: raise ValueError(f"Analog: starts of shape {tuple(starts.shape)}; expected [M, 2] (trajectory, frame)")
+        fm = torch.as_tensor(field_mask, dtype=torch.bool).reshape(-1)
+        pm = torch.ones(H, W, dtype=torch.bool) if point_mask is None else torch.as_tensor(point_mask, dtype=torch.bool)
+        if fm.shape != (C,) or pm.shape != (H, W):
+            raise ValueError(f"Analog: field_mask {tuple(fm.shape)} and point_mask {tuple(pm.shape)}; expected ({C},) and ({H}, {W}) for frames {tuple(frames.shape)}")
+        if not fm.any() or not pm.any(): raise ValueError("Analog: no field or no point to compare; expected a domain that measures something")
+        starts = starts[(starts[:, 0] >= 0) & (starts[:, 0] < N) & (starts[:, 1] >= 0) & (starts[:, 1] + n_in < T)]
+        self.n_in = int(n_in)
+        self.register_buffer('frames', frames.float())  # a float32 tensor is shared, not copied
+        self.register_buffer('starts', starts)
+        self.register_buffer('avail', T - self.n_in - starts[:, 1])  # frames that follow each window's inputs
+        self.register_buffer('field_mask', fm)
+        self.register_buffer('sel', (fm[:, None, None] & pm[None]).reshape(-1).nonzero().squeeze(1))  # compared (field, point)s
+        self.chunk = max(1, int(max_elements) // (self.n_in * len(self.sel)))
+        self.register_buffer('key_sq', torch.cat([(self._keys(i) ** 2).sum(1) for i in range(0, len(starts), self.chunk)]
+                                                 or [torch.zeros(0)]))
+        self.n_out = self._check_frames(n_out)
+
+    def _check_frames(self, k):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1: raise ValueError(f"Analog: n_out must be an integer >= 1, got {k!r}")
+        if not bool((self.avail >= k).any()):
+            raise ValueError(f"Analog: no training window is followed by {k} frame(s) (at most {int(self.avail.max()) if len(self.avail) else 0}); "
+                             "expected a horizon the training trajectories hold")
+        return int(k)
+
+    def for_horizon(self, k:int) -> Analog:
+        "This analog predicting `k` frames per call (same data, shared): the candidates are the windows followed by `k` frames. `evaluate` asks for it per mode."
+        new = copy.copy(self)
+        new.n_out = self._check_frames(k)
+        return new
+
+    def _keys(self, i):
+        "Compared input values [m, D] of the candidate windows i .. i + chunk."
+        n, t = self.starts[i:i + self.chunk].unbind(1)
+        x = self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)]  # [m, n_in, C, H, W]
+        return x.reshape(len(n), self.n_in, -1)[:, :, self.sel].reshape(len(n), -1)
+
+    @classmethod
+    def fit(cls, wd,  # windows of one domain, usually its train split (normalised like the windows it will be fed)
+            n_out:int=1,  # frames per call (a rollout's horizon; `for_horizon` changes it)
+            batch_size:int=256,  # windows read at a time (windows without a frame tensor)
+            **kw) -> Analog:
+        "The domain's training windows as candidates: an `align.WindowDataset` shares its frame tensor (no copy); other windows are read (then `n_out` is the most frames `for_horizon` can ask)."
+        if len(wd) == 0: raise ValueError("Analog.fit: the window dataset is empty; expected the train split of a domain")
+        if all(hasattr(wd, a) for a in ('data', 'index', 'valid_all', 'field_mask', 'n_in')):
+            return cls(wd.data, wd.index, wd.n_in, wd.field_mask, wd.valid_all.flatten(0, 1).any(0), n_out=n_out, **kw)
+        lw = long_windows(wd, n_out, stride=1)  # every window followed by n_out frames (the windows themselves if long enough)
+        if len(lw) == 0: raise ValueError(f"Analog.fit: no training window is followed by {n_out} frame(s)")
+        xs, fm, pm = [], None, None
+        for i in range(0, len(lw), batch_size):
+            b = _fetch(lw, list(range(i, min(len(lw), i + batch_size))))
+            xs.append(torch.cat([b['x'], b['y']], 1).float())
+            v = b.get('valid')
+            v = v.bool().flatten(0, 1).any(0) if v is not None else torch.ones(b['y'].shape[-2:], dtype=torch.bool)
+            fm, pm = b['field_mask'][0].bool(), v if pm is None else pm | v
+        frames = torch.cat(xs)  # each window is a trajectory of its own: its sub-windows are candidates for fewer frames
+        n_in = int(torch.as_tensor(lw[0]['x']).shape[0])
+        starts = torch.cartesian_prod(torch.arange(len(frames)), torch.arange(frames.shape[1] - n_in))
+        return cls(frames, starts, n_in, fm, pm, n_out=n_out, **kw)
+
+    def nearest(self, x:torch.Tensor,  # input frames [B, n_in, C, H, W]
+                field_mask:torch.Tensor,  # [B, C] or [C] bool: must be the fields of the domain it was fitted on
+               ) -> tuple:
+        "(index into `starts`, RMS difference over the compared values) of the nearest candidate window of each input."
+        C, H, W = self.frames.shape[2:]
+        if x.ndim != 5 or tuple(x.shape[1:]) != (self.n_in, C, H, W):
+            raise ValueError(f"Analog: inputs of shape {tuple(x.shape)}; expected [B, {self.n_in}, {C}, {H}, {W}] like the windows it was fitted on")
+        fm = torch.as_tensor(field_mask, device=self.field_mask.device).bool()
+        if fm.shape[-1] != C or not (fm.reshape(-1, C) == self.field_mask).all():
+            raise ValueError(f"Analog: the inputs measure fields {fm.reshape(-1, C)[0].tolist()}, the training windows "
+                             f"{self.field_mask.tolist()}; expected one Analog per domain, fitted on its train split")
+        with torch.autocast(x.device.type, enabled=False):  # exact float32 distances, also under bf16 autocast
+            q = x.float().reshape(len(x), self.n_in, -1)[:, :, self.sel].reshape(len(x), -1)
+            best = torch.full((len(x),), float('inf'), device=x.device)
+            arg = torch.zeros(len(x), dtype=torch.long, device=x.device)
+            for i in range(0, len(self.starts), self.chunk):  # |k|² - 2 q·k: the |q|² term is the same for every candidate
+                d = self.key_sq[i:i + self.chunk][None] - 2 * q @ self._keys(i).T
+                d, j = d.masked_fill((self.avail[i:i + self.chunk] < self.n_out)[None], float('inf')).min(1)
+                arg, best = torch.where(d < best, j + i, arg), torch.minimum(d, best)
+            n, t = self.starts[arg].unbind(1)  # the distance to the chosen window, without the expansion's round-off
+            k = self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)].reshape(len(x), self.n_in, -1)
+            dist = ((q - k[:, :, self.sel].reshape(len(x), -1)) ** 2).mean(1).sqrt()
+        return arg, dist
+
+    def forward(self, x:torch.Tensor,  # input frames [B, n_in, C, H, W] (normalised like the training windows)
+                field_mask:torch.Tensor,  # [B, C] bool: the fields the domain measures
+                cond:torch.Tensor|None=None,  # ignored
+               ) -> torch.Tensor:  # [B, n_out, C, H, W]
+        "The `n_out` frames that followed the nearest candidate window (unmeasured fields zero)."
+        n, t = self.starts[self.nearest(x, field_mask)[0]].unbind(1)
+        out = self.frames[n[:, None], t[:, None] + self.n_in + torch.arange(self.n_out, device=t.device)]
+        return (out * self.field_mask[None, None, :, None, None]).to(x.dtype)

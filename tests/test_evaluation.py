@@ -5,7 +5,7 @@ import torch
 import torch.nn as nn
 import xarray as xr
 
-from simreal_nb.evaluation import (MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
+from simreal_nb.evaluation import (Analog, MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
                                    predict_windows, rollout)
 from simreal_nb.protocols import collate, train
 from test_protocols import KW, ToyWindows, net, toy_data, one_thread, toy  # fixtures shared with the training tests
@@ -78,16 +78,52 @@ def test_rollout_conditioning_follows_the_window():
 
 
 def test_evaluate_exp_truth_scores_unmeasured_pressure(toy):
-    "exp_truth: the model gets the measured exp inputs and is scored on every true field, pressure included."
+    "exp_truth: the model gets the measured exp inputs; exp is scored on the truth of the measured fields, exp_truth on every true field."
     m = net(); m.eval()
     ex = toy['exp']['test']
     truth = ToyWindows(ex.ds | dict(present=torch.tensor([True, True, True]), domain='exp_truth'))
     ev = evaluate(m, toy, horizon=3, exp_truth=truth)
-    assert list(ev.domain.values) == ['sim', 'exp', 'exp_truth']
+    assert list(ev.domain.values) == ['sim', 'exp', 'exp_measured', 'exp_truth'] and ev.attrs['exp_target'] == 'truth'
     assert np.isfinite(ev.score.sel(domain='exp_truth', field='p', metric='rmse')).all()
-    for mode in ('one_step', 'rollout'):  # same inputs: u and v scores agree with the exp domain
-        np.testing.assert_allclose(ev.score.sel(domain='exp_truth', mode=mode, field=['u', 'v'], metric='rmse'),
-                                   ev.score.sel(domain='exp', mode=mode, field=['u', 'v'], metric='rmse'), rtol=1e-6)
+    assert ev.score.sel(domain=['exp', 'exp_measured'], field='p').isnull().all()  # exp: the measured fields only
+    for mode in ('one_step', 'rollout'):  # same inputs, and here the truth is the measurement: u and v agree everywhere
+        for d in ('exp', 'exp_measured'):
+            np.testing.assert_allclose(ev.score.sel(domain='exp_truth', mode=mode, field=['u', 'v'], metric='rmse'),
+                                       ev.score.sel(domain=d, mode=mode, field=['u', 'v'], metric='rmse'), rtol=1e-6)
+    np.testing.assert_allclose(ev.noise_floor.sel(field=['u', 'v', 'all'], metric='rmse'), 0, atol=1e-7)  # a perfect measurement
+    plain = evaluate(m, toy, horizon=3)
+    assert plain.attrs['exp_target'] == 'measured' and plain.noise_floor.isnull().all()
+    xr.testing.assert_allclose(plain.score.sel(domain='exp'), ev.score.sel(domain='exp_measured', drop=True).assign_coords(domain='exp'))
+
+
+def noisy_exp(model_truth=False):
+    "Exp whose measured u is the true u plus 0.1 of a checkerboard that flips sign every frame; the truth is steady."
+    f = torch.linspace(-1, 1, W)[None, None, :].expand(N, H, W)
+    true = torch.stack([f[:, None].expand(N, T, H, W), ONES, 2 * ONES], 2).contiguous()  # [N, T, 3, H, W]
+    sign = (-1.0) ** (torch.arange(H)[:, None] + torch.arange(W)[None, :]) * (-1.0) ** torch.arange(T)[:, None, None]
+    meas = true.clone(); meas[:, :, 0] += 0.1 * sign
+    cond = torch.zeros(N, 1)
+    mk = lambda fr, present, d: ToyWindows(dict(frames=fr, cond=cond, present=torch.tensor(present), domain=d))
+    exp = mk(meas, (True, True, False), 'exp')
+    data = dict(sim=dict(train=mk(true, (True, True, True), 'sim'), test=mk(true, (True, True, True), 'sim')),
+                exp=dict(train=exp, test=exp), normalizer=None, fields=('u', 'v', 'p'))
+    return data, mk(true, (True, True, True), 'exp_truth'), true[0, 0]
+
+
+def test_exp_is_scored_against_the_truth_beside_the_measurement_and_its_floor():
+    "Noise 0.1 on u: the floor is 0.1; persistence copies the noise (0.1 against the truth, 0.2 against the next measurement); the truth itself scores 0 against the truth and the floor against the measurement."
+    data, truth, frame = noisy_exp()
+    class Truth(nn.Module):
+        def forward(self, x, field_mask, cond=None): return frame.expand(len(x), 1, 3, H, W).clone()
+    for mode in ('one_step', 'rollout'):
+        ev = evaluate(Persistence(), data, horizon=3, exp_truth=truth).sel(mode=mode, metric='rmse')
+        np.testing.assert_allclose(ev.noise_floor.sel(field=['u', 'v', 'all']), [0.1, 0, 0.1 / np.sqrt(2)], rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(ev.score.sel(domain='exp', field=['u', 'v']), [0.1, 0], rtol=1e-6, atol=1e-8)
+        ok = evaluate(Truth(), data, horizon=3, exp_truth=truth).sel(mode=mode, metric='rmse')
+        np.testing.assert_allclose(ok.score.sel(domain='exp', field=['u', 'v', 'all']), 0, atol=1e-7)
+        np.testing.assert_allclose(ok.score.sel(domain='exp_measured', field='u'), 0.1, rtol=1e-6)
+    one = evaluate(Persistence(), data, horizon=0, exp_truth=truth).sel(mode='one_step', metric='rmse')
+    np.testing.assert_allclose(one.score.sel(domain='exp_measured', field='u'), 0.2, rtol=1e-6)  # the noise flips every frame
 
 
 # ---------------------------------------------------------------------------------------------------------- baselines
@@ -194,3 +230,104 @@ def test_rollout_feeds_back_masked_frames():
     r = rollout(PlusOne(), torch.zeros(1, 2, 3, 2, 2), fm, horizon=3, valid=valid)
     assert r[0, :, 0, 0, 0].tolist() == [1, 2, 3] and r[0, :, 2, 0, 0].tolist() == [1, 1, 1]  # p never fed back
     assert r[0, :, 0, 1, 1].tolist() == [1, 1, 2]  # the invalid point of frame 1 is fed back as 0
+
+
+# ---------------------------------------------------------------------------------------------------------- analog
+def contract(u, domain='sim'):
+    "A contract dataset from u [traj, time, y, x] (v = -u, p = u²; frame interval 0.1 s, parameter Re)."
+    from simreal_nb.schema import DIMS, FIELD_META
+    n, nt, h, w = u.shape
+    fs = dict(u=u, v=-u) | (dict(p=u ** 2) if domain == 'sim' else {})
+    return xr.Dataset({f: (DIMS, np.asarray(a, 'float32'), FIELD_META[f]) for f, a in fs.items()},
+                      coords=dict(traj=np.arange(n), time=np.arange(nt) * 0.1, y=np.arange(h) * 1.0, x=np.arange(w) * 1.0,
+                                  Re=('traj', 100. + 10 * np.arange(n))),
+                      attrs=dict(domain=domain, scale_u=1.0, scale_v=1.0) | (dict(scale_p=1.0) if domain == 'sim' else {}))
+
+
+def advected(seeds, nt=12, h=4, w=8):
+    "Trajectories of random periodic fields moving one cell per frame along x: u[t] = roll(f, t)."
+    fs = [np.random.default_rng(s).standard_normal((h, w)) for s in seeds]
+    return np.stack([np.stack([np.roll(f, k, axis=1) for k in range(nt)]) for f in fs])
+
+
+class Advect(nn.Module):
+    "The true dynamics of `advected` (a perfectly trained model): the last frame moved one cell."
+    def forward(self, x, field_mask, cond=None): return torch.roll(x[:, -1:], 1, dims=-1)
+
+
+def windows(train_u, test_u, n_in=2, domain='sim'):
+    from simreal_nb.align import WindowDataset
+    w = lambda u: WindowDataset(contract(u, domain), n_in, 1, fields=('u', 'v', 'p'))
+    return dict(train=w(train_u), test=w(test_u))
+
+
+def test_analog_is_exact_on_a_copy_of_a_training_trajectory():
+    train_u = advected([0, 1, 2])
+    sim = windows(train_u, train_u[1:2])  # the held-out trajectory is a copy of the second training one
+    data = dict(sim=sim, normalizer=None, fields=('u', 'v', 'p'))
+    a = Analog.fit(sim['train'])
+    assert a.frames.data_ptr() == sim['train'].data.data_ptr()  # the windows' frame tensor, shared
+    e = evaluate(a, data, horizon=4, domains=('sim',))
+    assert e.score.sel(metric='rmse').max() < 1e-5 and e.rmse_lead.max() < 1e-5
+    assert e.score.sel(metric='rmse', field='p').notnull().all()
+    b = sim['test'].get_batch(list(range(len(sim['test']))))
+    idx, dist = a.nearest(b['x'], b['field_mask'])
+    assert dist.max() < 1e-5 and (a.starts[idx][:, 0] == 1).all()  # each window found in the copied trajectory
+
+
+def test_analog_loses_to_the_dynamics_on_independent_data():
+    sim = windows(advected([0, 1, 2]), advected([7]))
+    data = dict(sim=sim, normalizer=None, fields=('u', 'v', 'p'))
+    rm = lambda m: evaluate(m, data, horizon=4, domains=('sim',)).score.sel(metric='rmse', field='all')
+    oracle, analog = rm(Advect()), rm(Analog.fit(sim['train']))
+    assert oracle.max() < 1e-6 and (analog > 0.5).all()  # unit-variance fields: the nearest window of another field is far
+    persistence = rm(Persistence())
+    assert (analog > oracle).all() and (persistence > oracle).all()
+
+
+def test_analog_rollout_candidates_and_one_step_frames():
+    "A rollout of h frames: one call, the h frames that followed a window followed by h frames; one-step: every window."
+    train_u = advected([0, 1], nt=8)
+    sim = windows(train_u, train_u[:1])
+    a = Analog.fit(sim['train'])
+    assert len(a.starts) == 2 * 6 and int((a.avail >= 4).sum()) == 2 * 3  # 8 frames, 2 inputs: 6 windows, 3 followed by 4
+    calls = []
+    class Counting(nn.Module):
+        def __init__(self, m): super().__init__(); self.m = m
+        def forward(self, *args): calls.append(1); return self.m(*args)
+    b = long_windows(sim['test'], 4).get_batch([0])
+    out = rollout(Counting(a.for_horizon(4)), b['x'], b['field_mask'], 4)
+    assert len(calls) == 1 and torch.equal(out, b['y'])
+    r = predict_windows(a.for_horizon(4), sim['test'], device='cpu')  # one-step windows hold one frame: scored on it
+    assert r['pred'].shape[1] == 1
+    with pytest.raises(ValueError, match='followed by 7'):
+        a.for_horizon(7)
+    with pytest.raises(ValueError, match='n_out'):
+        a.for_horizon(0)
+
+
+def test_analog_search_in_chunks_and_on_plain_windows(toy):
+    train_u = advected([0, 1, 2])
+    sim = windows(train_u, advected([5]))
+    b = sim['test'].get_batch(list(range(len(sim['test']))))
+    whole, tiny = Analog.fit(sim['train']), Analog.fit(sim['train'], max_elements=1)  # one candidate at a time
+    assert tiny.chunk == 1 and torch.equal(whole(b['x'], b['field_mask']), tiny(b['x'], b['field_mask']))
+    a = Analog.fit(toy['sim']['train'], n_out=3)  # windows without a frame tensor: read, each its own trajectory
+    e = evaluate({'sim': a, 'exp': Analog.fit(toy['exp']['train'], n_out=3)}, toy, horizon=3)
+    assert a.n_out == 3 and np.isfinite(e.score.sel(field='all', metric='rmse')).all()
+
+
+def test_analog_contract_errors(toy):
+    sim = windows(advected([0, 1]), advected([3]))
+    a = Analog.fit(sim['train'])
+    with pytest.raises(ValueError, match='empty'):
+        Analog.fit([])
+    with pytest.raises(ValueError, match=r'expected \[B, 2, 3, 4, 8\]'):
+        a(torch.zeros(1, 1, 3, 4, 8), torch.ones(1, 3, dtype=torch.bool))
+    x = sim['test'].get_batch([0])['x']
+    with pytest.raises(ValueError, match='one Analog per domain'):
+        a(x, torch.tensor([[True, True, False]]))
+    with pytest.raises(ValueError, match='followed by 20'):
+        Analog.fit(sim['train'], n_out=20)
+    with pytest.raises(ValueError, match='no model for the domain'):
+        evaluate({'sim': a}, toy, horizon=0)
