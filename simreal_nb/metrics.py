@@ -13,8 +13,8 @@ import xarray as xr
 
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'BASELINES',
-           'PERSISTENCE', 'MEAN_FIELD', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse',
-           'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'trained_protocols',
+           'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError',
+           'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'trained_protocols',
            'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims',
            'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct',
            'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting',
@@ -255,8 +255,8 @@ PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four 
 NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
 JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
 SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
-BASELINES = ('persistence', 'mean_field')  # reference predictors (not trained), scored like the protocols
-PERSISTENCE, MEAN_FIELD = BASELINES        # last input frame repeated; the training set's time-mean field
+BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
+PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
 
 # %% ../nbs/30_metrics.ipynb #1c47116c
 TRAIN_DOMAINS = {SIM_ONLY: ('sim',), EXP_ONLY: ('exp',), SIM_TO_EXP: ('exp',), JOINT: ('sim', 'exp')}  # what each protocol ends up trained on

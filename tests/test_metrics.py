@@ -443,7 +443,7 @@ def test_joint_reduction_ci_hand_built():
 
 
 def test_baselines_never_compete():
-    assert BASELINES == ('persistence', 'mean_field')
+    assert BASELINES == ('persistence', 'mean_field', 'analog')
     assert trained_protocols(['persistence', 'joint', 'mean_field', 'pcgrad']) == ['joint', 'pcgrad']
     assert [train_domains(p) for p in ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.7', 'persistence', 'pcgrad')] == [
         ('sim',), ('exp',), ('exp',), ('sim', 'exp'), ('sim', 'exp'), (), ()]
