@@ -19,16 +19,16 @@ from .store import write_dataset, write_text, read_dataset, load_torch, Checkpoi
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
-from .metrics import METRICS, PROTOCOLS, BASELINES
+from .metrics import METRICS, PROTOCOLS, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
 from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND
-from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField
+from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField, Analog
 
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'imported_systems',
            'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable', 'run_cell', 'run_stamp',
            'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell',
-           'check_cells', 'remove_stale_tmp', 'heaviest_first', 'exit_with_parent', 'local_pool', 'map_cells',
-           'collect_results', 'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
+           'check_cells', 'remove_stale_tmp', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool',
+           'map_cells', 'collect_results', 'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -50,10 +50,28 @@ class GridConfig:
     lr: float = 2e-3          # peak learning rate (AdamW)
     horizon: int = 16         # autoregressive rollout length scored on the test trajectories
     eval_windows: int|None = None  # evenly spaced test windows scored per domain (None: every window)
-    data_seed: int = 0        # seed of the twin data: every training seed sees the same data
+    data_seed: int|None = None  # seed of the twin data: None follows each cell's seed (a seed is a replicate); an int fixes the data
     ckpt_every: int = 200     # updates between checkpoints
     eval_every: int = 50      # updates between validations (early stopping / best-weights restore)
     val_batches: int = 8      # validation batches per domain
+
+    def __post_init__(self):
+        d = self.data_seed
+        if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0):
+            raise ValueError(f"GridConfig: data_seed must be None (follow each cell's seed) or an integer >= 0, got {d!r}")
+
+    def data_seed_of(self, seed:int) -> int:
+        "The twin-data seed of a cell with training seed `seed`: the cell's seed, or `data_seed` where that is fixed."
+        return int(seed) if self.data_seed is None else int(self.data_seed)
+
+    def seed_rule(self, imported:bool=False) -> str:
+        "What a seed varies, in words (`imported`: the data are files, one realisation)."
+        train = 'the initial weights and the batch order'
+        if imported: return f"a seed varies {train} only: imported data are one realisation"
+        if self.data_seed is None:
+            return (f"a seed is a replicate: it regenerates the twins' data (initial states, measurement noise, dropouts) "
+                    f"and varies {train}; the held-out trajectories are the same in every replicate; paired comparisons pair cells of one seed")
+        return f"a seed varies {train} only: every seed sees the twins' data of seed {self.data_seed}"
 
     @property
     def budget_rule(self) -> str:
@@ -158,21 +176,25 @@ def imported_systems(data_dir) -> list:
     if not names: raise GridError(f"data {d}: no NAME_sim.nc + NAME_exp.nc pair; expected files written by `simreal data import`")
     return names
 
-def load_domains(system:str, cfg:GridConfig, data_dir=None) -> dict:
+def load_domains(system:str, cfg:GridConfig, data_dir=None,
+                 seed:int=0) -> dict:  # the cell's seed: the twins' realisation (`GridConfig.data_seed_of`)
     "sim, exp and exp_truth (None where the data have none) of a twin at `cfg`'s size, or of a pair imported into `data_dir`."
-    if data_dir is None: return load_twins(system, seed=cfg.data_seed, size=cfg.size)
+    if data_dir is None: return load_twins(system, seed=cfg.data_seed_of(seed), size=cfg.size)
     d = Path(data_dir)
     truth = d / f'{system}_exp_truth.nc'  # only twins have one: a real experiment never measures what it misses
     return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=read_dataset(d / f'{system}_exp.nc', domain='exp'),
                 exp_truth=read_dataset(truth) if truth.exists() else None)
 
-def cell_data(system:str, cfg:GridConfig, data_dir=None):
-    "(DomainData, exp_truth or None, reference scales) for `system` (a twin, or a pair in `data_dir`), cached per process."
-    k = (system, cfg.size, cfg.data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs), None if data_dir is None else str(data_dir))
+def cell_data(system:str, cfg:GridConfig, data_dir=None,
+              seed:int=0):  # the cell's seed: with `cfg.data_seed` None, the twins' realisation
+    "(DomainData, exp_truth or None, reference scales) for `system` (a twin of the cell's data seed, or a pair in `data_dir`), cached per process."
+    data_seed = None if data_dir is not None else cfg.data_seed_of(seed)  # imported files: one realisation for every seed
+    k = (system, cfg.size, data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs), None if data_dir is None else str(data_dir))
     if k not in _DATA:
-        tw = load_domains(system, cfg, data_dir)
-        _DATA.clear()  # keep one system in memory at a time
-        try: dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=cfg.data_seed)
+        tw = load_domains(system, cfg, data_dir, seed)
+        _DATA.clear()  # keep one system and data seed in memory at a time (cells are run grouped by them)
+        split = cfg.data_seed or 0  # which trajectories are held out: the same in every replicate
+        try: dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=split)
         except ValueError as e:  # imported pairs: name the files that cannot be put together
             if data_dir is None: raise
             raise GridError(f"data {Path(data_dir) / system}_sim.nc + {system}_exp.nc: {e}") from None
@@ -240,12 +262,11 @@ def _truth_score(ev, hidden):
                         coords=dict(hidden_field=hidden, metric=list(METRICS)))
 
 def _baseline_scores(name, dd, truth, cfg, scales, device):
-    "Evaluate a reference baseline like a model: persistence, or each domain's training-split time-mean field."
-    kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales)
-    if name == 'persistence': return evaluate(Persistence(cfg.n_out), dd, exp_truth=truth, **kw)
-    parts = [evaluate(MeanField.fit(dd.sim['train']), dd, domains=('sim',), **kw),
-             evaluate(MeanField.fit(dd.exp['train']), dd, domains=('exp',), exp_truth=truth, **kw)]
-    return xr.concat(parts, 'domain', data_vars='minimal', coords='minimal', compat='override')
+    "Evaluate a reference baseline like a model: persistence; each domain's training-split time-mean field; each domain's analog (the continuation of its nearest training window)."
+    kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales, exp_truth=truth)
+    if name == PERSISTENCE: return evaluate(Persistence(cfg.n_out), dd, **kw)
+    fit = {MEAN_FIELD: MeanField.fit, ANALOG: lambda wd: Analog.fit(wd, n_out=cfg.n_out)}[name]
+    return evaluate({d: fit(getattr(dd, d)['train']) for d in ('sim', 'exp')}, dd, **kw)  # each domain's own, fitted on its train split
 
 # %% ../nbs/50_experiment.ipynb #c019
 def _cell_model(cell:Cell, cfg:GridConfig, dd):
@@ -280,8 +301,8 @@ def _evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
     return evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
                     device=str(dev), scales=scales)
 
-def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp) -> xr.Dataset:
-    "The cell file's Dataset: scores, curves, diagnostics and timings with the cell's coordinates; stamped with the run."
+def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir=None) -> xr.Dataset:
+    "The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
     curve_step, curve_val = _curve(hist, cfg)
     cos = frac = capped = steps_done = float('nan')
@@ -291,11 +312,16 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
         steps_done = float(_updates_made(hist))
     fields = list(dd.fields) + ['all']
     sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])
+    measured = 'exp_measured' if 'exp_measured' in ev.domain.values else 'exp'  # without a truth, exp is the measurement
+    rollout_only = lambda da: da.reindex(field=fields).sel(mode='rollout', metric=list(METRICS), drop=True)
     H, W = dd.grid
     ds = xr.Dataset(dict(
         score=sc.sel(mode='rollout', metric=list(METRICS), drop=True),
         score_phys=ev['score_phys'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout', metric=list(METRICS), drop=True),
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
+        score_measured=rollout_only(ev['score'].sel(domain=measured, drop=True)),
+        noise_floor=rollout_only(ev['noise_floor']),
+        data_seed=((), float(cfg.data_seed_of(cell.seed)) if data_dir is None else float('nan')),
         frmse_band=sc.sel(mode='rollout', metric=[f'frmse_{b}' for b in BANDS], drop=True)
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
         rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
@@ -311,9 +337,15 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
     for v in ('train_s', 'eval_s', 'params', 'grad_cos_mean', 'grad_conflict_frac', 'steps_done'):
         ds[v].attrs['long_name'] = v.replace('_', ' ')
     ds['capped'].attrs['long_name'] = '1: training stopped at the update cap while still improving; 0: early stopping; NaN: baseline'
-    ds['truth_score'].attrs['long_name'] = "rollout error on the experiment's hidden truth of the fields only the simulation has"
+    ds['truth_score'].attrs['long_name'] = ("rollout error on the experiment's hidden truth of the fields only the simulation has "
+                                            "(a reference baseline, fed exp inputs without them, predicts the sim training mean)")
+    ds['score_measured'].attrs['long_name'] = 'rollout error on exp against the measured data (the same windows as `score`)'
+    ds['noise_floor'].attrs['long_name'] = ("the exp measurement's own rollout error against the hidden truth, over the windows, "
+                                            "frames, fields and points of `score` (NaN: no truth)")
+    ds['data_seed'].attrs['long_name'] = 'seed of the twin data the cell was trained and scored on (NaN: imported data)'
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
-    ds.attrs.update(cell=cell.key, run=stamp)  # which cell of which run: a file from elsewhere is never mixed in
+    ds.attrs.update(cell=cell.key, run=stamp,  # which cell of which run: a file from elsewhere is never mixed in
+                    exp_target=ev.attrs.get('exp_target', 'measured'))  # what exp's `score` is against: 'truth' or 'measured'
     return ds
 
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
@@ -322,7 +354,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     if path.exists(): return dict(key=cell.key, skipped=True)
     if threads: torch.set_num_threads(threads)
     t0 = time.perf_counter()
-    dd, truth, scales = cell_data(cell.system, cfg, data_dir)
+    dd, truth, scales = cell_data(cell.system, cfg, data_dir, cell.seed)
     dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
     t_data = time.perf_counter() - t0
     dev = resolve_device(device)
@@ -332,7 +364,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     t_train = time.perf_counter() - t0 - t_data
     ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
     t_eval = time.perf_counter() - t0 - t_data - t_train
-    ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, run_stamp(cfg, data_dir))
+    ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, run_stamp(cfg, data_dir), data_dir)
     write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
     return dict(key=cell.key, skipped=False, data_s=t_data, train_s=t_train, eval_s=t_eval,
                 total_s=time.perf_counter() - t0)
@@ -499,11 +531,16 @@ def _cell_cost(cell, cfg, joint_update_s):
         typical += per * min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
     return cap, typical
 
+def by_data(cells:list, cfg:GridConfig) -> list:
+    "`cells` grouped by system and data seed, otherwise in their order: a process keeps one system's data of one seed (`cell_data`)."
+    order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
+    return sorted(cells, key=lambda c: (order[c.system], cfg.data_seed_of(c.seed)))
+
 def heaviest_first(cells:list, cfg:GridConfig) -> list:
-    "`cells` grouped by system (a worker keeps one system's data), the costliest first (`_cell_cost`): parallel lanes end together."
+    "`cells` grouped by system and data seed (a worker keeps one system's data), the costliest first (`_cell_cost`): parallel lanes end together."
     cost = lambda c: 0.0 if c.protocol in BASELINES else _cell_cost(c, cfg, 1.0)[1]
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
-    return sorted(cells, key=lambda c: (order[c.system], -cost(c)))
+    return sorted(cells, key=lambda c: (order[c.system], cfg.data_seed_of(c.seed), -cost(c)))
 
 def exit_with_parent(parent:int, every:float=0.5):
     "Initializer of pool workers: exit once the process that started the pool is gone (killed), so no orphan keeps writing."
@@ -523,7 +560,7 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
     if not cells: return
     run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())  # workers elsewhere
     if executor is None:
-        pb = progress_bar(cells, display=verbose)
+        pb = progress_bar(by_data(cells, cfg), display=verbose)
         for c in pb:
             pb.comment = c.key
             yield run_cell(c, cfg, run_dir, device, data_dir=data_dir)
@@ -547,11 +584,12 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     man = run_dir / 'manifest.json'
     man = read_json(man, "the manifest.json that `simreal run` writes") if man.exists() else None
     stamp = None if man is None else _stamp(man)
-    parts, scales = [], {}
+    parts, scales, targets = [], {}, {}
     for i, p in enumerate(paths):
         d = open_cell_file(p)
         why = foreign_cell(d, None if cells is None else cells[i], stamp)
         if why: raise GridError(f"{p}: {why}; delete it to compute the cell again")
+        targets.setdefault(str(d.system.values[0]), set()).add(d.attrs.get('exp_target', 'measured'))
         # object-dtype names: fixed-width ones get cut when merged
         parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
         scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
@@ -560,12 +598,18 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
                       arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
-    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales))
+    by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
+    kinds = set(by_system.values())
+    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales),
+                     exp_target=kinds.pop() if len(kinds) == 1 else 'mixed', exp_target_by_system=json.dumps(by_system))
     if man is not None:
         cfg = man['config']
-        res.attrs.update(config=json.dumps(cfg), budget_rule=GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])}).budget_rule)
+        gc = GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])})
+        res.attrs.update(config=json.dumps(cfg), budget_rule=gc.budget_rule, seed_rule=gc.seed_rule(imported=man.get('data') is not None))
     res['score'].attrs.update(long_name='rollout error on held-out trajectories, nondimensional (each field / its reference scale)',
-                              units='1', note="field 'all' = the fields the domain measures, together; NaN = not measured or not run")
+                              units='1', note="field 'all' = the fields the domain measures, together; NaN = not measured or not run; "
+                                              "exp: against the hidden truth of the measured fields at the measured points where the "
+                                              "data have one (attrs exp_target), else against the measurement")
     res['score_phys'].attrs.update(long_name='rollout error per field in its physical units (see the datasets; all: NaN)')
     return res
 
@@ -588,7 +632,7 @@ def _update_times(cells, cfg, dev, probe_steps, data_dir=None):
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
         system, capacity, arch = key
-        dd = cell_data(system, cfg, data_dir)[0]
+        dd = cell_data(system, cfg, data_dir, min(c.seed for c in cells if (c.system, c.capacity, c.arch) == key))[0]
         torch.manual_seed(0)
         m = make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
                        **({'patch': cfg.patch} if arch == 'fan' else {}))
@@ -715,7 +759,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
     own = _join_process_group(dev)
     try:
         rank, world = dist_info()
-        dd, truth, scales = cell_data(cell.system, cfg, data)
+        dd, truth, scales = cell_data(cell.system, cfg, data, cell.seed)
         dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
         t_data = time.perf_counter() - t0
         model, hist = _train_cell(cell, cfg, dd, dev, out, check_ckpt=False, shard=True)
@@ -725,7 +769,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
             t_train = time.perf_counter() - t0 - t_data
             ex = _example(model, dd, cfg.horizon, dev)
             ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, time.perf_counter() - t0 - t_data - t_train,
-                               run_stamp(cfg, data))
+                               run_stamp(cfg, data), data)
             ds.attrs['world_size'] = world
             write_dataset(ds, out / 'scores.nc', validate=False)
             if verbose:

@@ -35,7 +35,7 @@ def test_run_writes_results_report_and_timing(tmp_path):
     with xr.open_dataset(out / 'results.nc', engine='h5netcdf') as res: res = res.load()
     s = res.score
     assert set(s.dims) >= {'system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric'}
-    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'persistence', 'mean_field']
+    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'persistence', 'mean_field', 'analog']
     assert s.attrs['units'] == '1'
     assert list(s.metric.values) == ['rmse', 'rel_l2', 'frmse'] and set(s.domain.values) == {'sim', 'exp'}
     assert s.sel(domain='exp', field='p').isnull().all()

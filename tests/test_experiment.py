@@ -37,6 +37,15 @@ def test_results_layout(baseline):
     assert set(np.unique(trained.capped)) <= {0.0, 1.0} and res.capped.sel(protocol=list(BASELINES)).isnull().all()
     assert (trained.curve_val.count('eval_index') > 0).all() and res.curve_val.sel(protocol=list(BASELINES)).isnull().all()
     assert json.loads(res.attrs['reference_scales'])['kolmogorov'].keys() == {'u', 'v', 'p'} and f'{CFG.steps} updates' in res.attrs['budget_rule']
+    # exp is scored against the twin's hidden truth; the measured score and the measurement's own error sit beside it
+    assert res.attrs['exp_target'] == 'truth' and json.loads(res.attrs['exp_target_by_system']) == {'kolmogorov': 'truth'}
+    for v in ('score_measured', 'noise_floor'):
+        assert res[v].dims == ('system', 'capacity', 'protocol', 'seed', 'arch', 'exp_trajs', 'field', 'metric')
+        assert np.isfinite(res[v].sel(field=['u', 'v', 'all'])).all() and res[v].sel(field='p').isnull().all()
+    floor = res.noise_floor.sel(field='all', metric='rmse')
+    assert (floor > 0).all() and (floor.max('protocol') == floor.min('protocol')).all()  # one measurement, whatever the protocol
+    assert not np.allclose(res.score.sel(domain='exp'), res.score_measured, equal_nan=True)
+    assert 'replicate' in res.attrs['seed_rule'] and (res.data_seed == res.seed).all()
 
 def test_finished_cells_are_not_recomputed(baseline, tmp_path):
     base_dir, res = baseline
@@ -164,6 +173,9 @@ def test_realpdebench_miniature_end_to_end(tmp_path):
     grid = Grid(None, ['S'], ['sim_only', 'joint'])
     res = run_experiment(tmp_path / 'run', CFG, grid, data=tmp_path / 'data', report=True, verbose=False)
     assert list(res.system.values) == ['cylinder'] and res.truth_score.isnull().all()
+    assert res.attrs['exp_target'] == 'measured' and res.noise_floor.isnull().all()  # no truth: exp is the measurement
+    xr.testing.assert_equal(res.score.sel(domain='exp', drop=True), res.score_measured.rename(None).assign_attrs(res.score.attrs))
+    assert 'imported data are one realisation' in res.attrs['seed_rule'] and res.data_seed.isnull().all()
     s = res.score.sel(field=['u', 'v'], domain=['sim', 'exp'])
     assert np.isfinite(s.sel(protocol=['sim_only', 'joint'])).all()
     assert res.score.sel(domain='exp', field='p').isnull().all()  # real pressure is missing, never zeros
@@ -180,3 +192,23 @@ def test_imported_pair_that_cannot_be_aligned_is_refused(tmp_path):
     with pytest.raises(GridError, match=r'kolmogorov_sim.nc \+ kolmogorov_exp.nc: align_domains: the exp grid .* does not overlap'):
         run_experiment(tmp_path / 'run', CFG, Grid(None, ['S'], ['sim_only']), data=tmp_path / 'data', report=False, verbose=False)
     assert not list((tmp_path / 'run').glob('cells/*.nc'))
+
+
+def test_seeds_are_replicates_of_the_data(tmp_path):
+    "Each seed trains and scores on its own realisation of the twins; data_seed=K fixes it; seeds stay paired."
+    d0, d1 = (experiment.cell_data('kolmogorov', CFG, seed=s)[0] for s in (0, 1))
+    assert not torch.equal(d0.sim['train'].data, d1.sim['train'].data) and not torch.equal(d0.exp['test'].data, d1.exp['test'].data)
+    assert list(d0.exp_ds['test'].traj.values) == list(d1.exp_ds['test'].traj.values)  # the same held-out trajectories
+    key = lambda cfg, s: experiment.cell_data('kolmogorov', cfg, seed=s)[0].exp['train'].data
+    fixed = replace(CFG, data_seed=0)
+    assert torch.equal(key(fixed, 1), d0.exp['train'].data) and fixed.seed_rule().endswith('data of seed 0')
+    with pytest.raises(ValueError, match='data_seed'):
+        replace(CFG, data_seed=1.5)
+    grid = Grid(['kolmogorov'], ['S'], ['sim_only'], seeds=2)
+    res = run_experiment(tmp_path / 'run', CFG, grid, report=False, verbose=False)
+    assert res.data_seed.sel(protocol='sim_only').values.ravel().tolist() == [0.0, 1.0]
+    pers = res.score.sel(protocol='persistence', domain='exp', field='all', metric='rmse').squeeze(drop=True)
+    assert float(pers.sel(seed=0)) != float(pers.sel(seed=1))  # a data-only baseline differs: another realisation
+    ref = run_experiment(tmp_path / 'fixed', fixed, grid, report=False, verbose=False)
+    p = ref.score.sel(protocol='persistence').squeeze(drop=True)
+    xr.testing.assert_equal(p.sel(seed=0, drop=True), p.sel(seed=1, drop=True))  # fixed data: baselines equal in every seed

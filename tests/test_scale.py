@@ -140,7 +140,7 @@ def test_dask_and_local_executors_match_the_sequential_run(tmp_path):
         dask = simreal(*RUN, '--executor', 'dask', '--scheduler', cluster.scheduler_address, '--out', tmp_path / 'dask')
     assert dask.returncode == 0, dask.stderr[-3000:]
     ref = load(tmp_path / 'seq' / 'results.nc').score
-    assert list(ref.protocol.values) == ['sim_only', 'joint', 'persistence', 'mean_field']
+    assert list(ref.protocol.values) == ['sim_only', 'joint', 'persistence', 'mean_field', 'analog']
     xr.testing.assert_equal(load(tmp_path / 'dask' / 'results.nc').score, ref)  # one torch thread per cell in both: bit for bit
     pool = load(tmp_path / 'local' / 'results.nc').score
     if (os.cpu_count() or 1) // 2 <= 1: xr.testing.assert_equal(pool, ref)  # pool workers get cpu_count // N threads each
