@@ -11,7 +11,8 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, balanced,
+from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG,
+                                balanced,
                                 balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains)
@@ -21,10 +22,10 @@ from .schema import FIELD_META
 
 # %% auto #0
 __all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
-           'phys_table', 'persistence_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking',
-           'lambda_ranking', 'physics_table', 'physics_lines', 'units_text', 'report_text', 'write_report',
-           'protocol_ranking', 'ranking_agreement']
+           'phys_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure',
+           'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change',
+           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'physics_table', 'physics_lines', 'targets_text',
+           'units_text', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -67,11 +68,17 @@ def _by_protocol(da:xr.DataArray, level=0.95) -> pd.DataFrame:
     "Rows: settings; columns: each protocol's mean and `±` half-width over seeds."
     return _ci_frame({str(p): da.sel(protocol=p, drop=True) for p in da.protocol.values}, level)
 
-def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, protocol): the metric on held-out sim, on held-out exp, and balanced at `lam`; mean and `±` over seeds."
+def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95,
+                 measured:xr.DataArray|None=None,  # exp against the measured data (`score_measured`), where exp is scored against a truth
+                 floor:xr.DataArray|None=None,  # the measurement's own error against the truth (`noise_floor`)
+                ) -> pd.DataFrame:
+    "Rows (settings, protocol): the metric on held-out sim, on held-out exp, balanced at `lam`, and, when given, exp against the measurement and the noise floor; mean and `±` over seeds."
     s = select_view(score.sel(metric=metric, drop=True))
     sim, exp = s.sel(domain='sim', drop=True), s.sel(domain='exp', drop=True)
-    return _ci_frame({'sim': sim, 'exp': exp, f'b@{lam:g}': balanced(sim, exp, lam)}, level)
+    parts = {'sim': sim, 'exp': exp, f'b@{lam:g}': balanced(sim, exp, lam)}
+    for name, da in (('exp vs measured', measured), ('exp floor', floor)):
+        if da is not None: parts[name] = select_view(da.sel(metric=metric, drop=True))
+    return _ci_frame(parts, level)
 
 def reduction_table(score:xr.DataArray, lam:float=0.5, level:float=0.95) -> pd.DataFrame:
     "Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint, Joint's paired reduction in %, both win rules, and the reference baselines' bM."
@@ -123,22 +130,46 @@ def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFr
     return _ci_frame(parts, level)
 
 # %% ../nbs/55_report.ipynb #3c74d09d
-def persistence_flags(score:xr.DataArray, metrics=METRICS) -> pd.DataFrame:
-    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is not below persistence's."
-    s = select_view(score.sel(metric=[m for m in metrics if m in score.metric.values]))
-    names = ['error', PERSISTENCE]
-    if PERSISTENCE not in s.protocol.values: return pd.DataFrame(columns=names)
-    if 'seed' in s.dims: s = s.mean('seed', skipna=True)
-    frames = []
-    for p in trained_protocols(s.protocol.values):
-        for d in train_domains(p):
-            e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=PERSISTENCE, domain=d, drop=True)
-            df = pd.concat({'error': e.to_series(), PERSISTENCE: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
-            frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
+def _flag_frame(frames, names):
+    "The rows of `frames` in one DataFrame indexed (settings, protocol, domain, metric); an empty one with `names` columns."
     if not frames: return pd.DataFrame(columns=names)
     out = pd.concat(frames)
     lead = [n for n in out.index.names if n not in ('protocol', 'domain', 'metric')]
     return out.reorder_levels(lead + ['protocol', 'domain', 'metric'])
+
+def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRICS) -> pd.DataFrame:
+    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is not below the `reference` baseline's."
+    s = select_view(score.sel(metric=[m for m in metrics if m in score.metric.values]))
+    names = ['error', reference]
+    if reference not in s.protocol.values: return pd.DataFrame(columns=names)
+    if 'seed' in s.dims: s = s.mean('seed', skipna=True)
+    frames = []
+    for p in trained_protocols(s.protocol.values):
+        for d in train_domains(p):
+            e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=reference, domain=d, drop=True)
+            df = pd.concat({'error': e.to_series(), reference: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
+            frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
+    return _flag_frame(frames, names)
+
+def persistence_flags(score:xr.DataArray, metrics=METRICS) -> pd.DataFrame:
+    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is not below persistence's."
+    return baseline_flags(score, PERSISTENCE, metrics)
+
+def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), metrics=METRICS) -> pd.DataFrame:
+    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it does not train on is above that of a reference (persistence or the mean field)."
+    s = select_view(score.sel(metric=[m for m in metrics if m in score.metric.values]))
+    refs = [r for r in references if r in s.protocol.values]
+    if not refs: return pd.DataFrame(columns=['error', *references])
+    if 'seed' in s.dims: s = s.mean('seed', skipna=True)
+    frames = []
+    for p in trained_protocols(s.protocol.values):
+        if not train_domains(p): continue  # a protocol of unknown training domains is not judged
+        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in train_domains(p)]:
+            e, r = s.sel(protocol=p, domain=d, drop=True), {q: s.sel(protocol=q, domain=d, drop=True) for q in refs}
+            worse = xr.concat([e > v for v in r.values()], 'ref').any('ref')
+            df = pd.concat({'error': e.to_series(), **{q: v.to_series() for q, v in r.items()}}, axis=1)[(e.notnull() & worse).to_series()]
+            frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
+    return _flag_frame(frames, ['error', *refs])
 
 def capped_cells(res:xr.Dataset) -> pd.DataFrame|None:
     "Rows (settings, protocol, seed) of every cell stopped by the update cap while still improving, with its `updates`; None if not recorded."
@@ -436,6 +467,26 @@ def _refs(df:pd.DataFrame) -> pd.DataFrame:
         df = df.rename(index=lab, level='protocol') if df.index.nlevels > 1 else df.rename(index=lab)
     return df.rename(columns=lambda c: f'{lab(c[:-2])} ±' if isinstance(c, str) and c.endswith(' ±') else lab(c))
 
+def targets_text(res:xr.Dataset) -> str:
+    "The report's lines on what a seed varies and what exp is scored against, from the Dataset's attrs."
+    seed = res.attrs.get('seed_rule')
+    s = f'Seeds: {seed}.' if seed else 'Seeds: what a seed varies is not recorded in this run.'
+    t = res.attrs.get('exp_target')
+    by = json.loads(res.attrs.get('exp_target_by_system', '{}') or '{}')
+    floor = ("`exp floor` is the measurement's own error against the truth over the same windows, frames and points: an error "
+             "against the measured data cannot resolve differences below it")
+    if t == 'truth':
+        e = ("Exp is scored against the hidden truth of the fields the experiment measures, at the points it measures (not "
+             f"against the noisy measurement); the per-domain tables show beside it `exp vs measured` (against the measured data); {floor}.")
+    elif t == 'measured':
+        e = ("Exp is scored against the measured data (these data have no hidden truth): its errors include the measurement's "
+             "own, and no noise floor is known.")
+    elif t == 'mixed':
+        e = ('Exp is scored against the hidden truth where the data have one, else against the measured data ('
+             + ', '.join(f'{k}: {v}' for k, v in by.items()) + f'); {floor}.')
+    else: e = 'What exp is scored against is not recorded in this run (results before it was: the measured data).'
+    return s + ' ' + e
+
 def units_text(res:xr.Dataset) -> str:
     "The report's lines on units (with the reference scales) and on the training budget, from the Dataset's attrs."
     sc = res.attrs.get('reference_scales')
@@ -446,6 +497,16 @@ def units_text(res:xr.Dataset) -> str:
     else: u = 'Scores are in physical units (this run records no reference scales).'
     return u + ' ' + (f"Training budget: {res.attrs['budget_rule']}." if res.attrs.get('budget_rule') else
                       'Training budget: not recorded in this run.')
+
+def _hidden_refs(df:pd.DataFrame) -> pd.DataFrame:
+    "The baseline columns of a hidden-field table as one `sim training mean (ref.)` column when they agree (each predicts the sim mean of a field its exp inputs lack)."
+    refs = [p for p in BASELINES if p in df.columns]
+    if not refs: return df
+    vals = [df[p].to_numpy(float) for p in refs]
+    if not all(np.allclose(v, vals[0], rtol=1e-5, atol=0, equal_nan=True) for v in vals[1:]): return df
+    name = 'sim training mean (ref.)'
+    df = df.drop(columns=[c for p in refs[1:] for c in (p, f'{p} ±') if c in df.columns])
+    return df.rename(columns={refs[0]: name, f'{refs[0]} ±': f'{name} ±'})
 
 def _figures(res:xr.Dataset) -> list:
     "(name, caption, figure builder) of every figure the Dataset allows, in report order."
@@ -465,12 +526,27 @@ def _figures(res:xr.Dataset) -> list:
 def _flags(res:xr.Dataset) -> list:
     "The FLAGS section's lines."
     score = res['score']
+    have = set(map(str, score.protocol.values))
     L = ['## FLAGS', '', '**Trained protocols that do not beat persistence** on a domain they train on (seed-mean error, '
          'all fields; sim_only: sim; exp_only and sim_to_exp: exp; joint: both):', '']
     pf = persistence_flags(score)
-    if PERSISTENCE not in score.protocol.values: L += ['Not checked: this run has no persistence baseline.']
+    if PERSISTENCE not in have: L += ['Not checked: this run has no persistence baseline.']
     elif len(pf): L += [md_table(pf)]
     else: L += ['None: every trained protocol beats persistence where it trains.']
+    L += ['', '**Trained protocols that do not beat analog** on a domain they train on (analog: the frames that followed the '
+          'nearest training window of the same domain; a model that does not beat it has learnt no more than a lookup of its '
+          'training data; seed-mean error, all fields):', '']
+    af = baseline_flags(score, ANALOG)
+    if ANALOG not in have: L += ['Not checked: this run has no analog baseline.']
+    elif len(af): L += [md_table(af)]
+    else: L += ['None: every trained protocol beats analog where it trains.']
+    L += ['', '**Protocols worse than persistence or mean field on a domain they did not train on** (seed-mean error, all '
+          'fields; sim_only: exp; exp_only and sim_to_exp: sim; joint: none) — what a model knows of the other domain, '
+          'measured against knowing nothing:', '']
+    of = off_domain_flags(score)
+    if not {PERSISTENCE, MEAN_FIELD} & have: L += ['Not checked: this run has neither persistence nor mean field.']
+    elif len(of): L += [md_table(of)]
+    else: L += ['None: every trained protocol beats persistence and mean field on the domains it did not train on.']
     L += ['', '**Cells stopped by the update cap while still improving** (not converged: their errors may still fall):', '']
     cc = capped_cells(res)
     if cc is None: L += ['Not recorded in this run.']
@@ -513,7 +589,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
          + f"; seeds: {seeds_text}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
-    L += [units_text(res), '',
+    L += [units_text(res), '', targets_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
           + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and seeds_text == str(seeds) else
@@ -523,8 +599,9 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
           'non-joint protocol) and in every seed (robust: lower bM than every trained non-joint protocol within each '
           'seed, at least two seeds). '
           + ('Rows marked (ref.) are reference baselines (persistence: the last input frame repeated; mean_field: the '
-             'training set\'s time-mean field), scored like the protocols; they are never the best non-joint protocol '
-             'and never count as winners.' if refs else ''), '']
+             'training set\'s time-mean field; analog: the frames that followed the nearest training window of the same '
+             'domain), scored like the protocols; they are never the best non-joint protocol and never count as winners.'
+             if refs else ''), '']
     L += _flags(res)
     if {SIM_ONLY, EXP_ONLY} <= set(protos) and {'u', 'v'} <= set(map(str, score.field.values)):
         L += ['## The gap between the domains', '', "How much worse a model is on the domain it did not train on: r_exp = "
@@ -532,8 +609,10 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
               "and v, the fields both domains measure). The benchmark's target is ≥ 1.5 both ways.", '', md_table(gap_table(score)), '']
     if not paper: L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are not computed.', '']
     if paper: L += _paper_lines(score, h, n)
+    truth = res.attrs.get('exp_target') in ('truth', 'mixed') and 'noise_floor' in res and bool(res['noise_floor'].notnull().any())
+    side = dict(measured=res.get('score_measured'), floor=res['noise_floor']) if truth else {}
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
-        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(score, m))), '']
+        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(score, m, **side))), '']
     if paper: L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(reduction_table(score)), '']
     if {SIM_ONLY, SIM_TO_EXP} <= set(protos):
         L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
@@ -609,8 +688,10 @@ def _report_rest(res, score, protos, seeds, L, physics=None):
         L += [f"## Beyond the paper: the experiment's hidden true {f}", '',
               f"Each model is fed the *measured* exp fields and its rollout of {f}, a field only the simulation has, is "
               f"compared with the {f} the experiment's physics produced before measurement (never used in training); "
-              'nondimensional RMSE. Exp-only never saw it; Sim→Exp and Joint differ in how much simulation knowledge they keep.',
-              '', md_table(_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t'))), '']
+              'nondimensional RMSE. Exp-only never saw it; Sim→Exp and Joint differ in how much simulation knowledge they keep. '
+              f'The reference baselines are fed exp inputs without {f}, so each predicts the sim training mean of {f} (the '
+              "normaliser's mean, one constant): their column is `sim training mean (ref.)`.",
+              '', md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
     if physics is not None: L += physics_lines(physics)
     L += ['## Figures', '']
     for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']

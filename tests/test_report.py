@@ -197,13 +197,72 @@ def section(text, title):
     return text.split(f'## {title}', 1)[1].split('\n## ', 1)[0]
 
 
+def flag_rows(text, start):
+    "Table rows of the FLAGS paragraph that begins with the bold `start`, up to the next bold heading."
+    part = section(text, 'FLAGS').split(f'**{start}', 1)[1].split('\n**', 1)[0]
+    return [l for l in part.splitlines() if l.startswith('| ') and not l.startswith('| system')]
+
+
 def test_flags_list_exactly_the_failing_cells(stext):
     flags = section(stext, 'FLAGS')
-    rows = [l for l in flags.splitlines() if l.startswith('| ') and not l.startswith('| system')]
-    assert rows == ([f'| A | S | sim_only | sim | {m} | 0.7 | 0.7 |' for m in ('rmse', 'rel_l2', 'frmse')]
-                    + [f'| B | S | joint | exp | {m} | 0.65 | 0.6 |' for m in ('rmse', 'rel_l2', 'frmse')]
-                    + ['| A | S | joint | 1 | 300 |', '| B | S | sim_to_exp | 0 | 300 |'])
+    assert flag_rows(stext, 'Trained protocols that do not beat persistence') == (
+        [f'| A | S | sim_only | sim | {m} | 0.7 | 0.7 |' for m in ('rmse', 'rel_l2', 'frmse')]
+        + [f'| B | S | joint | exp | {m} | 0.65 | 0.6 |' for m in ('rmse', 'rel_l2', 'frmse')])
+    assert flag_rows(stext, 'Cells stopped') == ['| A | S | joint | 1 | 300 |', '| B | S | sim_to_exp | 0 | 300 |']
     assert '| system | capacity | protocol | seed | updates |' in flags
+    assert 'Not checked: this run has no analog baseline.' in flags
+    # off the training domain, against persistence (0.7, 0.6) and mean_field (0.01, 0.01): every single-domain model
+    off = flag_rows(stext, 'Protocols worse than persistence or mean field')
+    assert '| A | S | sim_only | exp | rmse | 1 | 0.6 | 0.01 |' in off and '| B | S | exp_only | sim | rmse | 2 | 0.7 | 0.01 |' in off
+    assert '| A | S | sim_to_exp | sim | rmse | 0.75 | 0.7 | 0.01 |' in off and not any('| joint |' in r for r in off)
+    assert len(off) == 2 * 3 * 3  # sim_only, exp_only, sim_to_exp in A and B, three metrics each
+
+
+def test_flags_analog_and_off_domain():
+    "Analog (0.3, 0.12): Joint's exp error 0.15 does not beat it; off the training domain only Sim-only (1.0 on exp > 0.6) and Exp-only (1.0 on sim > 0.7) are worse than persistence."
+    res = synthetic_results(seeds=(0, 1), errors={'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1),
+                                                 'joint': (0.25, 0.15), 'persistence': (0.7, 0.6), 'mean_field': (1.0, 0.9),
+                                                 'analog': (0.3, 0.12)})
+    text = report_text(res)
+    assert flag_rows(text, 'Trained protocols that do not beat analog') == [
+        f'| {s} | S | joint | exp | {m} | 0.15 | 0.12 |' for s in ('A', 'B') for m in ('rmse', 'rel_l2', 'frmse')]
+    assert flag_rows(text, 'Protocols worse than persistence or mean field') == [
+        f'| {s} | S | {p} | {d} | {m} | 1 | {r} | {mf} |' for p, d, r, mf in (('sim_only', 'exp', 0.6, 0.9), ('exp_only', 'sim', 0.7, 1))
+        for s in ('A', 'B') for m in ('rmse', 'rel_l2', 'frmse')]
+    assert 'reference baselines: persistence, mean_field, analog' in text
+    assert 'analog: the frames that followed the nearest training window of the same domain' in text
+    good = res.copy(deep=True)
+    good.score.loc[dict(protocol='joint', domain='exp')] = 0.1
+    assert 'None: every trained protocol beats analog where it trains.' in section(report_text(good), 'FLAGS')
+
+
+def test_exp_against_the_truth_with_the_floor_and_the_seed_rule():
+    res = synthetic_results(seeds=(0, 1, 2))
+    res['score_measured'] = res.score.sel(domain='exp', drop=True) + 0.05
+    res['noise_floor'] = xr.full_like(res.score_measured, 0.04)
+    res.attrs.update(exp_target='truth', exp_target_by_system=json.dumps({'A': 'truth', 'B': 'truth'}),
+                     seed_rule='a seed is a replicate: it regenerates the data')
+    text = report_text(res)
+    assert 'Seeds: a seed is a replicate: it regenerates the data. Exp is scored against the hidden truth' in text
+    assert '| system | capacity | protocol | sim | exp | b@0.5 | exp vs measured | exp floor |' in section(text, 'RMSE per domain')
+    assert '| A | S | joint | 0.25 ± 0 | 0.15 ± 0 | 0.2 ± 0 | 0.2 ± 0 | 0.04 ± 0 |' in section(text, 'RMSE per domain')
+    meas = res.drop_vars(['score_measured']).assign(noise_floor=res.noise_floor * np.nan)
+    meas.attrs.update(exp_target='measured')
+    t2 = report_text(meas)
+    assert 'Exp is scored against the measured data (these data have no hidden truth)' in t2 and 'exp floor' not in t2
+    assert 'Seeds: what a seed varies is not recorded in this run.' in report_text(synthetic_results())
+
+
+def test_hidden_field_baselines_are_the_sim_training_mean():
+    "Every baseline predicts the sim training mean of a field its exp inputs lack: one column, named for what it is."
+    res = synthetic_results(seeds=(0,), errors={'sim_only': (0.05, 1.0), 'joint': (0.25, 0.15), 'persistence': (0.7, 0.6),
+                                               'mean_field': (1.0, 0.9), 'analog': (0.3, 0.12)})
+    t = xr.full_like(res.score.sel(domain='sim', field='all', drop=True), 0.5)
+    t.loc[dict(protocol=['persistence', 'mean_field', 'analog'])] = 0.9
+    res['truth_score'] = t.expand_dims(hidden_field=['p']).rename(None)
+    sec = section(report_text(res), "Beyond the paper: the experiment's hidden true p")
+    assert '| system | capacity | sim_only | joint | sim training mean (ref.) |' in sec and '| A | S | 0.5 | 0.5 | 0.9 |' in sec
+    assert 'persistence' not in sec.split('\n\n', 2)[-1]  # no row or column named persistence
 
 
 def test_flags_none(res, text):
