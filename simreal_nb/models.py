@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_models.ipynb #c003
 from __future__ import annotations
-import inspect, warnings
+import functools, inspect, math, warnings
 from pathlib import Path
 import torch
 import torch.nn as nn
@@ -213,23 +213,62 @@ class FieldAttentionNet(FieldModel):
         return y + self.present_last(x, field_mask) if self.residual else y
 
 # %% ../nbs/20_models.ipynb #c014
+@functools.lru_cache(maxsize=32)
+def _dft_matrices(H, W, m1, m2, device='cpu'):
+    "Real matrices of the truncated 2-D DFT (norm='ortho') of an H×W grid and of its inverse, float32 on `device`."
+    s = 1 / math.sqrt(H * W)
+    kw, w = torch.arange(m2, dtype=torch.float64), torch.arange(W, dtype=torch.float64)
+    aw = 2 * math.pi * w[:, None] * kw[None] / W                            # [W, m2]
+    kh = torch.tensor(list(range(m1)) + list(range(H - m1, H)), dtype=torch.float64)  # kept H frequencies: both signs
+    ah = 2 * math.pi * kh[:, None] * torch.arange(H, dtype=torch.float64)[None] / H   # [2·m1, H]
+    keep = torch.tensor([0. if k >= H - m1 else 1. for k in range(m1)] + [1.] * m1, dtype=torch.float64)
+    c, sn = ah.cos().T * keep, ah.sin().T * keep                            # a row kept twice counts once (as irfft2 would)
+    hermite = torch.where((kw == 0) | ((W % 2 == 0) & (kw == W // 2)), 1.0, 2.0)  # irfft: DC and Nyquist once, the rest twice
+    mats = (torch.cat([aw.cos(), -aw.sin()], 1),                            # x @ fw: [Re | Im] of the W transform
+            torch.cat([ah.cos(), ah.sin()], 0) * s,                         # fh @ (.): cos and sin rows of the H transform
+            torch.cat([torch.cat([c, -sn], 1), torch.cat([sn, c], 1)], 0),  # gh @ [Re; Im]: [Re; Im] of the inverse H transform
+            torch.cat([aw.cos().T * hermite[:, None], -aw.sin().T * hermite[:, None]], 0) * s)  # [Re | Im] @ gw: inverse W
+    return tuple(t.to(device=device, dtype=torch.float32) for t in mats)
+
 class _SpectralConv2d(nn.Module):
     "Fourier layer: multiply the lowest `modes` (both signs in H, non-negative in W) by learned complex weights."
     def __init__(self, cin, cout, m1, m2):
         super().__init__()
         self.m1, self.m2 = m1, m2
         s = 1 / (cin * cout)
-        # real storage [..., 2] (checkpoint-friendly); two blocks: positive and negative H frequencies
-        self.weight = nn.Parameter(s * torch.rand(2, cin, cout, m1, m2, 2))
+        # shape [block, cin, cout, m1, m2, re|im] (the checkpoint layout; blocks: positive and negative H frequencies),
+        # stored mode-major ([re|im, block, m1, m2, cin, cout] in memory) so the per-mode products read it without a copy
+        w = s * torch.rand(2, cin, cout, m1, m2, 2)
+        self.weight = nn.Parameter(w.permute(5, 0, 3, 4, 1, 2).contiguous().permute(1, 4, 5, 2, 3, 0))
     def forward(self, x):
-        B, Ci, H, W = x.shape
-        f = torch.fft.rfft2(x.float(), norm='ortho')  # FFTs in fp32 also under autocast
-        w = torch.view_as_complex(self.weight)
-        out = torch.zeros(B, w.shape[2], H, W // 2 + 1, dtype=f.dtype, device=x.device)
-        m1, m2 = self.m1, self.m2
-        out[:, :, :m1, :m2] = torch.einsum('bixy,ioxy->boxy', f[:, :, :m1, :m2], w[0])
-        out[:, :, -m1:, :m2] = torch.einsum('bixy,ioxy->boxy', f[:, :, -m1:, :m2], w[1])
-        return torch.fft.irfft2(out, s=(H, W), norm='ortho')
+        B, C, H, W = x.shape
+        m1, m2, n = self.m1, self.m2, 2 * self.m1 * self.m2
+        fw, fh, gh, gw = _dft_matrices(H, W, m1, m2, str(x.device))
+        with torch.autocast(x.device.type, enabled=False):  # the transforms in fp32 also under autocast
+            a = (x.float() @ fw).permute(2, 0, 1, 3).reshape(H, -1)   # W transform, [Re | Im]: [H, B·C·2·m2]
+            pq = (fh @ a).view(2, 2 * m1, B, C, 2 * m2)             # H transform: cos and sin rows
+            p, q = pq[0], pq[1]
+            re = (p[..., :m2] + q[..., m2:]).permute(0, 3, 1, 2).reshape(n, B, C)  # the kept modes, mode-major [n, B, C]
+            im = (p[..., m2:] - q[..., :m2]).permute(0, 3, 1, 2).reshape(n, B, C)
+            w = self.weight.permute(5, 0, 3, 4, 1, 2).reshape(2, n, C, -1).float()  # [re|im, n, cin, cout]: a view
+            z = torch.cat([re, im], 1)                      # the complex product as two real batched products
+            zr, zi = torch.bmm(z, w[0]), torch.bmm(z, w[1])
+            out = torch.stack([zr[:, :B] - zi[:, B:], zi[:, :B] + zr[:, B:]])      # [re|im, n, B, cout]
+            out = out.view(2, 2 * m1, m2, B, -1).permute(0, 1, 3, 4, 2).reshape(4 * m1, -1)  # [(re|im, kh), B·cout·m2]
+            y = (gh @ out).view(2, H, B, -1, m2).permute(2, 3, 1, 0, 4).reshape(B, -1, H, 2 * m2)  # inverse H: [Re | Im]
+            return y @ gw                                   # inverse W: [B, cout, H, W]
+
+def _pointwise(layer, h):
+    "A 1×1 convolution (or an adapter exposing `weight` and `bias`) as one batched matrix product; a `Sequential` of them and activations layer by layer: [B, C, H, W] in and out."
+    if isinstance(layer, nn.Sequential):
+        for l in layer: h = _pointwise(l, h)
+        return h
+    w = getattr(layer, 'weight', None)
+    if w is None or w.ndim != 4 or w.shape[2:] != (1, 1): return layer(h)
+    B, C, H, W = h.shape
+    w, z = w.flatten(1).expand(B, -1, -1), h.reshape(B, C, H * W)
+    out = torch.bmm(w, z) if layer.bias is None else torch.baddbmm(layer.bias[:, None], w, z)
+    return out.view(B, -1, H, W)
 
 def _aux_channels(model, x, field_mask, cond):
     "Masked input frames + mask planes + conditioning planes + coordinates: [B, T*C + C + K + 2, H, W]."
@@ -267,11 +306,11 @@ class FNO2d(FieldModel):
     def forward(self, x, field_mask, cond=None):
         self.check_inputs(x, field_mask, cond)
         B, T, C, H, W = x.shape
-        h = self.lift(_aux_channels(self, x, field_mask, cond))
+        h = _pointwise(self.lift, _aux_channels(self, x, field_mask, cond))
         for i, (sc, pw) in enumerate(zip(self.spectral, self.pointwise)):
-            h = sc(h) + pw(h)
+            h = sc(h) + _pointwise(pw, h)
             if i < len(self.spectral) - 1: h = F.gelu(h)
-        y = self.head(h).view(B, self.n_out, C, H, W)
+        y = _pointwise(self.head, h).reshape(B, self.n_out, C, H, W)
         return y + self.present_last(x, field_mask) if self.residual else y
 
 # %% ../nbs/20_models.ipynb #c016

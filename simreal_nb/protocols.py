@@ -24,7 +24,8 @@ __all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FO
            'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase', 'Protocol',
            'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol', 'resolve_device',
            'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
-           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'train']
+           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'reuse_freed_memory',
+           'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -371,12 +372,12 @@ class Stepper:
     def autocast(self):
         return torch.autocast('cuda', dtype=torch.bfloat16) if self.amp else torch.autocast('cpu', enabled=False)
 
-    def outputs(self, batches:dict) -> dict:
-        "The model's output per domain (one forward pass when the batches can be concatenated)."
+    def outputs(self, batches:dict, concat:bool|None=None) -> dict:
+        "The model's output per domain (one forward pass when the batches can be concatenated and `concat`, default `self.concat`)."
         doms = list(batches)
         bs = [batches[d] for d in doms]
         with self.autocast():
-            if len(bs) == 2 and self.concat and _can_concat(bs):
+            if len(bs) == 2 and (self.concat if concat is None else concat) and _can_concat(bs):
                 c = None if _cond(bs[0]) is None else torch.cat([bs[0]['cond'], bs[1]['cond']])
                 out = self.model(torch.cat([bs[0]['x'], bs[1]['x']]), torch.cat([bs[0]['field_mask'], bs[1]['field_mask']]), c)
                 outs = out.split([len(bs[0]['x']), len(bs[1]['x'])])
@@ -401,7 +402,8 @@ class Stepper:
     def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
               loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
         "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
-        outs, info = self.outputs(batches), {}
+        two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
+        outs, info = self.outputs(batches, concat=False if two else None), {}
         if loss == 'hcw':
             if self.hcw is None or set(outs) != {'sim', 'exp'}:
                 raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(hcw=HCWLoss(...))")
@@ -426,7 +428,7 @@ class Stepper:
             raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
         params = self.params()
         for p in params: p.grad = None
-        if (diag or combiner != 'sum') and set(losses) == {'sim', 'exp'}:
+        if two:
             keep = extra is not None
             flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
             gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
@@ -670,6 +672,7 @@ class History:
     time_s:float = 0.0  # training wall time, summed over resumed sessions
     resumed_from:list[int] = _rows()  # updates done at each resume
     aux:dict = field(default_factory=dict)  # beyond-Joint statistics per log line (`AUX_KEYS`), each series with its own 'step'
+    batches:dict = field(default_factory=dict)  # training batches drawn per domain ('sim', 'exp'): each protocol's exposure
 
     @property
     def grad_conflict_frac(self) -> float|None:
@@ -790,6 +793,12 @@ def _part_params(self:Trainer, part:str='stem') -> list:
     return ps
 
 # %% ../nbs/40_protocols.ipynb #enter1
+def adamw(params, **kw) -> torch.optim.AdamW:
+    "AdamW with the fused kernel (one pass over every parameter, same update up to rounding) where this torch build has one for them, else the default."
+    params = list(params)
+    try: return torch.optim.AdamW(params, fused=True, **kw)
+    except (RuntimeError, TypeError, ValueError): return torch.optim.AdamW(params, **kw)
+
 @patch
 def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     "Start phase `i`: trainable parameters (frozen stem, adapters), the penalty's anchor, a fresh optimiser and schedule, fresh early stopping; `fresh=False` (resuming): the anchor comes from the checkpoint."
@@ -803,7 +812,7 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
         penalty = AnchorPenalty(self.model, ph.penalty_weight, self._sim_fisher() if ph.penalty == 'ewc' and fresh else None)
     if ph.lora_rank: add_lora(self.model, ph.lora_rank)
     params = [p for p in self.model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=self.cfg.lr * ph.lr_scale, weight_decay=self.cfg.weight_decay)
+    opt = adamw(params, lr=self.cfg.lr * ph.lr_scale, weight_decay=self.cfg.weight_decay)
     shape = warmup_cosine(ph.steps, self.cfg.warmup, self.cfg.min_lr if self.cfg.schedule == 'cosine' else 1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: shape(s) * self.es['scale'])  # 'plateau' cuts `scale`
     self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat,
@@ -851,6 +860,7 @@ def update(self:Trainer) -> dict:
     ph = self.phases[i]
     diag = len(ph.weights) == 2 and (self.updates_done % self.cfg.log_every == 0)
     batches = {d: _fetch(self.train_sets[d], self.samplers[d].next()) for d in ph.domains}
+    for d in batches: self.history.batches[d] = self.history.batches.get(d, 0) + 1
     try:
         out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist,
                                 causal_weight=ph.causal)
@@ -1006,12 +1016,21 @@ def load(self:Trainer, path=None) -> Trainer:
     return self
 
 # %% ../nbs/40_protocols.ipynb #fit1
+def reuse_freed_memory(limit:int=256 << 20) -> bool:
+    "Let glibc keep freed blocks below `limit` bytes for reuse instead of returning them to the system (whose fresh pages fault in at every update); True where it applied."
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None)
+        return bool(libc.mallopt(-1, limit)) and bool(libc.mallopt(-3, limit))  # M_TRIM_THRESHOLD, M_MMAP_THRESHOLD
+    except (OSError, AttributeError): return False  # not glibc: nothing to do
+
 @patch
 def fit(self:Trainer, resume:bool=False,  # continue from ckpt_dir/last.pt when it exists
         callbacks:Sequence[Callable]=(),  # called as cb(trainer) after every update (and checkpoint)
        ) -> History:
     "Run the protocol's phases; return the `History` (also `self.history`, and history.json in ckpt_dir)."
     t0 = time.perf_counter()
+    reuse_freed_memory()
     if resume and self.last_ckpt() is not None and self.last_ckpt().exists():
         self.load(); self.history.resumed_from.append(self.updates_done)
     elif self.updates_done == 0:
