@@ -14,18 +14,21 @@ import xarray as xr
 from . import __version__
 from .schema import FIELD_META, fields_of, validate
 from .store import write_dataset, read_dataset, write_text
+from .realpdebench import GROUPS
 
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'measure',
-           'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'pressure_hf_fraction', 'cache_root', 'twin_key',
-           'load_twins', 'write_twins', 'load_all_twins']
+           'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'neighbour_ratio', 'pressure_hf_fraction',
+           'cache_root', 'twin_key', 'load_twins', 'write_twins', 'load_all_twins']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
-GENERATOR_VERSION = '3'  # bump when generated data change for the same (system, seed, size, overrides)
+GENERATOR_VERSION = '4'  # bump when generated data change for the same (system, seed, size, overrides)
                          # 2: field units and long names from schema.FIELD_META (arrays unchanged)
                          # 3: reference scales; channel p averaged over 3 frame intervals; exp channel walls at
                          #    nominal Re; Kolmogorov frame_dt 0.1, exp at nominal nu; 12 trajectories by default
+                         # 4: channel trajectories spin up independently (own parameters, seeded kick and delay);
+                         #    per-trajectory test groups (coord `group`); 14 trajectories by default
 
 class SystemConfigError(ValueError):
     "Bad system name or impossible physical/numerical parameter; raised before any compute."
@@ -43,43 +46,46 @@ class SystemSpec:
 
 # %% ../nbs/05_systems.ipynb #c009
 _MEAS = dict(window=4, stride=2, noise_add=0.03, noise_mult=0.02, dropout=0.02)  # PIV defaults (fractions of U)
-_MEAS['ic_eps'] = 0.0  # relative perturbation of the exp initial state (0: identical start; >0 measures chaos)
+_MEAS['ic_eps'] = 0.0  # relative perturbation of the exp state at the first recorded step (0: the sim's; >0 measures chaos)
+_TEST_GROUPS = dict(n_in_dist=2, n_out_dist=2)  # test trajectories inside / at the edges of the parameter range
+_NO_GROUPS = dict(n_in_dist=0, n_out_dist=0)  # too few trajectories for test groups: the fraction split of `split_trajs`
 
 _KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, frame_dt=0.1, t_spin=20.0,
                  t_adapt=1.0, nu_factor=1.0, alpha_add=0.04, forcing_gain=0.92, harmonic=0.2,
-                 stoch_amp=0.3, stoch_band=(6, 12), **_MEAS)
+                 stoch_amp=0.3, stoch_band=(6, 12), **_MEAS, **_TEST_GROUPS)
 _KOL_SIZES = dict(
     test=dict(_KOL_BASE, n=32, n_traj=4, n_frames=20, dt=0.05, frame_dt=0.2, nu=(6e-3, 9e-3), t_spin=10.0,
-              t_adapt=0.5),
-    quick=dict(_KOL_BASE, n=64, n_traj=4, n_frames=40, dt=0.025, nu=(3e-3, 4.5e-3)),
-    default=dict(_KOL_BASE, n=128, n_traj=12, n_frames=64, dt=0.0125),
-    paper=dict(_KOL_BASE, n=256, n_traj=24, n_frames=100, dt=0.00625),  # 128² output: for a GPU or a cluster
+              t_adapt=0.5, **_NO_GROUPS),
+    quick=dict(_KOL_BASE, n=64, n_traj=4, n_frames=40, dt=0.025, nu=(3e-3, 4.5e-3), **_NO_GROUPS),
+    default=dict(_KOL_BASE, n=128, n_traj=14, n_frames=64, dt=0.0125),
+    paper=dict(_KOL_BASE, n=256, n_traj=24, n_frames=100, dt=0.00625, n_in_dist=3, n_out_dist=4),  # 128² output: for a GPU or a cluster
 )
 
 _LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=1.0, walls=1, drag=0.03, turb=0.03, turb_modes=3,
-                 offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, p_avg=3, **_MEAS)
+                 offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, p_avg=3, **_MEAS, **_TEST_GROUPS)
 # p_avg: pressure recorded as the mean over this many frame intervals centred on the frame (0: instantaneous)
 # walls: exp channel bounded by no-slip walls (rows y=0 and y=ny-1); sim stays periodic in y
-_CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150.)
+_CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150.)  # Re_spin: the controlled cylinder's Re
 _CYL_SIZES = dict(
     test=dict(_CYL, nx=64, ny=32, D=6, Re=(70., 100.), Re_spin=85., U=0.12, n_traj=4, n_frames=20, frame_steps=10,
-              spin_steps=600),
+              spin_steps=600, **_NO_GROUPS),
     quick=dict(_CYL, nx=96, ny=48, D=6, Re=(80., 140.), Re_spin=110., U=0.12, n_traj=4, n_frames=40, frame_steps=15,
-               spin_steps=1500),
-    default=dict(_CYL, nx=128, ny=64, n_traj=12, n_frames=80),
-    paper=dict(_CYL, nx=256, ny=128, D=16, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),  # 64×128 output
+               spin_steps=1500, **_NO_GROUPS),
+    default=dict(_CYL, nx=128, ny=64, n_traj=14, n_frames=80),
+    paper=dict(_CYL, nx=256, ny=128, D=16, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000,  # 64×128 output
+               n_in_dist=3, n_out_dist=4),
 )
 def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85)
 _CTL_SIZES = {k: _ctl(v) for k, v in _CYL_SIZES.items()}
-_FOIL = dict(_LBM_BASE, body='foil', D=24, Re=(300., 600.), Re_spin=450., aoa=(15., 30.), aoa_spin=22.5,
-             aoa_err=1.5, offset=0.25)
+_FOIL = dict(_LBM_BASE, body='foil', D=24, Re=(300., 600.), aoa=(15., 30.), aoa_err=1.5, offset=0.25)
 _FOIL_SIZES = dict(
-    test=dict(_FOIL, nx=64, ny=32, D=12, Re=(150., 250.), Re_spin=200., U=0.12, n_traj=4, n_frames=20,
-              frame_steps=10, spin_steps=600),
-    quick=dict(_FOIL, nx=96, ny=48, D=18, Re=(250., 450.), Re_spin=350., U=0.12, n_traj=4, n_frames=40,
-               frame_steps=15, spin_steps=1500),
-    default=dict(_FOIL, nx=128, ny=64, n_traj=12, n_frames=80),
-    paper=dict(_FOIL, nx=256, ny=128, D=48, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),
+    test=dict(_FOIL, nx=64, ny=32, D=12, Re=(150., 250.), U=0.12, n_traj=4, n_frames=20,
+              frame_steps=10, spin_steps=600, **_NO_GROUPS),
+    quick=dict(_FOIL, nx=96, ny=48, D=18, Re=(250., 450.), U=0.12, n_traj=4, n_frames=40,
+               frame_steps=15, spin_steps=1500, **_NO_GROUPS),
+    default=dict(_FOIL, nx=128, ny=64, n_traj=14, n_frames=80),
+    paper=dict(_FOIL, nx=256, ny=128, D=48, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000,
+               n_in_dist=3, n_out_dist=4),
 )
 
 _WAKE = ((0.35, 0.6), (0.5, 0.6), (0.7, 0.6))  # behind the body (at x = 0.2), off the centreline
@@ -125,6 +131,8 @@ def _resolve(spec, size, overrides):
     cfg.update(overrides)
     for k in ('n_traj', 'n_frames'):
         if int(cfg[k]) < 1: raise SystemConfigError(f"{k}={cfg[k]!r}: expected an integer >= 1")
+    for k in ('n_in_dist', 'n_out_dist'):
+        if int(cfg[k]) < 0: raise SystemConfigError(f"{k}={cfg[k]!r}: expected an integer >= 0 (test trajectories)")
     for k in ('noise_add', 'noise_mult', 'dropout'):
         if not 0 <= cfg[k] < 1: raise SystemConfigError(f"{k}={cfg[k]!r}: expected a fraction in [0, 1)")
     (_check_spectral if spec.kind == 'spectral' else _check_lbm)(cfg)
@@ -184,18 +192,23 @@ def _centres(x, c):
     "Coordinates at fractional indices `c` of the uniform grid `x` (one formula everywhere, so grids match exactly)."
     return np.round(x[0] + np.asarray(c, np.float64) * (x[1] - x[0]), 12)
 
-def _mk_ds(fields, x, y, time, traj_coords, attrs, meta, valid=None, inputs=None):
-    "Assemble a contract Dataset from [traj,time,y,x] arrays."
+_GROUP_NOTE = ("coord 'group' (per trajectory): remain (the train/val pool) | in_dist (test, parameters inside the "
+               "remain range) | out_dist (test, outside the remain range in at least one parameter)")
+
+def _mk_ds(fields, x, y, time, traj_coords, attrs, meta, valid=None, inputs=None, group=None):
+    "Assemble a contract Dataset from [traj,time,y,x] arrays; `group`: per-trajectory test group or None."
     dims = ('traj', 'time', 'y', 'x')
     n_traj = next(iter(fields.values())).shape[0]
     coords = dict(traj=('traj', np.arange(n_traj)), time=('time', np.asarray(time, np.float64), dict(units='s')),
                   y=('y', np.asarray(y, np.float64), dict(units='m')), x=('x', np.asarray(x, np.float64), dict(units='m')))
     for k, (v, a) in traj_coords.items(): coords[k] = ('traj', np.asarray(v, np.float64), a)
+    if group is not None: coords['group'] = ('traj', np.asarray(group, dtype=object))   # as RealPDEBench's importer
     dv = {k: (dims, np.asarray(v, np.float32), dict(meta[k])) for k, v in fields.items()}
     if valid is not None: dv['valid'] = (dims, np.asarray(valid, bool), dict(long_name='usable data point'))
     for k, (v, a) in (inputs or {}).items(): dv[k] = (('traj', 'time'), np.asarray(v, np.float32), a)
     at = dict(attrs)
     if inputs: at['inputs'] = ' '.join(inputs)
+    if group is not None: at['group_note'] = _GROUP_NOTE
     return xr.Dataset(dv, coords=coords, attrs=at)
 
 # %% ../nbs/05_systems.ipynb #289a2c76
@@ -354,12 +367,33 @@ def _traj_params(rng, lo, hi, n, log=True):
     q = (np.arange(n) + rng.uniform(0.2, 0.8, n)) / n
     return lo * (hi / lo) ** q if log else lo + (hi - lo) * q
 
+# %% ../nbs/05_systems.ipynb #g9a1e002
+def _assign_groups(params:dict, n_in:int, n_out:int):
+    "Per-trajectory test group (object array over `GROUPS`) from parameter arrays, or None when groups do not fit."
+    names = [k for k, v in params.items() if np.ptp(np.asarray(v, float)) > 0]   # the parameters that vary
+    n = len(next(iter(params.values())))
+    if n_in + n_out == 0 or not names or n < n_in + n_out + 4: return None
+    P = {k: np.asarray(params[k], float) for k in names}
+    g, free = np.full(n, GROUPS[0], dtype=object), np.ones(n, bool)
+    for k in range(n_out):             # (p0, low), (p1, high), (p0, high), (p1, low), ... (one parameter: low, high, ...)
+        p, high = P[names[k % len(names)]], (k // len(names) + k % len(names)) % 2
+        cand = np.nonzero(free)[0]
+        i = cand[np.argmax(p[cand]) if high else np.argmin(p[cand])]
+        g[i], free[i] = 'out_dist', False
+    inner = sorted((i for i in np.nonzero(free)[0] if all(P[k][free].min() < P[k][i] < P[k][free].max() for k in names)),
+                   key=lambda i: P[names[0]][i])
+    if len(inner) < n_in: raise SystemConfigError(
+        f"n_in_dist={n_in}: only {len(inner)} trajectories lie inside the range of {names}; expected at least {n_in}")
+    for j in ((np.arange(n_in) + 0.5) * len(inner) / n_in).astype(int): g[inner[j]] = 'in_dist'
+    return g
+
 # %% ../nbs/05_systems.ipynb #ca4567d4
 def _gen_kolmogorov(spec, c, seed):
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed); g = torch.Generator().manual_seed(int(seed))
     n, B, T = int(c['n']), int(c['n_traj']), int(c['n_frames'])
     nus = _traj_params(rng, *_pair(c['nu'], 'nu'), B)
+    group = _assign_groups(dict(nu=nus), int(c['n_in_dist']), int(c['n_out_dist']))
     # spin-up: random band-limited vorticity per trajectory, coarse grid, sim physics, then refine and adapt
     ns = max(32, n // 2); sp = _Spectral(ns, c['L'])
     w0 = torch.randn(B, ns, ns, generator=g)
@@ -408,12 +442,13 @@ def _gen_kolmogorov(spec, c, seed):
                 **_kolmogorov_scales(c['chi'], c['k_f'], c['L']))
     tc = dict(nu=(nus, dict(units='m2 s-1', long_name='kinematic viscosity (nominal)')))
     sim = _mk_ds(dict(u=_block_mean(u[:B]), v=_block_mean(v[:B]), p=_block_mean(p[:B])), xo, xo, time_, tc,
-                 dict(base, domain='sim'), _KOL_META)
+                 dict(base, domain='sim'), _KOL_META, group=group)
     gap = dict(gap_nu_factor=c['nu_factor'], gap_alpha_add=c['alpha_add'], gap_forcing_gain=c['forcing_gain'],
                gap_harmonic=c['harmonic'], gap_stoch_amp=c['stoch_amp'], gap_description=spec.gap)
     truth = _mk_ds(dict(u=_block_mean(u[B:]), v=_block_mean(v[B:]), p=_block_mean(p[B:])), xo, xo, time_, tc,
-                   dict(base, domain='exp_truth', never_train=1, **gap), _KOL_META)
-    full = _mk_ds(dict(u=u[B:], v=v[B:]), xf, xf, time_, tc, dict(base, domain='exp_truth', **gap), _KOL_META)
+                   dict(base, domain='exp_truth', never_train=1, **gap), _KOL_META, group=group)
+    full = _mk_ds(dict(u=u[B:], v=v[B:]), xf, xf, time_, tc, dict(base, domain='exp_truth', **gap), _KOL_META,
+                  group=group)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], shadow=None, periodic=True, U=base['U_ref'], seed=seed)
     return dict(sim=sim, exp=exp, exp_truth=truth)
@@ -533,56 +568,64 @@ def _inflow(modes, t, U, ny):
     return (U * (1 + du)).float(), (U * dv).float()
 
 # %% ../nbs/05_systems.ipynb #7112d30b
+def _shed_period(c, aoa=None):
+    "Shedding-period estimate in lattice steps: the body's cross-stream height over St U (St = 0.21 unless the preset has one)."
+    D = float(c['D'])
+    h = D if aoa is None else D * math.sin(math.radians(aoa)) + 0.12 * D * math.cos(math.radians(aoa))
+    return h / (c.get('St', 0.21) * float(c['U']))
+
 def _gen_lbm(spec, c, seed):
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed)
     nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
     ctl = spec.name == 'controlled'
+    # --- per-trajectory parameters and test groups
     Re_lo, Re_hi = _pair(c['Re'], 'Re')
     Re = np.full(B, float(c['Re_spin'])) if ctl else _traj_params(rng, Re_lo, Re_hi, B, log=False)
     tc = dict(Re=(Re, dict(units='1', long_name='Reynolds number U D / nu (nominal)')))
-    aoa = None
+    aoa, design = None, dict(Re=Re)
     if c['body'] == 'foil':
         aoa = _traj_params(rng, *_pair(c['aoa'], 'aoa'), B, log=False)
         tc['Re'] = (Re, dict(units='1', long_name='chord Reynolds number U c / nu (nominal)'))
         tc['aoa'] = (aoa, dict(units='deg', long_name='angle of attack (nominal)'))
-    # --- spin-up at the nominal parameter with an asymmetric kick to start shedding: one member in the periodic sim
-    # channel, one in the exp channel (with its walls, if any), so that no wall is ever switched on in a running flow
-    walls = torch.zeros(ny, nx, dtype=torch.bool)
-    if c['walls']: walls[0] = walls[-1] = True             # exp: no-slip channel walls (bounce-back rows)
-    body0 = _body_mask(c, ny, nx, 0.0, c.get('aoa_spin', 0.0))
-    solid0 = torch.stack([body0, body0 | walls])
-    yy, xx = torch.meshgrid(torch.arange(ny, dtype=torch.float32), torch.arange(nx, dtype=torch.float32), indexing='ij')
-    xc, yc = c['body_x'] * nx, ny / 2
-    kick = 0.3 * U * torch.exp(-((xx - xc - 1.5 * D) ** 2 + (yy - yc - 0.3 * D) ** 2) / D ** 2)
-    open0 = torch.stack([torch.ones(ny), (~walls[:, 0]).float()])   # no inflow through a wall
-    f = _feq(torch.ones(2, ny, nx), U * open0[:, :, None].expand(2, ny, nx).contiguous(), kick[None].expand(2, ny, nx) * open0[:, :, None])
-    lb = _LBM(solid0, np.full(2, _lbm_tau(U, D, c['Re_spin'])))
-    uin0, vin0 = U * open0, torch.zeros(2, ny)
-    for _ in range(int(c['spin_steps'])): f = lb.step(f, uin0, vin0)
-    # --- branch: members [0, B) sim, [B, 2B) exp
-    off = float(c['offset'])
-    if aoa is None: solids = [_body_mask(c, ny, nx, 0.0)] * B + [_body_mask(c, ny, nx, off)] * B
-    else: solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
-    solids = solids[:B] + [s_ | walls for s_ in solids[B:]]
-    inlet_open = open0.repeat_interleave(B, 0)              # [2B, ny]
-    solid0 = solid0.repeat_interleave(B, 0)
-    solid = torch.stack(solids)
-    tau = np.concatenate([_lbm_tau(U, D, Re), _lbm_tau(U, D, Re * c['re_factor'])])
-    drag = np.concatenate([np.zeros(B), np.full(B, c['drag'] * U / D)])
-    lb = _LBM(solid, tau, drag)
-    f = f.repeat_interleave(B, 0)
-    f = torch.where((solid | solid0)[:, None], _WV.expand(2 * B, 9, ny, nx), f)   # rest state in (old or new) body cells
-    if c['ic_eps']: f[B:] = f[B:] * (1 + c['ic_eps'] * torch.randn(f[B:].shape, generator=torch.Generator().manual_seed(seed)))
-    modes = _inflow_modes(rng, c, B, ny)
-    # --- actuation (controlled cylinder): command A sin(2 pi f_c t) as surface speed / U
-    f_shed = c.get('St', 0.21) * U / D                     # lattice shedding frequency estimate
+        design['aoa'] = aoa
     if ctl:
         A = _traj_params(rng, *_pair(c['A'], 'A'), B, log=False)
         fr = rng.permutation(_traj_params(rng, *_pair(c['f_c'], 'f_c'), B, log=False))
+        design.update(A=A, f_c=fr)
+    group = _assign_groups(design, int(c['n_in_dist']), int(c['n_out_dist']))
+    modes = _inflow_modes(rng, c, B, ny)
+    # --- members [0, B) sim (periodic channel), [B, 2B) exp (walled channel, if `walls`): each with its own body,
+    # relaxation time and drag from the start, so that no wall or parameter is ever switched on in a running flow
+    walls = torch.zeros(ny, nx, dtype=torch.bool)
+    if c['walls']: walls[0] = walls[-1] = True             # exp: no-slip channel walls (bounce-back rows)
+    off = float(c['offset'])
+    if aoa is None: solids = [_body_mask(c, ny, nx, 0.0)] * B + [_body_mask(c, ny, nx, off)] * B
+    else: solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
+    solid = torch.stack(solids[:B] + [s_ | walls for s_ in solids[B:]])
+    inlet_open = torch.cat([torch.ones(B, ny), (~walls[:, 0]).float().expand(B, ny)])   # no inflow through a wall
+    tau = np.concatenate([_lbm_tau(U, D, Re), _lbm_tau(U, D, Re * c['re_factor'])])
+    drag = np.concatenate([np.zeros(B), np.full(B, c['drag'] * U / D)])
+    lb = _LBM(solid, tau, drag)
+    # --- every trajectory spins up on its own from a seeded start: an asymmetric kick (its own place, size and side)
+    # and a delay of up to one shedding period (its own phase), shared by its sim and exp members
+    rs = np.random.default_rng([int(seed), 1])              # spin-up draws, a stream apart from the parameters'
+    kx, ky = rs.uniform(1.0, 2.5, B), rs.choice([-1.0, 1.0], B) * rs.uniform(0.2, 0.5, B)
+    ka, u01, phase = rs.uniform(0.2, 0.4, B), rs.uniform(0, 1, B), rs.uniform(0, 2 * math.pi, B)
+    delay = np.floor(u01 * np.array([_shed_period(c, a) for a in (aoa if aoa is not None else [None] * B)])).astype(int)
+    yy, xx = torch.meshgrid(torch.arange(ny, dtype=torch.float32), torch.arange(nx, dtype=torch.float32), indexing='ij')
+    xc, yc = c['body_x'] * nx, ny / 2
+    two = lambda a: torch.as_tensor(np.concatenate([a, a]), dtype=torch.float32).view(-1, 1, 1)
+    kick = two(ka) * U * torch.exp(-((xx - xc - two(kx) * D) ** 2 + (yy - yc - two(ky) * D) ** 2) / D ** 2)
+    o = inlet_open[:, :, None]
+    f = _feq(torch.ones(2 * B, ny, nx), (U * o).expand(2 * B, ny, nx).contiguous(), kick * o)
+    f = torch.where(solid[:, None], _WV.expand(2 * B, 9, ny, nx), f)   # rest state in the body and walls
+    # --- actuation (controlled cylinder): command A sin(2 pi f_c t + phase) as surface speed / U, from the start
+    f_shed = c.get('St', 0.21) * U / D                     # lattice shedding frequency estimate
+    if ctl:
         lb.set_rotation(torch.full((2 * B,), xc), torch.cat([torch.full((B,), yc), torch.full((B,), yc + off)]))
         lag = max(c['lag'] / f_shed, 1.0)                   # lag time constant in steps (>= 1: no lag)
-        cmd_of = lambda t: torch.as_tensor(A * np.sin(2 * math.pi * fr * f_shed * t), dtype=torch.float32)
+        cmd_of = lambda t: torch.as_tensor(A * np.sin(2 * math.pi * fr * f_shed * t + phase), dtype=torch.float32)
         act = torch.zeros(B)                                # exp actuator state (surface speed / U)
     # --- physical units: body size phys_D [m], speed phys_U [m/s]
     dx = c['phys_D'] / D; su = c['phys_U'] / U; dt = dx / su
@@ -592,28 +635,39 @@ def _gen_lbm(spec, c, seed):
     # pressure: the density averaged over Wn = p_avg * fs steps centred on each frame, from block sums of fs steps
     # (block m covers steps [m fs - h, (m+1) fs - h); frame k averages blocks k .. k + p_avg - 1)
     Wp = int(c['p_avg']); Wn = Wp * fs; h = Wn // 2
+    first = torch.as_tensor(-h - int(c['spin_steps']) - np.concatenate([delay, delay]))   # each member's first step
     acc, blocks = torch.zeros(2 * B, ny, nx), []
-    for t in range(-h, (T - 1) * fs + max(Wn - h, 1)):
-        if t % fs == 0 and 0 <= t < T * fs:
-            u, v, p = lb.fields(f); Us.append(u); Vs.append(v)
-            if not Wp: Ps.append(p)
-            if ctl: cmds.append(cmd_of(t))
-        if Wp:
-            acc += f.sum(1)
-            if (t + h + 1) % fs == 0:                     # a block is complete
-                blocks.append(acc); acc = torch.zeros_like(acc)
-                if len(blocks) == Wp:
-                    k = (t + h + 1) // fs - Wp
-                    if 0 <= k < T: Ps.append(lb.pressure(sum(blocks) / Wn))
-                    blocks.pop(0)
+    for t in range(int(first.min()), (T - 1) * fs + max(Wn - h, 1)):
+        if t == -h and c['ic_eps']:
+            f[B:] = f[B:] * (1 + c['ic_eps'] * torch.randn(f[B:].shape, generator=torch.Generator().manual_seed(seed)))
+        if t >= -h:                                         # the recorded stretch (and the pressure average's lead-in)
+            if t % fs == 0 and 0 <= t < T * fs:
+                u, v, p = lb.fields(f); Us.append(u); Vs.append(v)
+                if not Wp: Ps.append(p)
+                if ctl: cmds.append(cmd_of(t))
+            if Wp:
+                acc += f.sum(1)
+                if (t + h + 1) % fs == 0:                     # a block is complete
+                    blocks.append(acc); acc = torch.zeros_like(acc)
+                    if len(blocks) == Wp:
+                        k = (t + h + 1) // fs - Wp
+                        if 0 <= k < T: Ps.append(lb.pressure(sum(blocks) / Wn))
+                        blocks.pop(0)
         ue, ve = _inflow(modes, t, U, ny)
         uin, vin = torch.cat([torch.full((B, ny), U), ue]) * inlet_open, torch.cat([zeros, ve]) * inlet_open
         rot = None
         if ctl:
             cmd = cmd_of(t)
-            act = act + (c['gain'] * cmd - act) / lag      # first-order lag (explicit Euler, lag >> 1 step)
-            rot = torch.cat([cmd, act]) * U / R
-        f = lb.step(f, uin, vin, rot)
+            act_next = act + (c['gain'] * cmd - act) / lag  # first-order lag (explicit Euler, lag >> 1 step)
+            rot = torch.cat([cmd, act_next]) * U / R
+        f_next = lb.step(f, uin, vin, rot)
+        if t < int(first.max()):                            # members whose delay has not run out wait at their start
+            on = t >= first
+            f = torch.where(on.view(-1, 1, 1, 1), f_next, f)
+            if ctl: act = torch.where(on[B:], act_next, act)
+        else:
+            f = f_next
+            if ctl: act = act_next
     u, v, p = (torch.stack(a, 1) for a in (Us, Vs, Ps))   # [2B, T, ny, nx]
     if not (torch.isfinite(u).all() and torch.isfinite(p).all()) or u.abs().max() > 0.5:
         raise FloatingPointError(f"{spec.name}: lattice Boltzmann run diverged; lower Re or raise D/U")
@@ -632,18 +686,20 @@ def _gen_lbm(spec, c, seed):
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
                 periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], body_x=c['body_x'],
                 lattice=f'{nx}x{ny}', lattice_D=D, lattice_U=U, p_avg_frames=Wp, description=spec.summary,
-                **_channel_scales(c['phys_U']))
+                spin_up=f"per trajectory: {int(c['spin_steps'])} steps + a seeded delay of up to one shedding period, "
+                        "from a seeded kick", **_channel_scales(c['phys_U']))
     gap = dict(gap_re_factor=c['re_factor'], gap_walls=int(c['walls']), gap_drag=c['drag'], gap_turb=c['turb'],
                gap_offset_cells=off, gap_description=spec.gap)
     if aoa is not None: gap['gap_aoa_err'] = c['aoa_err']
     if ctl: gap.update(gap_lag=c['lag'], gap_gain=c['gain'])
     bm = lambda a: _block_mean(a)
     sim = _mk_ds(dict(u=bm(u[:B]), v=bm(v[:B]), p=bm(p[:B])), xo, yo, time_, tc, dict(base, domain='sim'), FIELD_META,
-                 valid=fluid_o[:B], inputs=inputs)
+                 valid=fluid_o[:B], inputs=inputs, group=group)
     truth = _mk_ds(dict(u=bm(u[B:]), v=bm(v[B:]), p=bm(p[B:])), xo, yo, time_, tc,
-                   dict(base, domain='exp_truth', never_train=1, **gap), FIELD_META, valid=fluid_o[B:], inputs=inputs)
+                   dict(base, domain='exp_truth', never_train=1, **gap), FIELD_META, valid=fluid_o[B:], inputs=inputs,
+                   group=group)
     full = _mk_ds(dict(u=u[B:], v=v[B:]), xf, yf, time_, tc, dict(base, domain='exp_truth', **gap), FIELD_META,
-                  valid=fluid[B:], inputs=inputs)
+                  valid=fluid[B:], inputs=inputs, group=group)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], periodic=False, U=c['phys_U'], seed=seed)
     return dict(sim=sim, exp=exp, exp_truth=truth)
@@ -729,6 +785,38 @@ def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
                 cb.set_label(f"{f} [{sim[f].attrs.get('units', '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
     fig.suptitle(f"{sim.attrs['system']}  traj {traj}  t = {float(sim.time):.2f} s", fontsize=9)
     return fig
+
+# %% ../nbs/05_systems.ipynb #n7b2c002
+def neighbour_ratio(ds:xr.Dataset, # a dataset with u, v (traj, time, y, x) and per-trajectory parameters on `traj`
+                    param=None, # parameter name(s) that define 'nearest'; None: every numeric one on `traj` that varies
+                   )->xr.DataArray:
+    "Per trajectory: RMS(traj - nearest-parameter neighbour) / RMS(traj - its time mean), over u, v and valid points."
+    for f in ('u', 'v'):
+        if f not in ds: raise SystemConfigError(f"neighbour_ratio: the dataset has no field {f!r}; expected u and v")
+    n = ds.sizes.get('traj', 0)
+    if n < 2: raise SystemConfigError(f"neighbour_ratio: the dataset has {n} trajectory; expected at least 2")
+    avail = [k for k, c_ in ds.coords.items() if k != 'traj' and c_.dims == ('traj',) and np.issubdtype(c_.dtype, np.number)]
+    names = [k for k in avail if np.ptp(ds[k].values) > 0] if param is None else [param] if isinstance(param, str) else list(param)
+    bad = [k for k in names if k not in avail]
+    if bad or not names: raise SystemConfigError(
+        f"neighbour_ratio: param={param!r} names no varying numeric per-trajectory coordinate (bad: {bad}); the dataset has {avail}")
+    P = np.stack([ds[k].values.astype(np.float64) for k in names], 1)
+    P = P / np.where(np.ptp(P, 0) > 0, np.ptp(P, 0), 1.0)
+    dist = np.sqrt(((P[:, None] - P[None]) ** 2).sum(-1)); np.fill_diagonal(dist, np.inf)
+    nb = dist.argmin(1)
+    dims = ('traj', 'time', 'y', 'x')
+    a = np.stack([ds[f].transpose(*dims).values.astype(np.float64) for f in ('u', 'v')], 1)   # traj, field, time, y, x
+    ok = np.isfinite(a).all(1) & (ds['valid'].transpose(*dims).values if 'valid' in ds else True)
+    a = np.where(ok[:, None], a, 0.0); w = ok[:, None].astype(np.float64)                   # weights [traj, 1, ...]
+    mean = (a * w).sum(2, keepdims=True) / np.maximum(w.sum(2, keepdims=True), 1)             # time mean per point
+    fluct = ((a - mean) ** 2 * w).sum((1, 2, 3, 4)) / (2 * w.sum((1, 2, 3, 4)))                # mean square, 2 fields
+    both = w * w[nb]
+    diff = ((a - a[nb]) ** 2 * both).sum((1, 2, 3, 4)) / np.maximum(2 * both.sum((1, 2, 3, 4)), 1)
+    r = np.sqrt(diff / np.where(fluct > 0, fluct, np.nan))
+    coords = {k: ds[k] for k, c_ in ds.coords.items() if c_.dims == ('traj',)}
+    return xr.DataArray(r, dims='traj', coords=dict(coords, neighbour=('traj', ds['traj'].values[nb])), name='neighbour_ratio',
+                        attrs=dict(long_name='RMS difference to the nearest-parameter trajectory / own fluctuation RMS',
+                                   params=' '.join(names)))
 
 # %% ../nbs/05_systems.ipynb #b50e46b0
 def pressure_hf_fraction(ds:xr.Dataset, # a dataset with the field (traj, time, y, x)

@@ -5,7 +5,9 @@ import simreal_nb
 from simreal_nb import systems
 from simreal_nb.schema import FIELD_META, validate
 from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, measure, twin_key,
-                                cache_root, gap_curve, probe_samples, pressure_hf_fraction, SystemConfigError)
+                                cache_root, gap_curve, probe_samples, pressure_hf_fraction, neighbour_ratio,
+                                SystemConfigError)
+from simreal_nb.realpdebench import GROUPS
 from simreal_nb.schema import reference_scales
 
 NAMES = ('cylinder', 'controlled', 'foil', 'kolmogorov')
@@ -141,6 +143,7 @@ def test_default_sizes():
     for s, spec in SYSTEMS.items():
         c = spec.sizes['default']
         assert c['n_traj'] >= 12 and c['n_frames'] >= 64, s
+        assert c['n_in_dist'] >= 2 and c['n_out_dist'] >= 2 and c['n_traj'] - c['n_in_dist'] - c['n_out_dist'] >= 10, s
         if s != 'kolmogorov': assert c['p_avg'] == 3 and c['walls'] == 1 and c['re_factor'] == 1.0
     assert SYSTEMS['kolmogorov'].sizes['default']['frame_dt'] == 0.1
 
@@ -240,6 +243,7 @@ def test_write_twins(tmp_path):
     (lambda: make_twins('cylinder', U=0.3), 'U'),
     (lambda: make_twins('cylinder', bogus=1), 'bogus'),
     (lambda: make_twins('cylinder', seed=-1), 'seed'),
+    (lambda: make_twins('foil', size='test', n_in_dist=-1), 'n_in_dist'),
     (lambda: load_twins('nope'), 'nope'),
 ])
 def test_bad_input_errors_before_compute(call, match, monkeypatch):
@@ -300,3 +304,54 @@ def test_probe_samples_on_known_grid():
     np.testing.assert_array_equal(probe_samples(ds.drop_vars('valid'), ((1.0, 0.0),), ('v',)), [[-4.], [-4.]])
     with pytest.raises(SystemConfigError, match="fields \\['p'\\] are not in the dataset"):
         probe_samples(ds, ((0.5, 0.5),), ('p',))
+
+
+def waves(phases, Re):
+    "Travelling waves u = sin(x - t + phase) per trajectory (v = 0), one full period in time."
+    t, x = np.linspace(0, 2 * np.pi, 64, endpoint=False), np.linspace(0, 2 * np.pi, 16, endpoint=False)
+    u = np.sin(x[None, None, None] - t[None, :, None, None] + np.asarray(phases)[:, None, None, None]) * np.ones((1, 1, 3, 1))
+    return xr.Dataset(dict(u=(('traj', 'time', 'y', 'x'), u), v=(('traj', 'time', 'y', 'x'), np.zeros_like(u))),
+                      coords=dict(traj=np.arange(len(Re)), time=t, y=np.arange(3.), x=x, Re=('traj', np.asarray(Re, float))))
+
+
+def test_neighbour_ratio_known_answers():
+    "Copy: 0; phase difference pi/3: 1; pi: 2. The neighbour is the nearest parameter; invalid points do not count."
+    np.testing.assert_allclose(neighbour_ratio(waves([0, 0], [1, 2])).values, 0, atol=1e-12)
+    np.testing.assert_allclose(neighbour_ratio(waves([0, np.pi / 3], [1, 2])).values, 1, rtol=1e-9)
+    r = neighbour_ratio(waves([0, np.pi, 0.0], [100, 150, 101]))
+    np.testing.assert_allclose(r.values, [0, 2, 0], atol=1e-9)
+    assert r.neighbour.values.tolist() == [2, 2, 0] and r.dims == ('traj',) and r.Re.values.tolist() == [100, 150, 101]
+    ds = waves([0, 0], [1, 2]); ds['valid'] = xr.ones_like(ds.u, dtype=bool); ds['valid'][1, :, 0, 0] = False
+    ds['u'][1, :, 0, 0] = 1e6                                            # garbage only where not valid
+    np.testing.assert_allclose(neighbour_ratio(ds).values, 0, atol=1e-12)
+    two = waves([0, 0, np.pi], [1, 2, 3]).assign_coords(nu=('traj', [5., 9., 5.1]))
+    np.testing.assert_allclose(neighbour_ratio(two, param='Re').values, [0, 0, 2], atol=1e-9)
+    np.testing.assert_allclose(neighbour_ratio(two, param='nu').values, [2, 2, 2], atol=1e-9)  # nearest in nu: opposite phase
+    with pytest.raises(SystemConfigError, match="the dataset has \\['Re'\\]"): neighbour_ratio(waves([0, 0], [1, 2]), 'nu')
+    with pytest.raises(SystemConfigError, match='at least 2'): neighbour_ratio(waves([0], [1]))
+    with pytest.raises(SystemConfigError, match="no field 'v'"): neighbour_ratio(waves([0, 0], [1, 2]).drop_vars('v'))
+
+
+@pytest.mark.parametrize('s', ('cylinder', 'controlled', 'foil'))
+def test_channel_trajectories_are_independent(twins, s):
+    "Own spin-ups: a trajectory is no near copy of its parameter neighbour (one shared spin-up gave medians 0.03-0.43 here)."
+    for dom in ('sim', 'exp_truth'):
+        r = neighbour_ratio(twins[s][dom])
+        assert float(r.median()) > 0.6, (s, dom, r.values)
+
+
+@pytest.mark.parametrize('s', NAMES)
+def test_test_groups(s):
+    "in_dist inside the remain range in every parameter, out_dist outside it in one; the same coord in every domain."
+    d = make_twins(s, seed=0, size='test', n_traj=8, n_frames=3, n_in_dist=2, n_out_dist=2)
+    g = d['sim'].group.values.astype(str)
+    for dom in ('exp', 'exp_truth'): assert d[dom].group.values.astype(str).tolist() == g.tolist()
+    assert sorted(g.tolist()) == sorted(['in_dist'] * 2 + ['out_dist'] * 2 + ['remain'] * 4) and set(g) <= set(GROUPS)
+    sim = d['sim']
+    params = [k for k, c in sim.coords.items() if c.dims == ('traj',) and k not in ('traj', 'group') and np.ptp(c.values) > 0]
+    rem = {p: sim[p].values[g == 'remain'] for p in params}
+    for i in np.nonzero(g == 'in_dist')[0]:
+        assert all(rem[p].min() < sim[p].values[i] < rem[p].max() for p in params), (s, i)
+    for i in np.nonzero(g == 'out_dist')[0]:
+        assert any(sim[p].values[i] < rem[p].min() or sim[p].values[i] > rem[p].max() for p in params), (s, i)
+    assert 'group' not in make_twins(s, seed=0, size='test', n_traj=7, n_frames=2, n_in_dist=2, n_out_dist=2)['sim'].coords
