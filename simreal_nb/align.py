@@ -10,11 +10,12 @@ import numpy as np
 import xarray as xr
 import torch
 from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, _check_coord
+from .realpdebench import GROUPS
 
 # %% auto #0
 __all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'WindowDataset', 'DomainData',
-           'make_domain_data', 'resample_time', 'event_times', 'ClockMap', 'event_anchor_align', 'probe_series',
-           'align_clocks']
+           'make_domain_data', 'test_groups', 'group_windows', 'resample_time', 'event_times', 'ClockMap',
+           'event_anchor_align', 'probe_series', 'align_clocks']
 
 # %% ../nbs/15_align.ipynb #c006
 def example_pair(n_traj: int = 5,  # trajectories per domain
@@ -297,11 +298,14 @@ class Normalizer:
         return 'Normalizer(' + ', '.join(f'{k}: {m:.3g}±{s:.3g}' for k, (m, s) in self.stats.items()) + ')'
 
 # %% ../nbs/15_align.ipynb #c024
-def _split_counts(n, fracs):
+def _check_fracs(fracs):
     try: ok = len(fracs) == 3 and all(not isinstance(f, bool) and f >= 0 for f in fracs) and math.isclose(sum(fracs), 1.0, abs_tol=1e-6)
     except TypeError: ok = False
     if not ok:
         raise ValueError(f"split_trajs: `fracs`={fracs!r}; expected three non-negative fractions (train, val, test) summing to 1")
+
+def _split_counts(n, fracs):
+    _check_fracs(fracs)
     n_val = max(1, round(fracs[1] * n)) if fracs[1] > 0 else 0
     n_test = max(1, round(fracs[2] * n)) if fracs[2] > 0 else 0
     need = n_val + n_test + (2 if n_val + n_test else 1)
@@ -322,12 +326,52 @@ def _split_positions(n, n_val, n_test, seed):
     is_test = [math.floor((j + 1) * n_test / k) > math.floor(j * n_test / k) for j in range(k)]
     return [p for p, t in zip(pos, is_test) if not t], [p for p, t in zip(pos, is_test) if t]
 
+# %% ../nbs/15_align.ipynb #gr15a002
+def _test_groups_of(ds):
+    "Per-trajectory groups (str array) when `ds` has a `group` coord naming test trajectories, else None."
+    if 'group' not in ds.coords or ds['group'].dims != ('traj',): return None
+    g = np.asarray(ds['group'].values).astype(str)
+    if not np.isin(g, GROUPS[1:]).any(): return None            # all remain, or none published
+    bad = sorted(set(g.tolist()) - set(GROUPS))
+    if bad: raise ValueError(f"split_trajs: coord 'group' has values {bad}; expected every trajectory in one of {GROUPS} "
+                             f"when any is a test group (in_dist, out_dist)")
+    return g
+
+def _split_by_group(ds, g, fracs, seed):
+    "train / val from the 'remain' trajectories (val not at a range end of any parameter), test = in_dist + out_dist."
+    _check_fracs(fracs)
+    rem = np.nonzero(g == 'remain')[0]
+    tv = fracs[0] + fracs[1]
+    n_val = (max(1, round(fracs[1] / tv * len(rem))) if fracs[1] > 0 else 0) if tv > 0 else 0
+    if tv <= 0 or len(rem) < n_val + 2:
+        raise ValueError(f"split_trajs: {len(rem)} 'remain' trajectories and fracs={tuple(fracs)}; with test groups the test split "
+                         f"is in_dist + out_dist and train : val = fracs[0] : fracs[1] of remain, which needs fracs[0] > 0 and "
+                         f"at least {n_val + 2} remain trajectories ({n_val} val and the two range ends in train)")
+    params = [p for p in _param_names(ds) if np.ptp(ds[p].values[rem]) > 0]
+    key = ds[params[0]].values[rem] if params else ds['traj'].values[rem]
+    order = rem[np.lexsort((ds['traj'].values[rem], key))]
+    ends = {order[0], order[-1]}
+    for p in params[1:]: v = ds[p].values[rem]; ends |= {rem[v.argmin()], rem[v.argmax()]}
+    inner = [i for i in order if i not in ends]
+    if len(inner) < n_val: inner = list(order[1:-1])         # too few: the first parameter's ends only
+    val_pos, _ = _split_positions(len(inner) + 2, n_val, 0, seed)
+    val = [inner[p - 1] for p in val_pos]
+    idx = dict(train=sorted(set(rem.tolist()) - set(val)), val=sorted(val), test=np.nonzero(g != 'remain')[0].tolist())
+    out = {}
+    for k, ix in idx.items():
+        part = ds.isel(traj=np.asarray(ix, int))
+        part.attrs = dict(ds.attrs, split=k)
+        out[k] = part
+    return out
+
 # %% ../nbs/15_align.ipynb #c025
 def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
-                fracs=(0.6, 0.2, 0.2),  # train, val, test fractions of trajectories
+                fracs=(0.6, 0.2, 0.2),  # train, val, test fractions of trajectories (with test groups: train : val of 'remain')
                 seed: int = 0,  # shifts which interior trajectories are held out
                ) -> dict:
-    "Split by trajectory into `dict(train=, val=, test=)` with held-out parameter values inside the training range."
+    "Split by trajectory into `dict(train=, val=, test=)`: held-out parameters inside the training range, or by test group."
+    g = _test_groups_of(ds)
+    if g is not None: return _split_by_group(ds, g, tuple(fracs) if np.iterable(fracs) else fracs, seed)
     n = ds.sizes['traj']
     n_train, n_val, n_test = _split_counts(n, tuple(fracs) if np.iterable(fracs) else fracs)
     params = _param_names(ds)
@@ -470,6 +514,7 @@ class DomainData:
         if missing: raise ValueError(f"truth_windows: `exp_truth` lacks trajectories {missing} of the exp {split!r} split")
         ref = self.exp_ds[split]
         t = exp_truth.sel(traj=ids)
+        if 'group' in ref.coords and 'group' not in t.coords: t = t.assign_coords(group=('traj', ref['group'].values))
         if not _is_same(t.time.values, ref.time.values): t = resample_time(t, times=ref.time.values)
         a = regrid(t, *self.grid_coords)
         return WindowDataset(a, self.n_in, self.n_out, self.stride, self.normalizer, self.fields,
@@ -528,6 +573,27 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
                       n_cond=sw['train'].n_cond, cond_names=cond, sim_ds=ss, exp_ds=es,
                       present=dict(sim=fields_of(sim), exp=fields_of(exp)), n_in=n_in, n_out=n_out, stride=stride,
                       grid_coords=(sim_a.y.values, sim_a.x.values))
+
+# %% ../nbs/15_align.ipynb #gr15a006
+def test_groups(dd: DomainData) -> tuple:
+    "The test groups ('in_dist', 'out_dist') present in either domain's test split; () when the data have none."
+    found = set()
+    for d in (dd.sim_ds, dd.exp_ds):
+        if 'group' in d['test'].coords: found |= set(np.asarray(d['test']['group'].values).astype(str).tolist())
+    return tuple(g for g in GROUPS[1:] if g in found)
+test_groups.__test__ = False  # a library function, not a pytest test, when a test module imports it
+
+def group_windows(wd: WindowDataset,  # windows of one split (e.g. `dd.exp['test']`) whose dataset has a coord `group`
+                  group: str,  # one of `GROUPS`
+                 ) -> WindowDataset:
+    "The windows of `wd` whose trajectories are in `group`: same window shape, normaliser, fields and conditioning."
+    if group not in GROUPS: raise ValueError(f"group_windows: group={group!r}; expected one of {GROUPS}")
+    if 'group' not in wd.ds.coords:
+        raise ValueError(f"group_windows: the {wd.domain!r} windows' dataset has no coord 'group'; expected data with test "
+                         f"groups (twins at the default size, RealPDEBench's real data)")
+    keep = np.nonzero(np.asarray(wd.ds['group'].values).astype(str) == group)[0]
+    return WindowDataset(wd.ds.isel(traj=keep), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
+                         cond=wd.cond_names, for_eval=wd.for_eval)
 
 # %% ../nbs/15_align.ipynb #c048
 def resample_time(ds: xr.Dataset,  # a contract dataset

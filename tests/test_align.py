@@ -3,7 +3,8 @@ import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.schema import FIELDS, DIMS, DataContractError, NeverTrainError, validate
 from simreal_nb.align import (example_pair, align_domains, regrid, Normalizer, split_trajs, WindowDataset,
                               make_domain_data, DomainData, resample_time, event_times,
-                              event_anchor_align, ClockMap)
+                              event_anchor_align, ClockMap, test_groups, group_windows)
+from simreal_nb.realpdebench import GROUPS
 
 
 @pytest.fixture(scope='module')
@@ -126,6 +127,75 @@ def test_split_errors(pair):
     assert len(WindowDataset(sp['val'])) == 0  # an empty split gives an empty window dataset
     dd = make_domain_data(sim, example_pair(n_traj=6, nt=10, ny=12, nx=24, seed=1)[1], fracs=(0.7, 0.0, 0.3))
     assert len(dd.sim['val']) == 0 and len(dd.exp['val']) == 0 and len(dd.sim['test']) > 0
+
+
+def with_groups(ds, groups):
+    return ds.assign_coords(group=('traj', np.array(groups, dtype=object)))
+
+
+@pytest.mark.parametrize('n', [8, 10, 14])
+def test_split_by_group(n):
+    "With test groups: test = in_dist + out_dist (coord kept), train and val from remain, train spans every remain range."
+    ds = example_pair(n_traj=n, nt=3, ny=4, nx=8)[0]
+    g = ['remain'] * n; g[0] = g[-1] = 'out_dist'; g[2] = g[n - 3] = 'in_dist'
+    ds = with_groups(ds, g).isel(traj=np.random.default_rng(n).permutation(n))     # order must not matter
+    for seed in (0, 1):
+        for fracs in ((0.6, 0.2, 0.2), (0.6, 0.15, 0.25), (0.8, 0.2, 0.0)):
+            sp = split_trajs(ds, fracs, seed)
+            grp = {k: v.group.values.astype(str) for k, v in sp.items()}
+            assert set(grp['test']) == {'in_dist', 'out_dist'} and len(grp['test']) == 4
+            assert (grp['train'] == 'remain').all() and (grp['val'] == 'remain').all()
+            assert sp['val'].sizes['traj'] == max(1, round(fracs[1] / (fracs[0] + fracs[1]) * (n - 4)))
+            A_tr, te = sp['train'].A.values, sp['test']
+            A_rem = ds.A.values[ds.group.values == 'remain']
+            assert A_tr.min() == A_rem.min() and A_tr.max() == A_rem.max()            # both remain ends train
+            assert all(A_tr.min() < a < A_tr.max() for a in te.A.values[grp['test'] == 'in_dist'])
+            assert all(a < A_tr.min() or a > A_tr.max() for a in te.A.values[grp['test'] == 'out_dist'])
+            assert sorted(sum((v.traj.values.tolist() for v in sp.values()), [])) == sorted(ds.traj.values.tolist())
+
+
+def test_split_without_test_groups_is_unchanged():
+    "A `group` coord with no test trajectory (all 'remain', or none published) splits exactly as no coord at all."
+    ds = example_pair(n_traj=9, nt=3, ny=4, nx=8)[0]
+    for fill in ('remain', ''):
+        for seed in (0, 1, 2):
+            a, b = split_trajs(ds, seed=seed), split_trajs(with_groups(ds, [fill] * 9), seed=seed)
+            assert all(a[k].traj.values.tolist() == b[k].traj.values.tolist() for k in a)
+
+
+def test_split_by_group_errors():
+    ds = example_pair(n_traj=8, nt=3, ny=4, nx=8)[0]
+    g = ['out_dist', 'remain', 'in_dist', 'remain', 'remain', 'in_dist', 'remain', 'out_dist']
+    with pytest.raises(ValueError, match=r"values \['', 'test'\]"):
+        split_trajs(with_groups(ds, ['test', ''] + g[2:]))
+    with pytest.raises(ValueError, match="4 'remain' trajectories"):
+        split_trajs(with_groups(ds, g), fracs=(0.2, 0.6, 0.2))                     # 3 val + 2 ends > 4 remain
+    with pytest.raises(ValueError, match='fracs'): split_trajs(with_groups(ds, g), fracs=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match=r"fracs\[0\] > 0"): split_trajs(with_groups(ds, g), fracs=(0.0, 0.0, 1.0))
+
+
+def test_group_windows_on_twins():
+    "Twin test groups through make_domain_data: per-group windows in both domains and in the hidden truth."
+    from simreal_nb.systems import make_twins
+    tw = make_twins('foil', size='test', n_traj=8, n_frames=6, n_in_dist=2, n_out_dist=2)
+    dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
+    assert test_groups(dd) == ('in_dist', 'out_dist') == GROUPS[1:]
+    truth = dd.truth_windows(tw['exp_truth'].drop_vars('group'))                   # the exp split's groups carried over
+    for w in (dd.sim['test'], dd.exp['test'], truth):
+        parts = {g: group_windows(w, g) for g in test_groups(dd)}
+        assert sum(len(p) for p in parts.values()) == len(w) and all(len(p) > 0 for p in parts.values())
+        assert all((p.ds.group.values.astype(str) == g).all() and p.n_in == w.n_in and p.cond_names == w.cond_names
+                   for g, p in parts.items())
+        assert len(group_windows(w, 'remain')) == 0
+    assert group_windows(truth, 'in_dist').for_eval
+    tr = dd.exp_ds['train']
+    for p in ('Re', 'aoa'):
+        v_in = group_windows(dd.exp['test'], 'in_dist').ds[p].values
+        assert ((v_in > tr[p].values.min()) & (v_in < tr[p].values.max())).all()
+    with pytest.raises(ValueError, match="expected one of"): group_windows(dd.exp['test'], 'test')
+    plain = make_domain_data(*example_pair(n_traj=6, nt=10, ny=12, nx=24, seed=1))
+    assert test_groups(plain) == ()
+    with pytest.raises(ValueError, match="no coord 'group'"): group_windows(plain.exp['test'], 'in_dist')
 
 
 # --- WindowDataset -------------------------------------------------------------------------------------------
