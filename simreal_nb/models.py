@@ -236,10 +236,14 @@ class _SpectralConv2d(nn.Module):
         super().__init__()
         self.m1, self.m2 = m1, m2
         s = 1 / (cin * cout)
-        # shape [block, cin, cout, m1, m2, re|im] (the checkpoint layout; blocks: positive and negative H frequencies),
-        # stored mode-major ([re|im, block, m1, m2, cin, cout] in memory) so the per-mode products read it without a copy
-        w = s * torch.rand(2, cin, cout, m1, m2, 2)
-        self.weight = nn.Parameter(w.permute(5, 0, 3, 4, 1, 2).contiguous().permute(1, 4, 5, 2, 3, 0))
+        # [re|im, block, m1, m2, cin, cout], mode-major so the per-mode products read it as is; blocks: positive and
+        # negative H frequencies. Drawn in the original [block, cin, cout, m1, m2, re|im] order: the same initial weights.
+        self.weight = nn.Parameter((s * torch.rand(2, cin, cout, m1, m2, 2)).permute(5, 0, 3, 4, 1, 2).contiguous())
+    def _load_from_state_dict(self, sd, prefix, *args, **kw):
+        w = sd.get(prefix + 'weight')
+        old = (2, self.weight.shape[4], self.weight.shape[5], self.m1, self.m2, 2)  # checkpoints before the mode-major layout
+        if w is not None and tuple(w.shape) == old and old != tuple(self.weight.shape): sd[prefix + 'weight'] = w.permute(5, 0, 3, 4, 1, 2)
+        super()._load_from_state_dict(sd, prefix, *args, **kw)
     def forward(self, x):
         B, C, H, W = x.shape
         m1, m2, n = self.m1, self.m2, 2 * self.m1 * self.m2
@@ -250,9 +254,9 @@ class _SpectralConv2d(nn.Module):
             p, q = pq[0], pq[1]
             re = (p[..., :m2] + q[..., m2:]).permute(0, 3, 1, 2).reshape(n, B, C)  # the kept modes, mode-major [n, B, C]
             im = (p[..., m2:] - q[..., :m2]).permute(0, 3, 1, 2).reshape(n, B, C)
-            w = self.weight.permute(5, 0, 3, 4, 1, 2).reshape(2, n, C, -1).float()  # [re|im, n, cin, cout]: a view
+            wr, wi = self.weight.float().reshape(2, n, C, -1).unbind(0)  # [n, cin, cout] each: views
             z = torch.cat([re, im], 1)                      # the complex product as two real batched products
-            zr, zi = torch.bmm(z, w[0]), torch.bmm(z, w[1])
+            zr, zi = torch.bmm(z, wr), torch.bmm(z, wi)
             out = torch.stack([zr[:, :B] - zi[:, B:], zi[:, :B] + zr[:, B:]])      # [re|im, n, B, cout]
             out = out.view(2, 2 * m1, m2, B, -1).permute(0, 1, 3, 4, 2).reshape(4 * m1, -1)  # [(re|im, kh), B·cout·m2]
             y = (gh @ out).view(2, H, B, -1, m2).permute(2, 3, 1, 0, 4).reshape(B, -1, H, 2 * m2)  # inverse H: [Re | Im]
