@@ -20,12 +20,12 @@ from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWL
                               fisher_diagonal, add_lora, merge_lora, CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
-           'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase', 'Protocol',
-           'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol', 'resolve_device',
-           'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
-           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'reuse_freed_memory',
-           'train']
+__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'EXPOSURE_CONTROLS', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES',
+           'ProtocolError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase',
+           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol',
+           'resolve_device', 'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything',
+           'TrainConfig', 'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw',
+           'reuse_freed_memory', 'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -136,6 +136,7 @@ class Phase:
     lora_rank: int = 0  # > 0: train low-rank adapters of this rank only (`beyond.add_lora`), merged at the phase's end
     freeze_decoder: bool = False  # freeze parameters whose name starts with one of `model.decoder_prefixes`
     causal: float = 0.0  # weight of the causal penalty (`beyond.CausalPenalty`); 0: off
+    min_updates: int = 0  # no early stop before this many updates (its best-validation weights are still restored at its end)
 
     @property
     def domains(self): return tuple(self.weights)
@@ -166,10 +167,21 @@ class SimOnly(Protocol):
     name, needs = 'sim_only', ('sim',)
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
 
+EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp whose exp phase runs at least a given number of updates (a grid: the exp batches Joint drew)
+
+def _min_updates(v) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+        raise ProtocolError(f"min_updates: expected an integer >= 0, got {v!r}")
+    return int(v)
+
 class ExpOnly(Protocol):
-    "Every update minimises the exp risk."
+    "Every update minimises the exp risk; with `min_updates` > 0 it is the equal-exposure control 'exp_only_eq'."
     name, needs = 'exp_only', ('exp',)
-    def phases(self, steps): return [Phase('exp', steps, {'exp': 1.0})]
+    def __init__(self, min_updates:int=0):  # > 0: no early stop before this many updates (the cap is raised to it where lower)
+        self.min_updates = _min_updates(min_updates)
+        if self.min_updates: self.name = EXPOSURE_CONTROLS[0]
+    def phases(self, steps): return [Phase('exp', max(steps, self.min_updates), {'exp': 1.0}, min_updates=self.min_updates)]
+    def __repr__(self): return f"ExpOnly(min_updates={self.min_updates})" if self.min_updates else super().__repr__()
 
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
 
@@ -184,7 +196,8 @@ class SimToExp(Protocol):
                  penalty:str|None=None,  # 'l2sp' or 'ewc': pull the fine-tune toward the pretrained weights
                  alpha:float=0.01,  # the penalty's stiffness
                  lora_rank:int=0,  # > 0: fine-tune low-rank adapters of this rank only
-                 freeze_decoder:bool=False):  # freeze `model.decoder_prefixes` parameters while fine-tuning
+                 freeze_decoder:bool=False,  # freeze `model.decoder_prefixes` parameters while fine-tuning
+                 min_updates:int=0):  # > 0: the fine-tune makes at least this many updates (no early stop before; its cap raised to it); name '..._eq'
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
         if not 0.0 <= float(replay) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in [0, 1), got {replay}")
@@ -204,15 +217,19 @@ class SimToExp(Protocol):
         if self.replay: self.name = 'sim_to_exp_replay' + ('' if self.replay == 0.25 else f'@{self.replay:g}')
         if penalty: self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
         if self.lora_rank: self.name = 'sim_to_exp_lora' + ('' if self.lora_rank == 4 else f'@{self.lora_rank}')
+        self.min_updates = _min_updates(min_updates)
+        if self.min_updates:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
+            b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
         w = {'sim': self.replay, 'exp': 1.0 - self.replay} if self.replay else {'exp': 1.0}
         return [Phase('pretrain', n1, {'sim': 1.0}),
-                Phase('finetune', steps - n1, w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
-                      penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank, freeze_decoder=self.freeze_decoder)]
+                Phase('finetune', max(steps - n1, self.min_updates), w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
+                      penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank, freeze_decoder=self.freeze_decoder,
+                      min_updates=self.min_updates)]
     def __repr__(self):
         extra = dict(replay=self.replay, penalty=self.penalty, alpha=self.alpha if self.penalty else None, lora_rank=self.lora_rank,
-                     freeze_decoder=self.freeze_decoder)
+                     freeze_decoder=self.freeze_decoder, min_updates=self.min_updates)
         return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem}"
                 + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '')
                 + ''.join(f", {k}={v!r}" for k, v in extra.items() if v) + ")")
@@ -257,7 +274,7 @@ def _number(name, arg, cast=float):
     if v is None or not v > 0: raise ProtocolError(f"protocol {name!r}: expected a positive number after '@', got {arg!r}")
     return v
 
-def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, or a Protocol
+def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, 'exp_only_eq@<n>', 'sim_to_exp_eq@<n>', or a Protocol
                 ) -> Protocol:
     "The protocol object for a name as used on the command line and in results."
     if isinstance(name, Protocol): return name
@@ -267,11 +284,16 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     tuned = dict(sim_to_exp_replay=lambda a: SimToExp(replay=_number(name, a)),  # name@<share of sim in the fine-tune loss>
                  sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a)),  # name@<α>
                  sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a)),
-                 sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, int)))  # name@<rank>
+                 sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, int)),  # name@<rank>
+                 exp_only_eq=lambda a: ExpOnly(min_updates=_number(name, a, int)),  # name@<updates its exp phase makes at least>
+                 sim_to_exp_eq=lambda a: SimToExp(min_updates=_number(name, a, int)))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
         raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), "
                             f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
     if at and base == 'joint_causal': return JointCausal(arg)
+    if not at and base in EXPOSURE_CONTROLS:
+        raise ProtocolError(f"protocol {name!r} is an equal-exposure control: it needs the number of updates its exp phase makes at "
+                            f"least, '{base}@<n>' (a grid gives it the exp batches of its Joint cell)")
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
                  sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),
@@ -769,7 +791,7 @@ class Trainer:
         self.best_state, self._acc = None, []  # _acc: update stats since the last log line
         self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps, self.cfg.batch_size, self.cfg.seed,
                                [dict(label=p.label, steps=p.steps, weights=dict(p.weights), freeze_stem=p.freeze_stem)
-                                for p in self.phases])
+                                | ({'min_updates': p.min_updates} if p.min_updates else {}) for p in self.phases])
 
     def phase_of(self, update:int) -> int:
         "Index of the phase that update number `update` (0-based) belongs to."
@@ -1051,12 +1073,13 @@ def fit(self:Trainer, resume:bool=False,  # continue from ckpt_dir/last.pt when 
             if s < self.updates_done: continue
             self.update()
             i, n = self.phase_idx, self.updates_done
-            end = self.bounds[i + 1]
-            if n % cfg.log_every == 0 or n == end:
+            end, floor = self.bounds[i + 1], self.bounds[i] + self.phases[i].min_updates
+            held = self.es['stop'] and n == floor > self.bounds[i]  # a stop came before `min_updates`: the phase ends now
+            if n % cfg.log_every == 0 or n == end or held:
                 self._log(self._acc); self._acc = []
                 if pb is not None: pb.comment = f"{self.phases[i].label} loss {self.history.train.loss[-1]:.4g}"
-            if n % self.eval_every == 0 or n == end: self.validate()
-            if self.es['stop'] or n == end:
+            if n % self.eval_every == 0 or n == end or held: self.validate()
+            if (self.es['stop'] and n >= floor) or n == end:
                 self._end_phase()
                 self.updates_done = end
             self.history.steps_done = self.updates_done

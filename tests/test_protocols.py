@@ -487,3 +487,40 @@ def test_data_parallel_two_ranks(tmp_path):
     ck = load_torch(tmp_path / 'b' / 'last.pt')
     assert ck['world'] == 2 and ck['history']['done']
     assert ck['ranks'][0]['samplers']['sim']['stream'] != ck['ranks'][1]['samplers']['sim']['stream']  # own batches
+
+
+def test_min_updates_holds_an_early_stop(toy, tmp_path):
+    "A phase that would stop at update k runs to `min_updates`, validated there, its best weights restored; equal exposure."
+    from simreal_nb.protocols import ExpOnly, EXPOSURE_CONTROLS
+    kw = KW | dict(steps=40, eval_every=1, patience=1, lr=0.3, warmup=0)
+    h0 = train(net(), toy, 'exp_only', **kw)
+    k = h0.val.step[-1]
+    assert h0.stopped_early == [True] and k < 30 and h0.batches == {'exp': k}
+    m = net()
+    h1 = train(m, toy, ExpOnly(min_updates=k + 5), ckpt_dir=str(tmp_path), **kw)
+    assert h1.val.step[-1] == k + 5 and h1.batches == {'exp': k + 5} and h1.stopped_early == [True]
+    assert h1.val.exp[:len(h0.val.exp)] == h0.val.exp and h1.val.step == list(range(1, k + 6))
+    assert h1.train.step[-1] == k + 5 and h1.phases[0]['min_updates'] == k + 5 and h1.protocol == EXPOSURE_CONTROLS[0]
+    assert h1.best_step[0] == h1.val.step[int(np.argmin(h1.val.exp))]  # the best validation's weights, not the last
+    # the cap is raised to `min_updates` where it is lower; the fine-tune of Sim→Exp gets it, not the pre-training
+    h2 = train(net(), toy, 'sim_to_exp_eq@30', **(kw | dict(steps=20)))
+    assert h2.protocol == 'sim_to_exp_eq' and [p['steps'] for p in h2.phases] == [10, 30]
+    assert h2.batches['exp'] >= 30 and h2.batches['sim'] <= 10
+    assert [p.min_updates for p in get_protocol('sim_to_exp_eq@30').phases(20)] == [0, 30]
+    for bad in ('exp_only_eq', 'exp_only_eq@0', 'sim_to_exp_eq@1.5'):
+        with pytest.raises(ProtocolError): get_protocol(bad)
+    with pytest.raises(ProtocolError, match='min_updates'): ExpOnly(min_updates=-1)
+
+
+def test_held_phase_resumes_like_an_uninterrupted_one(toy, tmp_path):
+    "Interrupted while an early stop is held by `min_updates`: resuming gives the uninterrupted run, bitwise."
+    from simreal_nb.protocols import ExpOnly
+    kw = dict(eval_every=1, patience=1, lr=0.3, warmup=0, steps=40)
+    k = _run(toy, tmp_path / 'probe', 'exp_only', **kw)[1].val.step[-1]
+    p = ExpOnly(min_updates=k + 8)
+    ref, href = _run(toy, tmp_path / 'a', p, **kw)
+    with pytest.raises(KeyboardInterrupt): _run(toy, tmp_path / 'b', p, stop_at=k + 6, **kw)
+    res, hres = _run(toy, tmp_path / 'b', p, resume=True, **kw)
+    for (n, a), b in zip(ref.state_dict().items(), res.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=n)
+    assert href.val == hres.val and href.batches == hres.batches == {'exp': k + 8} and hres.resumed_from
