@@ -4,7 +4,7 @@
 
 # %% ../nbs/45_evaluation.ipynb #e03
 from __future__ import annotations
-import copy, itertools, warnings
+import copy, dataclasses, itertools, warnings
 from typing import Sequence
 
 import numpy as np
@@ -13,9 +13,11 @@ import torch.nn as nn
 import xarray as xr
 from .metrics import score_fields, SCORE_KEYS
 from .protocols import Stepper, resolve_device, _fetch, _to, _cond, _split
+from .align import DomainData, group_windows
 
 # %% auto #0
-__all__ = ['EVAL_MODES', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField', 'Analog']
+__all__ = ['EVAL_MODES', 'TEST_GROUPS', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField',
+           'Analog', 'evaluate_groups']
 
 # %% ../nbs/45_evaluation.ipynb #e10
 def long_windows(wd,  # windows (align.WindowDataset, or any dataset exposing ds, n_in, normalizer, fields)
@@ -419,3 +421,33 @@ class Analog(nn.Module):
         n, t = self.starts[self.nearest(x, field_mask)[0]].unbind(1)
         out = self.frames[n[:, None], t[:, None] + self.n_in + torch.arange(self.n_out, device=t.device)]
         return (out * self.field_mask[None, None, :, None, None]).to(x.dtype)
+
+# %% ../nbs/45_evaluation.ipynb #e33b
+TEST_GROUPS = ('in_dist', 'out_dist')  # the `group` coordinate of `evaluate_groups`
+
+def _in_group(wd, group):
+    "The windows of `wd` in test `group` (all of them as `in_dist` when `wd` carries no test groups), or None."
+    labels = set(np.asarray(wd.ds['group'].values).astype(str).tolist()) if 'group' in getattr(wd, 'ds', xr.Dataset()).coords else set()
+    if not labels & set(TEST_GROUPS): return wd if group == 'in_dist' else None
+    w = group_windows(wd, group)
+    return w if len(w) else None
+
+def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
+                    data:DomainData,  # windows of both domains (`align.make_domain_data`)
+                    split:str='test',  # the split whose trajectories are grouped
+                    exp_truth=None,  # the exp domain's hidden truth (xr.Dataset), or None
+                    **kw) -> xr.Dataset:  # further `evaluate` arguments (horizon, scales, max_windows, device, ...)
+    "`evaluate` on each test group (`TEST_GROUPS`) along a dim `group`; a group a domain lacks is NaN there."
+    if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an align.DomainData")
+    truth = data.truth_windows(exp_truth, split) if isinstance(exp_truth, xr.Dataset) else exp_truth
+    parts, names = [], []
+    for g in TEST_GROUPS:
+        wins = {d: _in_group(getattr(data, d)[split], g) for d in ('sim', 'exp')}
+        if all(w is None for w in wins.values()): continue
+        sub = dataclasses.replace(data, **{d: {**getattr(data, d), split: w} for d, w in wins.items() if w is not None})
+        doms = tuple(d for d, w in wins.items() if w is not None)
+        tw = None if truth is None or wins['exp'] is None else _in_group(truth, g)
+        parts.append(evaluate(model, sub, split, domains=doms, exp_truth=tw, **kw)); names.append(g)
+    if not parts: raise ValueError(f"evaluate_groups: no {split!r} windows in either domain")
+    out = xr.concat(parts, 'group', join='outer', combine_attrs='override').assign_coords(group=names)
+    return out.reindex(group=list(TEST_GROUPS))
