@@ -19,16 +19,17 @@ from .store import write_dataset, write_text, read_dataset, load_torch, Checkpoi
 from .systems import list_systems, load_twins
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
-from .metrics import METRICS, PROTOCOLS, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
-from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND
+from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
+from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND, EXPOSURE_CONTROLS
 from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField, Analog
 
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'imported_systems',
-           'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable', 'run_cell', 'run_stamp',
-           'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell',
-           'check_cells', 'remove_stale_tmp', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool',
-           'map_cells', 'collect_results', 'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
+           'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable', 'exposure_protocol',
+           'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device', 'is_cell_key',
+           'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'by_data', 'heaviest_first',
+           'exit_with_parent', 'local_pool', 'exposure_waves', 'map_cells', 'collect_results', 'estimate_cost',
+           'run_experiment', 'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -115,7 +116,7 @@ class Grid:
     "Which cells a run holds: systems × capacities × archs × exp_trajs × protocols × seeds, plus the baselines."
     systems: tuple|None = None     # system names (None: all of `list_systems()`)
     capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
-    protocols: tuple = PROTOCOLS   # protocol names, e.g. 'joint@0.3' (default: the paper's four)
+    protocols: tuple = PROTOCOLS   # protocol names, e.g. 'joint@0.3' (default: the paper's four); `EXPOSURE_CONTROLS` run after Joint
     seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
     archs: tuple|None = None       # architectures (None: the config's `arch`)
     exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
@@ -130,9 +131,9 @@ class Grid:
         archs = list(self.archs or (arch,))
         _check_names('arch', archs, list(ARCHS))
         for p in self.protocols:
-            if p in BASELINES: continue
+            if p in BASELINES or p in EXPOSURE_CONTROLS: continue  # a control's protocol is made when its Joint cell is done
             try: get_protocol(p)
-            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + BEYOND)}, "
+            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + BEYOND + EXPOSURE_CONTROLS)}, "
                                                     f"or joint@<λ in [0, 1]> ({e})") from None
         for n in self.exp_trajs:
             if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):
@@ -285,15 +286,35 @@ def set_aside_unreadable(ckpt) -> bool:
         warnings.warn(f"{e}: set aside as {ckpt.name}.unreadable; training starts from the beginning", stacklevel=2)
         return True
 
-def _train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, **kw):
-    "(model, history) of `cell`, trained with checkpoints in `ckpt_dir` and resumed from the last one there."
+def _train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, **kw):
+    "(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and resumed from the last one there."
     model = _cell_model(cell, cfg, dd)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
-    hist = train(model, dd, cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
+    hist = train(model, dd, protocol or cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
                  ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
                  lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True, **kw)
     return model, hist
+
+def _joint_exp_batches(ds:xr.Dataset, path) -> int:
+    "The exp batches a Joint cell file records (one per update: `steps_done` in a file written before exposure was stored)."
+    for v in ('exp_batches', 'steps_done'):
+        n = float(ds[v].values.ravel()[0]) if v in ds else float('nan')
+        if math.isfinite(n) and n >= 1: return int(n)
+    raise GridError(f"{path}: records no exp batches or updates; delete it to compute the Joint cell again")
+
+def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
+    "The protocol `cell` trains: its name's, or for an equal-exposure control (`EXPOSURE_CONTROLS`) Exp-only / Sim→Exp whose exp phase makes at least as many updates as the Joint cell of the same setting and seed in `run_dir` drew exp batches."
+    if cell.protocol not in EXPOSURE_CONTROLS: return get_protocol(cell.protocol)
+    jc = replace(cell, protocol=JOINT)
+    p = cell_path(run_dir, jc)
+    if not p.exists():
+        raise GridError(f"cell {cell.key}: the equal-exposure control is matched to the Joint cell {jc.key} of the same setting "
+                        f"and seed, which is not in {p.parent}; add {JOINT!r} to the grid's protocols (a run computes it first)")
+    ds = open_cell_file(p)
+    why = foreign_cell(ds, jc, stamp)
+    if why: raise GridError(f"{p}: {why}; the control {cell.key} cannot be matched to it")
+    return get_protocol(f'{cell.protocol}@{_joint_exp_batches(ds, p)}')
 
 def _evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
     "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories."
@@ -305,11 +326,12 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
     "The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
     curve_step, curve_val = _curve(hist, cfg)
-    cos = frac = capped = steps_done = float('nan')
+    cos = frac = capped = steps_done = sim_batches = exp_batches = float('nan')
     if hist is not None:
         cos, frac = _conflict(hist)
         capped = float(not all(hist.stopped_early))  # a phase ran to its cap: it was still improving
         steps_done = float(_updates_made(hist))
+        sim_batches, exp_batches = (float(hist.batches.get(d, 0)) for d in ('sim', 'exp'))  # exposure
     fields = list(dd.fields) + ['all']
     sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])
     measured = 'exp_measured' if 'exp_measured' in ev.domain.values else 'exp'  # without a truth, exp is the measurement
@@ -327,6 +349,7 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
         rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
         truth_score=_truth_score(ev, hidden),
         grad_cos_mean=((), cos), grad_conflict_frac=((), frac), capped=((), capped), steps_done=((), steps_done),
+        sim_batches=((), sim_batches), exp_batches=((), exp_batches),
         curve_step=(('eval_index',), curve_step), curve_val=(('eval_index',), curve_val),
         params=((), float(n_params(model)) if model is not None else 0.0), train_s=((), t_train), eval_s=((), t_eval),
         example=xr.DataArray(ex, dims=('domain', 'field', 'kind', 'ey', 'ex'),
@@ -342,6 +365,9 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
     ds['score_measured'].attrs['long_name'] = 'rollout error on exp against the measured data (the same windows as `score`)'
     ds['noise_floor'].attrs['long_name'] = ("the exp measurement's own rollout error against the hidden truth, over the windows, "
                                             "frames, fields and points of `score` (NaN: no truth)")
+    for d in ('sim', 'exp'):
+        ds[f'{d}_batches'].attrs['long_name'] = (f"{d} training batches the cell drew (of batch_size windows each), early-stopped "
+                                                 f"phases counted to their stop; NaN: baseline")
     ds['data_seed'].attrs['long_name'] = 'seed of the twin data the cell was trained and scored on (NaN: imported data)'
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
     ds.attrs.update(cell=cell.key, run=stamp,  # which cell of which run: a file from elsewhere is never mixed in
@@ -359,7 +385,9 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     t_data = time.perf_counter() - t0
     dev = resolve_device(device)
     model = hist = None
-    if cell.protocol not in BASELINES: model, hist = _train_cell(cell, cfg, dd, dev, path.parent / cell.key)
+    if cell.protocol not in BASELINES:
+        protocol = exposure_protocol(cell, run_dir, run_stamp(cfg, data_dir))  # a control: matched to its Joint cell
+        model, hist = _train_cell(cell, cfg, dd, dev, path.parent / cell.key, protocol=protocol)
     ev = _evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
     t_train = time.perf_counter() - t0 - t_data
     ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
@@ -523,12 +551,13 @@ TYPICAL_UPDATES = dict(sim=1300, exp=600)  # updates a phase with a sim batch / 
 # (medians of the cylinder's cells in the default run; Kolmogorov's take fewer)
 
 def _cell_cost(cell, cfg, joint_update_s):
-    "(cap, typical) training seconds of a cell: its phases' updates × the measured Joint update time × domains per update / 2."
-    cap = typical = 0.0
-    for ph in get_protocol(cell.protocol).phases(cfg.steps):
-        per = joint_update_s * len([w for w in ph.weights.values() if w > 0]) / 2
-        cap += per * ph.steps
-        typical += per * min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
+    "(cap, typical) training seconds of a cell: its phases' updates × the measured Joint update time × domains per update / 2 (a control: matched to Joint at its cap, typically to Joint's typical updates)."
+    name, per = cell.protocol, lambda ph: joint_update_s * len([w for w in ph.weights.values() if w > 0]) / 2
+    at_cap, typ = ((get_protocol(f'{name}@{cfg.steps}'), get_protocol(f"{name}@{min(TYPICAL_UPDATES['sim'], cfg.steps)}"))
+                   if name in EXPOSURE_CONTROLS else (get_protocol(name),) * 2)
+    cap = sum(per(ph) * ph.steps for ph in at_cap.phases(cfg.steps))
+    typical = sum(per(ph) * min(ph.steps, max(ph.min_updates, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp']))
+                  for ph in typ.phases(cfg.steps))
     return cap, typical
 
 def by_data(cells:list, cfg:GridConfig) -> list:
@@ -555,22 +584,31 @@ def local_pool(workers:int) -> ProcessPoolExecutor:
     "A pool of `workers` spawned processes that end with this one."
     return ProcessPoolExecutor(workers, mp_context=get_context('spawn'), initializer=exit_with_parent, initargs=(os.getpid(),))
 
+def exposure_waves(cells:list) -> list:
+    "`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each reads its Joint cell's exp batches)."
+    waves = [[c for c in cells if c.protocol not in EXPOSURE_CONTROLS], [c for c in cells if c.protocol in EXPOSURE_CONTROLS]]
+    return [w for w in waves if w]
+
 def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None):
-    "Run `cells` (sequentially in-process when `executor` is None), yielding each cell's timing as it finishes."
+    "Run `cells` (sequentially in-process when `executor` is None) in their `exposure_waves`, yielding each cell's timing as it finishes."
     if not cells: return
     run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())  # workers elsewhere
+    waves = exposure_waves(cells)
     if executor is None:
-        pb = progress_bar(by_data(cells, cfg), display=verbose)
+        pb = progress_bar([c for w in waves for c in by_data(w, cfg)], display=verbose)
         for c in pb:
             pb.comment = c.key
             yield run_cell(c, cfg, run_dir, device, data_dir=data_dir)
         return
     n_workers = getattr(executor, '_max_workers', None)
     threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
-    futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads, data_dir) for c in heaviest_first(cells, cfg)]
-    pb = progress_bar(as_completed(futs), total=len(futs), display=verbose)
-    for f in pb:
-        r = f.result(); pb.comment = r['key']
+    def done():
+        for w in waves:  # a wave starts when the one before has finished
+            futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads, data_dir) for c in heaviest_first(w, cfg)]
+            for f in as_completed(futs): yield f.result()
+    pb = progress_bar(done(), total=len(cells), display=verbose)
+    for r in pb:
+        pb.comment = r['key']
         yield r
 
 # %% ../nbs/50_experiment.ipynb #c025
@@ -596,7 +634,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
-                      arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(BASELINES)),
+                      arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(EXPOSURE_CONTROLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
     by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
     kinds = set(by_system.values())
@@ -664,6 +702,11 @@ def run_experiment(out='runs/default',  # run directory
         run_dir = open_run_dir(out, config, data)
         stale = remove_stale_tmp(run_dir)
         todo = check_cells(run_dir, cells, run_stamp(config, data), verbose)  # torn cell files are computed again
+        keys = {c.key for c in cells}
+        lone = [c.key for c in todo if c.protocol in EXPOSURE_CONTROLS and replace(c, protocol=JOINT).key not in keys
+                and not cell_path(run_dir, replace(c, protocol=JOINT)).exists()]
+        if lone: raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting and seed, "
+                                 f"which neither this grid nor {run_dir / 'cells'} holds: add {JOINT!r} to the protocols")
         if verbose:
             print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}"
                   + (f" ({stale} temporary file(s) of a killed run removed)" if stale else ''))
@@ -743,6 +786,9 @@ def train_job(out,                         # job directory: job.json, last.pt + 
             raise GridError(f"{k}: expected a positive integer, got {v!r}")
     cfg = replace(config, **{k: v for k, v in dict(steps=steps, batch_size=batch_size).items() if v is not None})
     if protocol in BASELINES: raise GridError(f"protocol {protocol!r} is a baseline: nothing to train; expected one of {', '.join(PROTOCOLS)}")
+    if protocol in EXPOSURE_CONTROLS:
+        raise GridError(f"protocol {protocol!r} is matched to a Joint cell of a run; a job has none: give the exp updates to reach, "
+                        f"'{protocol}@<n>' (n: the exp_batches of the Joint cell)")
     dev = check_device(device)
     if 'TORCHELASTIC_RUN_ID' in os.environ: exit_with_parent(os.getppid())  # torchrun starts ranks in sessions of their own
     if dev.type == 'cuda' and dev.index is None and 'LOCAL_RANK' in os.environ:

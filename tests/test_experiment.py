@@ -212,3 +212,28 @@ def test_seeds_are_replicates_of_the_data(tmp_path):
     ref = run_experiment(tmp_path / 'fixed', fixed, grid, report=False, verbose=False)
     p = ref.score.sel(protocol='persistence').squeeze(drop=True)
     xr.testing.assert_equal(p.sel(seed=0, drop=True), p.sel(seed=1, drop=True))  # fixed data: baselines equal in every seed
+
+
+def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
+    "Exposure is in every cell file; the controls run after Joint (whatever their order in the grid, whatever the executor) and see at least its exp batches."
+    controls = ('exp_only_eq', 'sim_to_exp_eq')
+    grid = Grid(['kolmogorov'], ['S'], controls + ('sim_to_exp', 'joint'))  # listed first, computed last
+    res = run_experiment(tmp_path / 'run', CFG, grid, report=False, verbose=False)
+    assert list(res.protocol.values) == ['sim_to_exp', 'joint', *controls, *BASELINES]
+    nb, ns = (res[f'{d}_batches'].squeeze(drop=True) for d in ('exp', 'sim'))
+    assert nb.sel(protocol=list(BASELINES)).isnull().all() and ns.sel(protocol=list(BASELINES)).isnull().all()
+    j = float(nb.sel(protocol='joint'))
+    assert j == float(ns.sel(protocol='joint')) == float(res.steps_done.sel(protocol='joint').squeeze()) == CFG.steps
+    assert (nb.sel(protocol=list(controls)) >= j).all() and float(nb.sel(protocol='sim_to_exp')) < j  # the fine-tune's half of the cap
+    assert float(ns.sel(protocol='sim_to_exp_eq')) == float(ns.sel(protocol='sim_to_exp')) and float(ns.sel(protocol='exp_only_eq')) == 0
+    p = experiment.exposure_protocol(Cell('kolmogorov', 'S', 'sim_to_exp_eq', 0, CFG.arch), tmp_path / 'run')
+    assert p.name == 'sim_to_exp_eq' and p.min_updates == j and [ph.steps for ph in p.phases(CFG.steps)] == [CFG.steps // 2, CFG.steps]
+    cap, typical = experiment._cell_cost(Cell('cylinder', 'S', 'exp_only_eq', 0, 'fno'), PRESETS['default'].config, 1.0)
+    assert (cap, typical) == (0.5 * 4000, 0.5 * 1300)  # matched to Joint: at most its cap, typically its typical updates
+    pool = run_experiment(tmp_path / 'pool', CFG, grid, executor=2, report=False, verbose=False)
+    xr.testing.assert_allclose(pool.score, res.score, rtol=1e-4)
+    xr.testing.assert_equal(pool.exp_batches, res.exp_batches)
+    with pytest.raises(GridError, match="add 'joint'"):
+        run_experiment(tmp_path / 'lone', CFG, Grid(['kolmogorov'], ['S'], ['exp_only_eq']), report=False, verbose=False)
+    with pytest.raises(GridError, match='Joint cell'):
+        experiment.train_job(tmp_path / 'job', 'kolmogorov', 'exp_only_eq', config=CFG, verbose=False)
