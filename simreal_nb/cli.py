@@ -203,6 +203,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         capacities:str=None,          # Comma-separated capacities (default: the preset's)
         protocols:str=None,           # Comma-separated protocols (default: the paper's four): sim_only, exp_only, sim_to_exp, joint, joint@0.3; beyond Joint: joint_pcgrad, joint_mgda, joint_cagrad, joint_adaptive, joint_snr, joint_hcw, sim_to_exp_replay, sim_to_exp_l2sp, sim_to_exp_ewc, sim_to_exp_lora (@λ for joint_*, @rank for lora)
         lambdas:str=None,             # Comma-separated training weights: adds Joint trained at each, joint@0.1, ... (the inspector's front)
+        exposure_control:store_true=False,  # Adds exp_only_eq and sim_to_exp_eq: Exp-only and Sim→Exp given at least Joint's exp batches, run after Joint
         seeds:int=None,               # Number of seeds per cell (default: the preset's)
         archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
         exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
@@ -230,6 +231,10 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         if not lams or not all(0 <= l <= 1 for l in lams): raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
         base = given['protocols'] or PRESETS[name].grid.protocols
         given['protocols'] = tuple(base) + tuple(f'joint@{l:g}' for l in lams if f'joint@{l:g}' not in base)
+    if exposure_control:
+        from simreal_nb.protocols import EXPOSURE_CONTROLS
+        base = given['protocols'] or PRESETS[name].grid.protocols
+        given['protocols'] = tuple(base) + tuple(p for p in EXPOSURE_CONTROLS if p not in base)
     grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
     _check_run_data(data, given['systems'], device)
     if executor == 'dask':
