@@ -19,13 +19,16 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
 from .store import atomic_write, write_text, read_json, RunFileError
 from .schema import FIELD_META
+from .protocols import EXPOSURE_CONTROLS
 
 # %% auto #0
-__all__ = ['md_table', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
-           'phys_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure',
+__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
+           'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'phys_table',
+           'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure',
            'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change',
-           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'physics_table', 'physics_lines', 'targets_text',
-           'units_text', 'report_text', 'write_report', 'protocol_ranking', 'ranking_agreement']
+           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table', 'control_table', 'control_verdicts',
+           'exposure_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text', 'report_text',
+           'write_report', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -55,6 +58,65 @@ def md_table(df:pd.DataFrame, index:bool=True) -> str:
         rows.append('| ' + ' | '.join(_pm(r[i], r[pair[i]]) if i in pair else _fmt(r[i]) for i in keep) + ' |')
     return '\n'.join(rows)
 
+# %% ../nbs/55_report.ipynb #tm1
+TWO_MODEL = 'two-model pair'  # the reference of two specialists: the best sim model scored on sim with the best exp model scored on exp
+
+def _specialists(protocols) -> list:
+    "The trained protocols a two-model pair chooses from: all but Joint's family (one model fitted to both domains is what it is compared with)."
+    return [p for p in trained_protocols(protocols) if not p.startswith(JOINT) and p != TWO_MODEL]
+
+def _pair_index(score:xr.DataArray, candidates:list) -> dict:
+    "Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where one is scored)."
+    v = select_view(score.sel(protocol=candidates))
+    return {d: (v.sel(domain=d, drop=True).fillna(np.inf).argmin('protocol'), v.sel(domain=d, drop=True).notnull().any('protocol'))
+            for d in ('sim', 'exp')}
+
+def _pick(da:xr.DataArray, candidates:list, at) -> xr.DataArray:
+    "`da` of the chosen candidate per setting, seed and metric (NaN where none is scored)."
+    idx, ok = at
+    return da.sel(protocol=candidates).isel(protocol=idx).drop_vars('protocol').where(ok)
+
+def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, metric, seed and settings)
+                   candidates=None,  # the protocols to choose from (None: every trained protocol but Joint's family)
+                  ) -> tuple:
+    "(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, seed and metric): the sim row of the candidate with the lowest held-out sim error, the exp row of the one with the lowest exp error."
+    cands = list(candidates) if candidates is not None else _specialists(score.protocol.values)
+    if not cands: raise ValueError(f"two_model_pair: no trained non-joint protocol to choose from among {list(map(str, score.protocol.values))}")
+    at = _pair_index(score, cands)
+    rows = [_pick(score.sel(domain=[d]), cands, at[d]) for d in ('sim', 'exp')]
+    pair = xr.concat(rows, 'domain').expand_dims(protocol=[TWO_MODEL]).transpose(*score.dims).assign_attrs(score.attrs)
+    names = np.asarray(cands, dtype=object)
+    which = xr.Dataset({d: xr.DataArray(names[at[d][0].values], dims=at[d][0].dims, coords=at[d][0].coords).where(at[d][1], '')
+                        for d in ('sim', 'exp')})
+    return pair, which
+
+def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
+    "`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`), exp's `score_measured` and `noise_floor` of its exp model, every other variable NaN."
+    cands = list(candidates) if candidates is not None else _specialists(res.protocol.values)
+    pair, _ = two_model_pair(res['score'], cands)
+    protos = [str(p) for p in res.protocol.values]
+    k = protos.index(JOINT) + 1 if JOINT in protos else len(protos)
+    order = protos[:k] + [TWO_MODEL] + protos[k:]
+    out = res.reindex(protocol=order)
+    out['score'] = xr.concat([res['score'], pair], 'protocol').sel(protocol=order).assign_attrs(res['score'].attrs)
+    at = _pair_index(res['score'], cands)['exp']
+    for v in ('score_measured', 'noise_floor'):
+        if v in res and 'protocol' in res[v].dims:
+            p = _pick(res[v], cands, at).expand_dims(protocol=[TWO_MODEL]).transpose(*res[v].dims)
+            out[v] = xr.concat([res[v], p], 'protocol').sel(protocol=order).assign_attrs(res[v].attrs)
+    return out
+
+def pair_choices(score:xr.DataArray, metric:str='rmse', candidates=None) -> pd.DataFrame:
+    "Per setting: the protocols the two-model pair took its sim and its exp model from (chosen by `metric`), each with its number of seeds."
+    _, which = two_model_pair(score, candidates)
+    out = {}
+    for d in ('sim', 'exp'):
+        s = which[d].sel(metric=metric, drop=True).to_series()
+        s = s[s != '']
+        lead = [n for n in s.index.names if n != 'seed']
+        out[f'{d} model'] = s.groupby(level=lead, sort=False).agg(lambda v: ', '.join(f'{p} ({k})' for p, k in v.value_counts().items()))
+    return pd.DataFrame(out)
+
 # %% ../nbs/55_report.ipynb #c009
 def _ci_frame(parts:dict, level=0.95) -> pd.DataFrame:
     "Columns `name` and `name ±` (mean and CI half-width over seeds) for each DataArray of `parts`."
@@ -81,12 +143,18 @@ def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:flo
     return _ci_frame(parts, level)
 
 def reduction_table(score:xr.DataArray, lam:float=0.5, level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint, Joint's paired reduction in %, both win rules, and the reference baselines' bM."
+    "Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint (and of the two-model pair, where `score` has it: `with_two_model_pair`), Joint's paired reduction in %, both win rules, and the reference baselines' bM."
     score = score.sel(metric=[m for m in METRICS if m in score.metric.values])
     r = joint_reduction_ci(score, lam, level=level)
     cols = {'best non-joint': r.best, 'best non-joint ±': r.best_ci, 'which': r.which, 'joint': r.joint, 'joint ±': r.joint_ci,
             'reduction %': r.reduction, 'reduction % ±': r.reduction_ci}
     df = pd.concat({k: v.to_series() for k, v in cols.items()}, axis=1)
+    if TWO_MODEL in score.protocol.values:  # the two-specialist reference, beside Joint (never the best non-joint)
+        pb = balanced_score(score.sel(protocol=[TWO_MODEL]), lam, seed_mean=False).isel(protocol=0, drop=True)
+        m, h = mean_ci(pb, 'seed', level) if 'seed' in pb.dims else (pb, xr.full_like(pb, np.nan))
+        at = df.columns.get_loc('joint ±') + 1
+        df.insert(at, f'{TWO_MODEL} (ref.)', m.transpose(*r.best.dims).to_series())
+        df.insert(at + 1, f'{TWO_MODEL} (ref.) ±', h.transpose(*r.best.dims).to_series())
     yn = lambda w: w.to_series().map({1.0: 'yes', 0.0: 'no'})
     df['wins (mean)'] = yn(joint_wins(score, lam))
     df['wins (every seed)'] = yn(joint_wins(score, lam, rule='robust')) if score.sizes.get('seed', 1) >= 2 else None
@@ -130,6 +198,12 @@ def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFr
     return _ci_frame(parts, level)
 
 # %% ../nbs/55_report.ipynb #3c74d09d
+_CONTROLLED = dict(zip(EXPOSURE_CONTROLS, (EXP_ONLY, SIM_TO_EXP)))  # each equal-exposure control and the protocol it controls
+
+def _train_domains(p) -> tuple:
+    "`metrics.train_domains`, an equal-exposure control counted as the protocol it controls."
+    return train_domains(_CONTROLLED.get(str(p), p))
+
 def _flag_frame(frames, names):
     "The rows of `frames` in one DataFrame indexed (settings, protocol, domain, metric); an empty one with `names` columns."
     if not frames: return pd.DataFrame(columns=names)
@@ -145,7 +219,7 @@ def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRIC
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     frames = []
     for p in trained_protocols(s.protocol.values):
-        for d in train_domains(p):
+        for d in _train_domains(p):
             e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=reference, domain=d, drop=True)
             df = pd.concat({'error': e.to_series(), reference: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
             frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
@@ -163,8 +237,8 @@ def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), m
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     frames = []
     for p in trained_protocols(s.protocol.values):
-        if not train_domains(p): continue  # a protocol of unknown training domains is not judged
-        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in train_domains(p)]:
+        if not _train_domains(p): continue  # a protocol of unknown training domains is not judged
+        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in _train_domains(p)]:
             e, r = s.sel(protocol=p, domain=d, drop=True), {q: s.sel(protocol=q, domain=d, drop=True) for q in refs}
             worse = xr.concat([e > v for v in r.values()], 'ref').any('ref')
             df = pd.concat({'error': e.to_series(), **{q: v.to_series() for q, v in r.items()}}, axis=1)[(e.notnull() & worse).to_series()]
@@ -384,7 +458,8 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
     b, ref = _balanced_per_seed(res, lam, reference, metric, 'pooled_ranking')
     settings = [d for d in b.dims if d not in ('protocol', 'seed')]
     from scipy.stats import rankdata
-    rank = xr.apply_ufunc(lambda a: rankdata(a, axis=-1, nan_policy='omit'), b.mean('seed'), input_core_dims=[['protocol']],
+    ranked = b.sel(protocol=[p for p in b.protocol.values if p != TWO_MODEL])  # a reference is never ranked
+    rank = xr.apply_ufunc(lambda a: rankdata(a, axis=-1, nan_policy='omit'), ranked.mean('seed'), input_core_dims=[['protocol']],
                           output_core_dims=[['protocol']]).mean(settings)
     flat = lambda da: da.stack(pair=settings + ['seed'])
     pc = paired_change(flat(b), flat(ref), 'pair', level)
@@ -411,6 +486,87 @@ def lambda_ranking(res:xr.Dataset,  # results of a run
                  f'λ={lam:g} verdict': pr['verdict']}
     mid = sorted(lams)[len(lams) // 2]
     return pd.DataFrame(cols).sort_values(f'λ={mid:g} %', ascending=False)
+
+# %% ../nbs/55_report.ipynb #ex1
+EXPOSURE_PAIRS = tuple(zip((EXP_ONLY, SIM_TO_EXP), EXPOSURE_CONTROLS))  # (protocol, its equal-exposure control)
+_LOWER = ('better', 'one seed: lower')  # verdicts of a lower error
+
+def exposure_table(res:xr.Dataset, level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, protocol): the updates each trained protocol made and the sim and exp training batches it drew, mean and `±` over seeds."
+    protos = trained_protocols(res.protocol.values)
+    names = (('updates', 'steps_done'), ('sim batches', 'sim_batches'), ('exp batches', 'exp_batches'))
+    return _ci_frame({k: res[v].sel(protocol=protos) for k, v in names if v in res}, level)
+
+def control_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, protocol) of Joint, Exp-only, Sim→Exp and their equal-exposure controls (those present): held-out exp error (mean and `±`), exp batches drawn (seed mean) and Joint's paired exp margin over each in % (positive: Joint lower) with its interval and verdict."
+    have = set(map(str, res.protocol.values))
+    protos = [p for p in (JOINT,) + sum(EXPOSURE_PAIRS, ()) if p in have]
+    if JOINT not in protos or len(protos) < 2: raise ValueError(f"control_table: expected Joint and some of {sum(EXPOSURE_PAIRS, ())}; the run has {sorted(have)}")
+    e = select_view(res['score'].sel(metric=metric, domain='exp', drop=True).sel(protocol=protos))
+    e = e if 'seed' in e.dims else e.expand_dims(seed=[0])
+    e = e.transpose(*[d for d in e.dims if d != 'seed'], 'seed')
+    rows = [d for d in e.dims if d != 'seed']
+    df = _ci_frame({f'exp {metric}': e}, level)
+    if 'exp_batches' in res:
+        nb = res['exp_batches'].sel(protocol=protos)
+        df['exp batches'] = (nb.mean('seed') if 'seed' in nb.dims else nb).transpose(*rows).to_series()
+    pc = paired_change(e.sel(protocol=JOINT, drop=True).broadcast_like(e).transpose(*e.dims), e, 'seed', level)
+    for name, k in (('joint margin %', 'mean'), ('joint margin % lo', 'lo'), ('joint margin % hi', 'hi'), ('verdict', 'verdict')):
+        df[name] = pc[k].transpose(*rows).to_series()
+    j = df.index.get_level_values('protocol') == JOINT
+    df.loc[j, ['joint margin %', 'joint margin % lo', 'joint margin % hi']] = np.nan
+    df.loc[j, 'verdict'] = '(Joint)'
+    return df
+
+def _margin(row) -> str:
+    "Joint's margin of a `control_table` row in words: '12 % (5 to 19 %), better'."
+    m, lo, hi = (row[f'joint margin %{s}'] for s in ('', ' lo', ' hi'))
+    iv = f' ({lo:.3g} to {hi:.3g} %)' if np.isfinite(lo) and np.isfinite(hi) else ''
+    return f"{m:.3g} %{iv}, {row['verdict']}"
+
+def control_verdicts(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
+    "One sentence per setting: whether the exp margin Joint had over Exp-only and Sim→Exp at their own exposure survives their equal-exposure controls ('survives', 'does not survive', or no margin to test)."
+    t = control_table(res, metric, level)
+    lead = [n for n in t.index.names if n != 'protocol']
+    out = []
+    for key, g in t.groupby(level=lead, sort=False):
+        g = g.droplevel(lead)
+        name = '/'.join(map(str, key if isinstance(key, tuple) else (key,)))
+        tests = [(b, c) for b, c in EXPOSURE_PAIRS if c in g.index and np.isfinite(g.loc[c, 'joint margin %'])]
+        if not tests: continue
+        had = {c: b not in g.index or g.loc[b, 'verdict'] in _LOWER for b, c in tests}  # a margin at the others' own exposure
+        kept = {c: g.loc[c, 'verdict'] in _LOWER for b, c in tests}
+        head = ("no exp margin to test: Joint is not clearly lower at the others' own exposure" if not any(had.values()) else
+                "Joint's exp margin " + ('does not survive' if any(had[c] and not kept[c] for c in had) else 'survives') + ' equal exposure')
+        parts = []
+        for b, c in tests:
+            if not had[c]: parts.append(f"over {b} none to begin with ({b}: {_margin(g.loc[b])}; {c}: {_margin(g.loc[c])})")
+            else: parts.append(f"over {b} {'kept' if kept[c] else 'lost'} with as many exp batches ({c}: {_margin(g.loc[c])})")
+        out.append(f"**{name}**: {head} — its paired exp {metric} margin " + '; '.join(parts) + '.')
+    return out
+
+def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
+    "The report's exposure section: batches drawn per protocol and, where the run has the equal-exposure controls, a table and a verdict per system."
+    if 'exp_batches' not in res or not bool(res['exp_batches'].notnull().any()): return []
+    L = ['## Exposure', '', 'Training batches each protocol drew (batch_size windows each) and the updates it made: each protocol '
+         'stops by its own convergence rule, so they differ (Joint goes on while either of its two terms improves).', '',
+         md_table(exposure_table(res, level)), '']
+    have = set(map(str, res.protocol.values))
+    if JOINT not in have or not have & set(EXPOSURE_CONTROLS): return L
+    t = control_table(res, metric, level)
+    L += ["### Does Joint's exp margin survive equal exposure?", '',
+          f"{' and '.join(c for b, c in EXPOSURE_PAIRS if c in have)} are {' and '.join(b for b, c in EXPOSURE_PAIRS if c in have)} "
+          "whose exp phase could not stop before the exp batches of the Joint cell of the same setting and seed (its cap raised to "
+          "them where lower; like every protocol, each keeps its best-validation weights, so more batches need not mean a "
+          f"later model). Held-out exp {metric.upper() if metric == 'rmse' else metric}, exp batches drawn (seed mean), and "
+          "Joint's paired exp margin over each protocol (\"joint margin %\": geometric-mean reduction over the seeds, positive where "
+          "Joint is lower, lo/hi its 95 % interval; the verdict is *better*/*worse* only when Joint is lower/higher in every seed "
+          'and the interval excludes zero):', '']
+    sents = control_verdicts(res, metric, level)
+    for s in t.index.get_level_values('system').unique():
+        L += [f'**{s}**', '', md_table(t.xs(s, level='system')), '']
+        L += [f'- {x}' for x in sents if x.startswith(f'**{s}/') or x.startswith(f'**{s}**')] + ['']
+    return L
 
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
@@ -461,8 +617,8 @@ def _pct(r):
     return f"{r['min']:.1f} to {r['max']:.1f} %" + (f" (mean {r['mean']:.1f} %)" if 'mean' in r else '')
 
 def _refs(df:pd.DataFrame) -> pd.DataFrame:
-    "Reference baselines marked '(ref.)' in a `protocol` index level and in protocol-named columns."
-    lab = lambda p: f'{p} (ref.)' if p in BASELINES else p
+    "Reference baselines and the two-model pair marked '(ref.)' in a `protocol` index level and in protocol-named columns."
+    lab = lambda p: f'{p} (ref.)' if p in BASELINES or p == TWO_MODEL else p
     if 'protocol' in df.index.names:
         df = df.rename(index=lab, level='protocol') if df.index.nlevels > 1 else df.rename(index=lab)
     return df.rename(columns=lambda c: f'{lab(c[:-2])} ±' if isinstance(c, str) and c.endswith(' ±') else lab(c))
@@ -580,6 +736,8 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     extra = [d for d in setting_dims(score) if d not in ('system', 'capacity')]
     seeds_text = _seeds_text(score)
+    pair = JOINT in protos and len(_specialists(protos)) >= 2  # the two-model pair: beside Joint in every bM table
+    resP = with_two_model_pair(res) if pair else res
     L = [f"# Sim+Real on the twin systems", '',
          f"simreal_nb {res.attrs.get('version', '?')}; systems: {', '.join(map(str, res.system.values))}; capacities: "
          f"{', '.join(map(str, res.capacity.values))}; "
@@ -602,6 +760,14 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
              'training set\'s time-mean field; analog: the frames that followed the nearest training window of the same '
              'domain), scored like the protocols; they are never the best non-joint protocol and never count as winners.'
              if refs else ''), '']
+    if pair:
+        L += ['Rows and columns marked `two-model pair (ref.)` are two models instead of one: the best sim specialist scored on '
+              'sim with the best exp specialist scored on exp, bM(λ) = λ·M_sim(best sim model) + (1−λ)·M_exp(best exp model). '
+              'Per setting, seed and metric, the sim model is the trained protocol outside Joint\'s family ('
+              + ', '.join(_specialists(protos)) + ') with the lowest held-out sim error, the exp model the one with the lowest '
+              'held-out exp error (all fields). It is chosen on the test scores themselves, which favours it; a reference, '
+              'never the best non-joint protocol and never counted as a winner. Its choice by RMSE (seeds in brackets):', '',
+              md_table(pair_choices(score)), '']
     L += _flags(res)
     if {SIM_ONLY, EXP_ONLY} <= set(protos) and {'u', 'v'} <= set(map(str, score.field.values)):
         L += ['## The gap between the domains', '', "How much worse a model is on the domain it did not train on: r_exp = "
@@ -610,16 +776,17 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     if not paper: L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are not computed.', '']
     if paper: L += _paper_lines(score, h, n)
     truth = res.attrs.get('exp_target') in ('truth', 'mixed') and 'noise_floor' in res and bool(res['noise_floor'].notnull().any())
-    side = dict(measured=res.get('score_measured'), floor=res['noise_floor']) if truth else {}
+    side = dict(measured=resP.get('score_measured'), floor=resP['noise_floor']) if truth else {}
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
-        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(score, m, **side))), '']
-    if paper: L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(reduction_table(score)), '']
+        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(resP['score'], m, **side))), '']
+    if paper: L += ['## Joint vs the best non-joint protocol (λ = 0.5)', '', md_table(_refs(reduction_table(resP['score']))), '']
     if {SIM_ONLY, SIM_TO_EXP} <= set(protos):
         L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
     if SIM_TO_EXP in protos and 'field' in score.dims and 'p' in score.field.values:
         L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(_refs(pressure_table(score))), '']
     if paper: L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
-    return _report_rest(res, score, protos, seeds, L, physics)
+    L += exposure_lines(res)
+    return _report_rest(res, score, protos, seeds, L, physics, resP)
 
 def _paper_lines(score, h, n):
     "The section comparing the run's headline statistics with the paper's."
@@ -640,23 +807,24 @@ def _paper_lines(score, h, n):
               f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
     return L + ['']
 
-def _report_rest(res, score, protos, seeds, L, physics=None):
-    "The sections after the paper's statistics: physical units, N, architectures, conflict, hidden fields, figures."
+def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
+    "The sections after the paper's statistics (the bM tables from `resP`, `res` with the two-model pair): rankings, physical units, N, architectures, conflict, hidden fields, figures."
+    resP = res if resP is None else resP
     if JOINT in protos and set(trained_protocols(protos)) - set(NON_JOINT) - {JOINT}:
         L += ['## Every protocol ranked by bRMSE at λ = 0.5', '',
               'All trained protocols, lowest seed-mean bRMSE(0.5) first; "vs joint %" is the paired reduction against Joint '
               '(positive: lower error; the geometric mean over seeds of bRMSE/bRMSE_Joint as a % change, "lo"/"hi" its 95 % '
               'interval from the per-seed log ratios), and the verdict is *better*/*worse* only when the protocol is lower/higher '
               'than Joint in every seed and that interval excludes zero. sim / sim_only > 1 is forgetting; '
-              '"updates" is what the convergence rule let the cell make.', '', md_table(ranking_table(res)), '']
-        pooled = pooled_ranking(res)
+              '"updates" is what the convergence rule let the cell make.', '', md_table(_refs(ranking_table(resP))), '']
+        pooled = pooled_ranking(resP)
         if pooled['settings'].max() > 1:
             L += ['The same comparison pooled over every (setting, seed) pair where the protocol and Joint were both run '
                   '(paired change in %, geometric mean and 95 % interval over the pairs; same verdict rule; mean rank over the '
                   'settings, 1 = lowest):',
-                  '', md_table(pooled), '']
+                  '', md_table(_refs(pooled)), '']
         L += ['The pooled change of bM(λ) against Joint at other weights of the two domains (λ = 0.2: exp weighs most; '
-              '0.8: sim; same pairs and verdict rule):', '', md_table(lambda_ranking(res)), '']
+              '0.8: sim; same pairs and verdict rule):', '', md_table(_refs(lambda_ranking(resP))), '']
     if 'score_phys' in res:
         L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
               md_table(_refs(phys_table(res))), '']
@@ -666,7 +834,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None):
               md_table(_refs(error_vs_n(score))), '']
     if score.sizes.get('arch', 1) > 1 and any(p.startswith(JOINT) for p in protos):
         L += ['## Architectures', '', 'bRMSE at λ = 0.5 per protocol for each architecture.', '',
-              md_table(_refs(arch_table(score))), '']
+              md_table(_refs(arch_table(resP['score']))), '']
         for a in score.arch.values:
             sa = score.sel(arch=a, drop=True)
             w, red = joint_wins(sa), joint_reduction_ci(sa).reduction.sel(metric='rmse')
