@@ -239,12 +239,14 @@ def _conflict(hist):
             float(hist.grad_conflict_frac) if hist.grad_conflict_frac is not None else float('nan'))
 
 def _curve(hist, cfg):
-    "Validation objective per validation, NaN-padded to the cap's number of validations (+1 per phase end)."
+    "Validation objective per validation, NaN-padded to the cap's number of validations (+1 per phase end); a run past the cap (an equal-exposure control) evenly subsampled, its first and last validations kept."
     n = cfg.steps // cfg.eval_every + 3
     step, val = np.full(n, np.nan), np.full(n, np.nan)
     if hist is None: return step, val  # a baseline: no training
-    k = min(n, len(hist.val.step))
-    step[:k], val[:k] = hist.val.step[:k], [np.nan if v is None else v for v in hist.val.objective[:k]]
+    m = len(hist.val.step)
+    at = np.arange(m) if m <= n else np.unique(np.linspace(0, m - 1, n).round().astype(int))
+    step[:len(at)] = np.asarray(hist.val.step, float)[at]
+    val[:len(at)] = [np.nan if hist.val.objective[i] is None else hist.val.objective[i] for i in at]
     return step, val
 
 def _updates_made(hist) -> int:
