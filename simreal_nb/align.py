@@ -4,7 +4,7 @@
 
 # %% ../nbs/15_align.ipynb #c003
 from __future__ import annotations
-import math
+import math, warnings
 from dataclasses import dataclass, field as dc_field
 import numpy as np
 import xarray as xr
@@ -343,10 +343,15 @@ def _split_by_group(ds, g, fracs, seed):
     rem = np.nonzero(g == 'remain')[0]
     tv = fracs[0] + fracs[1]
     n_val = (max(1, round(fracs[1] / tv * len(rem))) if fracs[1] > 0 else 0) if tv > 0 else 0
-    if tv <= 0 or len(rem) < n_val + 2:
+    if tv <= 0 or fracs[0] <= 0 or len(rem) == 0:
         raise ValueError(f"split_trajs: {len(rem)} 'remain' trajectories and fracs={tuple(fracs)}; with test groups the test split "
                          f"is in_dist + out_dist and train : val = fracs[0] : fracs[1] of remain, which needs fracs[0] > 0 and "
-                         f"at least {n_val + 2} remain trajectories ({n_val} val and the two range ends in train)")
+                         f"at least one remain trajectory")
+    if len(rem) < n_val + 2:  # too few to hold one out and keep the range ends in train: all of them train
+        warnings.warn(f"split_trajs: {len(rem)} 'remain' trajectories are too few for a validation split ({n_val} val and the two "
+                      f"range ends in train): all of them train and the {ds.attrs.get('domain', '?')} domain has no validation "
+                      f"(no early stopping on it)", stacklevel=3)
+        n_val = 0
     params = [p for p in _param_names(ds) if np.ptp(ds[p].values[rem]) > 0]
     key = ds[params[0]].values[rem] if params else ds['traj'].values[rem]
     order = rem[np.lexsort((ds['traj'].values[rem], key))]

@@ -168,8 +168,11 @@ def test_split_by_group_errors():
     g = ['out_dist', 'remain', 'in_dist', 'remain', 'remain', 'in_dist', 'remain', 'out_dist']
     with pytest.raises(ValueError, match=r"values \['', 'test'\]"):
         split_trajs(with_groups(ds, ['test', ''] + g[2:]))
-    with pytest.raises(ValueError, match="4 'remain' trajectories"):
-        split_trajs(with_groups(ds, g), fracs=(0.2, 0.6, 0.2))                     # 3 val + 2 ends > 4 remain
+    with pytest.warns(UserWarning, match="4 'remain' trajectories are too few"):  # 3 val + 2 ends > 4 remain: all train
+        sp = split_trajs(with_groups(ds, g), fracs=(0.2, 0.6, 0.2))
+    assert (sp['train'].sizes['traj'], sp['val'].sizes['traj'], sp['test'].sizes['traj']) == (4, 0, 4)
+    with pytest.raises(ValueError, match="0 'remain' trajectories"):
+        split_trajs(with_groups(ds, ['in_dist', 'out_dist'] * 4))
     with pytest.raises(ValueError, match='fracs'): split_trajs(with_groups(ds, g), fracs=(0.5, 0.5, 0.5))
     with pytest.raises(ValueError, match=r"fracs\[0\] > 0"): split_trajs(with_groups(ds, g), fracs=(0.0, 0.0, 1.0))
 
