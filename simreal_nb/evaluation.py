@@ -437,7 +437,7 @@ def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
                     split:str='test',  # the split whose trajectories are grouped
                     exp_truth=None,  # the exp domain's hidden truth (xr.Dataset), or None
                     **kw) -> xr.Dataset:  # further `evaluate` arguments (horizon, scales, max_windows, device, ...)
-    "`evaluate` on each test group (`TEST_GROUPS`) along a dim `group`; a group a domain lacks is NaN there."
+    "`evaluate` on each test group (`TEST_GROUPS`) the data hold, along a dim `group`; a group one domain lacks is NaN there."
     if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an align.DomainData")
     truth = data.truth_windows(exp_truth, split) if isinstance(exp_truth, xr.Dataset) else exp_truth
     parts, names = [], []
@@ -449,5 +449,4 @@ def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
         tw = None if truth is None or wins['exp'] is None else _in_group(truth, g)
         parts.append(evaluate(model, sub, split, domains=doms, exp_truth=tw, **kw)); names.append(g)
     if not parts: raise ValueError(f"evaluate_groups: no {split!r} windows in either domain")
-    out = xr.concat(parts, 'group', join='outer', combine_attrs='override').assign_coords(group=names)
-    return out.reindex(group=list(TEST_GROUPS))
+    return xr.concat(parts, 'group', join='outer', combine_attrs='override').assign_coords(group=names)

@@ -21,7 +21,7 @@ from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
 from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND, EXPOSURE_CONTROLS
-from .evaluation import evaluate, rollout, long_windows, Persistence, MeanField, Analog
+from .evaluation import evaluate, evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'imported_systems',
@@ -158,8 +158,8 @@ _DEFAULT = GridConfig()
 PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
     'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
     'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells"),
-    'default': Preset(_DEFAULT, Grid(('cylinder', 'kolmogorov'), ('S',), seeds=3),
-                      'a channel flow and the turbulence, capacity S, three seeds: converged in about an hour on 2 cores'),
+    'default': Preset(_DEFAULT, Grid(capacities=('S',), seeds=3),
+                      'every system, capacity S, three replicate seeds: the study on a laptop'),
     'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), seeds=3), 'every system, both capacities, three seeds'),
     'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=20000, patience=3, batch_size=32, lr=1e-4, horizon=20,
                                eval_every=200, ckpt_every=500),
@@ -267,9 +267,9 @@ def _truth_score(ev, hidden):
 def _baseline_scores(name, dd, truth, cfg, scales, device):
     "Evaluate a reference baseline like a model: persistence; each domain's training-split time-mean field; each domain's analog (the continuation of its nearest training window)."
     kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales, exp_truth=truth)
-    if name == PERSISTENCE: return evaluate(Persistence(cfg.n_out), dd, **kw)
+    if name == PERSISTENCE: return evaluate_groups(Persistence(cfg.n_out), dd, **kw)
     fit = {MEAN_FIELD: MeanField.fit, ANALOG: lambda wd: Analog.fit(wd, n_out=cfg.n_out)}[name]
-    return evaluate({d: fit(getattr(dd, d)['train']) for d in ('sim', 'exp')}, dd, **kw)  # each domain's own, fitted on its train split
+    return evaluate_groups({d: fit(getattr(dd, d)['train']) for d in ('sim', 'exp')}, dd, **kw)  # each domain's own, fitted on its train split
 
 # %% ../nbs/50_experiment.ipynb #c019
 def _cell_model(cell:Cell, cfg:GridConfig, dd):
@@ -319,10 +319,10 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     return get_protocol(f'{cell.protocol}@{_joint_exp_batches(ds, p)}')
 
 def _evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
-    "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories."
+    "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories, per test group (`in_dist`, `out_dist`)."
     if model is None: return _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
-    return evaluate(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
-                    device=str(dev), scales=scales)
+    return evaluate_groups(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
+                           device=str(dev), scales=scales)
 
 def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir=None) -> xr.Dataset:
     "The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."

@@ -471,7 +471,7 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
                cells={})
     t0 = time.perf_counter()
     for cell in cells:
-        data, truth, _ = cell_data(cell.system, cfg, data_dir)
+        data, truth, _ = cell_data(cell.system, cfg, data_dir, cell.seed)  # the cell's own data replicate
         rec = dict(system=cell.system, capacity=cell.capacity, protocol=cell.protocol, seed=cell.seed, arch=cell.arch,
                    exp_trajs=cell.exp_trajs)
         try:

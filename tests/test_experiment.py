@@ -23,9 +23,10 @@ def baseline(tmp_path_factory):
 def test_results_layout(baseline):
     _, res = baseline
     s = res.score
-    assert s.dims == ('system', 'capacity', 'protocol', 'seed', 'arch', 'exp_trajs', 'domain', 'field', 'metric')
+    assert s.dims == ('system', 'capacity', 'protocol', 'seed', 'arch', 'exp_trajs', 'group', 'domain', 'field', 'metric')
+    assert list(s.group.values) == ['in_dist']  # the test-size twins hold out interior parameters only
     assert s.attrs['units'] == '1' and list(s.protocol.values) == ['sim_only', 'joint', *BASELINES]
-    s = s.squeeze(['arch', 'exp_trajs'], drop=True)
+    s = s.squeeze(['arch', 'exp_trajs', 'group'], drop=True)
     assert list(s.metric.values) == ['rmse', 'rel_l2', 'frmse'] and list(s.domain.values) == ['sim', 'exp']
     assert set(s.field.values) == {'u', 'v', 'p', 'all'}
     assert s.sel(domain='exp', field='p').isnull().all()         # never measured: NaN, not 0
@@ -40,7 +41,7 @@ def test_results_layout(baseline):
     # exp is scored against the twin's hidden truth; the measured score and the measurement's own error sit beside it
     assert res.attrs['exp_target'] == 'truth' and json.loads(res.attrs['exp_target_by_system']) == {'kolmogorov': 'truth'}
     for v in ('score_measured', 'noise_floor'):
-        assert res[v].dims == ('system', 'capacity', 'protocol', 'seed', 'arch', 'exp_trajs', 'field', 'metric')
+        assert res[v].dims == ('system', 'capacity', 'protocol', 'seed', 'arch', 'exp_trajs', 'group', 'field', 'metric')
         assert np.isfinite(res[v].sel(field=['u', 'v', 'all'])).all() and res[v].sel(field='p').isnull().all()
     floor = res.noise_floor.sel(field='all', metric='rmse')
     assert (floor > 0).all() and (floor.max('protocol') == floor.min('protocol')).all()  # one measurement, whatever the protocol
@@ -177,7 +178,10 @@ def test_realpdebench_miniature_end_to_end(tmp_path):
     xr.testing.assert_equal(res.score.sel(domain='exp', drop=True), res.score_measured.rename(None).assign_attrs(res.score.attrs))
     assert 'imported data are one realisation' in res.attrs['seed_rule'] and res.data_seed.isnull().all()
     s = res.score.sel(field=['u', 'v'], domain=['sim', 'exp'])
-    assert np.isfinite(s.sel(protocol=['sim_only', 'joint'])).all()
+    assert list(res.group.values) == ['in_dist', 'out_dist']  # the real data keep RealPDEBench's published test groups
+    assert np.isfinite(s.sel(protocol=['sim_only', 'joint'], group='in_dist')).all()
+    assert np.isfinite(s.sel(protocol=['sim_only', 'joint'], group='out_dist', domain='exp')).all()
+    assert s.sel(group='out_dist', domain='sim').isnull().all()  # the numerical data have no out-of-distribution group
     assert res.score.sel(domain='exp', field='p').isnull().all()  # real pressure is missing, never zeros
     assert 'These data have no hidden truth' in (tmp_path / 'run' / 'report.md').read_text()
 
