@@ -10,7 +10,7 @@ import numpy as np
 import xarray as xr
 import torch
 from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, _check_coord
-from .realpdebench import GROUPS
+from .schema import GROUPS
 
 # %% auto #0
 __all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'WindowDataset', 'DomainData',

@@ -12,12 +12,13 @@ import torch
 import torch.nn as nn
 import xarray as xr
 from .metrics import score_fields, SCORE_KEYS
+from .schema import TEST_GROUPS
 from .protocols import Stepper, resolve_device, _fetch, _to, _cond, _split
 from .align import DomainData, group_windows
 
 # %% auto #0
-__all__ = ['EVAL_MODES', 'TEST_GROUPS', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField',
-           'Analog', 'evaluate_groups']
+__all__ = ['EVAL_MODES', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField', 'Analog',
+           'evaluate_groups']
 
 # %% ../nbs/45_evaluation.ipynb #e10
 def long_windows(wd,  # windows (align.WindowDataset, or any dataset exposing ds, n_in, normalizer, fields)
@@ -423,8 +424,6 @@ class Analog(nn.Module):
         return (out * self.field_mask[None, None, :, None, None]).to(x.dtype)
 
 # %% ../nbs/45_evaluation.ipynb #e33b
-TEST_GROUPS = ('in_dist', 'out_dist')  # the `group` coordinate of `evaluate_groups`
-
 def _in_group(wd, group):
     "The windows of `wd` in test `group` (all of them as `in_dist` when `wd` carries no test groups), or None."
     labels = set(np.asarray(wd.ds['group'].values).astype(str).tolist()) if 'group' in getattr(wd, 'ds', xr.Dataset()).coords else set()

@@ -13,12 +13,12 @@ import xarray as xr
 
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'BASELINES',
-           'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER', 'MetricInputError',
-           'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray', 'trained_protocols',
-           'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims',
-           'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct',
-           'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting',
-           'pressure_reduction', 'headline', 'compare_to_paper']
+           'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER',
+           'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray',
+           'trained_protocols', 'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name',
+           'setting_dims', 'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction',
+           'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results',
+           'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(ValueError):
@@ -257,6 +257,7 @@ JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.
 SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
 BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
 PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
+EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp whose exp phase runs at least a given number of updates (a grid: the exp batches Joint drew)
 
 # %% ../nbs/30_metrics.ipynb #1c47116c
 TRAIN_DOMAINS = {SIM_ONLY: ('sim',), EXP_ONLY: ('exp',), SIM_TO_EXP: ('exp',), JOINT: ('sim', 'exp')}  # what each protocol ends up trained on

@@ -15,17 +15,17 @@ import torch.nn as nn
 from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
-from .metrics import check_lam, joint_name, PROTOCOLS, JOINT
+from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS
 from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty,
                               fisher_diagonal, add_lora, merge_lora, CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'EXPOSURE_CONTROLS', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES',
-           'ProtocolError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase',
-           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol',
-           'resolve_device', 'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything',
-           'TrainConfig', 'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw',
-           'reuse_freed_memory', 'train']
+__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
+           'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase', 'Protocol',
+           'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol', 'resolve_device',
+           'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
+           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'reuse_freed_memory',
+           'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(ValueError):
@@ -167,7 +167,6 @@ class SimOnly(Protocol):
     name, needs = 'sim_only', ('sim',)
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
 
-EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp whose exp phase runs at least a given number of updates (a grid: the exp batches Joint drew)
 
 def _min_updates(v) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from . import __version__
-from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, validate
+from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, validate
 from .store import write_dataset
 
 # %% auto #0
-__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'GROUPS', 'WINDOW_SPLITS', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id',
-           'scan_realpdebench', 'write_example_realpdebench', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
+__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'WINDOW_SPLITS', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
+           'write_example_realpdebench', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
 
 # %% ../nbs/16_realpdebench.ipynb #r007
 SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match) and names of the numbers it captures
@@ -25,7 +25,7 @@ SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match) 
     'foil': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'aoa')),
 }
 SOURCE_TYPES = {'numerical': 'sim', 'real': 'exp'}  # RealPDEBench data type -> domain of this package
-GROUPS = ('remain', 'in_dist', 'out_dist')  # published trajectory groups (file stems `{group}_params_{type}`)
+# published trajectory groups (file stems `{group}_params_{type}`): `schema.GROUPS`
 WINDOW_SPLITS = ('train', 'val', 'test')  # published window splits, coded 1, 2, 3 in `window_split`
 GENERATOR = 'simreal_nb.realpdebench'
 

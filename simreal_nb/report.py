@@ -19,7 +19,7 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
 from .store import atomic_write, write_text, read_json, RunFileError
 from .schema import FIELD_META
-from .protocols import EXPOSURE_CONTROLS
+from .metrics import EXPOSURE_CONTROLS
 
 # %% auto #0
 __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',

@@ -8,8 +8,8 @@ import numpy as np
 import xarray as xr
 
 # %% auto #0
-__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'DataContractError', 'fields_of', 'input_names', 'validate',
-           'reference_scales', 'NeverTrainError', 'never_train', 'refuse_never_train']
+__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'DataContractError', 'fields_of',
+           'input_names', 'validate', 'reference_scales', 'NeverTrainError', 'never_train', 'refuse_never_train']
 
 # %% ../nbs/00_schema.ipynb #c006
 FIELDS = ('u', 'v', 'p')  # canonical field order everywhere in the package
@@ -21,6 +21,8 @@ FIELD_META = {
     'p': dict(units='Pa', long_name='pressure'),
 }
 SCALE_PREFIX = 'scale_'  # attrs[SCALE_PREFIX + field]: the field's reference scale, in the field's units
+GROUPS = ('remain', 'in_dist', 'out_dist')  # values of the optional coord `group` on `traj` (RealPDEBench's): the training pool, test at interior parameters, test outside every training parameter
+TEST_GROUPS = GROUPS[1:]  # the test groups
 
 
 # %% ../nbs/00_schema.ipynb #c007

@@ -14,7 +14,7 @@ import xarray as xr
 from . import __version__
 from .schema import FIELD_META, fields_of, validate
 from .store import write_dataset, read_dataset, write_text
-from .realpdebench import GROUPS
+from .schema import GROUPS
 
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'measure',
