@@ -337,6 +337,15 @@ def _test_groups_of(ds):
                              f"when any is a test group (in_dist, out_dist)")
     return g
 
+def _parts(ds, idx):
+    "The trajectories `idx[split]` of `ds` per split, each marked with attrs `split`."
+    out = {}
+    for k, ix in idx.items():
+        part = ds.isel(traj=np.asarray(ix, int))
+        part.attrs = dict(ds.attrs, split=k)
+        out[k] = part
+    return out
+
 def _split_by_group(ds, g, fracs, seed):
     "train / val from the 'remain' trajectories (val not at a range end of any parameter), test = in_dist + out_dist."
     _check_fracs(fracs)
@@ -362,12 +371,7 @@ def _split_by_group(ds, g, fracs, seed):
     val_pos, _ = _split_positions(len(inner) + 2, n_val, 0, seed)
     val = [inner[p - 1] for p in val_pos]
     idx = dict(train=sorted(set(rem.tolist()) - set(val)), val=sorted(val), test=np.nonzero(g != 'remain')[0].tolist())
-    out = {}
-    for k, ix in idx.items():
-        part = ds.isel(traj=np.asarray(ix, int))
-        part.attrs = dict(ds.attrs, split=k)
-        out[k] = part
-    return out
+    return _parts(ds, idx)
 
 # %% ../nbs/15_align.ipynb #c025
 def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
@@ -386,12 +390,7 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
     held = set(val_pos) | set(test_pos)
     idx = dict(train=sorted(order[[p for p in range(n) if p not in held]]),
                val=sorted(order[val_pos]) if val_pos else [], test=sorted(order[test_pos]) if test_pos else [])
-    out = {}
-    for k, ix in idx.items():
-        part = ds.isel(traj=np.asarray(ix, int))
-        part.attrs = dict(ds.attrs, split=k)
-        out[k] = part
-    return out
+    return _parts(ds, idx)
 
 # %% ../nbs/15_align.ipynb #c029
 class WindowDataset(torch.utils.data.Dataset):
