@@ -308,8 +308,18 @@ def _phases(x:np.ndarray, y:np.ndarray) -> list:
     cut = np.flatnonzero(gap > 2 * np.median(gap)) + 1
     return list(zip(np.split(x, cut), np.split(y, cut)))
 
+_OBJECTIVES = ('sim', 'exp', 'sim + exp')  # what a phase's validation objective measures: one panel each
+
+def _objective(protocol, phase:int) -> str:
+    "The validation objective (`_OBJECTIVES`) of phase `phase` of `protocol`, from its name: Sim→Exp's family validates sim, then exp (with replay: both)."
+    p = str(protocol)
+    if p == SIM_ONLY: return 'sim'
+    if p.startswith(EXP_ONLY): return 'exp'
+    if p.startswith(SIM_TO_EXP): return 'sim' if phase == 0 else ('sim + exp' if 'replay' in p else 'exp')
+    return 'sim + exp'
+
 def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=80) -> Figure:
-    "Validation objective vs update per trained protocol (one thin line per seed; ▸ = stopped by the cap), one panel per setting, log y."
+    "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one thin line per seed, the Sim→Exp family dashed, ▸ = stopped by the cap; log y."
     protos = trained_protocols(res['curve_val'].protocol.values)
     inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
     v, st = (res[n].sel(protocol=protos).transpose(..., *inner) for n in ('curve_val', 'curve_step'))
@@ -318,24 +328,32 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=
     cap = _panels(res['capped'].sel(protocol=protos).transpose(..., *inner[:-1]), inner[:-1])[1] if 'capped' in res else None
     V, S = V.reshape(len(labels), len(protos), -1, V.shape[-1]), S.reshape(len(labels), len(protos), -1, S.shape[-1])
     if cap is not None: cap = cap.reshape(len(labels), len(protos), -1)
-    ncols = max(1, min(ncols, len(labels))); nrows = -(-len(labels) // ncols)
-    per = 0.075 * max(len(p) for p in protos) + 0.6  # inches per legend column at fontsize 9
-    width = max(panel_size[0] * ncols, 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
-    colors = protocol_colors(protos)
-    fig = Figure(figsize=(width, panel_size[1] * nrows + 0.5), dpi=dpi, layout='constrained')
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for a, (ax, lab) in enumerate(zip(axes, labels)):
+    pieces = {}  # (setting, objective) -> [(protocol, xs, ys, capped end)]: each phase from its own start
+    for a in range(len(labels)):
         for i, p in enumerate(protos):
             for k in range(V.shape[2]):
                 ok = np.isfinite(V[a, i, k]) & np.isfinite(S[a, i, k]) & (V[a, i, k] > 0)
                 if not ok.any(): continue
-                x, y = S[a, i, k][ok], V[a, i, k][ok]
-                for xs, ys in _phases(x, y): ax.plot(xs, ys, color=colors[p], lw=0.8, alpha=0.8)
-                if cap is not None and cap[a, i, k] == 1: ax.plot(x[-1:], y[-1:], '>', color=colors[p], ms=4)
-        ax.set_yscale('log'); _plain_log_ticks(ax.yaxis); ax.set_title(lab, fontsize=10); ax.tick_params(which='both', labelsize=8)
-        ax.set_xlabel('update', fontsize=9); ax.set_ylabel('validation objective', fontsize=9)
-    for ax in axes[len(labels):]: ax.set_visible(False)
-    handles = [Line2D([], [], color=colors[p]) for p in protos]
+                parts = _phases(S[a, i, k][ok], V[a, i, k][ok])
+                for j, (xs, ys) in enumerate(parts):
+                    end = cap is not None and cap[a, i, k] == 1 and j == len(parts) - 1
+                    pieces.setdefault((a, _objective(p, j)), []).append((p, xs - xs[0] + parts[0][0][0], ys, end))
+    objs = [o for o in _OBJECTIVES if any(o == ob for _, ob in pieces)]
+    per = 0.075 * max(len(p) for p in protos) + 0.6  # inches per legend column at fontsize 9
+    width = max(panel_size[0] * len(objs), 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
+    colors = protocol_colors(protos)
+    dash = lambda p: '--' if str(p).startswith(SIM_TO_EXP) else '-'
+    fig = Figure(figsize=(width, panel_size[1] * len(labels) + 0.5), dpi=dpi, layout='constrained')
+    axes = fig.subplots(len(labels), max(1, len(objs)), squeeze=False)
+    for a, lab in enumerate(labels):
+        for o, ob in enumerate(objs):
+            ax = axes[a, o]
+            for p, xs, ys, end in pieces.get((a, ob), []):
+                ax.plot(xs, ys, color=colors[p], ls=dash(p), lw=0.8, alpha=0.8)
+                if end: ax.plot(xs[-1:], ys[-1:], '>', color=colors[p], ms=4)
+            ax.set_yscale('log'); _plain_log_ticks(ax.yaxis); ax.set_title(f'{lab}: {ob}', fontsize=10); ax.tick_params(which='both', labelsize=8)
+            ax.set_xlabel('updates into the phase', fontsize=9); ax.set_ylabel(f'{ob} validation loss', fontsize=9)
+    handles = [Line2D([], [], color=colors[p], ls=dash(p)) for p in protos]
     fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))), fontsize=9, frameon=False)
     return fig
 
@@ -671,7 +689,7 @@ def _figures(res:xr.Dataset) -> list:
     out = [('pareto_rmse', 'Sim error vs exp error per protocol, with iso-λ lines (grey ×: reference baselines)',
             lambda: pareto_plot(score, 'rmse', lams=(0.2, 0.5, 0.8), **(dict(panel_size=(6.4, 4.8), log='auto') if big else {})))]
     if 'curve_val' in res and 'curve_step' in res:
-        out.append(('learning_curves', 'Validation objective over training (one line per seed; ▸ = stopped by the update cap)',
+        out.append(('learning_curves', 'Validation loss over training, one panel per objective (sim, exp, both), each phase from its own start (one line per seed; Sim→Exp dashed; ▸ = stopped by the update cap)',
                     lambda: learning_curves(res, **(dict(panel_size=(6.4, 4.0)) if big else {}))))
     if score.sizes.get('exp_trajs', 1) > 1:
         out.append(('error_vs_n', 'Held-out error against the number of experimental training trajectories',

@@ -338,15 +338,18 @@ def test_figures_small(seeded):
     from simreal_nb.report import learning_curves, error_vs_n_figure
     fig = learning_curves(seeded)
     assert fig.dpi <= 80 and all(a.get_yscale() == 'log' for a in fig.axes if a.get_visible())
-    assert [a.get_title() for a in fig.axes] == ['A/S', 'B/S']
-    lines = fig.axes[0].lines
-    assert len(lines) == 4 * 3 + 1  # 4 trained protocols x 3 seeds (no baseline curve) + the capped marker
-    # a phase that stopped early: the next starts at its cap, and its curve is drawn apart (no line across the gap)
+    assert [a.get_title() for a in fig.axes] == [f'{s}/S: {o}' for s in 'AB' for o in ('sim', 'exp', 'sim + exp')]  # one objective per axis
+    assert [len(a.lines) for a in fig.axes[:3]] == [2 * 3, 3, 3 + 1]  # sim: Sim-only, Sim→Exp; exp: Exp-only; both: Joint + its ▸
+    # a phase that stopped early: the next starts at its cap; it is drawn as its own phase, on the axis of its own objective,
+    # from its own start (Sim→Exp's fine-tune beside Exp-only)
     two = seeded.copy(deep=True)
     at = dict(system='A', protocol='sim_to_exp', seed=0)
     st = two['curve_step'].loc[at]
     two['curve_step'].loc[at] = st + 2000.0 * (st.eval_index >= 3)  # evaluations 0-2 in the first phase, the rest after the jump
-    assert len(learning_curves(two).axes[0].lines) == 4 * 3 + 1 + 1
+    fig2 = learning_curves(two)
+    assert [len(a.lines) for a in fig2.axes[:3]] == [2 * 3, 3 + 1, 3 + 1]
+    fine = [l for l in fig2.axes[1].lines if l.get_linestyle() == '--'][0].get_xdata()
+    assert fine[0] == st.values[0] and fine.max() < 2000  # counted from the fine-tune's own start, not from the cap
     fig = error_vs_n_figure(seeded_results(dims={'exp_trajs': (2, 4)}).score)
     assert fig.dpi <= 80 and [a.get_title() for a in fig.axes] == ['A/S: exp rmse', 'A/S: sim rmse', 'B/S: exp rmse', 'B/S: sim rmse']
 
