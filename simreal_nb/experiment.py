@@ -24,12 +24,12 @@ from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, 
 from .evaluation import evaluate, evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 
 # %% auto #0
-__all__ = ['PRESETS', 'BANDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset', 'imported_systems',
-           'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable', 'exposure_protocol',
-           'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device', 'is_cell_key',
-           'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'by_data', 'heaviest_first',
-           'exit_with_parent', 'local_pool', 'exposure_waves', 'map_cells', 'collect_results', 'estimate_cost',
-           'run_experiment', 'open_job_dir', 'train_job']
+__all__ = ['PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset',
+           'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable',
+           'exposure_protocol', 'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device',
+           'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'by_data',
+           'heaviest_first', 'exit_with_parent', 'local_pool', 'exposure_waves', 'map_cells', 'collect_results',
+           'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -216,21 +216,31 @@ BANDS = ('low', 'mid', 'high')
 
 def cell_path(run_dir, cell:Cell) -> Path: return Path(run_dir) / 'cells' / f'{cell.key}.nc'
 
-def _example(model, dd, horizon, device):
-    "Last rollout frame of the first test window per domain: truth and prediction, physical units (for the report figure)."
+EXAMPLE_KINDS = ('true', 'measured', 'pred')  # the `kind` of a cell's example frames: the truth, what the domain measured, the prediction
+
+def _example(model, dd, horizon, device, truth=None):
+    "Last rollout frame of the first test window per domain, physical units: the truth (exp: its hidden truth where the data have one), the measured frame (exp), the prediction."
     H, W = dd.grid
-    out = np.full((2, len(dd.fields), 2, H, W), np.nan, np.float32)
+    out = np.full((2, len(dd.fields), len(EXAMPLE_KINDS), H, W), np.nan, np.float32)
+    k_true, k_meas, k_pred = (EXAMPLE_KINDS.index(k) for k in EXAMPLE_KINDS)
     for i, d in enumerate(('sim', 'exp')):
         w = long_windows(getattr(dd, d)['test'], horizon)
         if not len(w): continue
         b = w.get_batch([0])
         pred = rollout(model, b['x'].to(device), b['field_mask'].to(device), horizon, n_out=dd.n_out,
                        cond=b['cond'].to(device), n_params=w.n_params, valid=b['valid'].to(device)).float().cpu()
-        p, y = dd.normalizer.decode(pred[0, -1], dd.fields), dd.normalizer.decode(b['y'][0, horizon - 1].float(), dd.fields)
+        frame = lambda bb: dd.normalizer.decode(bb['y'][0, horizon - 1].float(), dd.fields)
+        y, seen = frame(b), b['valid'][0, horizon - 1].numpy()
+        p = dd.normalizer.decode(pred[0, -1], dd.fields)
+        t, t_seen = y, seen
+        if d == 'exp' and truth is not None:  # the hidden truth of the same window, every field it has
+            tb = long_windows(dd.truth_windows(truth, 'test'), horizon).get_batch([0])
+            t, t_seen = frame(tb), tb['valid'][0, horizon - 1].numpy()
         for c, f in enumerate(dd.fields):
-            out[i, c, 0] = y[c].numpy() if bool(b['field_mask'][0, c]) else np.nan
-            out[i, c, 1] = p[c].numpy()
-        out[i, :, 0][:, ~b['valid'][0, horizon - 1].numpy()] = np.nan
+            out[i, c, k_pred] = p[c].numpy()
+            if bool(b['field_mask'][0, c]): out[i, c, k_meas] = np.where(seen, y[c].numpy(), np.nan)
+            if t is not y or bool(b['field_mask'][0, c]): out[i, c, k_true] = np.where(t_seen, t[c].numpy(), np.nan)
+        if d == 'sim': out[i, :, k_meas] = np.nan  # a simulation has no measurement apart from its truth
     return out
 
 def _conflict(hist):
@@ -355,7 +365,7 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
         curve_step=(('eval_index',), curve_step), curve_val=(('eval_index',), curve_val),
         params=((), float(n_params(model)) if model is not None else 0.0), train_s=((), t_train), eval_s=((), t_eval),
         example=xr.DataArray(ex, dims=('domain', 'field', 'kind', 'ey', 'ex'),
-                             coords=dict(domain=['sim', 'exp'], field=list(dd.fields), kind=['true', 'pred'],
+                             coords=dict(domain=['sim', 'exp'], field=list(dd.fields), kind=list(EXAMPLE_KINDS),
                                          ey=np.arange(H), ex=np.arange(W))).reindex(field=fields)))
     ds = ds.expand_dims(system=[cell.system], capacity=[cell.capacity], protocol=[cell.protocol], seed=[cell.seed],
                         arch=[cell.arch], exp_trajs=[n_exp])
@@ -392,7 +402,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
         model, hist = _train_cell(cell, cfg, dd, dev, path.parent / cell.key, protocol=protocol)
     ev = _evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
     t_train = time.perf_counter() - t0 - t_data
-    ex = _example(model, dd, cfg.horizon, dev) if model is not None else np.full((2, len(dd.fields), 2, *dd.grid), np.nan, np.float32)
+    ex = _example(model, dd, cfg.horizon, dev, truth) if model is not None else np.full((2, len(dd.fields), len(EXAMPLE_KINDS), *dd.grid), np.nan, np.float32)
     t_eval = time.perf_counter() - t0 - t_data - t_train
     ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, run_stamp(cfg, data_dir), data_dir)
     write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
@@ -815,7 +825,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
         if rank == 0:
             ev = _evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
             t_train = time.perf_counter() - t0 - t_data
-            ex = _example(model, dd, cfg.horizon, dev)
+            ex = _example(model, dd, cfg.horizon, dev, truth)
             ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, time.perf_counter() - t0 - t_data - t_train,
                                run_stamp(cfg, data), data)
             ds.attrs['world_size'] = world

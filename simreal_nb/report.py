@@ -258,33 +258,45 @@ def _extra(da, keep):
     return da.isel({d: 0 for d in da.dims if d not in keep}, drop=True)
 
 def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP, JOINT), dpi:int=100) -> Figure:
-    "Per system: truth and predictions (last rollout frame) of sim u, sim p and exp u, for the given protocols (first seed and first entry of any extra dim)."
+    "Per system: the last rollout frame of sim u, sim p and exp u — the truth (exp: its hidden truth, where the data have one), the measured frame (exp) and the given protocols' predictions (first seed and first entry of any extra dim)."
     ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'domain', 'field', 'kind', 'ey', 'ex'))
     cap = capacity or str(res.capacity.values[0])
     protocols = ([p for p in protocols if p in res.protocol.values]
                  or [str(p) for p in res.protocol.values if p not in BASELINES][:2] or [str(res.protocol.values[0])])
+    kinds = [str(k) for k in ex.kind.values]
     panels = [('sim', 'u'), ('sim', 'p'), ('exp', 'u')]
     systems = [str(s) for s in res.system.values]
-    ncol = len(panels) * (1 + len(protocols))
+    def images(e, d):
+        "[(title, frame)] of one panel group: the truth, the measurement (exp, where the run stored it apart), the predictions."
+        first = e.sel(protocol=protocols[0])
+        meas = first.sel(kind='measured') if 'measured' in kinds else None
+        has_meas = d == 'exp' and meas is not None and bool(np.isfinite(meas.values).any())
+        truth = first.sel(kind='true')
+        head = [('true' if d == 'sim' else ('true (hidden)' if has_meas else 'measured'), truth)]
+        return head + ([('measured', meas)] if has_meas else []) + [(p, e.sel(protocol=p, kind='pred')) for p in protocols]
+    groups = [[images(ex.sel(system=s, capacity=cap, domain=d, field=f), d) for d, f in panels] for s in systems]
+    widths = [max(len(g[j]) for g in groups) for j in range(len(panels))]
+    ncol = sum(widths)
     fig = Figure(figsize=(1.75 * ncol + 1.2, 1.5 * len(systems) + 0.7), dpi=dpi, layout='constrained')
     axs = np.atleast_2d(fig.subplots(len(systems), ncol, squeeze=False))
     for i, s in enumerate(systems):
         for j, (d, f) in enumerate(panels):
-            e = ex.sel(system=s, capacity=cap, domain=d, field=f)
-            true = e.sel(protocol=protocols[0], kind='true').dropna('ey', how='all').dropna('ex', how='all')
+            imgs = groups[i][j]
+            true = imgs[0][1].dropna('ey', how='all').dropna('ex', how='all')
             lim = float(np.nanmax(np.abs(true.values))) if true.size and np.isfinite(true.values).any() else 1.0
-            imgs = [('true', true)] + [(p, e.sel(protocol=p, kind='pred')) for p in protocols]
-            group = [axs[i, j * (1 + len(protocols)) + k] for k in range(len(imgs))]
+            start = sum(widths[:j])
+            group = [axs[i, start + k] for k in range(widths[j])]
+            for ax in group[len(imgs):]: ax.set_visible(False)
             for ax, (lab, img) in zip(group, imgs):
                 a = img.values
                 a = a[np.isfinite(a).any(1)][:, np.isfinite(a).any(0)] if np.isfinite(a).any() else a
                 im = ax.imshow(a, cmap='RdBu_r', vmin=-lim, vmax=lim, origin='lower', aspect='auto')
                 ax.set_xticks([]); ax.set_yticks([])
                 if i == 0: ax.set_title(f'{d} {f}\n{lab}', fontsize=8)
-            cb = fig.colorbar(im, ax=group, shrink=0.85, pad=0.01, aspect=15)          # one scale per field and domain
+            cb = fig.colorbar(im, ax=group[:len(imgs)], shrink=0.85, pad=0.01, aspect=15)          # one scale per field and domain
             cb.set_label(f"{f} [{FIELD_META.get(f, {}).get('units', '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
             axs[i, 0].set_ylabel(s, fontsize=9)
-    fig.suptitle(f'Rollouts, last frame (capacity {cap})', fontsize=9)
+    fig.suptitle(f'Rollouts, last frame (capacity {cap}); white: not measured or not valid', fontsize=9)
     return fig
 
 def _panels(da, inner):
