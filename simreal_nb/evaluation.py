@@ -426,7 +426,8 @@ class Analog(nn.Module):
 # %% ../nbs/45_evaluation.ipynb #e33b
 def _in_group(wd, group):
     "The windows of `wd` in test `group` (all of them as `in_dist` when `wd` carries no test groups), or None."
-    labels = set(np.asarray(wd.ds['group'].values).astype(str).tolist()) if 'group' in getattr(wd, 'ds', xr.Dataset()).coords else set()
+    ds = getattr(wd, 'ds', None)
+    labels = set(np.asarray(ds['group'].values).astype(str).tolist()) if ds is not None and 'group' in ds.coords else set()
     if not labels & set(TEST_GROUPS): return wd if group == 'in_dist' else None
     w = group_windows(wd, group)
     return w if len(w) else None

@@ -232,14 +232,14 @@ def _example(model, dd, horizon, device, truth=None):
         frame = lambda bb: dd.normalizer.decode(bb['y'][0, horizon - 1].float(), dd.fields)
         y, seen = frame(b), b['valid'][0, horizon - 1].numpy()
         p = dd.normalizer.decode(pred[0, -1], dd.fields)
-        t, t_seen = y, seen
-        if d == 'exp' and truth is not None:  # the hidden truth of the same window, every field it has
+        t, t_seen, hidden_truth = y, seen, d == 'exp' and truth is not None
+        if hidden_truth:  # the hidden truth of the same window, every field it has
             tb = long_windows(dd.truth_windows(truth, 'test'), horizon).get_batch([0])
             t, t_seen = frame(tb), tb['valid'][0, horizon - 1].numpy()
         for c, f in enumerate(dd.fields):
             out[i, c, k_pred] = p[c].numpy()
             if bool(b['field_mask'][0, c]): out[i, c, k_meas] = np.where(seen, y[c].numpy(), np.nan)
-            if t is not y or bool(b['field_mask'][0, c]): out[i, c, k_true] = np.where(t_seen, t[c].numpy(), np.nan)
+            if hidden_truth or bool(b['field_mask'][0, c]): out[i, c, k_true] = np.where(t_seen, t[c].numpy(), np.nan)
         if d == 'sim': out[i, :, k_meas] = np.nan  # a simulation has no measurement apart from its truth
     return out
 
