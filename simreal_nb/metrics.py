@@ -272,6 +272,7 @@ def train_domains(protocol:str) -> tuple:
     if p == SIM_TO_EXP + '_replay': return ('sim', 'exp')
     if p.startswith(JOINT + '_'): p = JOINT
     elif p.startswith(SIM_TO_EXP + '_'): p = SIM_TO_EXP
+    elif p.startswith(EXP_ONLY + '_'): p = EXP_ONLY  # the equal-exposure control
     return TRAIN_DOMAINS.get(p, ())
 
 # %% ../nbs/30_metrics.ipynb #c044

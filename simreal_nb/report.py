@@ -198,12 +198,6 @@ def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFr
     return _ci_frame(parts, level)
 
 # %% ../nbs/55_report.ipynb #3c74d09d
-_CONTROLLED = dict(zip(EXPOSURE_CONTROLS, (EXP_ONLY, SIM_TO_EXP)))  # each equal-exposure control and the protocol it controls
-
-def _train_domains(p) -> tuple:
-    "`metrics.train_domains`, an equal-exposure control counted as the protocol it controls."
-    return train_domains(_CONTROLLED.get(str(p), p))
-
 def _flag_frame(frames, names):
     "The rows of `frames` in one DataFrame indexed (settings, protocol, domain, metric); an empty one with `names` columns."
     if not frames: return pd.DataFrame(columns=names)
@@ -219,7 +213,7 @@ def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRIC
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     frames = []
     for p in trained_protocols(s.protocol.values):
-        for d in _train_domains(p):
+        for d in train_domains(p):
             e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=reference, domain=d, drop=True)
             df = pd.concat({'error': e.to_series(), reference: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
             frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
@@ -237,8 +231,8 @@ def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), m
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     frames = []
     for p in trained_protocols(s.protocol.values):
-        if not _train_domains(p): continue  # a protocol of unknown training domains is not judged
-        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in _train_domains(p)]:
+        if not train_domains(p): continue  # a protocol of unknown training domains is not judged
+        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in train_domains(p)]:
             e, r = s.sel(protocol=p, domain=d, drop=True), {q: s.sel(protocol=q, domain=d, drop=True) for q in refs}
             worse = xr.concat([e > v for v in r.values()], 'ref').any('ref')
             df = pd.concat({'error': e.to_series(), **{q: v.to_series() for q, v in r.items()}}, axis=1)[(e.notnull() & worse).to_series()]
