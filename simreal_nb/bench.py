@@ -197,7 +197,7 @@ def bench_systems(size:str='default', # size preset to time
     try:
         load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
         t = time.perf_counter()
-        if workers > 1: per = _fill_parallel(systems, seed, size, cache_dir, {}, workers)
+        if workers > 1: per = {e_[0]: v for e_, v in _fill_parallel([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
         else: per = {s_: _fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
         cold = time.perf_counter() - t
         warm = []

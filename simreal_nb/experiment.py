@@ -16,7 +16,7 @@ from fastprogress.fastprogress import progress_bar
 from . import __version__
 from .schema import FIELDS, reference_scales
 from .store import write_dataset, write_text, read_dataset, load_torch, CheckpointError, read_json
-from .systems import list_systems, load_twins
+from .systems import list_systems, load_twins, _fill_entry, _fill_parallel
 from .align import make_domain_data, WindowDataset
 from .models import make_model, n_params, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
@@ -26,10 +26,10 @@ from .evaluation import evaluate, evaluate_groups, rollout, long_windows, Persis
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset',
            'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable',
-           'exposure_protocol', 'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'lock_run_dir', 'check_device',
-           'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'by_data',
-           'heaviest_first', 'exit_with_parent', 'local_pool', 'exposure_waves', 'map_cells', 'collect_results',
-           'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
+           'exposure_protocol', 'field_units', 'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'lock_run_dir',
+           'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp',
+           'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'exposure_waves', 'map_cells',
+           'collect_results', 'prepare_twins', 'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -382,9 +382,15 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
                                                  f"phases counted to their stop; NaN: baseline")
     ds['data_seed'].attrs['long_name'] = 'seed of the twin data the cell was trained and scored on (NaN: imported data)'
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
+    ds.attrs['field_units'] = json.dumps({cell.system: field_units(dd)})
     ds.attrs.update(cell=cell.key, run=stamp,  # which cell of which run: a file from elsewhere is never mixed in
                     exp_target=ev.attrs.get('exp_target', 'measured'))  # what exp's `score` is against: 'truth' or 'measured'
     return ds
+
+def field_units(dd) -> dict:
+    "field -> the units of its physical values in `dd`'s data (the sim dataset's attrs, else the exp one's)."
+    sets = [next(iter(d.values()), None) for d in (dd.sim_ds, dd.exp_ds)]
+    return {f: str(next((ds_[f].attrs.get('units', '') for ds_ in sets if ds_ is not None and f in ds_), '')) for f in dd.fields}
 
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
     "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
@@ -562,14 +568,18 @@ def remove_stale_tmp(run_dir) -> int:
 TYPICAL_UPDATES = dict(sim=1300, exp=600)  # updates a phase with a sim batch / with exp batches only takes to converge
 # (medians of the cylinder's cells in the default run; Kolmogorov's take fewer)
 
-def _cell_cost(cell, cfg, joint_update_s):
-    "(cap, typical) training seconds of a cell: its phases' updates × the measured Joint update time × domains per update / 2 (a control: matched to Joint at its cap, typically to Joint's typical updates)."
-    name, per = cell.protocol, lambda ph: joint_update_s * len([w for w in ph.weights.values() if w > 0]) / 2
+def _cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
+    "(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2 and its validations, plus the final evaluation, × `forward_s` per window (a control: matched to Joint at its cap, typically to Joint's typical updates)."
+    name = cell.protocol
+    def phase_s(ph, n):
+        k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
+        return n * update_s * k / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
     at_cap, typ = ((get_protocol(f'{name}@{cfg.steps}'), get_protocol(f"{name}@{min(TYPICAL_UPDATES['sim'], cfg.steps)}"))
                    if name in EXPOSURE_CONTROLS else (get_protocol(name),) * 2)
-    cap = sum(per(ph) * ph.steps for ph in at_cap.phases(cfg.steps))
-    typical = sum(per(ph) * min(ph.steps, max(ph.min_updates, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp']))
-                  for ph in typ.phases(cfg.steps))
+    final = eval_passes * forward_s
+    cap = sum(phase_s(ph, ph.steps) for ph in at_cap.phases(cfg.steps)) + final
+    typical = sum(phase_s(ph, min(ph.steps, max(ph.min_updates, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])))
+                  for ph in typ.phases(cfg.steps)) + final
     return cap, typical
 
 def by_data(cells:list, cfg:GridConfig) -> list:
@@ -634,7 +644,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     man = run_dir / 'manifest.json'
     man = read_json(man, "the manifest.json that `simreal run` writes") if man.exists() else None
     stamp = None if man is None else _stamp(man)
-    parts, scales, targets = [], {}, {}
+    parts, scales, units, targets = [], {}, {}, {}
     for i, p in enumerate(paths):
         d = open_cell_file(p)
         why = foreign_cell(d, None if cells is None else cells[i], stamp)
@@ -643,6 +653,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
         # object-dtype names: fixed-width ones get cut when merged
         parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
         scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
+        units.update(json.loads(d.attrs.get('field_units', '{}')))
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
@@ -650,7 +661,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
                       field=order('field', list(FIELDS) + ['all']))
     by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
     kinds = set(by_system.values())
-    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales),
+    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales), field_units=json.dumps(units),
                      exp_target=kinds.pop() if len(kinds) == 1 else 'mixed', exp_target_by_system=json.dumps(by_system))
     if man is not None:
         cfg = man['config']
@@ -664,21 +675,31 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     return res
 
 # %% ../nbs/50_experiment.ipynb #c027
+def prepare_twins(cells:list, cfg:GridConfig, workers:int=1) -> dict:
+    "Generate the twin cache entries `cells` need and lack, `workers` processes at a time sharing the cores; dict (system, data seed) -> [wall, CPU] s."
+    entries = sorted({(c.system, cfg.data_seed_of(c.seed)) for c in cells})
+    n = max(1, min(int(workers), len(entries)))
+    threads = max(1, (os.cpu_count() or 1) // n)  # one entry: every core generates it
+    if n == 1 or cfg.size == 'test':  # test sizes: a process's start-up would cost more than the data
+        return {e: _fill_entry(*e, cfg.size, None, {}, threads) for e in entries}
+    return _fill_parallel(entries, cfg.size, None, {}, n, threads)
+
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
                   data_dir=None) -> dict:  # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
-    "A run's training time from update times measured here: at most (every phase at the update cap) and typically (`TYPICAL_UPDATES`)."
+    "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`)."
     dev, old = resolve_device(device), torch.get_num_threads()
     if threads: torch.set_num_threads(threads)
-    try: per = _update_times(cells, cfg, dev, probe_steps, data_dir)
+    try: per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
     finally: torch.set_num_threads(old)
     trained = [c for c in cells if c.protocol not in BASELINES]
-    costs = np.array([_cell_cost(c, cfg, per[(c.system, c.capacity, c.arch)]) for c in trained]).reshape(-1, 2)
-    return dict(cells=len(cells), trained_cells=len(trained), update_s={'/'.join(k): round(v, 4) for k, v in per.items()},
+    costs = np.array([_cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in trained]).reshape(-1, 2)
+    return dict(cells=len(cells), trained_cells=len(trained),
+                update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1))
 
-def _update_times(cells, cfg, dev, probe_steps, data_dir=None):
-    "Seconds per Joint update of each (system, capacity, arch) of `cells`, measured on a few real batches."
+def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None):
+    "Per (system, capacity, arch) of `cells`: seconds per Joint update and per window forward (no gradient), windows per validation of a domain, and window passes of a cell's final evaluation."
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
         system, capacity, arch = key
@@ -691,8 +712,24 @@ def _update_times(cells, cfg, dev, probe_steps, data_dir=None):
         st.step(b, {'sim': .5, 'exp': .5})  # warm-up
         t = time.perf_counter()
         for _ in range(probe_steps): st.step(b, {'sim': .5, 'exp': .5})
-        per[key] = (time.perf_counter() - t) / probe_steps
+        update_s = (time.perf_counter() - t) / probe_steps
+        x = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b['sim'].items()}
+        m.eval()
+        with torch.no_grad():
+            t = time.perf_counter()
+            for _ in range(probe_steps): m(x['x'], x['field_mask'], x.get('cond'))
+        m.train()
+        forward_s = (time.perf_counter() - t) / probe_steps / len(x['x'])
+        val = [len(getattr(dd, d)['val']) if 'val' in getattr(dd, d) else 0 for d in ('sim', 'exp')]
+        val_passes = float(np.mean([n if cfg.val_batches is None else min(n, cfg.val_batches * cfg.batch_size) for n in val]))
+        per[key] = dict(update_s=update_s, forward_s=forward_s, val_passes=val_passes, eval_passes=_eval_passes(dd, cfg))
     return per
+
+def _eval_passes(dd, cfg) -> int:
+    "Windowed forward passes of a cell's final evaluation: one-step on every test window, rollouts of `horizon` frames on the long ones, both domains."
+    cap = lambda n: n if cfg.eval_windows is None else min(n, cfg.eval_windows)
+    steps = -(-cfg.horizon // cfg.n_out)
+    return sum(cap(len(w)) + cap(len(long_windows(w, cfg.horizon))) * steps for w in (dd.sim['test'], dd.exp['test']))
 
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
@@ -719,23 +756,30 @@ def run_experiment(out='runs/default',  # run directory
                 and not cell_path(run_dir, replace(c, protocol=JOINT)).exists()]
         if lone: raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting and seed, "
                                  f"which neither this grid nor {run_dir / 'cells'} holds: add {JOINT!r} to the protocols")
-        if verbose:
-            print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}"
-                  + (f" ({stale} temporary file(s) of a killed run removed)" if stale else ''))
-            if todo:
-                lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
-                est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data)
-                print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s): "
-                      f"typically {est['typical_train_s'] / 60 / lanes:.0f} min, at most {est['max_train_s'] / 60 / lanes:.0f} min "
-                      f"(every phase at the {config.steps}-update cap)" + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
         tfile = run_dir / 'timing.json'
         timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: only the timings are lost)") if tfile.exists() else {}
+        lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
+        if verbose: print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}"
+                          + (f" ({stale} temporary file(s) of a killed run removed)" if stale else ''), flush=True)
+        if todo and data is None:  # the twins first, every core at work: no two workers generate the same data
+            t = time.perf_counter(); made = prepare_twins(todo, config, lanes)
+            timing['_data_s'] = round(time.perf_counter() - t + timing.get('_data_s', 0.0), 3)
+            if verbose and any(w for w, _ in made.values()):
+                print(f"twin data: {sum(1 for w, _ in made.values() if w)} of {len(made)} realisations generated in "
+                      f"{time.perf_counter() - t:.0f} s", flush=True)
+        if verbose and todo:
+            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data)
+            print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s; "
+                  f"training, validations and final rollouts): typically {est['typical_train_s'] / 60 / lanes:.0f} min, "
+                  f"at most {est['max_train_s'] / 60 / lanes:.0f} min (every phase at the {config.steps}-update cap)"
+                  + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
         t0 = time.perf_counter()
         own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
         ex = (local_pool(executor) if executor > 1 else None) if own else executor
         try:
             for r in map_cells(todo, config, run_dir, device, ex, verbose, data):
-                if not r['skipped']: timing[r['key']] = {k: round(v, 3) for k, v in r.items() if k.endswith('_s')}
+                if not r['skipped']: timing[r['key']] = {**{k: round(v, 3) for k, v in r.items() if k.endswith('_s')},
+                                                         'done_at_s': round(time.perf_counter() - t0, 3)}  # since this call's grid began
                 write_text(tfile, json.dumps(timing, indent=1))
         finally:
             if own and ex is not None: ex.shutdown()

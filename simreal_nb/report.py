@@ -17,18 +17,19 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains)
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
-from .store import atomic_write, write_text, read_json, RunFileError
-from .schema import FIELD_META
-from .metrics import EXPOSURE_CONTROLS
+from .store import atomic_write, write_text, read_json, write_dataset, RunFileError
+from .schema import FIELD_META, FIELDS
+from .metrics import EXPOSURE_CONTROLS, PROTOCOLS
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
-           'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'phys_table',
-           'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure',
-           'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change',
-           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table', 'control_table', 'control_verdicts',
-           'exposure_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text', 'report_text',
-           'write_report', 'protocol_ranking', 'ranking_agreement']
+__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'SCORE_DIMS', 'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair',
+           'pair_choices', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table',
+           'per_setting', 'units_of', 'units_line', 'phys_table', 'baseline_flags', 'persistence_flags',
+           'off_domain_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure',
+           'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking',
+           'exposure_table', 'control_table', 'control_verdicts', 'exposure_lines', 'physics_table', 'physics_lines',
+           'targets_text', 'units_text', 'report_text', 'compact_scores', 'write_report', 'column_meaning',
+           'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -190,6 +191,16 @@ def per_setting(res:xr.Dataset, var:str, level:float=0.95) -> pd.DataFrame:
     "A scalar-per-cell variable of `res` (e.g. `steps_done`) as a setting × protocol table, mean and `±` over seeds."
     return _by_protocol(res[var], level)
 
+def units_of(res:xr.Dataset, system:str) -> dict:
+    "field -> units of `system`'s physical values in `res` (attrs `field_units`; runs that predate it: the contract's `FIELD_META`)."
+    rec = json.loads(res.attrs.get('field_units', '{}')).get(system)
+    return rec if rec else {f: m.get('units', '') for f, m in FIELD_META.items()}
+
+def units_line(res:xr.Dataset) -> str:
+    "One line naming each system's field units, for tables and figures in physical units."
+    per = {str(s): units_of(res, str(s)) for s in res.system.values}
+    return 'Units: ' + '; '.join(f"{s}: " + ', '.join(f'{f} [{u}]' for f, u in us.items() if f in res.field.values) for s, us in per.items()) + '.'
+
 def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
     "`score_phys` (physical units) per (settings, protocol): each measured (domain, field), mean and `±` over seeds."
     sp = res['score_phys'].sel(metric=metric, drop=True)
@@ -288,7 +299,7 @@ def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP
                 ax.set_xticks([]); ax.set_yticks([])
                 if i == 0: ax.set_title(f'{d} {f}\n{lab}', fontsize=8)
             cb = fig.colorbar(im, ax=group[:len(imgs)], shrink=0.85, pad=0.01, aspect=15)          # one scale per field and domain
-            cb.set_label(f"{f} [{FIELD_META.get(f, {}).get('units', '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
+            cb.set_label(f"{f} [{units_of(res, s).get(f, '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
             axs[i, 0].set_ylabel(s, fontsize=9)
     fig.suptitle(f'Rollouts, last frame (capacity {cap}); white: not measured or not valid', fontsize=9)
     return fig
@@ -850,7 +861,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
         L += ['The pooled change of bM(λ) against Joint at other weights of the two domains (λ = 0.2: exp weighs most; '
               '0.8: sim; same pairs and verdict rule):', '', md_table(_refs(lambda_ranking(resP))), '']
     if 'score_phys' in res:
-        L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field.', '',
+        L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field. ' + units_line(res), '',
               md_table(_refs(phys_table(res))), '']
     if score.sizes.get('exp_trajs', 1) > 1:
         L += ['## Error against the number of experimental training trajectories', '',
@@ -885,6 +896,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
               "normaliser's mean, one constant): their column is `sim training mean (ref.)`.",
               '', md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
     if physics is not None: L += physics_lines(physics)
+    L += column_glossary('\n'.join(L), protos)
     L += ['## Figures', '']
     for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']
     return '\n'.join(L)
@@ -903,8 +915,15 @@ def _read_results(path) -> xr.Dataset:
         raise RunFileError(f"{path}: a netCDF file without the variable 'score'; expected the results of `simreal run`")
     return res
 
+SCORE_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'hidden_field', 'band', 'mode')  # besides the setting dims
+
+def compact_scores(res:xr.Dataset) -> xr.Dataset:
+    "The per-cell numbers of `res` without its curves, example frames and per-lead errors: what a run's tables, the tutorial and the λ inspector read (`scores.nc`)."
+    keep = set(setting_dims(res['score'])) | set(SCORE_DIMS)
+    return res[[v for v in res.data_vars if set(res[v].dims) <= keep]]
+
 def write_report(run_dir, verbose:bool=False) -> Path:
-    "Rebuild `report.md` and `figures/` of `run_dir` from its `results.nc` (and `physics.json` where there is one); return the report's path."
+    "Rebuild `report.md`, `figures/` and `scores.nc` (`compact_scores`) of `run_dir` from its `results.nc` (and `physics.json` where there is one); return the report's path."
     run_dir = Path(run_dir)
     if not (run_dir / 'results.nc').exists(): raise FileNotFoundError(f"{run_dir / 'results.nc'} not found: is {run_dir} a run directory?")
     res = _read_results(run_dir / 'results.nc')
@@ -919,8 +938,83 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     phys = read_json(pfile, "the physics.json that `simreal physics-check` writes (delete it or run the check again)") if pfile.exists() else None
     text = report_text(res, timing, phys)
     write_text(run_dir / 'report.md', text)
+    write_dataset(compact_scores(res), run_dir / 'scores.nc', validate=False)  # small enough to keep with the code
     if verbose: print(text)
     return run_dir / 'report.md'
+
+# %% ../nbs/55_report.ipynb #a36ebbee
+COLUMNS = {  # report column -> what it holds, one phrase
+    'system': 'the twin system (or imported data set)', 'capacity': 'the model size', 'arch': 'the network architecture',
+    'exp_trajs': 'experimental trajectories the protocols train on',
+    'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, outside every training parameter',
+    'protocol': 'the training protocol; (ref.) marks a reference baseline, which trains nothing',
+    'domain': 'the held-out domain scored', 'metric': 'the error measure: rmse, rel_l2 (relative L2) or frmse (Fourier-space RMSE)',
+    'seed': 'the replicate (data realisation and initialisation)',
+    'sim': 'error on the held-out simulation trajectories',
+    'exp': 'error on the held-out experimental trajectories, against the hidden truth of the measured fields at the measured points where the data have one (else against the measurement)',
+    'exp vs measured': 'the same exp rollouts scored against the noisy measurement',
+    'exp floor': "the measurement's own error against the truth over the same windows, frames and points: no error against the measurement can resolve differences below it",
+    'error': "the protocol's seed-mean error", 'measured': 'the value this run measured', 'paper': "the paper's value",
+    'every seed': 'the count when every seed must agree (not only the seed mean)', 'statistic': "the paper's headline statistic",
+    'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp', 'which': 'the protocol that had it',
+    'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed (positive: Joint lower)",
+    'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean', 'wins (every seed)': 'whether it has in every seed',
+    'lam': 'λ, the weight of the sim error in bM(λ)', 'joint wins': '(setting × metric) comparisons Joint wins at that λ', 'of': 'comparisons made',
+    'updates': 'updates the convergence rule let the cell make (mean over seeds)', 'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
+    'mean cos(g_sim, g_exp)': 'mean cosine between the sim and the exp gradient of the shared weights during Joint',
+    'fraction g_sim·g_exp < 0': 'fraction of logged updates in which the two gradients conflict',
+    'sim training mean (ref.)': "what every reference baseline predicts for a field its exp inputs lack: the normaliser's sim training mean",
+    'two-model pair (ref.)': 'the best sim specialist scored on sim with the best exp specialist scored on exp: two models, not one',
+    'sim model': 'the protocol the two-model pair takes its sim model from', 'exp model': 'the protocol it takes its exp model from',
+    'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
+    'r_exp': 'Sim-only / Exp-only error on exp: how much worse the simulation-trained model is on the experiment',
+    'r_sim': 'Exp-only / Sim-only error on sim', 'sim / sim_only': "sim error relative to Sim-only's (above 1: forgetting)",
+    'hidden exp p': "error on the experiment's hidden true pressure", 'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
+    'vs joint %': 'paired change of bRMSE(0.5) against Joint, geometric mean over seeds (positive: lower error)',
+    'joint margin %': "Joint's paired exp-error margin over the protocol (positive: Joint lower)",
+    'pairs lower': '(setting, seed) pairs in which the protocol is lower than Joint, of all pairs', 'mean rank': 'mean rank over the settings (1 = lowest)',
+    'settings': 'settings pooled', 'seeds': 'seeds run',
+    'div_ratio_sim': "rms divergence of the sim rollout over the data's", 'div_ratio_exp': "the same on exp",
+    'divergence': 'divergence check verdict', 'causal_ahead': 'whether the rollout runs ahead of its inputs', 'causal_delay': 'the delay found',
+    'causality': 'causality check verdict', 'extreme_ratio': 'largest extreme-value ratio of the rollout to the data', 'extreme': 'extremes check verdict',
+    'energy_ratio': "rollout kinetic energy over the data's", 'energy': 'energy check verdict',
+}
+
+def column_meaning(name:str, protocols=()) -> str|None:
+    "What the report column `name` holds (None: unexplained); `protocols` are the run's protocol and baseline names."
+    import re
+    if name in COLUMNS: return COLUMNS[name]
+    if name.endswith(' ±'): return f"the 95 % confidence half-width of `{name[:-2]}` over the seeds"
+    m = re.fullmatch(r'(.+?) (lo|hi)', name)
+    of = m and next((b for b in (m[1], m[1] + ' %') if column_meaning(b, protocols)), None)  # 'vs joint % lo', 'λ=0.2 lo'
+    if of: return f"the {'lower' if m[2] == 'lo' else 'upper'} end of the 95 % interval of `{of}`"
+    m = re.fullmatch(r'b@([0-9.]+)|brmse@([0-9.]+)', name)
+    if m: return f"the balanced error bM(λ) = λ·sim + (1−λ)·exp at λ = {m[1] or m[2]}"
+    m = re.fullmatch(r'λ=([0-9.]+) (%|verdict)', name)
+    if m: return f"{'paired change of bM' if m[2] == '%' else 'verdict on the change of bM'}(λ = {m[1]}) against Joint"
+    m = re.fullmatch(r'(sim|exp) (\w+)', name)
+    if m and m[2] in FIELDS: return f"the {m[1]} error of {m[2]} alone"
+    if m and m[2] in METRICS: return f"the {m[1]} {m[2]}"
+    m = re.fullmatch(r'≥ ([0-9.]+) both', name)
+    if m: return f"whether r_exp and r_sim both reach {m[1]}"
+    base = name.removesuffix(' (ref.)')
+    if base in protocols or base in BASELINES or base in PROTOCOLS: return f"the error of `{base}`" + (' (a reference baseline)' if base in BASELINES else '')
+    return None
+
+def table_columns(text:str) -> list:
+    "Column names of the markdown tables in `text`, in order of first appearance."
+    import re
+    lines, out = text.splitlines(), {}
+    for i, l in enumerate(lines[:-1]):
+        if l.startswith('|') and re.fullmatch(r'\|[\s:|-]+\|', lines[i + 1].strip()):
+            for h in l.strip().strip('|').split('|'): out.setdefault(h.strip(), None)
+    return list(out)
+
+def column_glossary(text:str, protocols=()) -> list:
+    "The report's *Columns* section: one line per column name of `text`'s tables."
+    L = ['## Columns', '']
+    for c in table_columns(text): L.append(f"- `{c}`: {column_meaning(c, protocols) or '(not explained: please report it)'}")
+    return L + ['']
 
 # %% ../nbs/55_report.ipynb #c024
 def protocol_ranking(score:xr.DataArray, metric:str='rmse', lam:float=0.5) -> dict:

@@ -925,33 +925,38 @@ def write_twins(system:str, # one of `list_systems()`
     return {k: write_dataset(out[k], out_dir / f'{system}_{k}.nc') for k in _DOMAINS}
 
 # %% ../nbs/05_systems.ipynb #c047
-def _fill_entry(system, seed, size, cache_dir, overrides):
+def _fill_entry(system, seed, size, cache_dir, overrides, threads=1):
     "Make sure the cache entry exists; returns [wall seconds, CPU seconds] spent ([0, 0] if it was already cached)."
     t, c = time.perf_counter(), time.process_time()
     key = twin_key(system, seed, size, **overrides)
     d = cache_root(cache_dir) / f'{system}-{size}-s{int(seed)}-{key}'
     if d.exists() and _read_entry(d, key) is not None: return [0.0, 0.0]
-    load_twins(system, seed, size, cache_dir=cache_dir, **overrides)
+    load_twins(system, seed, size, cache_dir=cache_dir, threads=threads, **overrides)
     return [time.perf_counter() - t, time.process_time() - c]
 
-def _fill_parallel(systems, seed, size, cache_dir, overrides, workers):
-    "Run `_fill_entry` for each system in fresh interpreter processes, `workers` at a time; dict of seconds."
+def _fill_parallel(entries, size, cache_dir, overrides, workers, threads=1):
+    "Run `_fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time (`threads` torch threads each); dict entry -> seconds."
     import subprocess, sys
-    code = ("import json, sys; from simreal_nb.systems import _fill_entry; a = json.loads(sys.argv[1]); "
-            "print(json.dumps(_fill_entry(*a)))")
+    # a child exits when its stdin closes: when this process ends, however it ends (killed included), no orphan generates on
+    code = ("import json, os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(1)), daemon=True).start(); "
+            "from simreal_nb.systems import _fill_entry; a = json.loads(sys.argv[1]); print(json.dumps(_fill_entry(*a)), flush=True)")
     root = str(cache_root(cache_dir).parent)
-    todo, running, out = list(systems), {}, {}
-    while todo or running:
-        while todo and len(running) < workers:
-            s_ = todo.pop(0)
-            arg = json.dumps([s_, int(seed), size, root, overrides])
-            running[s_] = subprocess.Popen([sys.executable, '-c', code, arg], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for s_, pr in list(running.items()):
-            if pr.poll() is None: continue
-            o, e = pr.communicate(); del running[s_]
-            if pr.returncode: raise RuntimeError(f"generating {s_!r} failed in a worker process:\n{e[-2000:]}")
-            out[s_] = json.loads(o.strip().splitlines()[-1])
-        time.sleep(0.05)
+    todo, running, out = [(s_, int(k)) for s_, k in entries], {}, {}
+    try:
+        while todo or running:
+            while todo and len(running) < workers:
+                e_ = todo.pop(0)
+                arg = json.dumps([*e_, size, root, overrides, int(threads)])
+                running[e_] = subprocess.Popen([sys.executable, '-c', code, arg], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                               stderr=subprocess.PIPE, text=True)
+            for e_, pr in list(running.items()):
+                if pr.poll() is None: continue
+                o, e = pr.communicate(); del running[e_]
+                if pr.returncode: raise RuntimeError(f"generating {e_[0]!r} (seed {e_[1]}) failed in a worker process:\n{e[-2000:]}")
+                out[e_] = json.loads(o.strip().splitlines()[-1])
+            time.sleep(0.05)
+    finally:
+        for pr in running.values(): pr.kill(); pr.wait()
     return out
 
 # %% ../nbs/05_systems.ipynb #c048
@@ -963,5 +968,5 @@ def load_all_twins(systems=None, # names (default: all of `list_systems()`)
     systems = list_systems() if systems is None else list(systems)
     for s_ in systems: twin_key(s_, seed, size, **overrides)   # every argument checked before any compute
     if workers > 1 and len(systems) > 1 and size != 'test':  # test sizes: process start-up would dominate
-        _fill_parallel(systems, seed, size, cache_dir, overrides, workers)
+        _fill_parallel([(s_, seed) for s_ in systems], size, cache_dir, overrides, workers)
     return {s_: load_twins(s_, seed, size, cache_dir=cache_dir, **overrides) for s_ in systems}

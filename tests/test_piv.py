@@ -1,4 +1,5 @@
 "PIV import checked against the raw files pivpy ships (Insight, OpenPIV, PIVlab, LaVision VC7)."
+from simreal_nb.cli import is_user_error
 import importlib.util, os, shutil
 from pathlib import Path
 import numpy as np, pytest, xarray as xr
@@ -281,7 +282,7 @@ def test_bad_argument_is_a_piv_format_error(tmp_path, kw, match):
     "fmt=, dt= and units= are checked before any file is read: a PIVFormatError (a ValueError) naming the argument."
     with pytest.raises(PIVFormatError, match=match) as e:
         read_piv(tmp_path / 'no_such_folder', **kw)
-    assert isinstance(e.value, ValueError)
+    assert is_user_error(e.value)  # the CLI answers it with one line and exit 2
     with pytest.raises(PIVFormatError, match=match):  # through import_piv on real files: refused, nothing written
         import_piv(data('Insight'), tmp_path / 'out', **kw)
     assert not (tmp_path / 'out').exists()

@@ -1,4 +1,5 @@
 """RealPDEBench loader: miniature files written here in the two published layouts (raw HDF5 and Hugging Face Arrow)."""
+from simreal_nb.cli import is_user_error
 import json
 import warnings
 
@@ -267,7 +268,7 @@ def test_bad_argument_is_a_realpdebench_error(tmp_path, kw, match):
     write_h5(tmp_path, 'cylinder', NAMES)
     with pytest.raises(RealPDEBenchError, match=match) as e:
         load_realpdebench(tmp_path, 'cylinder', **kw)
-    assert isinstance(e.value, ValueError)
+    assert is_user_error(e.value)  # the CLI answers it with one line and exit 2
 
 
 def test_bad_argument_checked_before_any_file(tmp_path):

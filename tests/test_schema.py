@@ -1,4 +1,5 @@
 "Every error of the data-contract validator: type, and a message naming the variable and the expectation."
+from simreal_nb.cli import is_user_error
 import numpy as np, pytest, xarray as xr
 from simreal_nb.schema import (FIELDS, FIELD_META, DIMS, DataContractError, validate, fields_of, input_names,
                                reference_scales)
@@ -25,7 +26,7 @@ def make_exp():
 
 def err(ds, domain=None):
     with pytest.raises(DataContractError) as e: validate(ds, domain)
-    assert isinstance(e.value, ValueError)
+    assert is_user_error(e.value)  # the CLI answers it with one line and exit 2
     return str(e.value)
 
 

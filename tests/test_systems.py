@@ -1,4 +1,5 @@
 "Twin systems: contract, scales, determinism, a physical gap per system, learnable pressure, cache, errors."
+from simreal_nb.cli import is_user_error
 import json
 import numpy as np, pytest, xarray as xr
 import simreal_nb
@@ -250,7 +251,7 @@ def test_bad_input_errors_before_compute(call, match, monkeypatch):
     def no_compute(*a, **k): raise AssertionError('a solver ran before the arguments were checked')
     for gen in ('_gen_lbm', '_gen_kolmogorov'): monkeypatch.setattr(systems, gen, no_compute)
     with pytest.raises(SystemConfigError, match=match) as e: call()
-    assert isinstance(e.value, ValueError)
+    assert is_user_error(e.value)  # the CLI answers it with one line and exit 2
 
 
 def test_stale_entries_removed(tmp_path):
@@ -355,3 +356,38 @@ def test_test_groups(s):
     for i in np.nonzero(g == 'out_dist')[0]:
         assert any(sim[p].values[i] < rem[p].min() or sim[p].values[i] > rem[p].max() for p in params), (s, i)
     assert 'group' not in make_twins(s, seed=0, size='test', n_traj=7, n_frames=2, n_in_dist=2, n_out_dist=2)['sim'].coords
+
+
+def _children(pid):
+    "Live (not zombie) processes whose parent is `pid` (Linux /proc)."
+    out = []
+    for d in __import__('pathlib').Path('/proc').iterdir():
+        if not d.name.isdigit(): continue
+        try: stat = (d / 'stat').read_text()
+        except OSError: continue
+        state, ppid = stat.rsplit(')', 1)[1].split()[:2]
+        if int(ppid) == pid and state != 'Z': out.append(int(d.name))
+    return out
+
+
+def _alive(pid):
+    try: return (__import__('pathlib').Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0]) != 'Z'
+    except OSError: return False
+
+
+@pytest.mark.skipif(not __import__('os').path.isdir('/proc'), reason='reads /proc to find the child processes')
+def test_fill_parallel_children_end_with_a_killed_parent(tmp_path):
+    "A run killed while its twins generate leaves no process behind generating on (and writing the cache)."
+    import subprocess, sys, time
+    code = ("from simreal_nb.systems import _fill_parallel; "
+            f"_fill_parallel([('cylinder', 11), ('foil', 11)], 'default', {str(tmp_path)!r}, {{}}, 2)")
+    parent = subprocess.Popen([sys.executable, '-c', code])
+    kids, deadline = [], time.time() + 120
+    while len(kids) < 2 and time.time() < deadline and parent.poll() is None:
+        time.sleep(0.2); kids = _children(parent.pid)
+    assert len(kids) == 2, f"expected two generating children, found {kids}"
+    parent.kill(); parent.wait()
+    deadline = time.time() + 20
+    while any(_alive(k) for k in kids) and time.time() < deadline: time.sleep(0.2)
+    assert not any(_alive(k) for k in kids), "children of a killed _fill_parallel kept running"
+    assert not list(tmp_path.rglob('*.nc')), "a child wrote a cache entry after its parent was killed"
