@@ -22,9 +22,10 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from .store import atomic_write, write_text
+from .errors import InputError
 
 # %% ../nbs/70_ada.ipynb #c006
-class ADAInputError(ValueError):
+class ADAInputError(InputError):
     "Bad input to an ADA routine (observables, experimental samples, hyper-parameters)."
 
 def _check_int(name, v, lo):

@@ -12,13 +12,14 @@ import xarray as xr
 from scipy import stats
 from .systems import load_twins
 from .beyond import WAKE_BOX, box_mask  # the near-wake box (shared with the causal training penalty)
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['CausalCheckError', 'wake_response', 'delta_corr', 'causal_score', 'dominant_frequency', 'predicted_response',
            'causal_consistency', 'granger_test', 'GrangerMonitor', 'actuator_off_stream', 'run_monitor']
 
 # %% ../nbs/81_causal.ipynb #c05
-class CausalCheckError(ValueError):
+class CausalCheckError(InputError):
     "Bad input to a causal-consistency function: the message names the argument and what was expected."
 
 # %% ../nbs/81_causal.ipynb #c06

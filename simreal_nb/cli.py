@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno, json, os, re, sys
 from pathlib import Path
 from fastcore.script import call_parse, anno_parser, store_true, Param
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
@@ -15,7 +16,7 @@ __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'UsageError', 'UserExit', '
            'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
-class UsageError(ValueError):
+class UsageError(InputError):
     "A mistake in a command line, or in a file it names, found by the CLI's own checks."
 
 class UserExit(SystemExit):
@@ -23,21 +24,13 @@ class UserExit(SystemExit):
     def __init__(self, line:str): super().__init__(2); self.line = line
     def __str__(self): return self.line
 
-USER_ERRORS = ('simreal_nb.schema.DataContractError', 'simreal_nb.systems.SystemConfigError', 'simreal_nb.store.CheckpointError', 'simreal_nb.store.RunFileError',
-               'simreal_nb.models.ModelInputError', 'simreal_nb.metrics.MetricInputError', 'simreal_nb.protocols.ProtocolError',
-               'simreal_nb.experiment.GridError', 'simreal_nb.realpdebench.RealPDEBenchError', 'simreal_nb.piv.PIVFormatError',
-               'simreal_nb.ada.ADAInputError', 'simreal_nb.physics.PhysicsCheckError', 'simreal_nb.causal.CausalCheckError',
-               'simreal_nb.health.HealthError', 'simreal_nb.rigs.RigError',  # the package's input errors (and their subclasses), by name
-               'FileNotFoundError', 'FileExistsError', 'IsADirectoryError', 'NotADirectoryError', 'PermissionError')
+USER_ERRORS = (InputError,  # every input error of the package (`errors.InputError`), the CLI's own `UsageError` among them
+               FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG') if hasattr(errno, n)}  # unwritable outputs
-
-def _qualname(c:type) -> str: return c.__qualname__ if c.__module__ == 'builtins' else f'{c.__module__}.{c.__qualname__}'
 
 def is_user_error(e:BaseException) -> bool:
     "Whether `e` is the user's mistake (one line, exit 2) rather than a bug (traceback, exit 1)."
-    if isinstance(e, UsageError): return True  # the CLI's own checks
-    if any(_qualname(c) in USER_ERRORS for c in type(e).__mro__): return True  # by name: no heavy module is imported
-    return isinstance(e, OSError) and e.errno in USER_ERRNOS
+    return isinstance(e, USER_ERRORS) or (isinstance(e, OSError) and e.errno in USER_ERRNOS)
 
 def error_line(e:BaseException) -> str:
     "The message of `e` on one line; an operating-system error as `path: reason`."
@@ -417,10 +410,16 @@ def find_command(argv:list):
     raise UsageError(f"unknown command {' '.join(argv[:2])!r}; expected one of: {', '.join(known)}")
 
 # %% ../nbs/90_cli.ipynb #c013
+def _option_token(a:str) -> str:
+    "`--exp-trajs` as `--exp_trajs` (argparse's names); only the name: a value after `=` stays as typed (`--out=runs/my-dir`)."
+    if not a.startswith('--') or a == '--': return a
+    name, eq, value = a[2:].partition('=')
+    return '--' + name.replace('-', '_') + eq + value
+
 def main(argv:list=None):
     "Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug."
     argv = list(sys.argv[1:] if argv is None else argv)
-    argv = ['--' + a[2:].replace('-', '_') if a.startswith('--') else a for a in argv]  # --exp-trajs == --exp_trajs
+    argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
     prog = 'simreal'
     try:

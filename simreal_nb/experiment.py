@@ -22,6 +22,7 @@ from .models import make_model, n_params, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
 from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND, EXPOSURE_CONTROLS
 from .evaluation import evaluate, evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset',
@@ -90,7 +91,7 @@ class GridConfig:
                 f"half of that cap{own}; the same rule for every protocol and seed")
 
 # %% ../nbs/50_experiment.ipynb #c008
-class GridError(ValueError):
+class GridError(InputError):
     "A grid name (system, capacity, protocol) or a run directory is not usable."
 
 @dataclass(frozen=True)
@@ -130,17 +131,20 @@ class Grid:
         _check_names('capacity', list(self.capacities), list(CAPACITIES))
         archs = list(self.archs or (arch,))
         _check_names('arch', archs, list(ARCHS))
+        canon = []  # every protocol by its canonical name, once: 'joint@0.5' is 'joint', 'sim_to_exp_lora@4' is 'sim_to_exp_lora'
         for p in self.protocols:
-            if p in BASELINES or p in EXPOSURE_CONTROLS: continue  # a control's protocol is made when its Joint cell is done
-            try: get_protocol(p)
-            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + BEYOND + EXPOSURE_CONTROLS)}, "
-                                                    f"or joint@<λ in [0, 1]> ({e})") from None
+            if p in BASELINES or p in EXPOSURE_CONTROLS: name = p  # a control's protocol is made when its Joint cell is done
+            else:
+                try: name = get_protocol(p).name
+                except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + BEYOND + EXPOSURE_CONTROLS)}, "
+                                                        f"or joint@<λ in [0, 1]> ({e})") from None
+            if name not in canon: canon.append(name)
         for n in self.exp_trajs:
             if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):
                 raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
-        if not seeds: raise GridError("seeds: expected at least one seed")
-        protocols = list(self.protocols) + [b for b in BASELINES if self.baselines and b not in self.protocols]
+        if not seeds: raise GridError(f"seeds: expected at least one seed (a number >= 1, or the seeds themselves), got {self.seeds!r}")
+        protocols = canon + [b for b in BASELINES if self.baselines and b not in canon]
         return [Cell(s, c, p, k, a, n) for s in systems for c in self.capacities for a in archs for n in self.exp_trajs
                 for p in protocols for k in seeds]
 

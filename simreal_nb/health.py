@@ -9,13 +9,14 @@ import numpy as np
 import xarray as xr
 from .schema import validate
 from .align import regrid
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['FAULTS', 'HEALTH_THRESHOLD', 'Z_SCALE', 'FLOOR_BIAS', 'FLOOR_LOG', 'HealthError', 'inject_fault', 'region_boxes',
            'health_monitor', 'time_to_double']
 
 # %% ../nbs/83_health.ipynb #h05
-class HealthError(ValueError):
+class HealthError(InputError):
     "Bad input to a sensor-health function: the message names the argument and what was expected."
 
 # %% ../nbs/83_health.ipynb #h06

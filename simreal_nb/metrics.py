@@ -10,6 +10,7 @@ import warnings
 import numpy as np
 import torch
 import xarray as xr
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'BASELINES',
@@ -21,7 +22,7 @@ __all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', '
            'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
-class MetricInputError(ValueError):
+class MetricInputError(InputError):
     "Bad input to a metric: the message names the argument, what was wrong and what was expected."
 
 # %% ../nbs/30_metrics.ipynb #c007

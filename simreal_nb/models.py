@@ -12,13 +12,14 @@ import torch.nn.functional as F
 from .schema import FIELDS
 import simreal_nb
 from .store import CheckpointError, save_torch, load_torch
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['CAPACITIES', 'ARCHS', 'MODEL_CLASSES', 'ModelInputError', 'FieldModel', 'FieldAttentionNet', 'FNO2d', 'UNet2d',
            'make_model', 'n_params', 'save_model', 'load_model']
 
 # %% ../nbs/20_models.ipynb #c006
-class ModelInputError(ValueError):
+class ModelInputError(InputError):
     "Bad argument to a model or a model factory; the message names the argument and the expected value."
 
 # %% ../nbs/20_models.ipynb #c007

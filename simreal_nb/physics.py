@@ -17,6 +17,7 @@ from .experiment import GridConfig, Cell, cell_data, is_cell_key, _cell_model
 from .store import read_json
 from .metrics import BASELINES
 from .report import physics_table, write_report
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['DIV_FACTOR', 'ENERGY_FACTOR', 'EXTREME_C', 'PhysicsCheckError', 'divergence', 'vorticity', 'divergence_check',
@@ -24,7 +25,7 @@ __all__ = ['DIV_FACTOR', 'ENERGY_FACTOR', 'EXTREME_C', 'PhysicsCheckError', 'div
            'Fragile', 'check_model', 'load_cell_model', 'physics_check']
 
 # %% ../nbs/80_physics.ipynb #p05
-class PhysicsCheckError(ValueError):
+class PhysicsCheckError(InputError):
     "A physics check got something it cannot check: the message names the argument and what was expected."
 
 # %% ../nbs/80_physics.ipynb #p06

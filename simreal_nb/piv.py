@@ -13,13 +13,14 @@ from . import __version__
 from .schema import DIMS, FIELD_META, validate
 from .store import write_dataset
 from .align import regrid
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['READERS', 'PIVFormatError', 'norm_units', 'PIVFrame', 'read_insight', 'read_openpiv', 'read_pivlab', 'read_vc7',
            'piv_format', 'read_frames', 'read_piv', 'import_piv', 'to_si', 'to_sim_grid']
 
 # %% ../nbs/17_piv.ipynb #p007
-class PIVFormatError(ValueError):
+class PIVFormatError(InputError):
     "A PIV file (or a sequence of them) cannot be imported; the message names the file and the problem."
 
 def _bad(path, problem): raise PIVFormatError(f"{Path(path).name if path is not None else 'PIV input'}: {problem}")

@@ -15,6 +15,7 @@ import torch.nn as nn
 from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .schema import never_train
+from .errors import InputError
 from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS
 from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, HCW_WEIGHTS, AnchorPenalty,
                               fisher_diagonal, add_lora, merge_lora, CausalPenalty, box_mask)
@@ -28,7 +29,7 @@ __all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FO
            'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
-class ProtocolError(ValueError):
+class ProtocolError(InputError):
     "Bad protocol name, training setting or training data, detected before any training step."
 
 class NonFiniteLossError(FloatingPointError):

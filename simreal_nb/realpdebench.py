@@ -12,6 +12,7 @@ import xarray as xr
 from . import __version__
 from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, validate
 from .store import write_dataset
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['SCENARIOS', 'SOURCE_TYPES', 'WINDOW_SPLITS', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
@@ -30,7 +31,7 @@ WINDOW_SPLITS = ('train', 'val', 'test')  # published window splits, coded 1, 2,
 GENERATOR = 'simreal_nb.realpdebench'
 
 # %% ../nbs/16_realpdebench.ipynb #r008
-class RealPDEBenchError(ValueError):
+class RealPDEBenchError(InputError):
     "A RealPDEBench file or folder is missing, unreadable or not in a published layout."
 
 # %% ../nbs/16_realpdebench.ipynb #r009

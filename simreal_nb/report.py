@@ -960,7 +960,7 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed (positive: Joint lower)",
     'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean', 'wins (every seed)': 'whether it has in every seed',
     'lam': 'λ, the weight of the sim error in bM(λ)', 'joint wins': '(setting × metric) comparisons Joint wins at that λ', 'of': 'comparisons made',
-    'updates': 'updates the convergence rule let the cell make (mean over seeds)', 'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
+    'updates': 'updates the cell made under the convergence rule (the seed mean where the table has no seed column)', 'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
     'mean cos(g_sim, g_exp)': 'mean cosine between the sim and the exp gradient of the shared weights during Joint',
     'fraction g_sim·g_exp < 0': 'fraction of logged updates in which the two gradients conflict',
     'sim training mean (ref.)': "what every reference baseline predicts for a field its exp inputs lack: the normaliser's sim training mean",

@@ -14,13 +14,14 @@ from .models import make_model
 from .protocols import train
 from .evaluation import evaluate, Persistence
 from .schema import reference_scales
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['RIGS', 'FP_NAMES', 'CALIB', 'RigError', 'make_rigs', 'circulation', 'fingerprint', 'with_fingerprint', 'standardise',
            'rig_holdout']
 
 # %% ../nbs/82_rigs.ipynb #r005
-class RigError(ValueError):
+class RigError(InputError):
     "Bad rig definition or calibration data: the message names what is wrong and what was expected."
 
 RIGS = {  # per rig of the controlled cylinder: actuator gain, actuator lag (shedding periods), inflow turbulence (fraction of U)

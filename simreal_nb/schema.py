@@ -6,6 +6,7 @@
 from __future__ import annotations
 import numpy as np
 import xarray as xr
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'DataContractError', 'fields_of',
@@ -26,7 +27,7 @@ TEST_GROUPS = GROUPS[1:]  # the test groups
 
 
 # %% ../nbs/00_schema.ipynb #c007
-class DataContractError(ValueError):
+class DataContractError(InputError):
     "A Dataset violates the `simreal_nb` data contract (DESIGN.md §3)."
 
 # %% ../nbs/00_schema.ipynb #c008

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from .schema import validate as _validate, DIMS, FIELD_META
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['atomic_write', 'CheckpointError', 'RunFileError', 'read_json', 'write_text', 'save_torch', 'load_torch',
@@ -52,10 +53,10 @@ def atomic_write(path,  # destination file
     return path
 
 # %% ../nbs/10_store.ipynb #0f14169c
-class CheckpointError(ValueError):
+class CheckpointError(InputError):
     "A checkpoint file is missing, unreadable, or does not belong to what loads it."
 
-class RunFileError(ValueError):
+class RunFileError(InputError):
     "A file of a run directory (JSON, netCDF) that is unreadable, truncated or foreign."
 
 def read_json(path, expected:str) -> dict:

@@ -15,6 +15,7 @@ from . import __version__
 from .schema import FIELD_META, fields_of, validate
 from .store import write_dataset, read_dataset, write_text
 from .schema import GROUPS
+from .errors import InputError
 
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'measure',
@@ -30,7 +31,7 @@ GENERATOR_VERSION = '4'  # bump when generated data change for the same (system,
                          # 4: channel trajectories spin up independently (own parameters, seeded kick and delay);
                          #    per-trajectory test groups (coord `group`); 14 trajectories by default
 
-class SystemConfigError(ValueError):
+class SystemConfigError(InputError):
     "Bad system name or impossible physical/numerical parameter; raised before any compute."
 
 # %% ../nbs/05_systems.ipynb #c007

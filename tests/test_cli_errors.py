@@ -185,16 +185,49 @@ def test_run_lambdas_adds_joint_at_each_training_weight(monkeypatch, tmp_path):
     cli.main(['run', '--preset', 'test', '--lambdas', '0.1,0.9', '--out', str(tmp_path / 'r'), '--workers', '0'])
     assert seen['grid'].protocols == ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.1', 'joint@0.9')
 
-def test_user_errors_name_every_input_error_of_the_package():
-    "USER_ERRORS names real classes, and every ValueError subclass the package defines counts as a user error."
-    for name in cli.USER_ERRORS:
-        mod, _, cls = name.rpartition('.')
-        c = getattr(importlib.import_module(mod or 'builtins'), cls)
-        assert issubclass(c, (ValueError, OSError)), name
+def test_every_package_error_is_an_input_error_or_documented_as_not_one():
+    "Each error class a module defines derives from errors.InputError (exit 2) or is listed in errors.NOT_INPUT with its reason (a traceback)."
+    from simreal_nb.errors import InputError, SimrealError, NOT_INPUT
     own = set()
     for m in pkgutil.iter_modules(simreal_nb.__path__):
         mod = importlib.import_module(f'simreal_nb.{m.name}')
-        own |= {c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, ValueError) and c.__module__ == mod.__name__}
-    assert {c.__name__ for c in own} >= {'ADAInputError', 'RealPDEBenchError', 'PIVFormatError', 'GridError', 'UsageError'}
-    for c in own: assert cli.is_user_error(c('x')), c
+        own |= {c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == mod.__name__}
+    assert {c.__name__ for c in own} >= {'ADAInputError', 'RealPDEBenchError', 'PIVFormatError', 'GridError', 'UsageError', 'NonFiniteLossError'}
+    for c in own:
+        if c.__name__ in NOT_INPUT or c in (SimrealError, InputError) or issubclass(c, SystemExit): continue
+        assert issubclass(c, InputError), f"{c.__module__}.{c.__name__}: neither an errors.InputError nor listed in errors.NOT_INPUT"
+        assert issubclass(c, ValueError) and cli.is_user_error(c('x')), c
+    for name in NOT_INPUT:
+        c = next((c for c in own if c.__name__ == name), None)
+        assert c is not None and not issubclass(c, InputError) and not cli.is_user_error(c('x')), name
     assert not cli.is_user_error(ValueError('x')) and not cli.is_user_error(KeyError('x')) and not cli.is_user_error(OSError('x'))
+
+def test_run_lambdas_at_the_default_weight_adds_no_cell(monkeypatch, tmp_path):
+    "`--lambdas 0.5` names plain Joint again: the grid's cells hold one Joint (keyed by the canonical name), not a second."
+    import simreal_nb.experiment as ex
+    seen = {}
+    monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.update(grid=grid))
+    cli.main(['run', '--preset', 'test', '--lambdas', '0.5,0.3', '--out', str(tmp_path / 'r'), '--workers', '0'])
+    protos = [c.protocol for c in seen['grid'].cells('fno') if c.system == 'cylinder' and c.seed == 0]
+    assert protos.count('joint') == 1 and 'joint@0.5' not in protos and 'joint@0.3' in protos
+
+
+
+@pytest.mark.parametrize('value', ['my-dir', 'ü-é dir', 'a--b', '-lead'])
+def test_option_equals_value_parses_like_two_tokens(monkeypatch, tmp_path, value):
+    "`--out=VALUE` and `--out VALUE` reach the command with VALUE as typed: dashes, unicode and a leading dash kept."
+    import simreal_nb.experiment as ex
+    seen = []
+    monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.append(str(out)))
+    path = str(tmp_path / 'runs') + '/' + value
+    cli.main(['run', '--preset', 'test', '--workers', '0', f'--out={path}'])
+    if not value.startswith('-'): cli.main(['run', '--preset', 'test', '--workers', '0', '--out', path])
+    assert set(seen) == {path}
+
+
+def test_negative_number_after_equals_is_named_as_typed(capsys):
+    "`--seeds=-1` is refused naming -1 (not a rewritten `_1`)."
+    with pytest.raises(SystemExit) as e: cli.main(['run', '--preset', 'test', '--seeds=-1', '--out=unused-dir'])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert '-1' in err and '_1' not in err, err
