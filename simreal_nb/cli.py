@@ -10,10 +10,11 @@ from fastcore.script import call_parse, anno_parser, store_true, Param
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
-           'check_positive', 'check_out_dir', 'check_netcdf', 'check_json', 'data_list', 'data_make',
+__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error', 'error_line',
+           'check_at_least', 'check_positive', 'check_out_dir', 'check_netcdf', 'check_json', 'data_list', 'data_make',
            'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'bench_models', 'bench_joint',
-           'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'main']
+           'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command',
+           'Terminated', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(InputError):
@@ -54,7 +55,10 @@ def check_positive(flag:str, value):
 
 def check_out_dir(path, flag:str='--out') -> Path:
     "`path` as a folder that exists or can be created, and written to; checked without creating anything."
+    if not str(path).strip(): raise UsageError(f"{flag}: empty; expected a folder path (write {flag} . for the current folder)")
     p = Path(path)
+    if p.is_symlink() and not p.exists():
+        raise UsageError(f"{flag} {path}: a symbolic link to nothing (dangling, or a loop); expected a directory or a new path")
     if p.exists() and not p.is_dir():
         raise UsageError(f"{flag} {path}: is a file; expected a directory (or a path that does not exist yet)")
     q = p
@@ -204,7 +208,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         executor:str='local',         # local (a process pool on this machine) or dask (the workers of --scheduler)
         scheduler:str=None,           # --executor dask: address of a running dask scheduler, e.g. tcp://127.0.0.1:8786
         device:str='auto',            # Torch device: auto, cpu or cuda
-        data:str=None):               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
+        data:str=None,                # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
+        overwrite:store_true=False):  # Write into an --out that holds files no run wrote (replacing any of the same name)
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
     from dataclasses import replace
@@ -232,11 +237,11 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     _check_run_data(data, given['systems'], device)
     if executor == 'dask':
         client = _dask_client(scheduler)
-        try: run_experiment(out, PRESETS[name].config, grid, executor=client.get_executor(), device=device, verbose=True, data=data)
+        try: run_experiment(out, PRESETS[name].config, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
         finally: client.close()
         return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
-    run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True, data=data)
+    run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
 
 @call_parse
 def train(out:str=None,                # Job directory (job.json, checkpoints last.pt + history.json, scores.nc), required
@@ -416,12 +421,22 @@ def _option_token(a:str) -> str:
     name, eq, value = a[2:].partition('=')
     return '--' + name.replace('-', '_') + eq + value
 
+class Terminated(KeyboardInterrupt):
+    "SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every `finally` runs: workers stopped, lock released."
+
+def _raise_terminated(signum, frame): raise Terminated()
+
+INTERRUPT_STATUS = {KeyboardInterrupt: (130, 'SIGINT'), Terminated: (143, 'SIGTERM')}  # the shell's 128 + signal number
+
 def main(argv:list=None):
-    "Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug."
+    "Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug, 130 / 143 when interrupted."
+    import signal, threading
     argv = list(sys.argv[1:] if argv is None else argv)
     argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
     prog = 'simreal'
+    main_thread = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
@@ -431,8 +446,14 @@ def main(argv:list=None):
         args = vars(parser.parse_args(argv[len(words):]))
         for k in ('pdb','xtra'): args.pop(k, None)
         getattr(func, '__wrapped__', func)(**args)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGINT, or SIGTERM: the command has stopped what it ran (its `finally` blocks)
+        code, name = INTERRUPT_STATUS[type(e) if type(e) in INTERRUPT_STATUS else KeyboardInterrupt]
+        print(f"{prog}: stopped by {name}; what finished is kept (atomic files): the same command again resumes", file=sys.stderr, flush=True)
+        raise SystemExit(code) from None
     except Exception as e:
         if not is_user_error(e) or os.environ.get('SIMREAL_DEBUG'): raise  # a bug: the traceback, status 1
         line = f"{prog}: {error_line(e)}"
         print(line, file=sys.stderr, flush=True)
         raise UserExit(line) from None
+    finally:
+        if main_thread: signal.signal(signal.SIGTERM, signal.SIG_DFL if old_term is None else old_term)

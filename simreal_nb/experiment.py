@@ -27,10 +27,11 @@ from .errors import InputError
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset',
            'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable',
-           'exposure_protocol', 'field_units', 'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'lock_run_dir',
-           'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp',
-           'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'exposure_waves', 'map_cells',
-           'collect_results', 'prepare_twins', 'estimate_cost', 'run_experiment', 'open_job_dir', 'train_job']
+           'exposure_protocol', 'field_units', 'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'foreign_files',
+           'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
+           'remove_stale_tmp', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool',
+           'exposure_waves', 'map_cells', 'collect_results', 'prepare_twins', 'estimate_cost', 'run_experiment',
+           'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -459,22 +460,23 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
 
 # %% ../nbs/50_experiment.ipynb #lock1
 class RunLock:
-    "Exclusive use of a run directory: an `fcntl.flock` on `DIR/.lock` (holding the owner's pid), released when the owner ends, even by SIGKILL."
-    def __init__(self, run_dir): self.path, self.fd = Path(run_dir) / '.lock', None
+    "Exclusive use of a run directory: an `fcntl.flock` on the directory itself (so deleting a file cannot break it), released when the owner ends, even by SIGKILL; `DIR/.lock` names the owner's pid."
+    def __init__(self, run_dir): self.dir, self.path, self.fd = Path(run_dir), Path(run_dir) / '.lock', None
 
     def acquire(self) -> RunLock:
         "Take the lock at once, or raise `GridError` naming the process that holds it."
         import fcntl
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by worker processes
+        fd = os.open(self.dir, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))  # not inherited by worker processes
         try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
-            pid = os.pread(fd, 32, 0).decode(errors='replace').strip() if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN) else None
             os.close(fd)
-            if pid is None: raise
-            raise GridError(f"run directory {self.path.parent} is in use by process {pid or '(pid not written yet)'}, which "
-                            f"holds its {self.path.name}: wait for that run to end, or use another --out") from None
-        os.ftruncate(fd, 0); os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN): raise
+            try: pid = self.path.read_text().strip()
+            except OSError: pid = ''
+            raise GridError(f"run directory {self.dir} is in use by process {pid or '(its pid file is gone)'}: "
+                            f"wait for that run to end, or use another --out") from None
         self.fd = fd
+        write_text(self.path, f"{os.getpid()}\n")
         return self
 
     def release(self):
@@ -482,11 +484,24 @@ class RunLock:
     __enter__ = acquire
     def __exit__(self, *exc): self.release()
 
-def lock_run_dir(run_dir) -> RunLock:
-    "Create `run_dir` if needed and take its `RunLock`."
+def foreign_files(run_dir) -> list:
+    "Names in `run_dir` that no `simreal run` wrote: everything, where the folder has no `manifest.json` of a run (only a lock left by a killed start is ours)."
     run_dir = Path(run_dir)
+    if not run_dir.is_dir() or (run_dir / 'manifest.json').exists(): return []
+    return sorted(p.name for p in run_dir.iterdir() if p.name != '.lock')
+
+def lock_run_dir(run_dir, overwrite:bool=False) -> RunLock:
+    "Create `run_dir` if needed and take its `RunLock`; a folder holding files a run did not write is refused unless `overwrite`."
+    run_dir = Path(run_dir)
+    if run_dir.is_symlink() and not run_dir.exists():
+        raise GridError(f"run directory {run_dir} is a symbolic link to nothing (dangling, or a loop); expected a directory or a new path")
     if run_dir.exists() and not run_dir.is_dir():
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
+    theirs = foreign_files(run_dir)
+    if theirs and not overwrite:  # checked before the lock: nothing is written into a folder that is not a run's
+        shown = ', '.join(theirs[:5]) + (f', … ({len(theirs)} in all)' if len(theirs) > 5 else '')
+        raise GridError(f"run directory {run_dir} holds files no `simreal run` wrote ({shown}): use another --out, "
+                        f"or --overwrite to let this run write beside them and replace any of the same name")
     run_dir.mkdir(parents=True, exist_ok=True)
     return RunLock(run_dir).acquire()
 
@@ -609,6 +624,14 @@ def exit_with_parent(parent:int, every:float=0.5):
 def local_pool(workers:int) -> ProcessPoolExecutor:
     "A pool of `workers` spawned processes that end with this one."
     return ProcessPoolExecutor(workers, mp_context=get_context('spawn'), initializer=exit_with_parent, initargs=(os.getpid(),))
+
+def stop_pool(ex:ProcessPoolExecutor, wait_s:float=5.0):
+    "Stop `ex` now: queued cells cancelled, running workers terminated (their cells' files are written atomically, so none is half there)."
+    procs = list((getattr(ex, '_processes', None) or {}).values())
+    ex.shutdown(wait=False, cancel_futures=True)
+    for p in procs:
+        if p.is_alive(): p.terminate()
+    for p in procs: p.join(wait_s)
 
 def exposure_waves(cells:list) -> list:
     "`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each reads its Joint cell's exp batches)."
@@ -742,7 +765,8 @@ def run_experiment(out='runs/default',  # run directory
                    device:str='auto',    # torch device for training and evaluation
                    report:bool=True,     # write report.md and figures/ at the end
                    verbose:bool=True,
-                   data=None) -> xr.Dataset:     # folder of NAME_sim.nc / NAME_exp.nc pairs to run on instead of the twins
+                   data=None,     # folder of NAME_sim.nc / NAME_exp.nc pairs to run on instead of the twins
+                   overwrite:bool=False) -> xr.Dataset:  # write into an `out` that holds files no run wrote (else refused)
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
@@ -750,7 +774,7 @@ def run_experiment(out='runs/default',  # run directory
     check_device(device)  # first: nothing is created for a device that is not here
     if data is not None: data = Path(data).resolve()  # the same folder for every worker
     cells = (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data))
-    lock = lock_run_dir(out)  # one process per run directory; released however this one ends
+    lock = lock_run_dir(out, overwrite)  # one process per run directory; released however this one ends
     try:
         run_dir = open_run_dir(out, config, data)
         stale = remove_stale_tmp(run_dir)
@@ -785,6 +809,9 @@ def run_experiment(out='runs/default',  # run directory
                 if not r['skipped']: timing[r['key']] = {**{k: round(v, 3) for k, v in r.items() if k.endswith('_s')},
                                                          'done_at_s': round(time.perf_counter() - t0, 3)}  # since this call's grid began
                 write_text(tfile, json.dumps(timing, indent=1))
+        except BaseException:  # an interrupt (SIGINT, SIGTERM) or a failed cell: stop now, not after the queue
+            if own and ex is not None: stop_pool(ex)
+            raise
         finally:
             if own and ex is not None: ex.shutdown()
         timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)

@@ -231,3 +231,32 @@ def test_negative_number_after_equals_is_named_as_typed(capsys):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert '-1' in err and '_1' not in err, err
+
+
+def test_run_refuses_a_folder_it_did_not_write(tmp_path, capsys):
+    "`simreal run --out DIR` over a folder of someone else's files: exit 2 naming them, nothing written there; --overwrite lets it in."
+    out = tmp_path / 'mine'; out.mkdir()
+    (out / 'report.md').write_text('my notes'); (out / 'results.nc').write_bytes(b'not ours')
+    args = ['run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'sim_only', '--seeds', '1', '--workers', '0']
+    with pytest.raises(SystemExit) as e: cli.main([*args, '--out', str(out)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert 'report.md' in err and 'results.nc' in err and '--overwrite' in err, err
+    assert sorted(p.name for p in out.iterdir()) == ['report.md', 'results.nc'] and (out / 'report.md').read_text() == 'my notes'
+    cli.main([*args, '--out', str(out), '--overwrite'])
+    assert (out / 'manifest.json').exists() and (out / 'report.md').read_text() != 'my notes'
+    cli.main([*args, '--out', str(out)])  # its own folder now: resumes without --overwrite
+
+
+@pytest.mark.parametrize('out,says', [('', 'empty'), ('  ', 'empty')])
+def test_run_empty_out_is_a_user_error(out, says, capsys):
+    with pytest.raises(SystemExit) as e: cli.main(['run', '--preset', 'test', '--out', out])
+    assert e.value.code == 2 and says in capsys.readouterr().err
+
+
+def test_run_dangling_symlink_out_is_named_as_such(tmp_path, capsys):
+    link = tmp_path / 'link'; link.symlink_to(tmp_path / 'nowhere' / 'at-all')
+    loop = tmp_path / 'loop'; loop.symlink_to(loop)
+    for p in (link, loop):
+        with pytest.raises(SystemExit) as e: cli.main(['run', '--preset', 'test', '--out', str(p)])
+        assert e.value.code == 2 and 'symbolic link to nothing' in capsys.readouterr().err

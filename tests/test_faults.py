@@ -263,3 +263,58 @@ def test_missing_cuda_is_refused_before_anything_is_created(tmp_path):
     with pytest.raises(GridError, match="device 'cuda': no CUDA device is visible here"):
         run_experiment(tmp_path / 'run', PRESETS['test'].config, GRID, device='cuda', report=False, verbose=False)
     assert not (tmp_path / 'run').exists()
+
+
+# ---------------------------------------------------------------------------------------------------- interrupts
+def _children(pid):
+    "Live processes whose parent is `pid`."
+    out = []
+    for d in Path('/proc').iterdir():
+        if not d.name.isdigit(): continue
+        try: rest = (d / 'stat').read_text().rsplit(')', 1)[1].split()
+        except OSError: continue
+        if int(rest[1]) == pid and rest[0] not in ('Z', 'X'): out.append(int(d.name))
+    return out
+
+
+def _interrupt(out, args, sig, ready):
+    "Start `simreal` with `args`, send `sig` to the main process alone once `ready()`; (exit status, seconds to stop, stderr, children)."
+    p = subprocess.Popen([sys.executable, '-c', CODE, *args, '--out', str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env=ENV, start_new_session=True)
+    try:
+        assert _wait(p, ready), 'the run ended before the moment to interrupt it'
+        kids = _children(p.pid)
+        t = time.time(); p.send_signal(sig); p.wait(timeout=60)
+        return p.returncode, time.time() - t, p.stderr.read(), kids
+    finally:
+        if p.poll() is None: p.kill(); p.wait()
+
+
+def test_sigint_stops_at_once_and_the_rerun_resumes_bitwise(reference, tmp_path):
+    "SIGINT to the main process (not its group) mid-grid: exit 130 with one line on resuming, no results.nc of a subset, the lock released; the same command again ends bit for bit like an uninterrupted run."
+    _, ref, _ = reference
+    out = tmp_path / 'run'
+    code, stop_s, err, _ = _interrupt(out, ARGS, signal.SIGINT, lambda: len(list((out / 'cells').glob('*.nc'))) >= 2)
+    assert code == 130, err[-3000:]
+    assert stop_s < 15 and 'SIGINT' in err.strip().splitlines()[-1] and 'resumes' in err.strip().splitlines()[-1], err[-1000:]
+    assert not (out / 'results.nc').exists(), 'an interrupted run wrote the results of a subset of its cells'
+    r = simreal(*ARGS, '--out', out)  # the lock is free again, and the run resumes
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_bitwise(load(out / 'results.nc'), ref)
+
+
+def test_sigterm_stops_the_pool_workers_within_seconds(tmp_path):
+    "SIGTERM to the main process of `--workers 2`: queued cells cancelled and the running workers stopped, exit 143, the lock released."
+    out = tmp_path / 'run'
+    args = [a if a != '0' else '2' for a in ARGS]  # --workers 2
+    def training():  # a worker is training a cell: its checkpoint folder exists
+        return (out / 'cells').exists() and any(p.is_dir() for p in (out / 'cells').iterdir())
+    code, stop_s, err, kids = _interrupt(out, args, signal.SIGTERM, training)
+    assert code == 143, err[-3000:]
+    assert stop_s < 20, f'{stop_s:.1f} s to stop'
+    assert kids, 'no worker processes were seen'
+    deadline = time.time() + 10
+    while any(alive(k) for k in kids) and time.time() < deadline: time.sleep(0.05)
+    assert not any(alive(k) for k in kids), f'workers outlived the stopped run: {[k for k in kids if alive(k)]}'
+    assert 'SIGTERM' in err.strip().splitlines()[-1], err[-1000:]
+    with RunLock(out): pass  # released
