@@ -11,10 +11,10 @@ from .errors import InputError
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error', 'error_line',
-           'check_at_least', 'check_positive', 'check_out_dir', 'check_netcdf', 'check_json', 'data_list', 'data_make',
-           'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'bench_models', 'bench_joint',
-           'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command',
-           'Terminated', 'main']
+           'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir', 'check_netcdf', 'check_json',
+           'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report',
+           'bench_models', 'bench_joint', 'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs',
+           'usage', 'find_command', 'Terminated', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(InputError):
@@ -52,6 +52,13 @@ def check_positive(flag:str, value):
     import math
     if value is not None and not (math.isfinite(value) and value > 0): raise UsageError(f"{flag}: expected a number > 0, got {value}")
     return value
+
+def refuse_existing(paths, overwrite:bool=False, flag:str='--overwrite'):
+    "`UsageError` naming the first of `paths` that exists, unless `overwrite`: a command never replaces a file it was not told to."
+    there = [str(p) for p in paths if Path(p).exists() or Path(p).is_symlink()]
+    if there and not overwrite:
+        raise UsageError(f"{there[0]}: exists{f' (and {len(there) - 1} more)' if len(there) > 1 else ''}; expected a new file "
+                         f"(use another --out, or {flag} to replace it)")
 
 def check_out_dir(path, flag:str='--out') -> Path:
     "`path` as a folder that exists or can be created, and written to; checked without creating anything."
@@ -102,10 +109,13 @@ def data_list():
 def data_make(system:str,          # Twin system name (see `simreal data list`)
               out:str='.',         # Directory that receives SYSTEM_sim.nc, SYSTEM_exp.nc, SYSTEM_exp_truth.nc
               seed:int=0,          # Random seed of the generator
-              size:str='default'): # Size preset: test, quick, default or paper
+              size:str='default',  # Size preset: test, quick, default or paper
+              overwrite:store_true=False): # Replace existing files instead of refusing
     "Generate one twin system and write its sim, exp and hidden exp-truth datasets as netCDF."
     check_at_least('--seed', seed, 0); check_out_dir(out)
-    from simreal_nb.systems import write_twins
+    from simreal_nb.systems import write_twins, twin_key
+    twin_key(system, seed, size)  # the name and size checked before anything is looked at on disk
+    refuse_existing([Path(out) / f'{system}_{k}.nc' for k in ('sim', 'exp', 'exp_truth')], overwrite)
     for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')
 
 # %% ../nbs/90_cli.ipynb #b94f24c4
@@ -132,11 +142,12 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
                     out:str='.',        # Directory that receives piv_exp.nc
                     dt:float=None,      # Seconds between frames, for files without acquisition times
                     units:str=None,     # LENGTH,VELOCITY units for files that state none, e.g. mm,m/s
-                    fmt:str=None):      # Reader: vc7, insight, openpiv or pivlab (default: from the file)
+                    fmt:str=None,       # Reader: vc7, insight, openpiv or pivlab (default: from the file)
+                    overwrite:store_true=False): # Replace an existing piv_exp.nc instead of refusing
     "Import a lab PIV sequence (LaVision VC7, Insight, OpenPIV, PIVlab) into the experiment contract as piv_exp.nc."
     u = None if units is None else tuple(o.strip() for o in units.split(','))
     if u is not None and (len(u) != 2 or not all(u)): raise UsageError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
-    check_positive('--dt', dt); check_out_dir(out)
+    check_positive('--dt', dt); check_out_dir(out); refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
     from simreal_nb.piv import import_piv, READERS
     if fmt is not None and fmt not in READERS: raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
     print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
@@ -372,6 +383,8 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
     "Physics stress tests of every trained cell: divergence residual, causality, extreme inputs -> RUN_DIR/physics.json."
     check_at_least('--max-windows', max_windows)
     if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
+    from simreal_nb.experiment import check_device
+    check_device(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
     from simreal_nb.physics import physics_check as _check
     _check(run_dir, max_windows=max_windows, device=device, verbose=True)
     print(f"physics: {Path(run_dir) / 'physics.json'}")

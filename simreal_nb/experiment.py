@@ -27,11 +27,11 @@ from .errors import InputError
 # %% auto #0
 __all__ = ['PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset',
            'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable',
-           'exposure_protocol', 'field_units', 'run_cell', 'run_stamp', 'open_run_dir', 'RunLock', 'foreign_files',
-           'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
-           'remove_stale_tmp', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool',
-           'exposure_waves', 'map_cells', 'collect_results', 'prepare_twins', 'estimate_cost', 'run_experiment',
-           'open_job_dir', 'train_job']
+           'exposure_protocol', 'field_units', 'run_cell', 'data_digests', 'run_stamp', 'open_run_dir', 'RunLock',
+           'foreign_files', 'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell',
+           'check_cells', 'remove_stale_tmp', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool',
+           'stop_pool', 'exposure_waves', 'map_cells', 'collect_results', 'prepare_twins', 'estimate_cost',
+           'run_experiment', 'open_job_dir', 'train_job']
 
 # %% ../nbs/50_experiment.ipynb #c006
 @dataclass(frozen=True)
@@ -145,6 +145,8 @@ class Grid:
                 raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
         if not seeds: raise GridError(f"seeds: expected at least one seed (a number >= 1, or the seeds themselves), got {self.seeds!r}")
+        if not [p for p in canon if p not in BASELINES]:
+            raise GridError(f"protocols: {list(self.protocols)} trains nothing; expected at least one trained protocol, e.g. {', '.join(PROTOCOLS)}")
         protocols = canon + [b for b in BASELINES if self.baselines and b not in canon]
         return [Cell(s, c, p, k, a, n) for s in systems for c in self.capacities for a in archs for n in self.exp_trajs
                 for p in protocols for k in seeds]
@@ -402,6 +404,8 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     path = cell_path(run_dir, cell)
     if path.exists(): return dict(key=cell.key, skipped=True)
     if threads: torch.set_num_threads(threads)
+    man = Path(run_dir) / 'manifest.json'  # the run's own record (data digests included): read, not recomputed per cell
+    stamp = _stamp(read_json(man, "the manifest.json that `simreal run` writes")) if man.exists() else run_stamp(cfg, data_dir)
     t0 = time.perf_counter()
     dd, truth, scales = cell_data(cell.system, cfg, data_dir, cell.seed)
     dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
@@ -409,26 +413,38 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     dev = resolve_device(device)
     model = hist = None
     if cell.protocol not in BASELINES:
-        protocol = exposure_protocol(cell, run_dir, run_stamp(cfg, data_dir))  # a control: matched to its Joint cell
+        protocol = exposure_protocol(cell, run_dir, stamp)  # a control: matched to its Joint cell
         model, hist = _train_cell(cell, cfg, dd, dev, path.parent / cell.key, protocol=protocol)
     ev = _evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
     t_train = time.perf_counter() - t0 - t_data
     ex = _example(model, dd, cfg.horizon, dev, truth) if model is not None else np.full((2, len(dd.fields), len(EXAMPLE_KINDS), *dd.grid), np.nan, np.float32)
     t_eval = time.perf_counter() - t0 - t_data - t_train
-    ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, run_stamp(cfg, data_dir), data_dir)
+    ds = _cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir)
     write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
     return dict(key=cell.key, skipped=False, data_s=t_data, train_s=t_train, eval_s=t_eval,
                 total_s=time.perf_counter() - t0)
 
 # %% ../nbs/50_experiment.ipynb #c021
+def data_digests(data_dir) -> dict:
+    "file name -> sha256 of its content, for every `*.nc` in `data_dir`: what a run on imported data is a run of."
+    out = {}
+    for f in sorted(Path(data_dir).glob('*.nc')):
+        h = hashlib.sha256()
+        with open(f, 'rb') as fh:
+            for block in iter(lambda: fh.read(1 << 22), b''): h.update(block)
+        out[f.name] = h.hexdigest()
+    return out
+
 def _manifest(cfg:GridConfig, data_dir=None) -> dict:
-    "What a run directory's cells depend on: package, version, `GridConfig`, data folder (as JSON would give it back)."
-    return json.loads(json.dumps(dict(package='simreal_nb', version=__version__, config=asdict(cfg),
-                                      data=None if data_dir is None else str(Path(data_dir).resolve()))))
+    "What a run directory's cells depend on: package, version, `GridConfig`, data folder and the digests of its files (as JSON would give it back)."
+    m = dict(package='simreal_nb', version=__version__, config=asdict(cfg), data=None if data_dir is None else str(Path(data_dir).resolve()))
+    if data_dir is not None: m['data_files'] = data_digests(data_dir)
+    return json.loads(json.dumps(m))
 
 def _stamp(manifest:dict) -> str:
-    "Hash of a manifest's package, version, config and data (other keys, if any, do not count)."
+    "Hash of a manifest's package, version, config, data and (imported data) its files' digests; other keys do not count."
     m = {k: manifest.get(k) for k in ('package', 'version', 'config', 'data')}
+    if manifest.get('data_files'): m['data_files'] = manifest['data_files']
     return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest()[:16]
 
 def run_stamp(cfg:GridConfig, data_dir=None) -> str:
@@ -453,6 +469,11 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
         if have.get('data') != want['data']:
             raise GridError(f"run directory {run_dir} was made on data {have.get('data') or 'the twin systems'}, not "
                             f"{want['data'] or 'the twin systems'}: use another --out")
+        if have.get('data_files') != want.get('data_files'):
+            a, b = have.get('data_files') or {}, want.get('data_files') or {}
+            changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+            raise GridError(f"the data in {want['data']} changed since run directory {run_dir} was made on them "
+                            f"({', '.join(changed)}: other content, added or removed): its cells are of the old data; use another --out")
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(man, json.dumps(want, indent=1))
@@ -816,7 +837,9 @@ def run_experiment(out='runs/default',  # run directory
             if own and ex is not None: ex.shutdown()
         timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
         write_text(tfile, json.dumps(timing, indent=1))
-        res = collect_results(run_dir, cells)
+        res = collect_results(run_dir)  # every finished cell of the folder: a rerun with a smaller grid never reports a silent subset
+        extra = sorted(set(p.stem for p in (run_dir / 'cells').glob('*.nc')) - {c.key for c in cells})
+        if verbose and extra: print(f"results: {len(cells)} cells of this grid and {len(extra)} more that earlier runs left in {run_dir}, reported together", flush=True)
         write_dataset(res, run_dir / 'results.nc', validate=False)  # atomic: a full disk leaves the previous results
         if report:
             from simreal_nb.report import write_report

@@ -722,7 +722,7 @@ def make_twins(system:str, # one of `list_systems()`
                **overrides)->dict: # any key of the size preset, e.g. n_traj=6
     "Generate the twin datasets of `system` (no cache): dict(sim=, exp=, exp_truth=)."
     spec = _get_spec(system)
-    if not isinstance(seed, (int, np.integer)) or seed < 0: raise SystemConfigError(f"seed={seed!r}: expected an int >= 0")
+    _check_seed(seed)
     c = _resolve(spec, size, overrides); c['_size'] = size
     with _threads(threads): out = (_gen_kolmogorov if spec.kind == 'spectral' else _gen_lbm)(spec, c, int(seed))
     for k, ds in out.items():
@@ -853,8 +853,14 @@ def _digest(path):
         for chunk in iter(lambda: f.read(1 << 22), b''): h.update(chunk)
     return h.hexdigest()
 
+def _check_seed(seed):
+    "A generator seed: an integer in [0, 2**63) (what numpy's and torch's generators both take)."
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
+        raise SystemConfigError(f"seed={seed!r}: expected an integer in [0, 2**63)")
+
 def twin_key(system, seed=0, size='default', **overrides)->str:
     "Cache key of a twin set: hash of system, seed, size, resolved parameters, package and generator versions."
+    _check_seed(seed)
     spec = _get_spec(system); c = _resolve(spec, size, overrides)
     blob = json.dumps(dict(system=system, seed=int(seed), size=size, cfg=c, version=__version__,
                            generator_version=GENERATOR_VERSION), sort_keys=True, default=str)

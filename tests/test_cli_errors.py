@@ -112,6 +112,10 @@ CASES = {
     'train: no --out':           (['train', '--preset', 'test'], ['--out', 'required']),
     'physics-check: no dir':     (['physics-check', '{t}/nowhere'], ['nowhere', 'not a directory']),
     'physics-check: not a run':  (['physics-check', '{t}'], ['manifest']),
+    'physics-check: bad device': (['physics-check', '{t}', '--device', 'gpu'], ["'gpu'", 'cuda']),
+    'data make: seed > 63 bits': (['data', 'make', 'cylinder', '--seed', str(2 ** 70), '--size', 'test', '--out', '{o}'], ['2**63']),
+    'run: empty protocols':      (['run', '--preset', 'test', '--protocols', ',', '--out', '{o}'], ['trains nothing']),
+    'run: baselines only':       (['run', '--preset', 'test', '--protocols', 'persistence', '--out', '{o}'], ['trains nothing', 'persistence']),
 }
 
 @pytest.mark.parametrize('case', list(CASES))
@@ -260,3 +264,20 @@ def test_run_dangling_symlink_out_is_named_as_such(tmp_path, capsys):
     for p in (link, loop):
         with pytest.raises(SystemExit) as e: cli.main(['run', '--preset', 'test', '--out', str(p)])
         assert e.value.code == 2 and 'symbolic link to nothing' in capsys.readouterr().err
+
+
+def test_data_make_refuses_to_replace_files_unless_told(tmp_path, capsys):
+    "`simreal data make` into a folder that already holds SYSTEM_sim.nc: exit 2 naming it, the file untouched; --overwrite replaces."
+    out = tmp_path / 'd'; out.mkdir()
+    (out / 'cylinder_sim.nc').write_bytes(b'my own file')
+    with pytest.raises(SystemExit) as e: cli.main(['data', 'make', 'cylinder', '--size', 'test', '--out', str(out)])
+    assert e.value.code == 2 and 'cylinder_sim.nc: exists' in capsys.readouterr().err
+    assert (out / 'cylinder_sim.nc').read_bytes() == b'my own file' and not (out / 'cylinder_exp.nc').exists()
+    cli.main(['data', 'make', 'cylinder', '--size', 'test', '--out', str(out), '--overwrite'])
+    assert (out / 'cylinder_sim.nc').read_bytes()[:4] != b'my o' and (out / 'cylinder_exp_truth.nc').exists()
+
+
+def test_data_import_piv_refuses_to_replace_piv_exp_unless_told(tmp_path, capsys):
+    out = tmp_path / 'd'; out.mkdir(); (out / 'piv_exp.nc').write_bytes(b'mine')
+    with pytest.raises(SystemExit) as e: cli.main(['data', 'import', 'piv', str(tmp_path / 'frames'), '--out', str(out)])
+    assert e.value.code == 2 and 'piv_exp.nc: exists' in capsys.readouterr().err and (out / 'piv_exp.nc').read_bytes() == b'mine'

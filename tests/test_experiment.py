@@ -247,3 +247,26 @@ def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
     for s in range(10, 450, 10): h.val.add(step=s, phase=0, sim=None, exp=1.0, objective=1 / s)
     step, val = experiment._curve(h, cfg)
     assert len(step) == 300 // 10 + 3 and step[0] == 10 and step[-1] == 440 and np.isfinite(val).all() and (np.diff(step) > 0).all()
+
+
+def test_rerun_with_a_smaller_grid_reports_every_cell(baseline, tmp_path):
+    "A second run into the same folder with fewer protocols adds nothing and drops nothing: results.nc holds every finished cell."
+    _, res = baseline
+    d = tmp_path / 'run'
+    run_experiment(d, CFG, GRID, report=False, verbose=False)
+    again = run_experiment(d, CFG, replace(GRID, protocols=['sim_only']), report=False, verbose=False)
+    assert list(again.protocol.values) == list(res.protocol.values)
+    xr.testing.assert_identical(again.score, res.score)
+    with xr.open_dataset(d / 'results.nc', engine='h5netcdf') as on_disk: assert 'joint' in on_disk.protocol.values
+
+
+def test_changed_imported_data_is_refused_naming_the_file(tmp_path):
+    "The run stamp covers the content of imported files: change one and the rerun refuses, naming it (not '3 cells already done')."
+    from simreal_nb.systems import write_twins
+    write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
+    grid = Grid(None, ['S'], ['sim_only'])
+    run_experiment(tmp_path / 'run', CFG, grid, data=tmp_path / 'data', report=False, verbose=False)
+    write_twins('kolmogorov', tmp_path / 'other', seed=1, size='test')
+    os.replace(tmp_path / 'other' / 'kolmogorov_exp.nc', tmp_path / 'data' / 'kolmogorov_exp.nc')  # other content, same name
+    with pytest.raises(GridError, match=r'changed since .*kolmogorov_exp\.nc'):
+        run_experiment(tmp_path / 'run', CFG, grid, data=tmp_path / 'data', report=False, verbose=False)
