@@ -190,8 +190,11 @@ def load_domains(system:str, cfg:GridConfig, data_dir=None,
     if data_dir is None: return load_twins(system, seed=cfg.data_seed_of(seed), size=cfg.size)
     d = Path(data_dir)
     truth = d / f'{system}_exp_truth.nc'  # only twins have one: a real experiment never measures what it misses
-    return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=read_dataset(d / f'{system}_exp.nc', domain='exp'),
-                exp_truth=read_dataset(truth) if truth.exists() else None)
+    exp = read_dataset(d / f'{system}_exp.nc', domain='exp')
+    if 'valid' in exp and not bool(exp['valid'].any()):  # refused before any training, naming the file
+        raise GridError(f"{d / f'{system}_exp.nc'}: no valid point (every vector is flagged invalid in `valid`); "
+                        "expected measured points to train and score on")
+    return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=exp, exp_truth=read_dataset(truth) if truth.exists() else None)
 
 def cell_data(system:str, cfg:GridConfig, data_dir=None,
               seed:int=0):  # the cell's seed: with `cfg.data_seed` None, the twins' realisation

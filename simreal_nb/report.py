@@ -896,7 +896,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
               "normaliser's mean, one constant): their column is `sim training mean (ref.)`.",
               '', md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
     if physics is not None: L += physics_lines(physics)
-    L += column_glossary('\n'.join(L), protos)
+    L += column_glossary('\n'.join(L), protos, [str(a) for a in res.arch.values])
     L += ['## Figures', '']
     for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']
     return '\n'.join(L)
@@ -969,7 +969,8 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
     'r_exp': 'Sim-only / Exp-only error on exp: how much worse the simulation-trained model is on the experiment',
     'r_sim': 'Exp-only / Sim-only error on sim', 'sim / sim_only': "sim error relative to Sim-only's (above 1: forgetting)",
-    'hidden exp p': "error on the experiment's hidden true pressure", 'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
+    'hidden exp p': "error on the experiment's hidden true pressure",
+    'joint vs sim_to_exp %': "Joint's reduction of the sim pressure error against Sim→Exp's, paired by seed (positive: Joint lower)", 'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
     'vs joint %': 'paired change of bRMSE(0.5) against Joint, geometric mean over seeds (positive: lower error)',
     'joint margin %': "Joint's paired exp-error margin over the protocol (positive: Joint lower)",
     'pairs lower': '(setting, seed) pairs in which the protocol is lower than Joint, of all pairs', 'mean rank': 'mean rank over the settings (1 = lowest)',
@@ -980,13 +981,13 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'energy_ratio': "rollout kinetic energy over the data's", 'energy': 'energy check verdict',
 }
 
-def column_meaning(name:str, protocols=()) -> str|None:
-    "What the report column `name` holds (None: unexplained); `protocols` are the run's protocol and baseline names."
+def column_meaning(name:str, protocols=(), archs=()) -> str|None:
+    "What the report column `name` holds (None: unexplained); `protocols` and `archs` are the run's protocol (and baseline) and architecture names."
     import re
     if name in COLUMNS: return COLUMNS[name]
     if name.endswith(' ±'): return f"the 95 % confidence half-width of `{name[:-2]}` over the seeds"
     m = re.fullmatch(r'(.+?) (lo|hi)', name)
-    of = m and next((b for b in (m[1], m[1] + ' %') if column_meaning(b, protocols)), None)  # 'vs joint % lo', 'λ=0.2 lo'
+    of = m and next((b for b in (m[1], m[1] + ' %') if column_meaning(b, protocols, archs)), None)  # 'vs joint % lo', 'λ=0.2 lo'
     if of: return f"the {'lower' if m[2] == 'lo' else 'upper'} end of the 95 % interval of `{of}`"
     m = re.fullmatch(r'b@([0-9.]+)|brmse@([0-9.]+)', name)
     if m: return f"the balanced error bM(λ) = λ·sim + (1−λ)·exp at λ = {m[1] or m[2]}"
@@ -995,6 +996,9 @@ def column_meaning(name:str, protocols=()) -> str|None:
     m = re.fullmatch(r'(sim|exp) (\w+)', name)
     if m and m[2] in FIELDS: return f"the {m[1]} error of {m[2]} alone"
     if m and m[2] in METRICS: return f"the {m[1]} {m[2]}"
+    m = re.fullmatch(r'N=(\d+)', name)
+    if m: return f"the error with {m[1]} experimental training trajectories"
+    if name in archs: return f"bRMSE(0.5) of the {name} architecture"
     m = re.fullmatch(r'≥ ([0-9.]+) both', name)
     if m: return f"whether r_exp and r_sim both reach {m[1]}"
     base = name.removesuffix(' (ref.)')
@@ -1010,10 +1014,10 @@ def table_columns(text:str) -> list:
             for h in l.strip().strip('|').split('|'): out.setdefault(h.strip(), None)
     return list(out)
 
-def column_glossary(text:str, protocols=()) -> list:
+def column_glossary(text:str, protocols=(), archs=()) -> list:
     "The report's *Columns* section: one line per column name of `text`'s tables."
     L = ['## Columns', '']
-    for c in table_columns(text): L.append(f"- `{c}`: {column_meaning(c, protocols) or '(not explained: please report it)'}")
+    for c in table_columns(text): L.append(f"- `{c}`: {column_meaning(c, protocols, archs) or '(not explained: please report it)'}")
     return L + ['']
 
 # %% ../nbs/55_report.ipynb #c024

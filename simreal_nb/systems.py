@@ -715,6 +715,11 @@ class _threads:
     def __exit__(self, *a): torch.set_num_threads(self.old)
 
 # %% ../nbs/05_systems.ipynb #c030
+def _check_seed(seed):
+    "A generator seed: an integer in [0, 2**63) (what numpy's and torch's generators both take)."
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
+        raise SystemConfigError(f"seed={seed!r}: expected an integer in [0, 2**63)")
+
 def make_twins(system:str, # one of `list_systems()`
                seed:int=0, # seeds initial states, per-trajectory parameters, inflow turbulence and noise
                size:str='default', # 'test' (tiny), 'quick' or 'default'
@@ -852,11 +857,6 @@ def _digest(path):
     with open(path, 'rb') as f:
         for chunk in iter(lambda: f.read(1 << 22), b''): h.update(chunk)
     return h.hexdigest()
-
-def _check_seed(seed):
-    "A generator seed: an integer in [0, 2**63) (what numpy's and torch's generators both take)."
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 2 ** 63:
-        raise SystemConfigError(f"seed={seed!r}: expected an integer in [0, 2**63)")
 
 def twin_key(system, seed=0, size='default', **overrides)->str:
     "Cache key of a twin set: hash of system, seed, size, resolved parameters, package and generator versions."

@@ -270,3 +270,16 @@ def test_changed_imported_data_is_refused_naming_the_file(tmp_path):
     os.replace(tmp_path / 'other' / 'kolmogorov_exp.nc', tmp_path / 'data' / 'kolmogorov_exp.nc')  # other content, same name
     with pytest.raises(GridError, match=r'changed since .*kolmogorov_exp\.nc'):
         run_experiment(tmp_path / 'run', CFG, grid, data=tmp_path / 'data', report=False, verbose=False)
+
+
+def test_imported_exp_without_a_valid_point_is_refused_naming_the_file(tmp_path):
+    "An exp file whose every vector is flagged invalid is refused before anything trains, naming the file."
+    from simreal_nb.systems import write_twins
+    from simreal_nb.store import read_dataset, write_dataset
+    write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
+    f = tmp_path / 'data' / 'kolmogorov_exp.nc'
+    exp = read_dataset(f, domain='exp')
+    write_dataset(exp.assign(valid=exp['valid'] & False), f, validate=False)
+    with pytest.raises(GridError, match=r'kolmogorov_exp\.nc: no valid point'):
+        run_experiment(tmp_path / 'run', CFG, Grid(None, ['S'], ['sim_only']), data=tmp_path / 'data', report=False, verbose=False)
+    assert not list((tmp_path / 'run').glob('cells/*.nc'))
