@@ -449,6 +449,8 @@ def main(argv:list=None):
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
     prog = 'simreal'
     main_thread = threading.current_thread() is threading.main_thread()
+    # SIGINT as KeyboardInterrupt even where the shell started us with it ignored (a background job): a stop request stops
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         words, func = find_command(argv)
@@ -469,4 +471,6 @@ def main(argv:list=None):
         print(line, file=sys.stderr, flush=True)
         raise UserExit(line) from None
     finally:
-        if main_thread: signal.signal(signal.SIGTERM, signal.SIG_DFL if old_term is None else old_term)
+        if main_thread:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if old_term is None else old_term)
+            signal.signal(signal.SIGINT, signal.SIG_DFL if old_int is None else old_int)

@@ -509,9 +509,9 @@ class RunLock:
     def __exit__(self, *exc): self.release()
 
 def foreign_files(run_dir) -> list:
-    "Names in `run_dir` that no `simreal run` wrote: everything, where the folder has no `manifest.json` of a run (only a lock left by a killed start is ours)."
+    "Names in `run_dir` that no `simreal run` or `train` wrote: everything, where the folder has neither a run's `manifest.json` nor a job's `job.json` (only a lock left by a killed start is ours)."
     run_dir = Path(run_dir)
-    if not run_dir.is_dir() or (run_dir / 'manifest.json').exists(): return []
+    if not run_dir.is_dir() or (run_dir / 'manifest.json').exists() or (run_dir / 'job.json').exists(): return []
     return sorted(p.name for p in run_dir.iterdir() if p.name != '.lock')
 
 def lock_run_dir(run_dir, overwrite:bool=False) -> RunLock:

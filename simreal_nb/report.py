@@ -896,7 +896,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
               "normaliser's mean, one constant): their column is `sim training mean (ref.)`.",
               '', md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
     if physics is not None: L += physics_lines(physics)
-    L += column_glossary('\n'.join(L), protos, [str(a) for a in res.arch.values])
+    L += column_glossary('\n'.join(L), protos, [str(a) for a in res.arch.values] if 'arch' in res.coords else [])
     L += ['## Figures', '']
     for name, caption, _ in _figures(res): L += [f'![{caption}](figures/{name}.png)', '']
     return '\n'.join(L)

@@ -198,7 +198,7 @@ def test_every_package_error_is_an_input_error_or_documented_as_not_one():
         own |= {c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == mod.__name__}
     assert {c.__name__ for c in own} >= {'ADAInputError', 'RealPDEBenchError', 'PIVFormatError', 'GridError', 'UsageError', 'NonFiniteLossError'}
     for c in own:
-        if c.__name__ in NOT_INPUT or c in (SimrealError, InputError) or issubclass(c, SystemExit): continue
+        if c.__name__ in NOT_INPUT or c in (SimrealError, InputError) or issubclass(c, (SystemExit, KeyboardInterrupt)): continue  # exits and interrupts are not errors
         assert issubclass(c, InputError), f"{c.__module__}.{c.__name__}: neither an errors.InputError nor listed in errors.NOT_INPUT"
         assert issubclass(c, ValueError) and cli.is_user_error(c('x')), c
     for name in NOT_INPUT:

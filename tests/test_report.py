@@ -125,7 +125,10 @@ def test_write_report(tmp_path, res, monkeypatch):
         assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 1000
         assert f'(figures/{name}.png)' in text
     assert sorted(p.name for p in run.rglob('*')) == ['figures', 'pareto_rmse.png', 'report.md', 'results.nc',
-                                                       'rollouts.png', 'timing.json']  # no temporary file left
+                                                       'rollouts.png', 'scores.nc', 'timing.json']  # no temporary file left
+    with xr.open_dataset(run / 'scores.nc', engine='h5netcdf') as sc:  # the compact copy: every per-cell number, no curves or frames
+        xr.testing.assert_identical(sc['score'].load(), res['score']) and None
+        assert 'example' not in sc and 'curve_val' not in sc
     # a failure while writing leaves the previous report whole and no temporary file behind
     def boom(*a, **k): raise RuntimeError('boom')
     monkeypatch.setattr(R, 'report_text', boom)
