@@ -608,8 +608,8 @@ def remove_stale_tmp(run_dir) -> int:
     return n
 
 # %% ../nbs/50_experiment.ipynb #c023
-TYPICAL_UPDATES = dict(sim=1300, exp=600)  # updates a phase with a sim batch / with exp batches only takes to converge
-# (medians of the cylinder's cells in the default run; Kolmogorov's take fewer)
+TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
+# (medians over the default run's 48 trained cells, four systems, three seeds: sim phases 925 (Sim-only) to 1050 (Joint), exp phases 650)
 
 def _cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     "(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2 and its validations, plus the final evaluation, × `forward_s` per window (a control: matched to Joint at its cap, typically to Joint's typical updates)."

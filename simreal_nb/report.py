@@ -544,7 +544,9 @@ def control_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.Dat
     df = _ci_frame({f'exp {metric}': e}, level)
     if 'exp_batches' in res:
         nb = res['exp_batches'].sel(protocol=protos)
-        df['exp batches'] = (nb.mean('seed') if 'seed' in nb.dims else nb).transpose(*rows).to_series()
+        nb = nb.mean('seed') if 'seed' in nb.dims else nb
+        nb = nb.expand_dims({d: e[d].values for d in rows if d not in nb.dims})  # exposure is per cell: the same in every test group
+        df['exp batches'] = nb.transpose(*rows).to_series()
     pc = paired_change(e.sel(protocol=JOINT, drop=True).broadcast_like(e).transpose(*e.dims), e, 'seed', level)
     for name, k in (('joint margin %', 'mean'), ('joint margin % lo', 'lo'), ('joint margin % hi', 'hi'), ('verdict', 'verdict')):
         df[name] = pc[k].transpose(*rows).to_series()
