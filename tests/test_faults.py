@@ -58,6 +58,13 @@ def alive(pid):
     except OSError: return False
 
 
+def survivors(pids, limit=10):
+    "The processes of `pids` still alive after waiting up to `limit` seconds for them to end."
+    deadline = time.time() + limit
+    while any(alive(p) for p in pids) and time.time() < deadline: time.sleep(0.05)
+    return [p for p in pids if alive(p)]
+
+
 @pytest.fixture(scope='module')
 def reference(tmp_path_factory):
     "An uninterrupted run."
@@ -132,9 +139,8 @@ def test_pool_workers_exit_with_a_killed_run():
         workers = [int(w) for w in p.stdout.readline().split()]
         assert workers and p.pid not in workers
         p.send_signal(signal.SIGKILL); p.wait()
-        deadline = time.time() + 10
-        while any(alive(w) for w in workers) and time.time() < deadline: time.sleep(0.05)
-        assert not any(alive(w) for w in workers), f'pool workers outlived the killed run: {[w for w in workers if alive(w)]}'
+        left = survivors(workers)
+        assert not left, f'pool workers outlived the killed run: {left}'
     finally:
         if p.poll() is None: p.kill(); p.wait()
 
@@ -313,8 +319,7 @@ def test_sigterm_stops_the_pool_workers_within_seconds(tmp_path):
     assert code == 143, err[-3000:]
     assert stop_s < 20, f'{stop_s:.1f} s to stop'
     assert kids, 'no worker processes were seen'
-    deadline = time.time() + 10
-    while any(alive(k) for k in kids) and time.time() < deadline: time.sleep(0.05)
-    assert not any(alive(k) for k in kids), f'workers outlived the stopped run: {[k for k in kids if alive(k)]}'
+    left = survivors(kids)
+    assert not left, f'workers outlived the stopped run: {left}'
     assert 'SIGTERM' in err.strip().splitlines()[-1], err[-1000:]
     with RunLock(out): pass  # released
