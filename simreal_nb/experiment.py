@@ -802,7 +802,8 @@ def run_experiment(out='runs/default',  # run directory
     try:
         run_dir = open_run_dir(out, config, data)
         stale = remove_stale_tmp(run_dir)
-        todo = check_cells(run_dir, cells, run_stamp(config, data), verbose)  # torn cell files are computed again
+        stamp = _stamp(read_json(run_dir / 'manifest.json', "the manifest.json that `simreal run` writes"))  # as checked: imported data hashed once
+        todo = check_cells(run_dir, cells, stamp, verbose)  # torn cell files are computed again
         keys = {c.key for c in cells}
         lone = [c.key for c in todo if c.protocol in EXPOSURE_CONTROLS and replace(c, protocol=JOINT).key not in keys
                 and not cell_path(run_dir, replace(c, protocol=JOINT)).exists()]
