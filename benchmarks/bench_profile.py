@@ -62,11 +62,11 @@ def main(argv=None):
     for owner, attr, name in ((ex, 'cell_data', 'data (load, align, windows)'), (pr, '_fetch', 'data (training batches)'),
                               (torch.Tensor, 'backward', 'backward'), (torch.autograd, 'grad', 'backward'),
                               (torch.optim.AdamW, 'step', 'optimiser'), (torch.nn.utils, 'clip_grad_norm_', 'optimiser'),
-                              (pr.Trainer, 'validate', 'validation'), (pr.Trainer, 'save', 'checkpoints'),
+                              (pr.Trainer, 'validate', 'validation'), (pr.Trainer, 'save', 'checkpoints'), (ex, 'save_model', 'checkpoints'),
                               (ex, '_evaluate_cell', 'final evaluation'), (ex, '_example', 'final evaluation'),
                               (ex, 'write_dataset', 'cell file'), (pr.Trainer, 'fit', 'trainer (rest)')):
         wrap(clock, owner, attr, name)
-    make = ex._cell_model
+    make = ex.cell_model
     def model_with_timed_forward(*args, **kw):
         m = make(*args, **kw)
         fwd = m.forward
@@ -74,7 +74,7 @@ def main(argv=None):
             with clock.part('forward'): return fwd(*a_, **k_)
         m.forward = timed
         return m
-    ex._cell_model = model_with_timed_forward
+    ex.cell_model = model_with_timed_forward
     t = time.perf_counter()
     with clock.part('other'): ex.run_cell(cell, cfg, run_dir, device='cpu', threads=1)
     total = time.perf_counter() - t

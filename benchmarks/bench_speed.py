@@ -30,7 +30,7 @@ def trainer(pkg:str, system:str, protocol:str, arch:str, seed:int=0):
     exp, prot = importlib.import_module(f'{pkg}.experiment'), importlib.import_module(f'{pkg}.protocols')
     cfg = exp.PRESETS['default'].config
     dd, _, _ = exp.cell_data(system, cfg)
-    model = exp._cell_model(exp.Cell(system, 'S', protocol, seed, arch), cfg, dd)
+    model = (getattr(exp, "cell_model", None) or exp._cell_model)(exp.Cell(system, 'S', protocol, seed, arch), cfg, dd)
     return prot.Trainer(model, dd, protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=seed,
                         eval_every=cfg.eval_every, patience=cfg.patience, val_batches=cfg.val_batches,
                         min_delta=cfg.min_delta, schedule=cfg.schedule, lr_drops=cfg.lr_drops, warmup=cfg.warmup,

@@ -16,7 +16,7 @@ from .schema import FIELDS
 from .models import make_model, n_params
 from .protocols import Stepper, resolve_device, ProtocolError
 from .align import make_domain_data
-from .systems import list_systems, load_twins, cache_root, _fill_parallel, _fill_entry
+from .systems import list_systems, load_twins, cache_root, fill_cache, fill_entry, torch_threads
 
 # %% auto #0
 __all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'BenchInputError', 'bench_models', 'bench_joint', 'bench_systems', 'bench_tta',
@@ -86,10 +86,8 @@ def bench_models(presets=('S', 'M'),   # capacity presets (keys of CAPACITIES)
     _check_counts('bench_models', batch=batch, steps=steps, threads=threads)
     if isinstance(presets, str): presets = [p for p in presets.split(',') if p]
     grid = tuple(grid)
-    old_threads = torch.get_num_threads()
-    torch.set_num_threads(threads)
     rows = []
-    try:
+    with torch_threads(threads):
         for preset in presets:
             torch.manual_seed(seed)
             model = make_model(arch, preset, fields=fields, grid=grid)
@@ -123,8 +121,6 @@ def bench_models(presets=('S', 'M'),   # capacity presets (keys of CAPACITIES)
                              gflop_per_step=round(flops / 1e9, 2), matmul_gflops=round(statistics.median(peaks) / 1e9, 1),
                              load1=round(os.getloadavg()[0], 2)))
             del model, opt
-    finally:
-        torch.set_num_threads(old_threads)
     return rows
 
 # %% ../nbs/95_bench.ipynb #pb062
@@ -151,9 +147,7 @@ def bench_joint(batch:int=8,  # windows per domain mini-batch
     _check_counts('bench_joint', batch=batch, steps=steps, n_in=n_in, n_out=n_out, threads=threads)
     _check_counts('bench_joint', 0, n_cond=n_cond, warmup=warmup)
     fields = ('u', 'v', 'p')
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         dev = resolve_device(device)
         torch.manual_seed(0)
         if model is not None: arch, capacity = type(model).__name__, None
@@ -179,8 +173,6 @@ def bench_joint(batch:int=8,  # windows per domain mini-batch
                     batch=batch, steps=steps, capacity=capacity, arch=arch, grid=list(grid), threads=threads,
                     params=sum(p.numel() for p in model.parameters()), device=str(dev),
                     load_avg=round(os.getloadavg()[0], 2) if hasattr(os, 'getloadavg') else None)
-    finally:
-        torch.set_num_threads(old)
 
 # %% ../nbs/95_bench.ipynb #sb050
 def bench_systems(size:str='default', # size preset to time
@@ -197,8 +189,8 @@ def bench_systems(size:str='default', # size preset to time
     try:
         load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
         t = time.perf_counter()
-        if workers > 1: per = {e_[0]: v for e_, v in _fill_parallel([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
-        else: per = {s_: _fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
+        if workers > 1: per = {e_[0]: v for e_, v in fill_cache([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
+        else: per = {s_: fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
         cold = time.perf_counter() - t
         warm = []
         for _ in range(repeats):
@@ -285,10 +277,8 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
     vidx = np.unique(np.linspace(0, len(va) - 1, min(val_windows, len(va))).round().astype(int))
     vb = [va.get_batch(vidx[i:i + 16]) for i in range(0, len(vidx), 16)]
     n_in, n_out = tr[0]['x'].shape[0], tr[0]['y'].shape[0]
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
     rows = []
-    try:
+    with torch_threads(threads):
         for c in cfgs:
             torch.manual_seed(seed)
             model = make_model(c['arch'], c['capacity'], fields=data.fields, n_in=n_in, n_out=n_out, grid=data.grid,
@@ -333,8 +323,6 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
                              seed=seed, load1_start=round(load0, 2), load1=round(os.getloadavg()[0], 2)))
             if log is not None: log(rows[-1])
             del model, opt
-    finally:
-        torch.set_num_threads(old)
     return rows
 
 # %% ../nbs/95_bench.ipynb #86958082
@@ -352,9 +340,7 @@ def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
     tr = data.sim['train']
     b = tr.get_batch(torch.randperm(len(tr), generator=torch.Generator().manual_seed(seed))[:batch])
     n_in, n_out = b['x'].shape[1], b['y'].shape[1]
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         torch.manual_seed(seed)
         runs = []
         for c in cfgs:
@@ -374,5 +360,3 @@ def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
                 t0 = time.perf_counter(); step(m, opt); times[name].append(time.perf_counter() - t0)
         return dict({k: round(statistics.median(v) * 1e3, 1) for k, v in times.items()}, threads=threads,
                     load1=round(os.getloadavg()[0], 2))
-    finally:
-        torch.set_num_threads(old)

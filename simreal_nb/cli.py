@@ -10,11 +10,11 @@ from fastcore.script import call_parse, anno_parser, store_true, Param
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'COMMANDS', 'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error', 'error_line',
-           'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir', 'check_netcdf', 'check_json',
-           'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report',
-           'bench_models', 'bench_joint', 'bench_data', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs',
-           'usage', 'find_command', 'Terminated', 'main']
+__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'ADA_MARKERS', 'COMMANDS', 'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error',
+           'error_line', 'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir', 'check_netcdf',
+           'check_json', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train',
+           'report', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins',
+           'physics_check', 'docs', 'usage', 'find_command', 'Terminated', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(InputError):
@@ -266,7 +266,8 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
           batch_size:int=None,         # Windows per domain batch on each process (default: the preset's); global batch: this x processes
           exp_trajs:int=None,          # Experimental training trajectories (default: all)
           device:str='auto',           # Torch device: auto, cpu or cuda (under torchrun each process takes GPU LOCAL_RANK)
-          data:str=None):              # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) instead of the twins
+          data:str=None,               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) instead of the twins
+          overwrite:store_true=False): # Write into an --out that holds files no job wrote (replacing any of the same name)
     "Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`; resumable."
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
     check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
@@ -276,7 +277,7 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
     if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
     _check_run_data(data, None if data is None else [system], device)
     train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
-              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data)
+              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite)
 
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
@@ -327,14 +328,29 @@ def _seed_list(flag:str, text:str) -> list:
         raise UsageError(f"{flag}: {text!r}; expected distinct integers >= 0, e.g. 0,1,2")
     return seeds
 
-def _run_ada(run, out, seed, seeds, table=None, **kw):
+ADA_MARKERS = ('metrics.json', 'summary.json', 'beta_sweep.json')  # what an `ada` command writes into its --out (all at its end)
+
+def check_ada_out(out, overwrite:bool=False):
+    "Refuse an --out that holds files no `ada` command wrote (none of `ADA_MARKERS`, nor seed<k>/ folders of a multi-seed run), unless `overwrite`."
+    from simreal_nb.store import unmarked_files
+    out = Path(out)
+    seeds = tuple(p.name for p in out.glob('seed*') if (p / 'metrics.json').exists()) if out.is_dir() else ()  # a killed --seeds run's
+    theirs = unmarked_files(out, ADA_MARKERS, seeds)
+    if theirs and not overwrite:
+        shown = ', '.join(theirs[:5]) + (f', … ({len(theirs)} in all)' if len(theirs) > 5 else '')
+        raise UsageError(f"--out {out}: holds files no `simreal ada` wrote ({shown}); expected a new folder or an earlier "
+                         "run's (use another --out, or --overwrite to write beside them and replace any of the same name)")
+
+def _run_ada(run, out, seed, seeds, table=None, overwrite=False, **kw):
     "Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it wrote."
     check_at_least('--seed', seed, 0); check_out_dir(out)
+    seed_list = None if seeds is None else _seed_list('--seeds', seeds)
+    check_ada_out(out, overwrite)
     if seeds is None:
         run(out, seed=seed, **kw); print(f"metrics: {Path(out) / 'metrics.json'}")
     else:
         from simreal_nb.ada import run_seeds
-        run_seeds(run, out, _seed_list('--seeds', seeds), table=table, **kw); print(f"summary: {Path(out) / 'summary.json'}")
+        run_seeds(run, out, seed_list, table=table, **kw); print(f"summary: {Path(out) / 'summary.json'}")
 
 @call_parse
 def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<method>.npy, table.md)
@@ -342,15 +358,16 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             seeds:str=None,         # Comma-separated seeds, e.g. 0,1,2: one run each in DIR/seed<k>, mean ± std in DIR/summary.json
             betas:str=None,         # Comma-separated KL weights, e.g. 0.03,0.1,0.3,1: an ADA β sweep (DIR/beta_sweep.json) instead
             quick:store_true=False, # The 'test' preset: a smoke test, a few training steps
-            cache:str=None):        # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
+            cache:str=None,         # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
+            overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
     from simreal_nb.ada import run_mog, mog_beta_sweep, mog_tables
     preset = 'test' if quick else 'default'
-    if betas is None: return _run_ada(run_mog, out, seed, seeds, table=mog_tables, preset=preset, cache_dir=cache)
+    if betas is None: return _run_ada(run_mog, out, seed, seeds, table=mog_tables, overwrite=overwrite, preset=preset, cache_dir=cache)
     try: bs = [float(b) for b in betas.split(',') if b.strip()]
     except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
     if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
-    check_at_least('--seed', seed, 0); check_out_dir(out)
+    check_at_least('--seed', seed, 0); check_out_dir(out); check_ada_out(out, overwrite)
     mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache)
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
@@ -359,10 +376,11 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
               seed:int=0,               # Random seed
               seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
               quick:store_true=False,   # The 'test' preset: a smoke test, a few training steps
-              cache:str=None):          # Folder of the trained-flow cache
+              cache:str=None,           # Folder of the trained-flow cache
+              overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the bead-chain toy, observables added one at a time."
     from simreal_nb.ada import run_chain
-    _run_ada(run_chain, out, seed, seeds, preset='test' if quick else 'default', cache_dir=cache)
+    _run_ada(run_chain, out, seed, seeds, overwrite=overwrite, preset='test' if quick else 'default', cache_dir=cache)
 
 @call_parse
 def ada_twins(out:str=None,             # Output directory (metrics.json), required
@@ -370,11 +388,12 @@ def ada_twins(out:str=None,             # Output directory (metrics.json), requi
               seed:int=0,               # Twin-data seed; every other random stream derives from it
               seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
               preset:str='default',     # Preset: test (a smoke test, a few training steps) or default
-              cache:str=None):          # Folder of the trained-flow cache
+              cache:str=None,           # Folder of the trained-flow cache
+              overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment on twin flow data: the fields exp never measures, at the system's probes."
     if out is None: raise UsageError("--out: required; expected the directory that receives metrics.json")
     from simreal_nb.ada import run_twins
-    _run_ada(run_twins, out, seed, seeds, system=system, preset=preset, cache_dir=cache)
+    _run_ada(run_twins, out, seed, seeds, overwrite=overwrite, system=system, preset=preset, cache_dir=cache)
 
 @call_parse
 def physics_check(run_dir:str,             # A run directory of `simreal run` (manifest.json, cells/)
@@ -395,12 +414,13 @@ def docs(out:str='runs/docs',        # Site folder: index.html, one page per not
          full:store_true=False,      # Full sizes: no IN_TEST, '#| slow' cells run (much longer)
          timeout:int=600,            # Seconds per notebook
          workers:int=2,              # Notebooks executed at once
-         no_execute:store_true=False): # Render the outputs stored in the notebooks instead of executing them
+         no_execute:store_true=False, # Render the outputs stored in the notebooks instead of executing them
+         overwrite:store_true=False):  # Build into an --out that holds files no docs build wrote (replacing any of the same name)
     "Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local widget JavaScript."
     check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers)
     from simreal_nb.docs import build_docs, DocsError
     names = None if notebooks is None else [o.strip() for o in notebooks.split(',') if o.strip()]
-    build = build_docs(out, small=not full, notebooks=names, timeout=timeout, workers=workers, execute=not no_execute)
+    build = build_docs(out, small=not full, notebooks=names, timeout=timeout, workers=workers, execute=not no_execute, overwrite=overwrite)
     print(f"{len(build.pages)} pages in {build.seconds:.0f} s: {build.index}")
     if build.failed: raise DocsError(f"{len(build.failed)} notebook(s) failed (their pages show the error): "
                                      + '; '.join(f'{p.notebook}: {p.error}' for p in build.failed))
@@ -432,6 +452,8 @@ def _option_token(a:str) -> str:
     "`--exp-trajs` as `--exp_trajs` (argparse's names); only the name: a value after `=` stays as typed (`--out=runs/my-dir`)."
     if not a.startswith('--') or a == '--': return a
     name, eq, value = a[2:].partition('=')
+    if eq and value == '--':  # argparse would read it as the end of the options and pass an empty list on
+        raise UsageError(f"--{name}=--: '--' cannot be a value here (it ends the options); expected --{name}=VALUE")
     return '--' + name.replace('-', '_') + eq + value
 
 class Terminated(KeyboardInterrupt):
@@ -445,7 +467,6 @@ def main(argv:list=None):
     "Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug, 130 / 143 when interrupted."
     import signal, threading
     argv = list(sys.argv[1:] if argv is None else argv)
-    argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
     prog = 'simreal'
     main_thread = threading.current_thread() is threading.main_thread()
@@ -453,6 +474,7 @@ def main(argv:list=None):
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
+        argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
         parser = anno_parser(func, prog=prog)

@@ -15,17 +15,22 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from .errors import InputError
+from .store import unmarked_files, write_text
 
 # %% auto #0
-__all__ = ['WEB_ASSETS', 'SITE_CSS', 'DocsError', 'default_nbs_path', 'web_assets', 'page_name', 'docs_notebooks', 'nb_title',
-           'prepare_for_run', 'prepare_for_page', 'execute_notebook', 'nav_html', 'render_page', 'PageResult',
-           'DocsBuild', 'build_docs']
+__all__ = ['WEB_ASSETS', 'SITE_CSS', 'DocsError', 'DocsFolderError', 'default_nbs_path', 'web_assets', 'page_name',
+           'docs_notebooks', 'nb_title', 'prepare_for_run', 'prepare_for_page', 'execute_notebook', 'nav_html',
+           'render_page', 'PageResult', 'DocsBuild', 'build_docs']
 
 # %% ../nbs/92_docs.ipynb #d003b
 WEB_ASSETS = {'@jupyter-widgets/html-manager': '1.0.15', 'requirejs': '2.3.8', 'mathjax': '3.2.2'}  # npm packages served from DIR/static
 
 class DocsError(RuntimeError):
     "The docs could not be built: a missing tool (npm), a notebook that is not there, pages that failed."
+
+class DocsFolderError(InputError):
+    "The site folder holds files no docs build wrote (it has no `build.json`): they are not replaced unless asked."
 
 def default_nbs_path() -> Path:
     "The repository's `nbs/` folder: next to the installed package (an editable install), else under the working directory."
@@ -333,13 +338,20 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
                assets=True,       # fetch the widget, RequireJS and MathJax files from npm into `out/static`
                env=None,          # extra environment variables of the kernels
                verbose=True,      # one line per page
+               overwrite=False,   # build into an `out` that holds files no build wrote (replacing any of the same name)
               ) -> DocsBuild:
     "Execute the tutorials and module notebooks with nbclient (saving widget state) and render a static site: `out/index.html` with navigation, one page per notebook, every script served from `out/static` (no CDN)."
     import concurrent.futures as cf
     t0 = time.monotonic()
     nbs = Path(nbs_path) if nbs_path else default_nbs_path()
     rels = docs_notebooks(nbs, notebooks)
-    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    out, theirs = Path(out), unmarked_files(out, ('build.json',))
+    if theirs and not overwrite:
+        shown = ', '.join(theirs[:5]) + (f', … ({len(theirs)} in all)' if len(theirs) > 5 else '')
+        raise DocsFolderError(f"{out}: holds files no docs build wrote ({shown}); expected a new folder or an earlier site "
+                              "(use another --out, or --overwrite to build beside them and replace any of the same name)")
+    out.mkdir(parents=True, exist_ok=True)
+    write_text(out / 'build.json', json.dumps(dict(building=True)))  # the site's marker first: a killed build's folder is still ours
     if assets: web_assets(out)
     import nbformat
     pages = [(page_name(r), *_titled(nbformat.read(nbs / r, as_version=4), r), _group(r)) for r in rels]
@@ -362,5 +374,5 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
         home = nbf.v4.new_notebook(cells=[nbf.v4.new_markdown_cell('# simreal_nb\n> Learning physical systems from simulation and experiment together')])
         (out / 'index.html').write_text(render_page(_with_contents(home, pages), 'index.html', nav_html(pages, 'index.html')), encoding='utf-8')
     build = DocsBuild(out, [results[r.as_posix()] for r in rels], round(time.monotonic() - t0, 2))
-    (out / 'build.json').write_text(json.dumps(dict(seconds=build.seconds, small=small, pages=[vars(p) for p in build.pages]), indent=1))
+    write_text(out / 'build.json', json.dumps(dict(seconds=build.seconds, small=small, pages=[vars(p) for p in build.pages]), indent=1))
     return build

@@ -15,19 +15,20 @@ import xarray as xr
 from fastprogress.fastprogress import progress_bar
 from . import __version__
 from .schema import FIELDS, reference_scales
-from .store import write_dataset, write_text, read_dataset, load_torch, CheckpointError, read_json
-from .systems import list_systems, load_twins, _fill_entry, _fill_parallel
+from .store import write_dataset, write_text, read_dataset, load_torch, CheckpointError, RunFileError, read_json, is_temporary, unmarked_files, TIMING_TYPES
+from .systems import list_systems, load_twins, fill_entry, fill_cache, torch_threads
 from .align import make_domain_data, WindowDataset
-from .models import make_model, n_params, CAPACITIES, ARCHS
+from .models import make_model, n_params, save_model, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
 from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND, EXPOSURE_CONTROLS
 from .evaluation import evaluate, evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'TYPICAL_UPDATES', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset',
-           'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'cell_path', 'set_aside_unreadable',
-           'exposure_protocol', 'field_units', 'run_cell', 'data_digests', 'run_stamp', 'open_run_dir', 'RunLock',
+__all__ = ['MAX_CELLS', 'PRESETS', 'BANDS', 'EXAMPLE_KINDS', 'MANIFEST_TYPES', 'TYPICAL_UPDATES', 'GridConfig', 'GridError',
+           'Cell', 'Grid', 'Preset', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
+           'resolve_exp_trajs', 'cell_path', 'cell_model', 'set_aside_unreadable', 'exposure_protocol', 'field_units',
+           'run_cell', 'data_digests', 'run_stamp', 'read_manifest', 'run_config', 'open_run_dir', 'RunLock',
            'foreign_files', 'lock_run_dir', 'check_device', 'is_cell_key', 'open_cell_file', 'foreign_cell',
            'check_cells', 'remove_stale_tmp', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool',
            'stop_pool', 'exposure_waves', 'map_cells', 'collect_results', 'prepare_twins', 'estimate_cost',
@@ -107,11 +108,21 @@ class Cell:
     @property
     def key(self) -> str:
         return f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol}__s{self.seed}"
+    @classmethod
+    def from_key(cls, key:str) -> Cell:
+        "The cell whose `key` is `key` (a cell file's stem); `GridError` when it is not spelled like one."
+        parts = key.split('__')
+        if len(parts) != 6 or not re.fullmatch(r'x(\d+|all)', parts[3]) or not re.fullmatch(r's\d+', parts[5]) or not all(parts):
+            raise GridError(f"{key!r}: not a cell key; expected SYSTEM__CAPACITY__ARCH__x<N|all>__PROTOCOL__s<SEED>")
+        system, capacity, arch, x, protocol, s = parts
+        return cls(system, capacity, protocol, int(s[1:]), arch, None if x == 'xall' else int(x[1:]))
 
 # %% ../nbs/50_experiment.ipynb #c009
 def _check_names(kind, names, valid):
     bad = [n for n in names if n not in valid]
     if bad: raise GridError(f"unknown {kind} {bad}; expected some of: {', '.join(valid)}")
+
+MAX_CELLS = 100_000  # a grid beyond this is a typo (`--seeds 1000000`), not a study
 
 @dataclass(frozen=True)
 class Grid:
@@ -143,6 +154,10 @@ class Grid:
         for n in self.exp_trajs:
             if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):
                 raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
+        n_seeds = int(self.seeds) if isinstance(self.seeds, (int, np.integer)) else len(self.seeds)
+        size = len(systems) * len(self.capacities) * len(archs) * len(self.exp_trajs) * len(canon) * n_seeds
+        if size > MAX_CELLS: raise GridError(f"the grid has {size} cells ({n_seeds} seeds); expected at most {MAX_CELLS} (at minutes per cell, "
+                                             "more would take years): fewer seeds, systems or protocols")
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
         if not seeds: raise GridError(f"seeds: expected at least one seed (a number >= 1, or the seeds themselves), got {self.seeds!r}")
         if not [p for p in canon if p not in BASELINES]:
@@ -221,6 +236,14 @@ def limit_exp_train(dd, n:int|None):
     sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names)
     return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
 
+def resolve_exp_trajs(cells:list, cfg:GridConfig, data_dir=None, workers:int=1) -> tuple:
+    "(`cells` with every count of experimental training trajectories at or above its system's number as None, all of them: one cell per set; {system: that number} where a count was given)."
+    given = sorted({c.system for c in cells if c.exp_trajs is not None})
+    if given and data_dir is None: prepare_twins([c for c in cells if c.system in given], cfg, workers)  # needed anyway
+    n = {s: cell_data(s, cfg, data_dir, min(c.seed for c in cells if c.system == s))[0].exp['train'].ds.sizes['traj'] for s in given}
+    out = [replace(c, exp_trajs=None) if c.exp_trajs is not None and c.exp_trajs >= n[c.system] else c for c in cells]
+    return list(dict.fromkeys(out)), n
+
 # %% ../nbs/50_experiment.ipynb #c018
 BANDS = ('low', 'mid', 'high')
 
@@ -292,7 +315,7 @@ def _baseline_scores(name, dd, truth, cfg, scales, device):
     return evaluate_groups({d: fit(getattr(dd, d)['train']) for d in ('sim', 'exp')}, dd, **kw)  # each domain's own, fitted on its train split
 
 # %% ../nbs/50_experiment.ipynb #c019
-def _cell_model(cell:Cell, cfg:GridConfig, dd):
+def cell_model(cell:Cell, cfg:GridConfig, dd):
     "The untrained model of `cell` (the same initial weights for a seed, whatever process builds it)."
     torch.manual_seed(cell.seed)
     return make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
@@ -310,12 +333,13 @@ def set_aside_unreadable(ckpt) -> bool:
 
 def _train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, **kw):
     "(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and resumed from the last one there."
-    model = _cell_model(cell, cfg, dd)
+    model = cell_model(cell, cfg, dd)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
     hist = train(model, dd, protocol or cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
                  ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
                  lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True, **kw)
+    if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / 'model.pt')  # the final model, rebuildable alone (`models.load_model`)
     return model, hist
 
 def _joint_exp_batches(ds:xr.Dataset, path) -> int:
@@ -408,7 +432,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     if path.exists(): return dict(key=cell.key, skipped=True)
     if threads: torch.set_num_threads(threads)
     man = Path(run_dir) / 'manifest.json'  # the run's own record (data digests included): read, not recomputed per cell
-    stamp = _stamp(read_json(man, "the manifest.json that `simreal run` writes")) if man.exists() else run_stamp(cfg, data_dir)
+    stamp = _stamp(read_manifest(run_dir)) if man.exists() else run_stamp(cfg, data_dir)
     t0 = time.perf_counter()
     dd, truth, scales = cell_data(cell.system, cfg, data_dir, cell.seed)
     dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
@@ -454,6 +478,21 @@ def run_stamp(cfg:GridConfig, data_dir=None) -> str:
     "A short hash of the version, config and data of a run: written into each of its cell files."
     return _stamp(_manifest(cfg, data_dir))
 
+MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict)  # as `_manifest` writes them
+
+def read_manifest(run_dir, name:str='manifest.json') -> dict:
+    "A run directory's manifest.json (`name='job.json'`: a job directory's), checked: `RunFileError` naming the file when it is damaged or a value has another type."
+    what = 'the job.json that `simreal train` writes' if name == 'job.json' else 'the manifest.json that `simreal run` writes'
+    return read_json(Path(run_dir) / name, f"{what} (a damaged folder, or one no run wrote: use another --out)", MANIFEST_TYPES)
+
+def run_config(run_dir) -> tuple:
+    "(`GridConfig`, data folder or None) of a run directory, from its manifest."
+    m = read_manifest(run_dir)
+    try: return GridConfig(**{**m['config'], 'fracs': tuple(m['config']['fracs'])}), m.get('data')
+    except (TypeError, KeyError) as e:
+        raise RunFileError(f"{Path(run_dir) / 'manifest.json'}: its config is not a GridConfig's settings ({e}); "
+                           "expected the manifest.json that `simreal run` writes") from None
+
 def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
     "Create `run_dir` (or check that it was made by this version with `cfg`, on the same data) and return it."
     run_dir = Path(run_dir); man = run_dir / 'manifest.json'
@@ -461,7 +500,7 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
     want = _manifest(cfg, data_dir)
     if man.exists():
-        have = read_json(man, "the manifest.json that `simreal run` writes: this folder is damaged or not a run directory (use another --out)")
+        have = read_manifest(run_dir)
         if have.get('version') != __version__:
             raise GridError(f"run directory {run_dir} was made by simreal_nb {have.get('version')!r}; this is "
                             f"{__version__!r}: its cells cannot be mixed with new ones (use another --out)")
@@ -510,9 +549,7 @@ class RunLock:
 
 def foreign_files(run_dir) -> list:
     "Names in `run_dir` that no `simreal run` or `train` wrote: everything, where the folder has neither a run's `manifest.json` nor a job's `job.json` (only a lock left by a killed start is ours)."
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir() or (run_dir / 'manifest.json').exists() or (run_dir / 'job.json').exists(): return []
-    return sorted(p.name for p in run_dir.iterdir() if p.name != '.lock')
+    return unmarked_files(run_dir, ('manifest.json', 'job.json'), ('.lock',))
 
 def lock_run_dir(run_dir, overwrite:bool=False) -> RunLock:
     "Create `run_dir` if needed and take its `RunLock`; a folder holding files a run did not write is refused unless `overwrite`."
@@ -542,12 +579,10 @@ def check_device(device='auto') -> torch.device:
     return dev
 
 # %% ../nbs/50_experiment.ipynb #cellchk1
-_TMP = re.compile(r'^\..+\.[0-9a-f]{32}\.tmp$')  # the temporary files of `store.atomic_write`
-_KEY = re.compile(r'^[^_].*__[^_]+__[^_]+__x(\d+|all)__.+__s\d+$')  # `Cell.key`
-
 def is_cell_key(name:str) -> bool:
     "Whether `name` (a file stem) is spelled like a `Cell.key`."
-    return bool(_KEY.match(name))
+    try: Cell.from_key(name); return not name.startswith('_')
+    except GridError: return False
 
 def open_cell_file(path) -> xr.Dataset:
     "A cell file, loaded; `GridError` naming it when it cannot be read (cut short by a crash, or damaged)."
@@ -604,7 +639,7 @@ def remove_stale_tmp(run_dir) -> int:
     "Delete the temporary files a killed writer left in `run_dir` (call it holding the run's lock); return how many."
     n = 0
     for p in Path(run_dir).rglob('.*.tmp'):
-        if _TMP.match(p.name) and p.is_file(): p.unlink(missing_ok=True); n += 1
+        if is_temporary(p.name) and p.is_file(): p.unlink(missing_ok=True); n += 1
     return n
 
 # %% ../nbs/50_experiment.ipynb #c023
@@ -693,7 +728,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     paths = [p for p in paths if p.exists()]
     if not paths: raise GridError(f"no finished cells in {run_dir / 'cells'}")
     man = run_dir / 'manifest.json'
-    man = read_json(man, "the manifest.json that `simreal run` writes") if man.exists() else None
+    man = read_manifest(run_dir) if man.exists() else None
     stamp = None if man is None else _stamp(man)
     parts, scales, units, targets = [], {}, {}, {}
     for i, p in enumerate(paths):
@@ -732,17 +767,15 @@ def prepare_twins(cells:list, cfg:GridConfig, workers:int=1) -> dict:
     n = max(1, min(int(workers), len(entries)))
     threads = max(1, (os.cpu_count() or 1) // n)  # one entry: every core generates it
     if n == 1 or cfg.size == 'test':  # test sizes: a process's start-up would cost more than the data
-        return {e: _fill_entry(*e, cfg.size, None, {}, threads) for e in entries}
-    return _fill_parallel(entries, cfg.size, None, {}, n, threads)
+        return {e: fill_entry(*e, cfg.size, None, {}, threads) for e in entries}
+    return fill_cache(entries, cfg.size, None, {}, n, threads)
 
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
                   data_dir=None) -> dict:  # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
     "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`)."
-    dev, old = resolve_device(device), torch.get_num_threads()
-    if threads: torch.set_num_threads(threads)
-    try: per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
-    finally: torch.set_num_threads(old)
+    dev = resolve_device(device)
+    with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
     trained = [c for c in cells if c.protocol not in BASELINES]
     costs = np.array([_cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in trained]).reshape(-1, 2)
     return dict(cells=len(cells), trained_cells=len(trained),
@@ -802,7 +835,12 @@ def run_experiment(out='runs/default',  # run directory
     try:
         run_dir = open_run_dir(out, config, data)
         stale = remove_stale_tmp(run_dir)
-        stamp = _stamp(read_json(run_dir / 'manifest.json', "the manifest.json that `simreal run` writes"))  # as checked: imported data hashed once
+        lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
+        asked = sorted({(c.system, c.exp_trajs) for c in cells if c.exp_trajs is not None})
+        cells, n_exp = resolve_exp_trajs(cells, config, data, lanes)  # `--exp-trajs 100,all` with 12 trajectories: one set, computed once
+        whole = [f"{k} ≥ {s}'s {n_exp[s]}" for s, k in asked if k >= n_exp[s]]
+        if verbose and whole: print(f"exp_trajs: {', '.join(whole)} experimental training trajectories is all of them: computed once, as 'all'", flush=True)
+        stamp = _stamp(read_manifest(run_dir))  # as checked: imported data hashed once
         todo = check_cells(run_dir, cells, stamp, verbose)  # torn cell files are computed again
         keys = {c.key for c in cells}
         lone = [c.key for c in todo if c.protocol in EXPOSURE_CONTROLS and replace(c, protocol=JOINT).key not in keys
@@ -810,8 +848,7 @@ def run_experiment(out='runs/default',  # run directory
         if lone: raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting and seed, "
                                  f"which neither this grid nor {run_dir / 'cells'} holds: add {JOINT!r} to the protocols")
         tfile = run_dir / 'timing.json'
-        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: only the timings are lost)") if tfile.exists() else {}
-        lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
+        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: only the timings are lost)", TIMING_TYPES) if tfile.exists() else {}
         if verbose: print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}"
                           + (f" ({stale} temporary file(s) of a killed run removed)" if stale else ''), flush=True)
         if todo and data is None:  # the twins first, every core at work: no two workers generate the same data
@@ -872,7 +909,7 @@ def open_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None) -> Path:
     out = Path(out); f = out / 'job.json'
     want = {**_manifest(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell)))}
     if f.exists():
-        have = read_json(f, "the job.json that `simreal train` writes: this folder is damaged or not a job directory (use another --out)")
+        have = read_manifest(out, 'job.json')
         diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
         if diff: raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the same arguments")
     else: write_text(f, json.dumps(want, indent=1))
@@ -890,7 +927,8 @@ def train_job(out,                         # job directory: job.json, last.pt + 
               exp_trajs:int|None=None,     # experimental training trajectories (None: all)
               device:str='auto',           # 'auto', 'cpu', 'cuda' (under torchrun: each rank its LOCAL_RANK's GPU)
               data=None,                   # folder of NAME_sim.nc / NAME_exp.nc pairs instead of the twins
-              verbose:bool=True) -> xr.Dataset|None:
+              verbose:bool=True,
+              overwrite:bool=False) -> xr.Dataset|None:  # write into an `out` that holds files no job wrote (else refused)
     "Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks > 0)."
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
@@ -912,7 +950,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
         cfg.arch, None if data is None else imported_systems(data))
     out, lock = Path(out), None
     if int(os.environ.get('RANK', '0')) == 0:  # rank 0 owns the directory; the others only read last.pt to resume
-        lock = lock_run_dir(out)
+        lock = lock_run_dir(out, overwrite)
         try: open_job_dir(out, cfg, cell, data); set_aside_unreadable(out / 'last.pt')
         except BaseException: lock.release(); raise
     t0 = time.perf_counter()

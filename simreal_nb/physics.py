@@ -13,8 +13,8 @@ import xarray as xr
 from . import __version__
 from .store import write_text, load_torch, CheckpointError
 from .evaluation import rollout, long_windows, Persistence
-from .experiment import GridConfig, Cell, cell_data, is_cell_key, _cell_model
-from .store import read_json
+from .experiment import GridConfig, Cell, cell_data, is_cell_key, run_config, cell_model
+from .models import load_model
 from .metrics import BASELINES
 from .report import physics_table, write_report
 from .errors import InputError
@@ -411,15 +411,7 @@ def _run_config(run_dir):
     "(GridConfig, data folder or None) of a run directory, from its manifest.json."
     man = Path(run_dir) / 'manifest.json'
     if not man.exists(): _fail(f"run_dir {run_dir}: has no manifest.json; expected a folder written by `simreal run`")
-    m = read_json(man, "the manifest.json that `simreal run` writes")
-    cfg = m.get('config')
-    if not isinstance(cfg, dict): _fail(f"{man}: has no `config` object; expected the manifest of `simreal run`")
-    return GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])}), m.get('data')
-
-def _cell_of(key):
-    "The `Cell` a cell file name spells (`Cell.key`)."
-    system, capacity, arch, x, protocol, s = key.split('__')
-    return Cell(system, capacity, protocol, int(s[1:]), arch, None if x == 'xall' else int(x[1:]))
+    return run_config(run_dir)
 
 def _jsonable(o):
     "Plain JSON: NaN and inf as null, numpy scalars as Python numbers."
@@ -433,14 +425,18 @@ def _jsonable(o):
 def load_cell_model(run_dir, # a run directory of `simreal run`
                     cell:Cell, cfg:GridConfig, # the cell and the run's config
                     data) -> nn.Module: # the cell's DomainData (`experiment.cell_data`)
-    "The trained model of `cell`, rebuilt from `run_dir/cells/<key>/last.pt` (the final weights of a finished cell)."
-    ck = Path(run_dir) / 'cells' / cell.key / 'last.pt'
+    "The trained model of `cell`: `run_dir/cells/<key>/model.pt` as `models.save_model` wrote it, else (a run from before it was saved) rebuilt from the final checkpoint `last.pt`."
+    saved = Path(run_dir) / 'cells' / cell.key / 'model.pt'
+    if saved.exists():
+        try: return load_model(saved).eval()
+        except CheckpointError as e: _fail(f"{saved}: {e}; expected the final model `simreal run` saves for a trained cell")
+    ck = saved.with_name('last.pt')
     if not ck.exists(): _fail(f"{ck}: missing; expected the checkpoint `simreal run` leaves for a trained cell")
     try: st = load_torch(ck)
     except CheckpointError as e: _fail(f"{ck}: {e}; expected a readable trainer checkpoint")
     if not isinstance(st, dict) or 'model' not in st: _fail(f"{ck}: holds no model weights; expected a trainer checkpoint")
     if not st.get('history', {}).get('done', False): _fail(f"{ck}: training did not finish; expected the final checkpoint")
-    model = _cell_model(cell, cfg, data)
+    model = cell_model(cell, cfg, data)
     model.load_state_dict(st['model'])
     return model.eval()
 
@@ -458,7 +454,7 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
     horizon = cfg.horizon if horizon is None else horizon
     keys = sorted(p.stem for p in (run_dir / 'cells').glob('*.nc') if is_cell_key(p.stem))
     if not keys: _fail(f"run_dir {run_dir}: no finished cell in cells/; expected cell files written by `simreal run`")
-    cells = [_cell_of(k) for k in keys]
+    cells = [Cell.from_key(k) for k in keys]
     cells = [c for c in cells if c.protocol not in BASELINES or (baselines and c.protocol == 'persistence')]
     out = dict(package='simreal_nb', version=__version__, run_dir=str(run_dir), horizon=int(horizon), max_windows=max_windows,
                criteria=dict(divergence=f"rms div(u, v) of the rollout <= {DIV_FACTOR:g} x the data's own on the same "

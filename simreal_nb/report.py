@@ -17,19 +17,19 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
                                 pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
                                 trained_protocols, train_domains)
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
-from .store import atomic_write, write_text, read_json, write_dataset, RunFileError
+from .store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from .schema import FIELD_META, FIELDS
 from .metrics import EXPOSURE_CONTROLS, PROTOCOLS
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'SCORE_DIMS', 'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair',
-           'pair_choices', 'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table',
-           'per_setting', 'units_of', 'units_line', 'phys_table', 'baseline_flags', 'persistence_flags',
-           'off_domain_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure',
-           'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking',
-           'exposure_table', 'control_table', 'control_verdicts', 'exposure_lines', 'physics_table', 'physics_lines',
-           'targets_text', 'units_text', 'report_text', 'compact_scores', 'write_report', 'column_meaning',
-           'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
+__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'md_table', 'two_model_pair',
+           'with_two_model_pair', 'pair_choices', 'domain_table', 'reduction_table', 'forgetting_table',
+           'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table', 'baseline_flags',
+           'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
+           'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking',
+           'lambda_ranking', 'exposure_table', 'control_table', 'control_verdicts', 'exposure_lines', 'physics_table',
+           'physics_lines', 'targets_text', 'units_text', 'report_text', 'compact_scores', 'write_report',
+           'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -915,7 +915,14 @@ def _read_results(path) -> xr.Dataset:
                         "results of `simreal run` (run it again into this folder to rewrite them)") from None
     if 'score' not in res:
         raise RunFileError(f"{path}: a netCDF file without the variable 'score'; expected the results of `simreal run`")
+    dims, kind = set(res['score'].dims), res['score'].dtype
+    if dims - RESULT_DIMS - RESULT_SETTINGS or RESULT_DIMS - dims or not np.issubdtype(kind, np.floating):
+        raise RunFileError(f"{path}: its 'score' has dims {res['score'].dims} of {kind}; expected floats over "
+                           f"{sorted(RESULT_DIMS)} and settings among {sorted(RESULT_SETTINGS)}, as `simreal run` writes them")
     return res
+
+RESULT_DIMS = {'protocol', 'seed', 'domain', 'field', 'metric'}  # of `score` in a results.nc, beside its settings
+RESULT_SETTINGS = {'system', 'capacity', 'arch', 'exp_trajs', 'group'}  # the settings dims a run's `score` may have
 
 SCORE_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'hidden_field', 'band', 'mode')  # besides the setting dims
 
@@ -931,13 +938,14 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     res = _read_results(run_dir / 'results.nc')
     tfile = run_dir / 'timing.json'
     if tfile.exists():
-        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: the report then leaves out the wall time)")
+        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: the report then leaves out the wall time)", TIMING_TYPES)
     else: timing = None
     for name, _, make in _figures(res):
         fig = make()
         atomic_write(run_dir / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
     pfile = run_dir / 'physics.json'
-    phys = read_json(pfile, "the physics.json that `simreal physics-check` writes (delete it or run the check again)") if pfile.exists() else None
+    phys = read_json(pfile, "the physics.json that `simreal physics-check` writes (delete it or run the check again)",
+                     dict(criteria=dict, max_windows=(int, type(None)), horizon=int, cells=dict)) if pfile.exists() else None
     text = report_text(res, timing, phys)
     write_text(run_dir / 'report.md', text)
     write_dataset(compact_scores(res), run_dir / 'scores.nc', validate=False)  # small enough to keep with the code

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_store.ipynb #c003
 from __future__ import annotations
-import json, os, shutil, tempfile, uuid
+import errno, json, os, re, shutil, tempfile, uuid
 from pathlib import Path
 import numpy as np
 import xarray as xr
@@ -12,8 +12,8 @@ from .schema import validate as _validate, DIMS, FIELD_META
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['atomic_write', 'CheckpointError', 'RunFileError', 'read_json', 'write_text', 'save_torch', 'load_torch',
-           'write_dataset', 'read_dataset']
+__all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'unmarked_files', 'CheckpointError', 'RunFileError', 'read_json',
+           'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -47,10 +47,24 @@ def atomic_write(path,  # destination file
     try:
         write(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp): os.remove(tmp)
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk inside a writer: name the file
+            raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
         raise
     return path
+
+_TMP_NAME = re.compile(r'^\..+\.[0-9a-f]{32}\.tmp$')
+
+def is_temporary(name:str) -> bool:
+    "Whether `name` is a temporary file of `atomic_write` (left behind only by a killed process)."
+    return bool(_TMP_NAME.match(name))
+
+def unmarked_files(folder, markers:tuple, own:tuple=()) -> list:
+    "Names in `folder` (but `own`) where it holds none of the `markers`, the files a command writes to say a folder is its own: what that command must not replace."
+    folder = Path(folder)
+    if not folder.is_dir() or any((folder / m).exists() for m in markers): return []
+    return sorted(p.name for p in folder.iterdir() if p.name not in own)
 
 # %% ../nbs/10_store.ipynb #0f14169c
 class CheckpointError(InputError):
@@ -59,12 +73,26 @@ class CheckpointError(InputError):
 class RunFileError(InputError):
     "A file of a run directory (JSON, netCDF) that is unreadable, truncated or foreign."
 
-def read_json(path, expected:str) -> dict:
-    "The JSON object in `path`; `RunFileError` naming the file when it is not valid JSON or not an object."
+TIMING_TYPES = {'*': (int, float, dict)}  # a run's timing.json: '_data_s', '_run_s' in seconds; per cell key, its seconds
+
+_JSON_NAMES = {dict: 'an object', list: 'a list', str: 'a string', int: 'a number', float: 'a number', bool: 'true or false',
+               type(None): 'null'}
+
+def read_json(path, expected:str,
+              types:dict|None=None,  # key -> the Python type(s) its value must have where present; '*': every other key
+             ) -> dict:
+    "The JSON object in `path`; `RunFileError` naming the file when it is not valid JSON, not an object, or a value of `types` has another type."
     path = Path(path)
     try: obj = json.loads(path.read_text())
     except ValueError as e: raise RunFileError(f"{path}: not valid JSON ({type(e).__name__}: {e}); expected {expected}") from None
     if not isinstance(obj, dict): raise RunFileError(f"{path}: holds a JSON {type(obj).__name__}, not an object; expected {expected}")
+    for k, v in obj.items():
+        want = (types or {}).get(k, (types or {}).get('*'))
+        if want is None: continue
+        want = want if isinstance(want, tuple) else (want,)
+        if not isinstance(v, want) or (isinstance(v, bool) and bool not in want):  # JSON true is no number
+            names = ' or '.join(dict.fromkeys(_JSON_NAMES[t] for t in want))
+            raise RunFileError(f"{path}: {k!r} holds {_JSON_NAMES[type(v)]} ({json.dumps(v)[:40]}), not {names}; expected {expected}")
     return obj
 
 def write_text(path,  # destination file

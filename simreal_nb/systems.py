@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_systems.ipynb #c003
 from __future__ import annotations
-import os, json, math, time, hashlib, shutil
+import errno, os, json, math, time, hashlib, shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -13,14 +13,15 @@ import torch.nn.functional as F
 import xarray as xr
 from . import __version__
 from .schema import FIELD_META, fields_of, validate
-from .store import write_dataset, read_dataset, write_text
+from .store import write_dataset, read_dataset, write_text, is_temporary
 from .schema import GROUPS
 from .errors import InputError
 
 # %% auto #0
 __all__ = ['GENERATOR', 'GENERATOR_VERSION', 'SYSTEMS', 'SystemConfigError', 'SystemSpec', 'list_systems', 'measure',
-           'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'neighbour_ratio', 'pressure_hf_fraction',
-           'cache_root', 'twin_key', 'load_twins', 'write_twins', 'load_all_twins']
+           'torch_threads', 'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'neighbour_ratio',
+           'pressure_hf_fraction', 'cache_root', 'twin_key', 'load_twins', 'write_twins', 'fill_entry', 'fill_cache',
+           'load_all_twins']
 
 # %% ../nbs/05_systems.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
@@ -706,7 +707,7 @@ def _gen_lbm(spec, c, seed):
     return dict(sim=sim, exp=exp, exp_truth=truth)
 
 # %% ../nbs/05_systems.ipynb #c028
-class _threads:
+class torch_threads:
     "Temporarily set torch's intra-op threads (restored on exit); None leaves them alone."
     def __init__(self, n): self.n = n
     def __enter__(self):
@@ -729,7 +730,7 @@ def make_twins(system:str, # one of `list_systems()`
     spec = _get_spec(system)
     _check_seed(seed)
     c = _resolve(spec, size, overrides); c['_size'] = size
-    with _threads(threads): out = (_gen_kolmogorov if spec.kind == 'spectral' else _gen_lbm)(spec, c, int(seed))
+    with torch_threads(threads): out = (_gen_kolmogorov if spec.kind == 'spectral' else _gen_lbm)(spec, c, int(seed))
     for k, ds in out.items():
         ds.attrs['size'] = size
         if overrides: ds.attrs['overrides'] = json.dumps(overrides, sort_keys=True, default=str)
@@ -891,6 +892,11 @@ def _write_entry(d, key, out, overrides=None):
         man['files'][k] = _digest(f)
     write_text(d / 'manifest.json', json.dumps(man))   # last: an entry without a manifest is never read
 
+def _is_entry(d) -> bool:
+    "Whether folder `d` holds nothing but what `_write_entry` writes (or its temporary files): a cache entry the package may delete."
+    return d.is_dir() and not d.is_symlink() and all(
+        p.name in {f'{k}.nc' for k in _DOMAINS} | {'manifest.json'} or is_temporary(p.name) for p in d.iterdir())
+
 # %% ../nbs/05_systems.ipynb #c042
 def load_twins(system:str, # one of `list_systems()`
                seed:int=0, # generator seed
@@ -906,6 +912,8 @@ def load_twins(system:str, # one of `list_systems()`
     if out is not None: return out
     out = make_twins(system, seed, size, threads=threads, **overrides)
     try:
+        if d.exists() and not _is_entry(d):  # a folder of the user's under the cache's name: kept, the data not cached
+            raise FileExistsError(errno.EEXIST, 'holds files the package did not write; left as it is', str(d))
         if d.exists(): shutil.rmtree(d, ignore_errors=True)
         _write_entry(d, key, out, overrides)
     except OSError as e:  # read-only or full disk: the data are still good, only not cached
@@ -913,9 +921,11 @@ def load_twins(system:str, # one of `list_systems()`
         warnings.warn(f"load_twins: could not cache {system!r} under {str(root)!r} ({e}); returning uncached data")
         return out
     for old in root.glob(prefix + '*'):  # stale: another package/generator version, or older preset parameters
-        if old == d or not old.is_dir(): continue
+        if old == d or not _is_entry(old): continue  # only whole entries the package wrote: never a user's folder
         try: man = json.loads((old / 'manifest.json').read_text())
-        except Exception: man = {}
+        except Exception:  # no manifest: a writer killed half-way, or one still at work (left alone for an hour)
+            if time.time() - max((p.stat().st_mtime for p in old.iterdir()), default=0) > 3600: shutil.rmtree(old, ignore_errors=True)
+            continue
         other_version = (man.get('version'), man.get('generator_version')) != (__version__, GENERATOR_VERSION)
         old_preset = not overrides and not man.get('overrides')
         if other_version or old_preset: shutil.rmtree(old, ignore_errors=True)
@@ -932,7 +942,7 @@ def write_twins(system:str, # one of `list_systems()`
     return {k: write_dataset(out[k], out_dir / f'{system}_{k}.nc') for k in _DOMAINS}
 
 # %% ../nbs/05_systems.ipynb #c047
-def _fill_entry(system, seed, size, cache_dir, overrides, threads=1):
+def fill_entry(system, seed, size, cache_dir, overrides, threads=1):
     "Make sure the cache entry exists; returns [wall seconds, CPU seconds] spent ([0, 0] if it was already cached)."
     t, c = time.perf_counter(), time.process_time()
     key = twin_key(system, seed, size, **overrides)
@@ -941,12 +951,12 @@ def _fill_entry(system, seed, size, cache_dir, overrides, threads=1):
     load_twins(system, seed, size, cache_dir=cache_dir, threads=threads, **overrides)
     return [time.perf_counter() - t, time.process_time() - c]
 
-def _fill_parallel(entries, size, cache_dir, overrides, workers, threads=1):
-    "Run `_fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time (`threads` torch threads each); dict entry -> seconds."
+def fill_cache(entries, size, cache_dir, overrides, workers, threads=1):
+    "Run `fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time (`threads` torch threads each); dict entry -> seconds."
     import subprocess, sys
     # a child exits when its stdin closes: when this process ends, however it ends (killed included), no orphan generates on
     code = ("import json, os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(1)), daemon=True).start(); "
-            "from simreal_nb.systems import _fill_entry; a = json.loads(sys.argv[1]); print(json.dumps(_fill_entry(*a)), flush=True)")
+            "from simreal_nb.systems import fill_entry; a = json.loads(sys.argv[1]); print(json.dumps(fill_entry(*a)), flush=True)")
     root = str(cache_root(cache_dir).parent)
     todo, running, out = [(s_, int(k)) for s_, k in entries], {}, {}
     try:
@@ -975,5 +985,5 @@ def load_all_twins(systems=None, # names (default: all of `list_systems()`)
     systems = list_systems() if systems is None else list(systems)
     for s_ in systems: twin_key(s_, seed, size, **overrides)   # every argument checked before any compute
     if workers > 1 and len(systems) > 1 and size != 'test':  # test sizes: process start-up would dominate
-        _fill_parallel([(s_, seed) for s_ in systems], size, cache_dir, overrides, workers)
+        fill_cache([(s_, seed) for s_ in systems], size, cache_dir, overrides, workers)
     return {s_: load_twins(s_, seed, size, cache_dir=cache_dir, **overrides) for s_ in systems}

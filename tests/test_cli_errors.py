@@ -281,3 +281,115 @@ def test_data_import_piv_refuses_to_replace_piv_exp_unless_told(tmp_path, capsys
     out = tmp_path / 'd'; out.mkdir(); (out / 'piv_exp.nc').write_bytes(b'mine')
     with pytest.raises(SystemExit) as e: cli.main(['data', 'import', 'piv', str(tmp_path / 'frames'), '--out', str(out)])
     assert e.value.code == 2 and 'piv_exp.nc: exists' in capsys.readouterr().err and (out / 'piv_exp.nc').read_bytes() == b'mine'
+
+
+def test_docs_refuses_a_folder_it_did_not_write(tmp_path, capsys):
+    "`simreal docs --out DIR` over someone else's index.html: exit 2 naming it, untouched; a build with overwrite, then its own folder again."
+    from simreal_nb.docs import build_docs
+    out = tmp_path / 'site'; out.mkdir(); (out / 'index.html').write_text('my page')
+    with pytest.raises(SystemExit) as e: cli.main(['docs', '--out', str(out), '--notebooks', 'index', '--no-execute'])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert 'index.html' in err and '--overwrite' in err and (out / 'index.html').read_text() == 'my page', err
+    build_docs(out, notebooks=['index'], execute=False, assets=False, overwrite=True, verbose=False)
+    assert 'my page' not in (out / 'index.html').read_text() and json.loads((out / 'build.json').read_text())['pages']
+    build_docs(out, notebooks=['index'], execute=False, assets=False, verbose=False)  # its own site now: no overwrite needed
+
+
+def test_run_exp_trajs_at_or_above_the_count_is_all(tmp_path, capsys):
+    "`--exp-trajs 100,all` where the system has fewer trajectories: one set, computed once, reported once (no merge error)."
+    args = ['run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'sim_only', '--exp-trajs', '1,100,all',
+            '--workers', '0', '--out', str(tmp_path / 'r')]
+    cli.main(args)
+    assert "100 ≥ cylinder's" in capsys.readouterr().out
+    import xarray as xr
+    with xr.open_dataset(tmp_path / 'r' / 'results.nc', engine='h5netcdf') as res: n = res.exp_trajs.values.tolist()
+    assert n == [1, 2]  # the test preset's cylinder trains on 2 experimental trajectories: 100 and all are the same 2
+    assert sorted(p.name for p in (tmp_path / 'r' / 'cells').glob('*sim_only*.nc')) == [
+        'cylinder__S__fno__x1__sim_only__s0.nc', 'cylinder__S__fno__xall__sim_only__s0.nc']
+    cli.main(args)  # the rerun finds everything done
+
+
+@pytest.mark.parametrize('name,edit,says', [
+    ('manifest.json', lambda m: {**m, 'config': [8, 4]}, "'config' holds a list ([8, 4]), not an object"),
+    ('manifest.json', lambda m: {**m, 'data': 3}, "'data' holds a number (3), not a string or null"),
+    ('timing.json', lambda m: {'_data_s': 'slow'}, "'_data_s' holds a string"),
+    ('timing.json', lambda m: {'_run_s': True}, "'_run_s' holds true or false"),
+])
+def test_run_dir_json_of_wrong_types_is_a_user_error(tmp_path, capsys, name, edit, says):
+    "A manifest.json / timing.json with the right keys but values of the wrong types: exit 2 naming the file and the key, before training."
+    from simreal_nb.experiment import PRESETS, _manifest
+    out = tmp_path / 'r'; out.mkdir()
+    man = _manifest(PRESETS['test'].config)
+    (out / 'manifest.json').write_text(json.dumps(edit(man) if name == 'manifest.json' else man))
+    if name == 'timing.json': (out / name).write_text(json.dumps(edit({})))
+    with pytest.raises(SystemExit) as e:
+        cli.main(['run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'sim_only', '--workers', '0', '--out', str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and f'{out / name}: ' in err and says in err, err
+    assert not (out / 'cells').exists() or not any((out / 'cells').glob('*.nc'))
+
+
+def test_report_refuses_a_score_of_other_dims(tmp_path, capsys):
+    "`simreal report` on a results.nc whose score has an extra dim (or lacks one): exit 2 naming the file and the dims expected."
+    import numpy as np, xarray as xr
+    from simreal_nb.report import RESULT_DIMS, RESULT_SETTINGS
+    dims = sorted(RESULT_DIMS) + sorted(RESULT_SETTINGS)
+    for extra in (['lead'], []):
+        d = tmp_path / f"r{len(extra)}"; d.mkdir()
+        use = dims + extra if extra else [d for d in dims if d != 'metric']
+        xr.Dataset(dict(score=(use, np.zeros([1] * len(use))))).to_netcdf(d / 'results.nc', engine='h5netcdf')
+        with pytest.raises(SystemExit) as e: cli.main(['report', str(d)])
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and f"{d / 'results.nc'}: its 'score' has dims" in err and 'metric' in err, err
+
+
+def test_full_disk_while_saving_a_checkpoint_names_the_file(tmp_path, monkeypatch, capsys):
+    "A checkpoint write that hits a full disk (ENOSPC inside torch.save): exit 2 naming the checkpoint, no temporary file left."
+    import errno
+    from simreal_nb import store
+    def full(obj, tmp):
+        with open(tmp, 'wb') as f: f.write(b'half')
+        raise OSError(errno.ENOSPC, 'No space left on device')  # what torch.save raises from a file object on a full device
+    monkeypatch.setattr(store, '_save_synced', full)
+    out = tmp_path / 'job'
+    with pytest.raises(SystemExit) as e: cli.main(['train', '--preset', 'test', '--protocol', 'sim_only', '--out', str(out)])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and err.endswith('.pt: No space left on device') and str(out) in err, err
+    assert not [p for p in out.rglob('*') if store.is_temporary(p.name)]
+
+
+def test_torch_save_on_a_full_device_raises_oserror():
+    "The premise of the test above, on a real full device: torch.save into a file object raises OSError(ENOSPC), not RuntimeError."
+    import errno, torch
+    if not Path('/dev/full').exists(): pytest.skip('no /dev/full here')
+    with pytest.raises(OSError) as e:
+        with open('/dev/full', 'wb') as f: torch.save({'w': torch.zeros(10 ** 5)}, f); f.flush()
+    assert e.value.errno == errno.ENOSPC
+
+
+def test_ada_refuses_a_folder_it_did_not_write(tmp_path, monkeypatch, capsys):
+    "`simreal ada twins --out DIR` over someone else's table.md: exit 2 naming it, before anything runs; --overwrite lets it in (run stubbed)."
+    import simreal_nb.ada as ada
+    ran = []
+    def fake(out, system='cylinder', seed=0, preset='default', verbose=True, cache_dir=None):
+        ran.append(out); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}'); return {'base': {'w': 1.0}}
+    monkeypatch.setattr(ada, 'run_twins', fake)
+    out = tmp_path / 'a'; out.mkdir(); (out / 'table.md').write_text('my table')
+    with pytest.raises(SystemExit) as e: cli.main(['ada', 'twins', '--out', str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and 'table.md' in err and '--overwrite' in err and not ran and (out / 'table.md').read_text() == 'my table'
+    cli.main(['ada', 'twins', '--out', str(out), '--overwrite'])
+    cli.main(['ada', 'twins', '--out', str(out)])  # metrics.json: the folder of an earlier ada run now
+    multi = tmp_path / 'm'
+    (multi / 'seed0').mkdir(parents=True); (multi / 'seed0' / 'metrics.json').write_text('{}')  # a --seeds run killed after seed 0
+    cli.main(['ada', 'twins', '--out', str(multi), '--seeds', '0,1'])
+    assert len(ran) == 4 and json.loads((multi / 'summary.json').read_text())['seeds'] == [0, 1]
+
+
+def test_train_refuses_a_folder_it_did_not_write(tmp_path, capsys):
+    "`simreal train --out DIR` over someone else's files: exit 2 naming them, untouched (no job.json written)."
+    out = tmp_path / 'j'; out.mkdir(); (out / 'notes.txt').write_text('mine')
+    with pytest.raises(SystemExit) as e: cli.main(['train', '--preset', 'test', '--protocol', 'sim_only', '--out', str(out)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and 'notes.txt' in err and '--overwrite' in err and sorted(p.name for p in out.iterdir()) == ['notes.txt']

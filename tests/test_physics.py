@@ -81,9 +81,10 @@ def test_causality_check(ctl):
 
 def test_causality_future_frames_never_move_the_past(ctl, run):
     "A trained model: the prediction at frame t does not change when only the inputs after t change."
-    from simreal_nb.physics import _run_config, _cell_of
+    from simreal_nb.physics import _run_config
+    from simreal_nb.experiment import Cell
     cfg, _ = _run_config(run)
-    m = load_cell_model(run, _cell_of('controlled__S__fno__xall__joint__s0'), cfg, ctl[0])
+    m = load_cell_model(run, Cell.from_key('controlled__S__fno__xall__joint__s0'), cfg, ctl[0])
     r = causality_check(m, ctl[0].exp['test'], horizon=4, k=1, delta=5.0)
     assert r['verdict'] == 'pass' and r['ahead'] == 0 and r['responds'] and r['onsets'] == [0, 1, 2, 3]
 
@@ -132,17 +133,21 @@ def test_physics_check_writes_json(run):
 def test_physics_check_errors(run, tmp_path):
     with pytest.raises(PhysicsCheckError, match='not a directory'): physics_check(tmp_path / 'nope')
     with pytest.raises(PhysicsCheckError, match='no manifest.json'): physics_check(tmp_path)
-    ck = run / 'cells' / 'controlled__S__fno__xall__joint__s0' / 'last.pt'
-    ck.rename(ck.with_suffix('.bak'))
-    try: r = physics_check(run, max_windows=1, baselines=False, verbose=False)
-    finally: ck.with_suffix('.bak').rename(ck)
-    e = r['cells']['controlled__S__fno__xall__joint__s0']
+    d = run / 'cells' / 'controlled__S__fno__xall__joint__s0'
+    ck, saved = d / 'last.pt', d / 'model.pt'
+    def check_with(missing=(), damaged=()):
+        kept = {f: f.read_bytes() for f in (ck, saved)}
+        for f in missing: f.unlink()
+        for f in damaged: f.write_bytes(b'not a torch file')
+        try: return physics_check(run, max_windows=1, baselines=False, verbose=False)['cells']['controlled__S__fno__xall__joint__s0']
+        finally:
+            for f, b in kept.items(): f.write_bytes(b)
+    e = check_with(missing=(ck, saved))                        # neither the final model nor the checkpoint: named
     assert e['verdict'] == 'error' and 'last.pt: missing' in e['error']
-    good = ck.read_bytes()
-    ck.write_bytes(b'not a checkpoint')                        # damaged: named, the run still checked
-    try: r = physics_check(run, max_windows=1, verbose=False)
-    finally: ck.write_bytes(good)
-    assert 'expected a readable trainer checkpoint' in r['cells']['controlled__S__fno__xall__joint__s0']['error']
+    assert 'expected the final model' in check_with(damaged=(saved,))['error']            # damaged: named, the run still checked
+    assert 'expected a readable trainer checkpoint' in check_with(missing=(saved,), damaged=(ck,))['error']  # a run from before model.pt
+    assert check_with(missing=(ck,))['verdict'] != 'error'      # model.pt alone rebuilds the model
+    r = physics_check(run, max_windows=1, verbose=False)
     assert r['cells']['controlled__S__fno__xall__persistence__s0']['verdict'] == 'pass'
 
 
@@ -166,3 +171,13 @@ def test_energy_check_judges_the_turbulence_only(ctl):
     ok, bad = energy_check(Persistence(), dk, horizon=6), energy_check(Pumped(), dk, horizon=6)
     assert ok['verdict'] == 'pass' and bad['verdict'] == 'fail' and bad['ratio'] > 20
     assert energy_check(Persistence(), ctl[0])['verdict'] == 'n/a'
+
+
+def test_a_run_directory_rebuilds_its_models_alone(run):
+    "Each trained cell leaves model.pt (`models.save_model`: class, arguments, version, weights): it loads with no config or data, and holds the final checkpoint's weights."
+    from simreal_nb.models import load_model
+    from simreal_nb.store import load_torch
+    d = run / 'cells' / 'controlled__S__fno__xall__joint__s0'
+    m, ck = load_model(d / 'model.pt'), load_torch(d / 'last.pt')
+    assert ck['history']['done'] and m.state_dict().keys() == ck['model'].keys()
+    for k, v in m.state_dict().items(): torch.testing.assert_close(v, ck['model'][k], rtol=0, atol=0)

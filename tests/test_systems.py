@@ -376,11 +376,11 @@ def _alive(pid):
 
 
 @pytest.mark.skipif(not __import__('os').path.isdir('/proc'), reason='reads /proc to find the child processes')
-def test_fill_parallel_children_end_with_a_killed_parent(tmp_path):
+def test_fill_cache_children_end_with_a_killed_parent(tmp_path):
     "A run killed while its twins generate leaves no process behind generating on (and writing the cache)."
     import subprocess, sys, time
-    code = ("from simreal_nb.systems import _fill_parallel; "
-            f"_fill_parallel([('cylinder', 11), ('foil', 11)], 'default', {str(tmp_path)!r}, {{}}, 2)")
+    code = ("from simreal_nb.systems import fill_cache; "
+            f"fill_cache([('cylinder', 11), ('foil', 11)], 'default', {str(tmp_path)!r}, {{}}, 2)")
     parent = subprocess.Popen([sys.executable, '-c', code])
     kids, deadline = [], time.time() + 120
     while len(kids) < 2 and time.time() < deadline and parent.poll() is None:
@@ -389,5 +389,5 @@ def test_fill_parallel_children_end_with_a_killed_parent(tmp_path):
     parent.kill(); parent.wait()
     deadline = time.time() + 20
     while any(_alive(k) for k in kids) and time.time() < deadline: time.sleep(0.2)
-    assert not any(_alive(k) for k in kids), "children of a killed _fill_parallel kept running"
+    assert not any(_alive(k) for k in kids), "children of a killed fill_cache kept running"
     assert not list(tmp_path.rglob('*.nc')), "a child wrote a cache entry after its parent was killed"
