@@ -4,11 +4,14 @@
   request outside the site refused: no console error, every figure loaded, the inspector rendered from its saved widget
   state and its λ slider working without a kernel; a screenshot of the inspector goes to runs/ci-artifacts/;
 - live: Voilà on loopback serving nbs/tutorials/lambda_inspector.ipynb on a results file written here; the λ slider is
-  moved and the metric changed, and the winner and values shown must equal `tradeoff.state_at`.
+  moved and the metric changed, and the winner and values shown must equal `tradeoff.state_at`;
+- lab: JupyterLab on loopback (its own settings, workspaces and runtime folders) opening a copy of the same tutorial,
+  every cell run from the Run menu as a user runs it, the λ slider moved; the winner and values shown must equal
+  `tradeoff.state_at`; a screenshot goes to runs/ci-artifacts/inspector_jupyterlab.png.
 
 They need the system Chromium (Debian package `chromium`, /usr/bin/chromium; another path with $SIMREAL_CHROMIUM) and
 are skipped, with that reason, only when it is absent. Playwright's own browsers are never downloaded."""
-import os, re, socket, subprocess, sys, time
+import json, os, re, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 
@@ -179,6 +182,76 @@ def test_live_voila(browser, voila):
     page.screenshot(path=str(ARTIFACTS / 'inspector_voila.png'))
     # Voilà takes only its icon fonts from a CDN (refused here); nothing else may fail
     assert all(re.search(r'\.(woff2?|ttf|eot|svg|css)(\?|$)|font', u) for u in log['refused']), log['refused']
+    errors = [e for e in log['errors'] if not e.startswith('Failed to load resource')]
+    assert not errors, errors
+    page.close()
+
+
+@pytest.fixture(scope='module')
+def lab(tmp_path_factory):
+    "JupyterLab on loopback (a dev requirement), serving a copy of the inspector tutorial that reads a results file of its own: (url, token, score)."
+    import jupyterlab  # noqa: F401  a dev requirement
+    import shutil, secrets
+    from simreal_nb.tradeoff import inspector_demo
+    tmp = tmp_path_factory.mktemp('lab')
+    shutil.copy(TUTORIAL, tmp / TUTORIAL.name)  # the lab saves what it runs: a copy, never the committed notebook
+    score = inspector_demo(seed=2)
+    score.to_dataset(name='score').to_netcdf(tmp / 'results.nc')
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {k: v for k, v in os.environ.items() if k not in ('IN_TEST', 'MPLBACKEND')}
+    env.update(SIMREAL_RESULTS=str(tmp / 'results.nc'), JUPYTER_CONFIG_DIR=str(tmp / 'config'), JUPYTER_RUNTIME_DIR=str(tmp / 'runtime'))
+    settings = tmp / 'settings'  # this lab's own user settings: every cell rendered (no windowing), no news prompt
+    for name, value in {'notebook-extension/tracker': dict(windowingMode='none'), 'apputils-extension/notification': dict(fetchNews='false')}.items():
+        f = settings / '@jupyterlab' / f'{name}.jupyterlab-settings'
+        f.parent.mkdir(parents=True, exist_ok=True); f.write_text(json.dumps(value))
+    log = open(tmp / 'lab.log', 'w')
+    proc = subprocess.Popen([sys.executable, '-m', 'jupyterlab', '--no-browser', '--ServerApp.ip=127.0.0.1', f'--ServerApp.port={port}',
+                             f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={tmp}', '--ServerApp.allow_root=True',
+                             f'--LabApp.workspaces_dir={tmp / "workspaces"}', f'--LabApp.user_settings_dir={settings}', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
+                             '--LabApp.news_url=None'],
+                            cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        t0 = time.monotonic()
+        while True:
+            try: socket.create_connection(('127.0.0.1', port), timeout=1).close(); break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() - t0 > 90:
+                    pytest.fail(f'JupyterLab did not start: {(tmp / "lab.log").read_text()[-2000:]}')
+                time.sleep(0.3)
+        yield f'http://127.0.0.1:{port}/', token, score, tmp / 'lab.log'
+    finally:
+        proc.terminate()
+        try: proc.wait(20)
+        except subprocess.TimeoutExpired: proc.kill()
+        log.close()
+
+
+def test_jupyterlab_runs_the_inspector(browser, lab):
+    "In JupyterLab, as a user opens it: run every cell of the tutorial from the Run menu, move the λ slider; the winner and values shown equal `state_at`."
+    url, token, score, llog = lab
+    page, log = open_page(browser, f'{url}lab/tree/{TUTORIAL.name}?token={token}', lambda u: u.startswith(url) or u.startswith(('data:', 'blob:')))
+    try: page.locator('.jp-Notebook').first.wait_for(timeout=120_000)
+    except Exception: pytest.fail(f'the notebook did not open; JupyterLab log: {llog.read_text()[-3000:]}')
+    page.get_by_text('Python 3 (ipykernel) | Idle').first.wait_for(timeout=120_000)  # the kernel is up: Run All would otherwise be lost
+    page.locator('.lm-MenuBar-itemLabel', has_text='Run').first.click()
+    page.locator('.lm-Menu-itemLabel', has_text='Run All Cells').first.click()
+    view = visible_view(page)
+    try: view.wait_for(timeout=180_000)
+    except Exception:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True); page.screenshot(path=str(ARTIFACTS / 'jupyterlab_failed.png'))
+        pytest.fail(f'the inspector did not appear (screenshot: jupyterlab_failed.png); console: {log}; JupyterLab log: {llog.read_text()[-3000:]}')
+    system = str(score.system.values[0])
+    page.locator('.jp-Cell-outputArea', has_text='λ = 0.7 on').first.wait_for(timeout=120_000)  # the cell that sets the slider to 0.7 ran
+    lam0, _ = check_view(visible_view(page), score, system=system)
+    handle = page.locator('.widget-slider .noUi-handle').first
+    handle.focus(); handle.press('ArrowRight'); handle.press('ArrowRight')
+    lam1 = round(min(lam0 + 0.1, 1.0), 2)
+    view = visible_view(page, lam=f'{lam1:.2f}'); view.wait_for(timeout=15_000)
+    lam, st = check_view(view, score, system=system)
+    assert lam == lam1
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    view.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / 'inspector_jupyterlab.png'))
     errors = [e for e in log['errors'] if not e.startswith('Failed to load resource')]
     assert not errors, errors
     page.close()
