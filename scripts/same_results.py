@@ -30,7 +30,8 @@ def simreal(args, out, path, cache):
     env = {**os.environ, 'SIMREAL_CACHE': str(cache), 'MPLBACKEND': 'Agg', 'OMP_NUM_THREADS': '1',
            'PYTHONPATH': os.pathsep.join(p for p in (str(path or ''), os.environ.get('PYTHONPATH', '')) if p)}
     code = 'import simreal_nb, sys; print(simreal_nb.__file__, file=sys.stderr); from simreal_nb.cli import main; main()'
-    r = subprocess.run([sys.executable, '-c', code, *args, '--out', str(out)], env=env, capture_output=True, text=True)
+    Path(out).parent.mkdir(parents=True, exist_ok=True)  # run from there: `python -c` puts the working folder first on sys.path
+    r = subprocess.run([sys.executable, '-c', code, *args, '--out', str(out)], env=env, capture_output=True, text=True, cwd=Path(out).parent)
     if r.returncode: raise SystemExit(f"{' '.join(args)} failed ({'reference' if path else 'new'}):\n{r.stderr[-3000:]}")
     return r.stderr.splitlines()[0]
 
@@ -68,6 +69,7 @@ def main(argv=None):
     for name, args in cmds.items():
         seen = {side: simreal(args, tmp / name / side, ref if side == 'ref' else None, tmp / 'cache' / side) for side in ('ref', 'new')}
         diff = differences(tmp / name / 'ref', tmp / name / 'new')
+        if not Path(seen['ref']).is_relative_to(ref): raise SystemExit(f"the reference run imported {seen['ref']}, not the package at {a.ref}")
         bad += bool(diff)
         print(json.dumps(dict(command=' '.join(args), ref=a.ref, identical=not diff, differs=diff[:20],
                               ref_from_archive=Path(seen['ref']).is_relative_to(ref), new_from_tree=Path(seen['new']).is_relative_to(ROOT))), flush=True)

@@ -13,7 +13,7 @@ from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError
 from .schema import GROUPS
 
 # %% auto #0
-__all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'WindowDataset', 'DomainData',
+__all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'spread', 'WindowDataset', 'DomainData',
            'make_domain_data', 'test_groups', 'group_windows', 'resample_time', 'event_times', 'ClockMap',
            'event_anchor_align', 'probe_series', 'align_clocks']
 
@@ -392,6 +392,12 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
                val=sorted(order[val_pos]) if val_pos else [], test=sorted(order[test_pos]) if test_pos else [])
     return _parts(ds, idx)
 
+# %% ../nbs/15_align.ipynb #de655bac
+def spread(n:int, k:int|None) -> list:
+    "`k` evenly spaced indices of `range(n)`, first and last included, in order (all of them when `k` is None or >= n)."
+    if k is None or k >= n: return list(range(n))
+    return sorted(set(np.linspace(0, n - 1, k).round().astype(int).tolist()))
+
 # %% ../nbs/15_align.ipynb #c029
 class WindowDataset(torch.utils.data.Dataset):
     "`n_in -> n_out` frame windows of one domain as dicts `x, y, field_mask, valid, cond` (views into one tensor)."
@@ -720,7 +726,7 @@ def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
                          "expected at least 3 in each (longer streams, another `kind`, or a lower `prominence`)")
     if tol is None: tol = 0.25 * float(np.median(np.diff(ea)))
     # coarse offset: the event pairing that matches the most events, closely (ties: smaller |offset|)
-    anchors = ea[np.unique(np.linspace(0, len(ea) - 1, min(len(ea), 16)).round().astype(int))]  # spread over stream a
+    anchors = ea[spread(len(ea), 16)]  # spread over stream a
     cands = (eb[None, :] - anchors[:, None]).ravel()
     if max_offset is not None: cands = cands[np.abs(cands) <= max_offset]
     if len(cands) == 0: raise ValueError(f"event_anchor_align: no event pairing within max_offset={max_offset} s")

@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
 from .models import make_model, n_params
 from .protocols import Stepper, resolve_device, ProtocolError
-from .align import make_domain_data
+from .align import make_domain_data, spread
 from .systems import list_systems, load_twins, cache_root, fill_cache, fill_entry, torch_threads
 
 # %% auto #0
@@ -274,7 +274,7 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
         data = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     tr, va = data.sim['train'], data.sim['val']
     if len(tr) == 0 or len(va) == 0: raise ValueError(f"bench_tta: the sim train/val splits of {system!r} ({size}) are empty")
-    vidx = np.unique(np.linspace(0, len(va) - 1, min(val_windows, len(va))).round().astype(int))
+    vidx = spread(len(va), val_windows)
     vb = [va.get_batch(vidx[i:i + 16]) for i in range(0, len(vidx), 16)]
     n_in, n_out = tr[0]['x'].shape[0], tr[0]['y'].shape[0]
     rows = []

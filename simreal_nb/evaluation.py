@@ -14,7 +14,7 @@ import xarray as xr
 from .metrics import score_fields, SCORE_KEYS
 from .schema import TEST_GROUPS
 from .protocols import Stepper, resolve_device, _fetch, _to, _cond, _split
-from .align import DomainData, group_windows
+from .align import DomainData, group_windows, spread
 
 # %% auto #0
 __all__ = ['EVAL_MODES', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField', 'Analog',
@@ -74,9 +74,6 @@ def rollout(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W
 # %% ../nbs/45_evaluation.ipynb #e17
 EVAL_MODES = ('one_step', 'rollout')  # the `mode` coordinate of `evaluate`
 
-def _subset(n, k):
-    if k is None or k >= n: return list(range(n))
-    return sorted(set(np.linspace(0, n - 1, k).round().astype(int).tolist()))
 
 @torch.no_grad()
 def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
@@ -92,7 +89,7 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
     st = Stepper(model, device=dev, amp=amp)
     if target is not None and len(target) != len(wd):
         raise ValueError(f"predict_windows: target has {len(target)} windows but the inputs have {len(wd)}; expected aligned windows")
-    idx = _subset(len(wd), max_windows)
+    idx = spread(len(wd), max_windows)
     out = dict(pred=[], y=[], valid=[], field_mask=[], index=[])
     for i in range(0, len(idx), batch_size):
         b = _to(_fetch(wd, idx[i:i + batch_size]), dev)

@@ -17,7 +17,7 @@ from . import __version__
 from .schema import FIELDS, reference_scales
 from .store import write_dataset, write_text, read_dataset, load_torch, CheckpointError, RunFileError, read_json, is_temporary, unmarked_files, TIMING_TYPES
 from .systems import list_systems, load_twins, fill_entry, fill_cache, torch_threads
-from .align import make_domain_data, WindowDataset
+from .align import make_domain_data, WindowDataset, spread
 from .models import make_model, n_params, save_model, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
 from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND, EXPOSURE_CONTROLS
@@ -232,7 +232,7 @@ def limit_exp_train(dd, n:int|None):
     wd = dd.exp['train']
     N = wd.ds.sizes['traj']
     if n is None or n >= N: return dd, N
-    pick = sorted(set(np.linspace(0, N - 1, n).round().astype(int).tolist()))  # the split keeps parameter order
+    pick = spread(N, n)  # the split keeps parameter order
     sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names)
     return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
 
@@ -287,7 +287,7 @@ def _curve(hist, cfg):
     step, val = np.full(n, np.nan), np.full(n, np.nan)
     if hist is None: return step, val  # a baseline: no training
     m = len(hist.val.step)
-    at = np.arange(m) if m <= n else np.unique(np.linspace(0, m - 1, n).round().astype(int))
+    at = np.array(spread(m, n))
     step[:len(at)] = np.asarray(hist.val.step, float)[at]
     val[:len(at)] = [np.nan if hist.val.objective[i] is None else hist.val.objective[i] for i in at]
     return step, val

@@ -15,6 +15,7 @@ from .store import write_text, load_torch, CheckpointError
 from .evaluation import rollout, long_windows, Persistence
 from .experiment import GridConfig, Cell, cell_data, is_cell_key, run_config, cell_model
 from .models import load_model
+from .align import spread
 from .metrics import BASELINES
 from .report import physics_table, write_report
 from .errors import InputError
@@ -74,10 +75,6 @@ def _device_of(model, device=None):
     for t in list(model.parameters()) + list(model.buffers()): return t.device
     return torch.device('cpu')
 
-def _pick(n, k):
-    "Evenly spaced indices of k of n windows (all when k is None or >= n)."
-    if k is None or k >= n: return list(range(n))
-    return sorted(set(np.linspace(0, n - 1, k).round().astype(int).tolist()))
 
 def _check_data(data, where):
     for a in ('sim', 'exp', 'normalizer', 'fields'):
@@ -125,7 +122,7 @@ def divergence_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out
         if wd is None or not len(wd): continue
         lw = long_windows(wd, horizon)
         if not len(lw): continue
-        idx = _pick(len(lw), max_windows)
+        idx = spread(len(lw), max_windows)
         b = lw.get_batch(idx)
         p = _phys(data, _roll(model, b, lw, horizon, device)).numpy()
         t = _phys(data, b['y'][:, :horizon].float()).numpy()
@@ -205,7 +202,7 @@ def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
         _fail(f"causality_check: k={k!r}, horizon={horizon!r}; expected integers with 1 <= k < horizon")
     lw = long_windows(wd, horizon)
     if not len(lw): _fail(f"causality_check: no window of n_in + {horizon} frames")
-    b = lw.get_batch(_pick(len(lw), max_windows))
+    b = lw.get_batch(spread(len(lw), max_windows))
     base = _roll(model, b, lw, horizon, device)
     resp = np.stack([(_roll(model, b, lw, horizon, device, cond=_step_cond(b['cond'], lw, wd.n_in + s, delta)) - base)
                      .abs().amax((0, 2, 3, 4)).numpy() for s in range(horizon)])   # [step at frame s, predicted frame j]
@@ -275,7 +272,7 @@ def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C,
     if horizon < 3: _fail(f"horizon={horizon}: expected >= 3 frames (dE/dt by central differences)")
     lw = long_windows(wd, horizon)
     if not len(lw): _fail(f"energy_check: no {split!r} sim window of n_in + {horizon} frames")
-    idx = _pick(len(lw), max_windows)
+    idx = spread(len(lw), max_windows)
     b = lw.get_batch(idx)
     iu, iv = data.fields.index('u'), data.fields.index('v')
     p = _phys(data, _roll(model, b, lw, horizon, device)).numpy()
@@ -366,7 +363,7 @@ def extreme_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C
         if wd is None or not len(wd): continue
         lw = long_windows(wd, horizon)
         if not len(lw): continue
-        b = lw.get_batch(_pick(len(lw), max_windows))
+        b = lw.get_batch(spread(len(lw), max_windows))
         for name, (x, cond, what) in _cases(data, lw, b, amplitude).items():
             p = _roll(model, b, lw, horizon, device, cond=cond, x=x)
             finite = bool(torch.isfinite(p).all())

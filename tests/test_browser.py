@@ -4,10 +4,10 @@
   request outside the site refused: no console error, every figure loaded, the inspector rendered from its saved widget
   state and its λ slider working without a kernel; a screenshot of the inspector goes to runs/ci-artifacts/;
 - live: Voilà on loopback serving nbs/tutorials/lambda_inspector.ipynb on a results file written here; the λ slider is
-  moved and the metric changed, and the winner and values shown must equal `tradeoff.state_at`;
+  moved and the metric changed, and the winner and values shown must equal `inspector.state_at`;
 - lab: JupyterLab on loopback (its own settings, workspaces and runtime folders) opening a copy of the same tutorial,
   every cell run from the Run menu as a user runs it, the λ slider moved; the winner and values shown must equal
-  `tradeoff.state_at`; a screenshot goes to runs/ci-artifacts/inspector_jupyterlab.png.
+  `inspector.state_at`; a screenshot goes to runs/ci-artifacts/inspector_jupyterlab.png.
 
 They need the system Chromium (Debian package `chromium`, /usr/bin/chromium; another path with $SIMREAL_CHROMIUM) and
 are skipped, with that reason, only when it is absent. Playwright's own browsers are never downloaded."""
@@ -58,7 +58,7 @@ def shown(view):
 
 def check_view(view, score, **sel):
     "The inspector's visible page equals `state_at` at its λ: the winner, and every protocol's bM(λ) ± CI as printed."
-    from simreal_nb.tradeoff import state_at, _num, _pm
+    from simreal_nb.inspector import state_at, _num, _pm
     lam, winner, rows, metric = shown(view)
     st = state_at(score, lam, metric=metric, **sel)
     assert winner == (st.winner or 'none')
@@ -104,7 +104,7 @@ def test_static_site(browser, site):
 
 def test_static_inspector(browser, site):
     "The inspector renders from saved widget state, shows `state_at`'s numbers, and its λ slider works without a kernel."
-    from simreal_nb.tradeoff import inspector_demo, results_score
+    from simreal_nb.inspector import inspector_demo, results_score
     study = Path(__file__).resolve().parents[1] / 'reports' / 'default' / 'scores.nc'
     score = results_score(study) if study.exists() else inspector_demo()  # what the tutorial shows: the default run's scores
     page, log = open_page(browser, (site.out / 'tutorials' / 'lambda_inspector.html').as_uri(), lambda u: u.startswith('file:'))
@@ -132,7 +132,7 @@ def _free_port():
 def voila(tmp_path_factory):
     "Voilà serving the inspector tutorial on a results file of its own (`inspector_demo(seed=1)`): (url, score)."
     import voila  # noqa: F401  a dev requirement
-    from simreal_nb.tradeoff import inspector_demo
+    from simreal_nb.inspector import inspector_demo
     tmp = tmp_path_factory.mktemp('voila')
     score = inspector_demo(seed=1)
     score.to_dataset(name='score').to_netcdf(tmp / 'results.nc')
@@ -192,7 +192,7 @@ def lab(tmp_path_factory):
     "JupyterLab on loopback (a dev requirement), serving a copy of the inspector tutorial that reads a results file of its own: (url, token, score)."
     import jupyterlab  # noqa: F401  a dev requirement
     import shutil, secrets
-    from simreal_nb.tradeoff import inspector_demo
+    from simreal_nb.inspector import inspector_demo
     tmp = tmp_path_factory.mktemp('lab')
     shutil.copy(TUTORIAL, tmp / TUTORIAL.name)  # the lab saves what it runs: a copy, never the committed notebook
     score = inspector_demo(seed=2)

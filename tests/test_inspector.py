@@ -2,9 +2,9 @@
 import re
 import numpy as np, pytest, xarray as xr
 from simreal_nb.metrics import MetricInputError, synthetic_score
-from simreal_nb.tradeoff import (state_at, lambda_inspector, state_html, plane_svg, pareto_plot, protocol_table, inspector_demo,
-                                 results_score, inspector_choices, joint_lam_train, protocol_colors, place_labels, INSPECT_LAMS,
-                                 _num, _overlap)
+from simreal_nb.tradeoff import pareto_plot, protocol_table, joint_lam_train, protocol_colors, place_labels, _overlap
+from simreal_nb.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
+                                  INSPECT_LAMS, _num)
 
 ERRS = {'sim_only': (0.02, 1.0), 'exp_only': (1.0, 0.02), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15),
         'joint@0.1': (0.6, 0.08), 'joint@0.3': (0.35, 0.12), 'joint@0.7': (0.15, 0.27), 'joint@0.9': (0.08, 0.45),
