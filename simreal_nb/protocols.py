@@ -21,12 +21,12 @@ from .beyond import (masked_mean, mgda, GradNormBalance, grad_snr, SNRGate, HCWL
                               fisher_diagonal, add_lora, merge_lora, CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'ProtocolError',
-           'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase', 'Protocol',
-           'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol', 'resolve_device',
-           'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
-           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'reuse_freed_memory',
-           'train']
+__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'DIRECTIONS', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES',
+           'ProtocolError', 'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'Phase',
+           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol',
+           'resolve_device', 'dist_info', 'combine_grads', 'Stepper', 'rng_state', 'set_rng_state', 'seed_everything',
+           'TrainConfig', 'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw',
+           'reuse_freed_memory', 'train']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -363,6 +363,30 @@ def combine_grads(g_sim:torch.Tensor,  # flattened gradient of R_sim
     d = g0 if gwn[k] <= 1e-30 else g0 + (sphi / gwn[k]) * (w[k] * g1 + (1 - w[k]) * g2)
     return (d / (1 + c ** 2)).to(g_sim.dtype)
 
+def _conflict_direction(method):
+    "The update direction of the stateless combiner `method` (`combine_grads`), scaled by the phase's total weight."
+    def direction(st, g_sim, g_exp, ws, we, losses, info):
+        scale = ws + we
+        return scale * combine_grads(g_sim, g_exp, ws / scale if scale else 0.5, method)
+    return direction
+
+def _adaptive_direction(st, g_sim, g_exp, ws, we, losses, info):
+    "GradNorm-style weights (`Stepper.balance`) from the losses and the gradient norms."
+    w = st.balance.weights({d: l.item() for d, l in losses.items()},
+                           {'sim': float(g_sim.norm()), 'exp': float(g_exp.norm())}, {'sim': ws, 'exp': we})
+    info.update(w_sim=w['sim'], w_exp=w['exp'])
+    return w['sim'] * g_sim + w['exp'] * g_exp
+
+def _snr_direction(st, g_sim, g_exp, ws, we, losses, info):
+    "The exp gradient only where its two halves agree (`Stepper.gate` on `info['snr']`)."
+    use_exp = st.gate(info['snr'])
+    info['gate'] = float(use_exp)
+    return ws * g_sim + (we * g_exp if use_exp else 0)
+
+DIRECTIONS = {**{m: _conflict_direction(m) for m in ('pcgrad', 'cagrad', 'mgda')}, 'adaptive': _adaptive_direction, 'snr': _snr_direction}
+# combiner -> direction(stepper, flat sim gradient, flat exp gradient, w_sim, w_exp, losses, info): what `Stepper.grads` looks up
+# for every combiner but 'sum', which adds the two gradients parameter by parameter
+
 # %% ../nbs/40_protocols.ipynb #c030
 def _n_terms(b) -> torch.Tensor:
     "Number of (time, field, point) terms `masked_mse` averages over in batch `b`."
@@ -375,6 +399,10 @@ def _half(b, part):
     "The first (part 0) or second (part 1) half of batch `b`."
     h = len(b['y']) // 2
     return {k: (v[:h] if part == 0 else v[h:]) for k, v in b.items()}
+
+def _flat(params, grads) -> torch.Tensor:
+    "Per-parameter gradients as one flat vector (zeros where a parameter got none)."
+    return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, grads)])
 
 class Stepper:
     "One optimiser update from per-domain batches: masked losses, weighted sum (or a combiner), penalty, clipping, AdamW step, schedule step."
@@ -421,11 +449,9 @@ class Stepper:
     def load_state_dict(self, sd:dict):
         for k, v in sd.items(): getattr(self, k).load_state_dict(v)
 
-    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
-              loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
-        "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
-        two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
-        outs, info = self.outputs(batches, concat=False if two else None), {}
+    def objective(self, outs:dict, batches:dict, loss:str='mse', consist:float=0.0, causal_weight:float=0.0) -> tuple:
+        "(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `loss`, the causal penalty, the anchor penalty."
+        info = {}
         if loss == 'hcw':
             if self.hcw is None or set(outs) != {'sim', 'exp'}:
                 raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(hcw=HCWLoss(...))")
@@ -445,27 +471,36 @@ class Stepper:
             pen = self.penalty(self.model)
             info['penalty'] = pen.item()
             extra = pen if extra is None else extra + pen
+        return losses, extra, info
+
+    def domain_grads(self, outs:dict, batches:dict, losses:dict, params:list, combiner:str, keep:bool, info:dict) -> tuple:
+        "(sim gradient, exp gradient) per parameter; for 'snr' the exp one from its two half-batch gradients, whose agreement goes into `info['snr']`."
+        gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
+        if combiner != 'snr': return gs, torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
+        halves = [_half(batches['exp'], k) for k in (0, 1)]
+        if min(len(h['y']) for h in halves) == 0:
+            raise ProtocolError("combiner 'snr' splits the exp batch in two halves: expected batch_size >= 2")
+        hs = [torch.autograd.grad(masked_mse(_half({'y': outs['exp']}, k)['y'], h['y'], h['field_mask'], h.get('valid')),
+                                  params, retain_graph=k == 0 or keep, allow_unused=True)
+              for k, h in enumerate(halves)]
+        n1, n2 = (float(_n_terms(h)) for h in halves)
+        info['snr'] = grad_snr(*(_flat(params, gg) for gg in hs))
+        return gs, tuple(None if x is None and y is None else
+                         ((0 if x is None else n1 * x) + (0 if y is None else n2 * y)) / (n1 + n2) for x, y in zip(*hs))
+
+    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
+              loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
+        "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
+        two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
+        outs = self.outputs(batches, concat=False if two else None)
+        losses, extra, info = self.objective(outs, batches, loss, consist, causal_weight)
         total = sum(float(weights[d]) * losses[d] for d in losses) + (0 if extra is None else extra)
         if check_finite and not torch.isfinite(total.detach()):
             raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
         params = self.params()
         for p in params: p.grad = None
         if two:
-            keep = extra is not None
-            flat = lambda gg: torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, gg)])
-            gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
-            if combiner == 'snr':  # the exp gradient from its two half-batch gradients, their agreement the SNR
-                halves = [_half(batches['exp'], k) for k in (0, 1)]
-                if min(len(h['y']) for h in halves) == 0:
-                    raise ProtocolError("combiner 'snr' splits the exp batch in two halves: expected batch_size >= 2")
-                hs = [torch.autograd.grad(masked_mse(_half({'y': outs['exp']}, k)['y'], h['y'], h['field_mask'], h.get('valid')),
-                                          params, retain_graph=k == 0 or extra is not None, allow_unused=True)
-                      for k, h in enumerate(halves)]
-                n1, n2 = (float(_n_terms(h)) for h in halves)
-                ge = tuple(None if x is None and y is None else
-                           ((0 if x is None else n1 * x) + (0 if y is None else n2 * y)) / (n1 + n2) for x, y in zip(*hs))
-                info['snr'] = grad_snr(*(flat(gg) for gg in hs))
-            else: ge = torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
+            gs, ge = self.domain_grads(outs, batches, losses, params, combiner, extra is not None, info)
             shared = [(a.flatten(), b.flatten()) for a, b in zip(gs, ge) if a is not None and b is not None]
             if shared:
                 a, b = torch.cat([x for x, _ in shared]).double(), torch.cat([y for _, y in shared]).double()
@@ -477,19 +512,7 @@ class Stepper:
                     if x is None and y is None: continue
                     p.grad = ((ws * x if x is not None else 0) + (we * y if y is not None else 0)).detach().to(p.dtype)
             else:
-                g1, g2 = flat(gs), flat(ge)
-                if combiner == 'adaptive':
-                    w = self.balance.weights({d: l.item() for d, l in losses.items()},
-                                             {'sim': float(g1.norm()), 'exp': float(g2.norm())}, {'sim': ws, 'exp': we})
-                    d = w['sim'] * g1 + w['exp'] * g2
-                    info.update(w_sim=w['sim'], w_exp=w['exp'])
-                elif combiner == 'snr':
-                    use_exp = self.gate(info['snr'])
-                    d = ws * g1 + (we * g2 if use_exp else 0)
-                    info['gate'] = float(use_exp)
-                else:
-                    scale = ws + we
-                    d = scale * combine_grads(g1, g2, ws / scale if scale else 0.5, combiner)
+                d = DIRECTIONS[combiner](self, _flat(params, gs), _flat(params, ge), ws, we, losses, info)
                 i = 0
                 for p in params:
                     p.grad = d[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
