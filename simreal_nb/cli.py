@@ -125,7 +125,14 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
                              out:str='.',         # Directory that receives NAME_sim.nc and/or NAME_exp.nc
                              name:str=None,       # File stem (default: the scenario)
                              layout:str='auto',   # auto, hdf5 or arrow
-                             overwrite:store_true=False): # Replace existing files instead of refusing
+                             overwrite:store_true=False, # Replace existing files instead of refusing
+                             sub_s:str='upstream',  # Spatial step: upstream (its per-scenario defaults, per domain), N, or sim=2,exp=1
+                             frames:str=None,     # Frames to read, START:STOP[:STEP] (default: all that every trajectory has)
+                             sim_ids:str=None,    # Comma-separated trajectory file names to read (default: all)
+                             groups:str=None,     # Comma-separated published groups to read: remain, in_dist, out_dist (default: all)
+                             grid:str='file',     # file (x, y from the files, one grid per domain) or index (pixel indices)
+                             clock:str='file',    # file (one frame clock per domain) or index (the first trajectory's for all)
+                             horizon:int=None):   # Frames a published window spans (default: upstream's); windows past a --frames cut are dropped
     "Import a RealPDEBench scenario (numerical -> sim, real -> exp) into the data contract as netCDF."
     if scenario is None:
         from simreal_nb.realpdebench import SCENARIOS
@@ -133,9 +140,29 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     if layout not in ('auto', 'hdf5', 'arrow'): raise UsageError(f"--layout: expected auto, hdf5 or arrow, got {layout!r}")
     if name is not None and not re.fullmatch(r'[\w.-]+', name):
         raise UsageError(f"--name: expected a plain file stem (letters, digits, _ . -), got {name!r}")
-    check_out_dir(out)
+    check_out_dir(out); check_at_least('--horizon', horizon)
+    for flag, v in (('--grid', grid), ('--clock', clock)):
+        if v not in ('file', 'index'): raise UsageError(f"{flag}: expected file or index, got {v!r}")
+    step = sub_s if sub_s == 'upstream' else _steps(sub_s)
+    names = lambda s: None if s is None else [o.strip() for o in s.split(',') if o.strip()]
     from simreal_nb.realpdebench import import_realpdebench
-    for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite).items(): print(f'{kind}: {p}')
+    for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite, sub_s=step,
+                                       frames=None if frames is None else _frame_range(frames), sim_ids=names(sim_ids),
+                                       groups=names(groups), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
+
+def _steps(text:str):
+    "`--sub-s N` or `--sub-s sim=2,exp=1` as an int or a dict per domain."
+    try:
+        if '=' not in text: return int(text)
+        return {k.strip(): int(v) for k, v in (o.split('=', 1) for o in text.split(',') if o.strip())}
+    except ValueError: raise UsageError(f"--sub-s: {text!r}; expected upstream, an integer >= 1, or sim=N,exp=M") from None
+
+def _frame_range(text:str) -> tuple:
+    "`--frames 0:200` or `0:200:2` as (start, stop[, step])."
+    try: parts = tuple(int(o) for o in text.split(':'))
+    except ValueError: parts = ()
+    if len(parts) not in (2, 3): raise UsageError(f"--frames: {text!r}; expected START:STOP or START:STOP:STEP (integers)")
+    return parts
 
 @call_parse
 def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this order", str, nargs='+'),

@@ -19,11 +19,13 @@ __all__ = ['SCENARIOS', 'SOURCE_TYPES', 'WINDOW_SPLITS', 'GENERATOR', 'RealPDEBe
            'write_example_realpdebench', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
 
 # %% ../nbs/16_realpdebench.ipynb #r007
-SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match) and names of the numbers it captures
-    'cylinder': dict(pattern=r'(\d+)\.h5', params=('Re',)),
-    'controlled_cylinder': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'f_ctrl')),
-    'fsi': dict(pattern=r'(\d+)_([\d\.]+)_', params=('Re', 'param2')),
-    'foil': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'aoa')),
+SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match), names of the numbers it captures, and the
+    # defaults of upstream's dataset classes: spatial step per domain (`sub_s_real`, `sub_s_numerical`: applied to the raw
+    # HDF5 files; the Arrow layout is stored already subsampled) and frames per window (`in_step + out_step`)
+    'cylinder': dict(pattern=r'(\d+)\.h5', params=('Re',), sub_s=dict(exp=1, sim=2), horizon=40),
+    'controlled_cylinder': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'f_ctrl'), sub_s=dict(exp=1, sim=2), horizon=20),
+    'fsi': dict(pattern=r'(\d+)_([\d\.]+)_', params=('Re', 'param2'), sub_s=dict(exp=2, sim=2), horizon=40),
+    'foil': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'aoa'), sub_s=dict(exp=2, sim=2), horizon=40),
 }
 SOURCE_TYPES = {'numerical': 'sim', 'real': 'exp'}  # RealPDEBench data type -> domain of this package
 # published trajectory groups (file stems `{group}_params_{type}`): `schema.GROUPS`
@@ -496,7 +498,39 @@ def _domain_fields(dom, trajs, fields, where):
     return out
 
 # %% ../nbs/16_realpdebench.ipynb #r031
-def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid):
+def _differences(first, others, kind:str, where:str):
+    "One warning naming the trajectories whose `kind` (grid or clock) differs from `first`'s, each with its largest difference."
+    if others: warnings.warn(f"{where}: the {kind} of {len(others)} trajectory(ies) differs from that of {first!r} ("
+                             + ', '.join(f'{s}: {d}' for s, d in others.items()) + f"); indexed: every trajectory gets "
+                             f"{'pixel indices' if kind == 'x/y grid' else f'the frame clock of {first!r}'}", stacklevel=4)
+
+def _grid_gaps(first, trajs, H, W) -> dict:
+    "sim_id -> the largest |difference| of its x/y from the first trajectory's, as text (grids that cannot be compared skipped)."
+    out = {}
+    try: a = _axes(first.where, first, H, W)
+    except RealPDEBenchError: return out
+    if a is None: return out
+    for t in trajs:
+        try: b = _axes(t.where, t, H, W)
+        except RealPDEBenchError: b = None
+        if b is None or _close(b[0], a[0]) and _close(b[1], a[1]) and b[2:] == a[2:]: continue
+        if b[0].shape != a[0].shape or b[1].shape != a[1].shape or b[2:] != a[2:]: out[t.sim_id] = 'another orientation or size'; continue
+        dx, dy = (float(np.abs(np.asarray(q, float) - np.asarray(p, float)).max()) for p, q in ((a[0], b[0]), (a[1], b[1])))
+        out[t.sim_id] = f"|dx| up to {dx:.3g}, |dy| up to {dy:.3g}"
+    return out
+
+def _domain_step(sub_s, scenario, dom, lay) -> int:
+    "The spatial step of domain `dom`: `sub_s` itself, its entry for `dom`, or (`'upstream'`) upstream's default for the raw files."
+    if sub_s == 'upstream': return 1 if lay == 'arrow' else SCENARIOS[scenario]['sub_s'][dom]  # Arrow: subsampled when converted
+    if isinstance(sub_s, dict):
+        bad = [k for k in sub_s if k not in SOURCE_TYPES.values()]
+        if bad: raise RealPDEBenchError(f"sub_s={sub_s!r}: keys {bad}; expected 'sim' and/or 'exp'")
+        sub_s = sub_s.get(dom, 1)
+    if isinstance(sub_s, bool) or not isinstance(sub_s, (int, np.integer)) or sub_s < 1:
+        raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1, a dict of them per domain ('sim', 'exp') or 'upstream'")
+    return int(sub_s)
+
+def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid, clock='file', horizon=None):
     where = str(_layout_folder(sdir, dtype, lay))
     groups_of, windows = _groups(sdir, dtype), _windows(sdir, dtype)
     trajs = _select(_trajs(sdir, dtype, lay), scenario, groups_of, sim_ids, groups, where)
@@ -514,6 +548,7 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     fields = _domain_fields(dom, trajs, fields, where)
     # grid: from the first trajectory; every other one must agree
     ax = _axes(first.where, first, H, W) if grid == 'file' else None
+    if grid == 'index': _differences(first.sim_id, _grid_gaps(first, trajs[1:], H, W), 'x/y grid', where)
     if ax is None: x1, y1, swap, fy, fx = np.arange(W, dtype=float), np.arange(H, dtype=float), False, False, False
     else: x1, y1, swap, fy, fx = ax
     if ax is not None:
@@ -521,7 +556,7 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
             a = _axes(t.where, t, H, W)
             if a is not None and not (_close(a[0], x1) and _close(a[1], y1) and a[2:] == (swap, fy, fx)):
                 raise _err(t.where, f"its x/y grid differs from that of {first.where}; expected one grid per domain "
-                                    f"(load them separately with sim_ids=, or pass grid='index')")
+                                    f"(load them separately with sim_ids=, or pass grid='index' (CLI: --grid index))")
     x1, y1 = x1[::sub_s], y1[::sub_s]
     if fx: x1 = x1[::-1]
     if fy: y1 = y1[::-1]
@@ -530,10 +565,15 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     if first.t is not None:
         time = first.t[idx] - first.t[idx[0]]
         step = float(np.median(np.diff(time))) if len(time) > 1 else 1.0
-        for t in trajs[1:]:
-            if t.t is not None and not np.allclose(t.t[idx] - t.t[idx[0]], time, rtol=0, atol=1e-3 * abs(step)):
-                raise _err(t.where, f"its time array differs from that of {first.where}; expected one frame clock per domain")
-        time_note = "seconds from the first loaded frame, from the files' 't' arrays"
+        gaps = {t.sim_id: float(np.abs(t.t[idx] - t.t[idx[0]] - time).max()) for t in trajs[1:]
+                if t.t is not None and not np.allclose(t.t[idx] - t.t[idx[0]], time, rtol=0, atol=1e-3 * abs(step))}
+        if gaps and clock == 'file':
+            s, g = next(iter(gaps.items()))
+            raise _err(next(t.where for t in trajs if t.sim_id == s), f"its time array differs from that of {first.where} by up to "
+                       f"{g:.3g} s; expected one frame clock per domain (or pass clock='index' (CLI: --clock index) to use the first one's)")
+        _differences(first.sim_id, {s: f"|dt| up to {g:.3g} s" for s, g in gaps.items()}, 'frame clock', where)
+        time_note = "seconds from the first loaded frame, from the files' 't' arrays" + (
+            f" (of {first.sim_id!r}: clock='index' for {len(gaps)} trajectories whose clocks differ)" if gaps else '')
     else:
         time = (idx - idx[0]) * (1.0 if dt is None else float(dt))
         time_note = f"frame number x dt = {dt} s (the files carry no time array)" if dt else "frame number (the files carry no time array; pass dt=)"
@@ -547,11 +587,15 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
             a = _orient(t.reader(f, tsl, sub_s), swap, fy, fx)
             if a.shape != (nt, ny, nx): raise _err(t.where, f"window of {f!r} has shape {a.shape}; expected {(nt, ny, nx)}")
             data[f][i] = a
-    wcode = np.zeros((N, nt), np.int8)
+    wcode, dropped = np.zeros((N, nt), np.int8), 0
+    span = SCENARIOS[scenario]['horizon'] if horizon is None else horizon  # frames a published window reads from its start
     for i, t in enumerate(trajs):
+        cut = tsl.stop is not None and tsl.stop < t.shape[0]  # frames= ends before this trajectory does
         for t0, c in windows.get(t.sim_id, {}).items():
             j = (t0 - tsl.start) // tsl.step
-            if (t0 - tsl.start) % tsl.step == 0 and 0 <= j < nt: wcode[i, j] = c
+            if (t0 - tsl.start) % tsl.step == 0 and 0 <= j < nt:
+                if cut and t0 + span > tsl.stop: dropped += 1  # it would need frames past the cut
+                else: wcode[i, j] = c
     coords = dict(traj=np.arange(N), time=time, y=y1, x=x1,
                   sim_id=('traj', np.array([t.sim_id for t in trajs], dtype=object)),
                   group=('traj', np.array([groups_of.get(t.sim_id, '') for t in trajs], dtype=object)),
@@ -571,6 +615,7 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
                     seed=0, source=f"RealPDEBench {scenario} {dtype} data, {'Arrow (Hugging Face)' if lay == 'arrow' else 'raw HDF5'} layout",
                     source_type=dtype, layout=lay, scenario=scenario, params=' '.join(params[0]),
                     frames=[tsl.start, tsl.stop, tsl.step], spatial_step=int(sub_s), time_note=time_note,
+                    windows_dropped=int(dropped), window_frames=int(span),
                     grid_note='x, y from the files, ascending' if ax is not None else 'x, y are pixel indices',
                     split_note=("coord 'group' (per trajectory): published group remain | in_dist | out_dist ('' = none "
                                 "published); coord 'window_split' (traj, time): published window starting there, "
@@ -616,21 +661,27 @@ def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
                       layout: str = 'auto',  # 'arrow' (hf_dataset/), 'hdf5' (raw {type}/*.h5) or 'auto' (Arrow where present)
                       domains=None,  # 'sim' (numerical), 'exp' (real), or both; None: whatever the download holds
                       frames=None,  # frames to read: None (all that every trajectory has), a slice or (start, stop[, step])
-                      sub_s: int = 1,  # spatial step (upstream's `sub_s`): read every sub_s-th row and column
+                      sub_s: int | dict | str = 1,  # spatial step: every sub_s-th row and column; {'sim': 2, 'exp': 1} per domain; 'upstream': `SCENARIOS[scenario]['sub_s']`
                       sim_ids=None,  # trajectory file names to load (None: all)
                       groups=None,  # published groups to load, among ('remain', 'in_dist', 'out_dist') (None: all)
                       fields=None,  # fields among ('u', 'v', 'p'); None: all present (never 'p' for real data)
                       param_names=None,  # names for the file-name parameters (default: `SCENARIOS[scenario]['params']`)
                       dt: float | None = None,  # frame interval [s] used only when the files carry no time array
                       scales: dict | None = None,  # reference scales {field: value}; None: `rms_scales` of the sim data (else exp)
-                      grid: str = 'file',  # 'file': x, y from the files; 'index': pixel indices
+                      grid: str = 'file',  # 'file': x, y from the files; 'index': pixel indices (trajectories whose grids differ named in a warning)
+                      clock: str = 'file',  # 'file': one frame clock per domain, else refused; 'index': the first trajectory's for all (those that differ named in a warning)
+                      horizon: int | None = None,  # frames a published window spans (None: upstream's, `SCENARIOS`): where `frames` cuts a trajectory, windows that would pass the cut are dropped
                      ) -> dict:
     "Load a RealPDEBench scenario as contract datasets `{'sim': numerical, 'exp': real}`, reading only the asked window."
-    if isinstance(sub_s, bool) or not isinstance(sub_s, (int, np.integer)) or sub_s < 1:
-        raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1")
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1):
+        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer >= 1 (frames a published window spans) or None")
     if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
+    if clock not in ('file', 'index'): raise RealPDEBenchError(f"clock={clock!r}; expected 'file' or 'index'")
+    for d in SOURCE_TYPES.values():  # every step checked before any file is read
+        if sub_s != 'upstream': _domain_step(sub_s, scenario, d, 'hdf5')
     sdir, src = _source(path, scenario, layout, domains)
-    out = {dom: _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid)
+    steps = {dom: _domain_step(sub_s, scenario, dom, lay) for dom, (dtype, lay) in src.items()}  # every argument checked first
+    out = {dom: _load_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
            for dom, (dtype, lay) in src.items()}
     if scales is None:
         ref = 'sim' if 'sim' in out else 'exp'

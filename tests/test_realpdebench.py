@@ -288,3 +288,30 @@ def test_bad_name_and_example_layout(tmp_path):
     with pytest.raises(RealPDEBenchError, match=r"layout='zarr'; expected 'hdf5' or 'arrow'"):
         write_example_realpdebench(tmp_path / 'ex', layout='zarr')
     assert not (tmp_path / 'ex').exists()
+
+
+def test_cli_resolutions_selections_and_frame_cuts(tmp_path, capsys):
+    "`simreal data import realpdebench`: upstream's per-domain steps by default, --sub-s/--frames/--sim-ids/--groups/--horizon passed on, bad values exit 2."
+    import xarray as xr
+    from simreal_nb import cli
+    from simreal_nb.realpdebench import write_example_realpdebench
+    raw = write_example_realpdebench(tmp_path / 'raw', 'cylinder', T=60, H=12, W=20).parent
+    cli.main(['data', 'import', 'realpdebench', str(raw), '--scenario', 'cylinder', '--out', str(tmp_path / 'a')])
+    with xr.open_dataset(tmp_path / 'a' / 'cylinder_sim.nc') as s, xr.open_dataset(tmp_path / 'a' / 'cylinder_exp.nc') as e:
+        assert (s.attrs['spatial_step'], e.attrs['spatial_step']) == (2, 1) and (s.sizes['x'], e.sizes['x']) == (10, 20)
+    cli.main(['data', 'import', 'realpdebench', str(raw), '--scenario', 'cylinder', '--out', str(tmp_path / 'b'), '--sub-s', 'sim=4,exp=2',
+              '--frames', '5:45:2', '--sim-ids', '1800.h5,3000.h5', '--groups=remain,out_dist'])
+    with xr.open_dataset(tmp_path / 'b' / 'cylinder_exp.nc') as e:
+        assert e.attrs['spatial_step'] == 2 and e.sizes['time'] == 20 and list(e.sim_id.values) == ['1800.h5', '3000.h5']
+    hf = write_example_realpdebench(tmp_path / 'hf', 'cylinder', layout='arrow', T=60).parent
+    cli.main(['data', 'import', 'realpdebench', str(hf), '--scenario', 'cylinder', '--out', str(tmp_path / 'c'), '--frames', '0:40', '--horizon', '20'])
+    with xr.open_dataset(tmp_path / 'c' / 'cylinder_exp.nc') as e:
+        assert e.attrs['windows_dropped'] == 1 and int((e.window_split == 3).sum()) == 0 and int((e.window_split == 1).sum()) == 1
+    for bad, says in ((['--sub-s', 'big'], '--sub-s'), (['--sub-s', 'sim=0'], 'sub_s='), (['--frames', '3'], '--frames'),
+                      (['--grid', 'pixel'], '--grid'), (['--clock', 'gps'], '--clock'), (['--horizon', '0'], '--horizon'),
+                      (['--groups', 'test'], 'test')):
+        with pytest.raises(SystemExit) as ex:
+            cli.main(['data', 'import', 'realpdebench', str(raw), '--scenario', 'cylinder', '--out', str(tmp_path / 'x'), *bad])
+        err = capsys.readouterr().err
+        assert ex.value.code == 2 and says in err and len(err.strip().splitlines()) == 1, (bad, err)
+    assert not (tmp_path / 'x').exists()
