@@ -15,11 +15,12 @@ from .errors import InputError
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'BASELINES',
            'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER',
-           'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'score_fields', 'scores_to_xarray',
-           'trained_protocols', 'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name',
-           'setting_dims', 'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction',
-           'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results',
-           'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
+           'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error',
+           'frmse_relative', 'score_fields', 'scores_to_xarray', 'trained_protocols', 'train_domains', 'check_lam',
+           'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims', 'check_score', 'select_view',
+           'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts',
+           'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting', 'pressure_reduction', 'headline',
+           'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(InputError):
@@ -189,6 +190,72 @@ def frmse(pred,              # prediction [b, t, h, w, c], numpy or torch, physi
         if min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2) == 0: return dict.fromkeys(('low', 'mid', 'high', 'all'), float('nan'))
         return _bands(_spectrum(p, t, m))
     return _chunked(one, p, t, m, batch_size)
+
+# %% ../nbs/30_metrics.ipynb #0f1f0bd8
+def _mae(p, t, m):
+    n = p.numel() if m is None else int(m.sum())
+    if n == 0: raise MetricInputError("`mask` has no valid point: MAE is undefined")
+    return sum(d.abs().sum().item() for d, _, _ in _chunks(p, t, m)) / n
+
+def _r2(p, t, m):
+    tot = cnt = None; se = 0.0
+    for d, tc, mc in _chunks(p, t, m):  # pass 1: the squared error and the per-location mean over samples
+        k = torch.ones_like(tc) if mc is None else mc.double()
+        tot, cnt = (tc.sum(0), k.sum(0)) if tot is None else (tot + tc.sum(0), cnt + k.sum(0))
+        se += (d ** 2).sum().item()
+    mean = tot / cnt.clamp_min(1)
+    ss = sum((((tc - mean) if mc is None else torch.where(mc, tc - mean, 0.)) ** 2).sum().item() for _, tc, mc in _chunks(p, t, m))
+    if ss == 0: raise MetricInputError("R² is undefined: the target does not vary over the samples at any valid point")
+    return 1 - se / ss
+
+def _ke_error(p, t, m):
+    if p.shape[-1] < 2: raise MetricInputError(f"the kinetic-energy error needs u and v as the first two channels, got {p.shape[-1]} channel(s)")
+    err, n = 0.0, 0
+    for s in range(p.shape[0]):  # per sample: K = ½ (var_t u + var_t v) over its valid frames at each point
+        ks = []
+        for x in (p[s:s + 1], t[s:s + 1]):
+            k = torch.ones_like(x[..., 0], dtype=torch.float64) if m is None else (m[s:s + 1, ..., 0] & m[s:s + 1, ..., 1]).double()
+            uv = torch.where(k[..., None] > 0, x[..., :2].double(), 0.)  # NaN at invalid points never reaches a sum
+            nt = k.sum(1)
+            mu = (uv * k[..., None]).sum(1) / nt.clamp_min(1)[..., None]
+            var = (((uv - mu[:, None]) ** 2) * k[..., None]).sum(1) / nt.clamp_min(1)[..., None]
+            ks.append(0.5 * var.sum(-1))
+        ok = nt > 0
+        err += (ks[0] - ks[1]).abs()[ok].sum().item(); n += int(ok.sum())
+    if n == 0: raise MetricInputError("`mask` has no valid point: the kinetic-energy error is undefined")
+    return err / n
+
+def _freq_error(p, t, m):
+    return torch.cat([torch.fft.fft(d.sum((2, 3, 4)), dim=1).abs().reshape(-1) for d, _, _ in _chunks(p, t, m)]).mean().item()
+
+def _rel_bands(p, t, m):
+    b, nt, h, w, c = p.shape
+    err, ref = (torch.zeros(min(nt // 2, h // 2, w // 2), c, dtype=torch.float64, device=p.device) for _ in range(2))
+    for d, tc, _ in _chunks(p, t, m): _spectrum_add(err, d); _spectrum_add(ref, tc)
+    E = _spectrum_finish(err, p.shape) / _spectrum_finish(ref, p.shape)
+    return {k: v for k, v in _bands(E).items() if k != 'all'}
+
+def mae(pred, target, mask=None, batch_size=None) -> float:
+    "Mean absolute error over all (valid) points."
+    return _chunked(_mae, *_prep(pred, target, mask), batch_size)
+
+def r2(pred, target, mask=None, batch_size=None) -> float:
+    "RealPDEBench's R²: 1 − Σ(pred − target)² / Σ(target − its mean over the samples at each (t, h, w, c))², valid points only."
+    return _chunked(_r2, *_prep(pred, target, mask), batch_size)
+
+def ke_error(pred, target, mask=None, batch_size=None) -> float:
+    "Mean |K_pred − K_true| over samples and points of the fluctuation energy K = ½ (var_t u + var_t v), u, v the first two channels."
+    return _chunked(_ke_error, *_prep(pred, target, mask), batch_size)
+
+def freq_error(pred, target, mask=None, batch_size=None) -> float:
+    "RealPDEBench's FE: the mean modulus of FFT_t(Σ_{h,w,c} pred) − FFT_t(Σ_{h,w,c} target) over samples and frequencies."
+    return _chunked(_freq_error, *_prep(pred, target, mask), batch_size)
+
+def frmse_relative(pred, target, mask=None, batch_size=None) -> dict:
+    "dict(low, mid, high): the fRMSE spectrum over the target's own, shell by shell, averaged per band."
+    p, t, m = _prep(pred, target, mask)
+    _check_degenerate(p.shape, 'raise')
+    return _chunked(_rel_bands, p, t, m, batch_size)
 
 # %% ../nbs/30_metrics.ipynb #c037
 METRICS = ('rmse', 'rel_l2', 'frmse')  # the metric coordinate of a results `score` array
