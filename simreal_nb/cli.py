@@ -309,6 +309,7 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
 @call_parse
 def report(run_dir:str): # Run directory holding results.nc
     "Rebuild report.md and figures/ of a run from its results.nc alone."
+    if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory written by `simreal run` (write . for the current folder)")
     d = Path(run_dir)
     if not d.is_dir(): raise UsageError(f"{run_dir}: {'not a directory' if d.exists() else 'no such directory'}; "
                                         "expected a run directory written by `simreal run`")
@@ -428,6 +429,7 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
                   device:str='cpu'):        # Where the models run: cpu, cuda or auto
     "Physics stress tests of every trained cell: divergence residual, causality, extreme inputs -> RUN_DIR/physics.json."
     check_at_least('--max-windows', max_windows)
+    if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory of `simreal run` (write . for the current folder)")
     if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
     from simreal_nb.experiment import check_device
     check_device(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here

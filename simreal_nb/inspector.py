@@ -354,7 +354,7 @@ def plane_svg(st:InspectorState, # the state to draw
 
 _CSS = ('<style>.simreal-inspector{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;font-size:14px;line-height:1.35;'
         'font-family:-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif}'
-        '.simreal-inspector .si-text{flex:1 1 330px;min-width:300px;max-width:560px}.simreal-inspector p{margin:0 0 4px 0}'
+        '.simreal-inspector .si-text{flex:0 1 auto;width:min-content;min-width:300px;overflow-x:auto}.simreal-inspector p{margin:0 0 4px 0}'
         '.simreal-inspector .si-note{color:#555;font-size:12px;margin-bottom:6px}'
         '.si-table{border-collapse:collapse;font-size:13px;margin-bottom:6px}.si-table th{border-bottom:1px solid #999}'
         '.si-table td,.si-table th{padding:2px 8px;text-align:right;white-space:nowrap}.si-table td:first-child,.si-table th:first-child{text-align:left}'
