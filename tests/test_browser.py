@@ -11,7 +11,7 @@
 
 They need the system Chromium (Debian package `chromium`, /usr/bin/chromium; another path with $SIMREAL_CHROMIUM) and
 are skipped, with that reason, only when it is absent. Playwright's own browsers are never downloaded."""
-import json, os, re, socket, subprocess, sys, time
+import contextlib, json, os, re, socket, subprocess, sys, time
 from pathlib import Path
 import pytest
 
@@ -128,6 +128,26 @@ def _free_port():
         s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def serving(cmd, port, log_path, cwd, env, name, wait_s=60):
+    "A server process started from `cmd`, its output in `log_path`, until it listens on 127.0.0.1:`port`; stopped on exit."
+    with open(log_path, 'w') as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            t0 = time.monotonic()
+            while True:
+                try: socket.create_connection(('127.0.0.1', port), timeout=1).close(); break
+                except OSError:
+                    if proc.poll() is not None or time.monotonic() - t0 > wait_s:
+                        pytest.fail(f'{name} did not start: {Path(log_path).read_text()[-2000:]}')
+                    time.sleep(0.3)
+            yield proc
+        finally:
+            proc.terminate()
+            try: proc.wait(20)
+            except subprocess.TimeoutExpired: proc.kill()
+
+
 @pytest.fixture(scope='module')
 def voila(tmp_path_factory):
     "Voilà serving the inspector tutorial on a results file of its own (`inspector_demo(seed=1)`): (url, score)."
@@ -139,24 +159,9 @@ def voila(tmp_path_factory):
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ('IN_TEST', 'MPLBACKEND')}
     env['SIMREAL_RESULTS'] = str(tmp / 'results.nc')
-    log = open(tmp / 'voila.log', 'w')
-    proc = subprocess.Popen([sys.executable, '-m', 'voila', str(TUTORIAL), '--no-browser', f'--port={port}',
-                             '--Voila.ip=127.0.0.1', '--VoilaConfiguration.show_tracebacks=True'],
-                            cwd=TUTORIAL.parent, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        t0 = time.monotonic()
-        while True:
-            try: socket.create_connection(('127.0.0.1', port), timeout=1).close(); break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() - t0 > 60:
-                    pytest.fail(f'Voilà did not start: {(tmp / "voila.log").read_text()[-2000:]}')
-                time.sleep(0.3)
+    with serving([sys.executable, '-m', 'voila', str(TUTORIAL), '--no-browser', f'--port={port}', '--Voila.ip=127.0.0.1',
+                  '--VoilaConfiguration.show_tracebacks=True'], port, tmp / 'voila.log', cwd=TUTORIAL.parent, env=env, name='Voilà'):
         yield f'http://127.0.0.1:{port}/', score, tmp / 'voila.log'
-    finally:
-        proc.terminate()
-        try: proc.wait(15)
-        except subprocess.TimeoutExpired: proc.kill()
-        log.close()
 
 
 def test_live_voila(browser, voila):
@@ -204,26 +209,12 @@ def lab(tmp_path_factory):
     for name, value in {'notebook-extension/tracker': dict(windowingMode='none'), 'apputils-extension/notification': dict(fetchNews='false')}.items():
         f = settings / '@jupyterlab' / f'{name}.jupyterlab-settings'
         f.parent.mkdir(parents=True, exist_ok=True); f.write_text(json.dumps(value))
-    log = open(tmp / 'lab.log', 'w')
-    proc = subprocess.Popen([sys.executable, '-m', 'jupyterlab', '--no-browser', '--ServerApp.ip=127.0.0.1', f'--ServerApp.port={port}',
-                             f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={tmp}', '--ServerApp.allow_root=True',
-                             f'--LabApp.workspaces_dir={tmp / "workspaces"}', f'--LabApp.user_settings_dir={settings}', '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate',
-                             '--LabApp.news_url=None'],
-                            cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        t0 = time.monotonic()
-        while True:
-            try: socket.create_connection(('127.0.0.1', port), timeout=1).close(); break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() - t0 > 90:
-                    pytest.fail(f'JupyterLab did not start: {(tmp / "lab.log").read_text()[-2000:]}')
-                time.sleep(0.3)
+    with serving([sys.executable, '-m', 'jupyterlab', '--no-browser', '--ServerApp.ip=127.0.0.1', f'--ServerApp.port={port}',
+                  f'--IdentityProvider.token={token}', f'--ServerApp.root_dir={tmp}', '--ServerApp.allow_root=True',
+                  f'--LabApp.workspaces_dir={tmp / "workspaces"}', f'--LabApp.user_settings_dir={settings}',
+                  '--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate', '--LabApp.news_url=None'],
+                 port, tmp / 'lab.log', cwd=tmp, env=env, name='JupyterLab', wait_s=90):
         yield f'http://127.0.0.1:{port}/', token, score, tmp / 'lab.log'
-    finally:
-        proc.terminate()
-        try: proc.wait(20)
-        except subprocess.TimeoutExpired: proc.kill()
-        log.close()
 
 
 def test_jupyterlab_runs_the_inspector(browser, lab):
