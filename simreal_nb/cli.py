@@ -222,13 +222,8 @@ def _check_run_data(data, systems, device):
                 f = Path(data) / f'{name}_{kind}.nc'
                 if kind != 'exp_truth' or f.exists(): check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
     if device not in ('auto', 'cpu'):
-        import torch
-        from simreal_nb.protocols import resolve_device
-        d = resolve_device(device)
-        if d.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
-        if (d.index or 0) >= torch.cuda.device_count():
-            raise UsageError(f"--device {device}: {torch.cuda.device_count()} CUDA device(s) visible here; expected auto or cpu"
-                             + (", or cuda:N with N < the number of devices" if torch.cuda.device_count() else ''))
+        from simreal_nb.experiment import check_device  # the one check of a device: named, and there
+        if check_device(device).type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
 
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
