@@ -496,10 +496,9 @@ def cached_flow(key:dict,          # everything that decides the flow (data reci
                 cache_dir=None,    # folder of the cache (default: $SIMREAL_CACHE, else the user cache folder)
                ) -> Flow:
     "The flow `train()` makes for `key`, from the cache when a valid entry is there (atomic writes, weights_only loads)."
-    from simreal_nb.systems import cache_root
-    from simreal_nb.store import save_torch, load_torch
+    from simreal_nb.store import save_torch, load_torch, cache_folder
     h = _cache_key(key)
-    path = cache_root(cache_dir).parent / 'ada' / f'flow-{h}.pt'
+    path = cache_folder('ada', cache_dir) / f'flow-{h}.pt'
     if path.exists():
         try:
             s = load_torch(path)

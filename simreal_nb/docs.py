@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from .errors import InputError
-from .store import unmarked_files, write_text
+from .store import unmarked_files, write_text, cache_folder
 
 # %% auto #0
 __all__ = ['WEB_ASSETS', 'SITE_CSS', 'DocsError', 'DocsFolderError', 'default_nbs_path', 'web_assets', 'page_name',
@@ -39,12 +39,7 @@ def default_nbs_path() -> Path:
         if (root / 'nbs').is_dir() and (root / 'settings.ini').exists(): return root / 'nbs'
     raise DocsError("cannot find the notebooks folder `nbs/`: run from the repository root or pass `nbs_path=`")
 
-def _cache_dir(cache=None) -> Path:
-    if cache is None: cache = os.environ.get('SIMREAL_CACHE')
-    if cache is None:
-        import platformdirs
-        cache = platformdirs.user_cache_dir('simreal_nb')
-    return Path(cache) / 'web'
+def _cache_dir(cache=None) -> Path: return cache_folder('web', cache)
 
 # %% ../nbs/92_docs.ipynb #d006
 def _npm_pack(name, version, cache, timeout=300) -> Path:

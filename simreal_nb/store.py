@@ -12,8 +12,8 @@ from .schema import validate as _validate, DIMS, FIELD_META
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'unmarked_files', 'CheckpointError', 'RunFileError', 'read_json',
-           'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset']
+__all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'cache_folder', 'unmarked_files', 'CheckpointError', 'RunFileError',
+           'read_json', 'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -59,6 +59,14 @@ _TMP_NAME = re.compile(r'^\..+\.[0-9a-f]{32}\.tmp$')
 def is_temporary(name:str) -> bool:
     "Whether `name` is a temporary file of `atomic_write` (left behind only by a killed process)."
     return bool(_TMP_NAME.match(name))
+
+def cache_folder(part:str, cache=None) -> Path:
+    "The package's cache folder `part` (twins, web, ada): under `cache`, else $SIMREAL_CACHE, else the user cache dir."
+    if cache is None: cache = os.environ.get('SIMREAL_CACHE')
+    if cache is None:
+        import platformdirs
+        cache = platformdirs.user_cache_dir('simreal_nb')
+    return Path(cache) / part
 
 def unmarked_files(folder, markers:tuple, own:tuple=()) -> list:
     "Names in `folder` (but `own`) where it holds none of the `markers`, the files a command writes to say a folder is its own: what that command must not replace."

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import xarray as xr
 from . import __version__
 from .schema import FIELD_META, fields_of, validate
-from .store import write_dataset, read_dataset, write_text, is_temporary
+from .store import write_dataset, read_dataset, write_text, is_temporary, cache_folder
 from .schema import GROUPS
 from .errors import InputError
 
@@ -846,12 +846,8 @@ def pressure_hf_fraction(ds:xr.Dataset, # a dataset with the field (traj, time, 
 
 # %% ../nbs/05_systems.ipynb #c040
 def cache_root(cache_dir=None)->Path:
-    "The twin cache folder: `cache_dir`, else $SIMREAL_CACHE, else the user cache dir."
-    if cache_dir is None: cache_dir = os.environ.get('SIMREAL_CACHE')
-    if cache_dir is None:
-        import platformdirs
-        cache_dir = platformdirs.user_cache_dir('simreal_nb')
-    return Path(cache_dir) / 'twins'
+    "The twin cache folder: `cache_dir`, else $SIMREAL_CACHE, else the user cache dir (`store.cache_folder`)."
+    return cache_folder('twins', cache_dir)
 
 def _digest(path):
     h = hashlib.blake2b(digest_size=20)
