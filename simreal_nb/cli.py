@@ -222,8 +222,10 @@ def _check_run_data(data, systems, device):
                 f = Path(data) / f'{name}_{kind}.nc'
                 if kind != 'exp_truth' or f.exists(): check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
     if device not in ('auto', 'cpu'):
-        from simreal_nb.experiment import check_device  # the one check of a device: named, and there
-        if check_device(device).type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
+        from simreal_nb.experiment import check_device, GridError  # the one check of a device: named, and there
+        try: dev = check_device(device)
+        except GridError as e: raise UsageError(f"--device: {e}") from None
+        if dev.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
 
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)

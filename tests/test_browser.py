@@ -233,11 +233,12 @@ def test_jupyterlab_runs_the_inspector(browser, lab):
         pytest.fail(f'the inspector did not appear (screenshot: jupyterlab_failed.png); console: {log}; JupyterLab log: {llog.read_text()[-3000:]}')
     system = str(score.system.values[0])
     page.locator('.jp-Cell-outputArea', has_text='λ = 0.7 on').first.wait_for(timeout=120_000)  # the cell that sets the slider to 0.7 ran
-    lam0, _ = check_view(visible_view(page), score, system=system)
+    view = visible_view(page, lam='0.70'); view.locator('tr[data-protocol]').first.wait_for(timeout=30_000)  # its page drawn
+    lam0, _ = check_view(view, score, system=system)
     handle = page.locator('.widget-slider .noUi-handle').first
     handle.focus(); handle.press('ArrowRight'); handle.press('ArrowRight')
     lam1 = round(min(lam0 + 0.1, 1.0), 2)
-    view = visible_view(page, lam=f'{lam1:.2f}'); view.wait_for(timeout=15_000)
+    view = visible_view(page, lam=f'{lam1:.2f}'); view.locator('tr[data-protocol]').first.wait_for(timeout=15_000)
     lam, st = check_view(view, score, system=system)
     assert lam == lam1
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
