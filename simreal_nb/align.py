@@ -10,12 +10,12 @@ import numpy as np
 import xarray as xr
 import torch
 from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, _check_coord
-from .schema import GROUPS
+from .schema import GROUPS, WINDOW_SPLITS
 
 # %% auto #0
-__all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'spread', 'WindowDataset', 'DomainData',
-           'make_domain_data', 'test_groups', 'group_windows', 'resample_time', 'event_times', 'ClockMap',
-           'event_anchor_align', 'probe_series', 'align_clocks']
+__all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'published_windows', 'split_windows', 'spread',
+           'WindowDataset', 'DomainData', 'make_domain_data', 'test_groups', 'group_windows', 'resample_time',
+           'event_times', 'ClockMap', 'event_anchor_align', 'probe_series', 'align_clocks']
 
 # %% ../nbs/15_align.ipynb #c006
 def example_pair(n_traj: int = 5,  # trajectories per domain
@@ -392,6 +392,37 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
                val=sorted(order[val_pos]) if val_pos else [], test=sorted(order[test_pos]) if test_pos else [])
     return _parts(ds, idx)
 
+# %% ../nbs/15_align.ipynb #cd83e2b6
+def _published_starts(ds, L:int) -> list:
+    "(trajectory index, start frame) of each window `window_split` marks for the split `ds.attrs['split']`; refused when L frames pass the published windows' span."
+    split = ds.attrs.get('split')
+    if split not in WINDOW_SPLITS: raise ValueError(f"WindowDataset(windows='published'): attrs['split']={split!r}; expected one of {WINDOW_SPLITS} (from `split_windows`)")
+    if 'window_split' not in ds.coords: return []
+    span = ds.attrs.get('window_frames')
+    if span is not None and L > int(span):
+        raise ValueError(f"WindowDataset(windows='published'): windows of {L} frames (inputs + targets) are longer than the published "
+                         f"windows' {int(span)} frames; expected at most {int(span)} (fewer input frames or a shorter horizon)")
+    codes = ds['window_split'].transpose('traj', 'time').values
+    i, t = np.nonzero(codes == WINDOW_SPLITS.index(split) + 1)
+    keep = t + L <= ds.sizes['time']  # a window cut short by the loaded frames is not the published one
+    return list(zip(i[keep].tolist(), t[keep].tolist()))
+
+# %% ../nbs/15_align.ipynb #1e0a99c4
+def published_windows(ds: xr.Dataset) -> bool:
+    "Whether `ds` carries published windows: a coord `window_split` on (traj, time) marking at least one start."
+    return 'window_split' in ds.coords and set(ds['window_split'].dims) == {'traj', 'time'} and bool((ds['window_split'].values > 0).any())
+
+def split_windows(ds: xr.Dataset,  # a contract dataset with published windows (`published_windows`)
+                 ) -> dict:
+    "Split as published into `dict(train=, val=, test=)`: the trajectories where each split has a window (a trajectory can be in several)."
+    if not published_windows(ds):
+        raise ValueError(f"split_windows: the {ds.attrs.get('domain', '?')!r} dataset marks no published window (coord 'window_split' "
+                         f"on (traj, time) with codes 1, 2, 3 for {WINDOW_SPLITS}); expected data imported from RealPDEBench")
+    codes = ds['window_split'].transpose('traj', 'time').values
+    bad = sorted(set(np.unique(codes).tolist()) - {0, 1, 2, 3})
+    if bad: raise ValueError(f"split_windows: coord 'window_split' has codes {bad}; expected 0 (none) or 1, 2, 3 for {WINDOW_SPLITS}")
+    return _parts(ds, {k: np.nonzero((codes == c).any(1))[0].tolist() for c, k in enumerate(WINDOW_SPLITS, 1)})
+
 # %% ../nbs/15_align.ipynb #de655bac
 def spread(n:int, k:int|None) -> list:
     "`k` evenly spaced indices of `range(n)`, first and last included, in order (all of them when `k` is None or >= n)."
@@ -409,8 +440,10 @@ class WindowDataset(torch.utils.data.Dataset):
                  fields=FIELDS,  # channel order (all channels always present; missing ones zero + mask False)
                  cond=None,  # names of parameters/inputs to condition on; None: all of `ds`; () none
                  for_eval: bool = False,  # allow a never-train dataset (exp_truth) for evaluation only
+                 windows: str = 'all',  # 'all': one starting at every `stride`-th frame; 'published': those `window_split` marks for the split `ds.attrs['split']`
                 ):
         if not isinstance(ds, xr.Dataset): raise TypeError(f"WindowDataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
+        if windows not in ('all', 'published'): raise ValueError(f"WindowDataset: windows={windows!r}; expected 'all' or 'published'")
         if not for_eval: refuse_never_train(ds, 'WindowDataset')
         for name, v in dict(n_in=n_in, n_out=n_out, stride=stride).items():
             if not isinstance(v, (int, np.integer)) or v < (0 if name == 'n_out' else 1):
@@ -439,9 +472,10 @@ class WindowDataset(torch.utils.data.Dataset):
         self.data, self.valid_all = torch.from_numpy(data), torch.from_numpy(valid)
         self.cond_all = self._cond_tensor(ds, normalizer)  # [N, T, K_param + K_input] per frame
         self.n_params = len([c for c in self.cond_names if c not in input_names(ds)])
-        L = self.n_in + self.n_out
-        starts = np.arange(0, max(nt - L + 1, 0), self.stride)
-        self.index = torch.tensor([(i, t) for i in range(N) for t in starts], dtype=torch.long).reshape(-1, 2)
+        L, self.windows = self.n_in + self.n_out, windows
+        if windows == 'published': pairs = _published_starts(ds, L)
+        else: pairs = [(i, t) for i in range(N) for t in np.arange(0, max(nt - L + 1, 0), self.stride)]
+        self.index = torch.tensor(pairs, dtype=torch.long).reshape(-1, 2)
         self.grid = (H, W)
 
     @staticmethod
@@ -527,8 +561,11 @@ class DomainData:
         if 'group' in ref.coords and 'group' not in t.coords: t = t.assign_coords(group=('traj', ref['group'].values))
         if not _is_same(t.time.values, ref.time.values): t = resample_time(t, times=ref.time.values)
         a = regrid(t, *self.grid_coords)
+        if self.exp[split].windows == 'published':  # the truth's windows are the exp split's
+            a = a.assign_coords(window_split=(('traj', 'time'), ref['window_split'].transpose('traj', 'time').values))
+            a.attrs.update({k: ref.attrs[k] for k in ('split', 'window_frames') if k in ref.attrs})
         return WindowDataset(a, self.n_in, self.n_out, self.stride, self.normalizer, self.fields,
-                             cond=self.cond_names, for_eval=True)
+                             cond=self.cond_names, for_eval=True, windows=self.exp[split].windows)
 
     def __repr__(self):
         sizes = {d: {k: len(v) for k, v in getattr(self, d).items()} for d in ('sim', 'exp')}
@@ -553,6 +590,7 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
                      dt: float | None = None,  # resample both domains to this frame interval first
                      cond=None,  # conditioning names (None: the sim dataset's parameters and inputs)
                      exp_fracs=None,  # trajectory fractions for exp if different from `fracs`
+                     windows: str = 'auto',  # 'auto': the published windows where a domain has them (`split_windows`), else every window of `split_trajs`; 'all': always the latter
                     ) -> DomainData:
     "Aligned, split, normalised windows of both domains (normaliser fitted on sim train only)."
     for name, ds in dict(sim=sim, exp=exp).items():
@@ -570,15 +608,20 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
         if ds_ is not None and de is not None and not math.isclose(ds_, de, rel_tol=1e-4):
             raise ValueError(f"make_domain_data: frame intervals differ (sim {ds_!r} s, exp {de!r} s); "
                              f"expected equal intervals -- pass dt= to resample both onto one clock")
+    if windows not in ('auto', 'all'): raise ValueError(f"make_domain_data: windows={windows!r}; expected 'auto' or 'all'")
     sim_a, exp_a = align_domains(sim, exp, grid)
-    ss = split_trajs(sim_a, fracs, seed)
-    es = split_trajs(exp_a, fracs if exp_fracs is None else exp_fracs, seed)
+    mode = {d: 'published' if windows == 'auto' and published_windows(a) else 'all' for d, a in (('sim', sim_a), ('exp', exp_a))}
+    if 'published' in mode.values() and dt is not None:
+        raise ValueError("make_domain_data: dt= resamples the frames, which moves the published windows' start frames; "
+                         "expected dt=None with published windows (or windows='all')")
+    ss = split_windows(sim_a) if mode['sim'] == 'published' else split_trajs(sim_a, fracs, seed)
+    es = split_windows(exp_a) if mode['exp'] == 'published' else split_trajs(exp_a, fracs if exp_fracs is None else exp_fracs, seed)
     norm = Normalizer.fit(ss['train'], fallback=es['train'])
     cond = WindowDataset._cond_names(sim_a, cond)
     fields = tuple(exp_a.attrs['fields'].split())
     kw = dict(n_in=n_in, n_out=n_out, stride=stride, normalizer=norm, fields=fields, cond=cond)
-    sw = {k: WindowDataset(v, **kw) for k, v in ss.items()}
-    ew = {k: WindowDataset(v, **kw) for k, v in es.items()}
+    sw = {k: WindowDataset(v, windows=mode['sim'], **kw) for k, v in ss.items()}
+    ew = {k: WindowDataset(v, windows=mode['exp'], **kw) for k, v in es.items()}
     return DomainData(sim=sw, exp=ew, normalizer=norm, fields=fields, grid=(sim_a.sizes['y'], sim_a.sizes['x']),
                       n_cond=sw['train'].n_cond, cond_names=cond, sim_ds=ss, exp_ds=es,
                       present=dict(sim=fields_of(sim), exp=fields_of(exp)), n_in=n_in, n_out=n_out, stride=stride,
@@ -603,7 +646,7 @@ def group_windows(wd: WindowDataset,  # windows of one split (e.g. `dd.exp['test
                          f"groups (twins at the default size, RealPDEBench's real data)")
     keep = np.nonzero(np.asarray(wd.ds['group'].values).astype(str) == group)[0]
     return WindowDataset(wd.ds.isel(traj=keep), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
-                         cond=wd.cond_names, for_eval=wd.for_eval)
+                         cond=wd.cond_names, for_eval=wd.for_eval, windows=wd.windows)
 
 # %% ../nbs/15_align.ipynb #c048
 def resample_time(ds: xr.Dataset,  # a contract dataset

@@ -33,6 +33,7 @@ def long_windows(wd,  # windows (align.WindowDataset, or any dataset exposing ds
                          f"dataset exposing {need} to rebuild them (got {type(wd).__name__})")
     kw = dict(cond=getattr(wd, 'cond_names', None))
     if getattr(wd, 'for_eval', False): kw['for_eval'] = True
+    if getattr(wd, 'windows', 'all') != 'all': kw['windows'] = wd.windows  # the published starts, each with `horizon` targets
     return type(wd)(wd.ds, wd.n_in, horizon, stride or horizon, wd.normalizer, wd.fields, **kw)
 
 # %% ../nbs/45_evaluation.ipynb #e11

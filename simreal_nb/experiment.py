@@ -233,7 +233,7 @@ def limit_exp_train(dd, n:int|None):
     N = wd.ds.sizes['traj']
     if n is None or n >= N: return dd, N
     pick = spread(N, n)  # the split keeps parameter order
-    sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names)
+    sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names, windows=wd.windows)
     return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
 
 def resolve_exp_trajs(cells:list, cfg:GridConfig, data_dir=None, workers:int=1) -> tuple:

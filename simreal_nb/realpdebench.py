@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from . import __version__
-from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, validate
-from .store import write_dataset
+from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, WINDOW_SPLITS, validate
+from .store import BlockWriter
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'WINDOW_SPLITS', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
-           'write_example_realpdebench', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
+__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
+           'write_example_realpdebench', 'ScaleSums', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
 
 # %% ../nbs/16_realpdebench.ipynb #r007
 SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match), names of the numbers it captures, and the
@@ -29,7 +29,6 @@ SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match),
 }
 SOURCE_TYPES = {'numerical': 'sim', 'real': 'exp'}  # RealPDEBench data type -> domain of this package
 # published trajectory groups (file stems `{group}_params_{type}`): `schema.GROUPS`
-WINDOW_SPLITS = ('train', 'val', 'test')  # published window splits, coded 1, 2, 3 in `window_split`
 GENERATOR = 'simreal_nb.realpdebench'
 
 # %% ../nbs/16_realpdebench.ipynb #r008
@@ -530,7 +529,20 @@ def _domain_step(sub_s, scenario, dom, lay) -> int:
         raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1, a dict of them per domain ('sim', 'exp') or 'upstream'")
     return int(sub_s)
 
-def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid, clock='file', horizon=None):
+@dataclass
+class _Plan:
+    "One domain's load before any field is read: its trajectories, their frames, orientation and step, and the dataset without its fields."
+    trajs: list  # the selected `_Traj`s, in the dataset's order
+    tsl: slice  # frames read from every trajectory
+    step: int  # spatial step (every step-th row and column)
+    orient: tuple  # (swap, flip_y, flip_x): stored (t, h, w) -> (t, y, x)
+    fields: tuple  # fields to read
+    skeleton: xr.Dataset  # coordinates and attributes (no reference scales yet)
+
+BLOCK_FRAMES = 64  # frames of one trajectory read, written and summed for the scales at a time
+
+def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid, clock='file', horizon=None) -> _Plan:
+    "What loading one domain reads, every file and argument checked, before any field is read."
     where = str(_layout_folder(sdir, dtype, lay))
     groups_of, windows = _groups(sdir, dtype), _windows(sdir, dtype)
     trajs = _select(_trajs(sdir, dtype, lay), scenario, groups_of, sim_ids, groups, where)
@@ -579,14 +591,7 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
         time_note = f"frame number x dt = {dt} s (the files carry no time array)" if dt else "frame number (the files carry no time array; pass dt=)"
     if len(time) > 1 and not (np.diff(time) > 0).all():
         raise _err(first.where, "its time array is not strictly increasing over the loaded frames")
-    # fields: read only the window of each trajectory
     N, nt, ny, nx = len(trajs), len(idx), len(y1), len(x1)
-    data = {f: np.empty((N, nt, ny, nx), np.float32) for f in fields}
-    for i, t in enumerate(trajs):
-        for f in fields:
-            a = _orient(t.reader(f, tsl, sub_s), swap, fy, fx)
-            if a.shape != (nt, ny, nx): raise _err(t.where, f"window of {f!r} has shape {a.shape}; expected {(nt, ny, nx)}")
-            data[f][i] = a
     wcode, dropped = np.zeros((N, nt), np.int8), 0
     span = SCENARIOS[scenario]['horizon'] if horizon is None else horizon  # frames a published window reads from its start
     for i, t in enumerate(trajs):
@@ -604,13 +609,6 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
                       long_name='published RealPDEBench window starting at this frame')))
     for k in params[0]: coords[k] = ('traj', np.array([p[k] for p in params]))
     ds = xr.Dataset(coords=coords)
-    for f in fields:
-        ds[f] = (DIMS, data.pop(f), dict(units='as published (RealPDEBench)', long_name=FIELD_META[f]['long_name']))
-    ok = np.ones((N, nt, ny, nx), bool)
-    for f in fields: ok &= np.isfinite(ds[f].values)
-    if not ok.all():
-        ds['valid'] = (DIMS, ok)
-        for f in fields: ds[f].values[~ok] = np.nan
     ds.attrs = dict(domain=dom, system=f'realpdebench/{scenario}', generator=GENERATOR, generator_version=__version__,
                     seed=0, source=f"RealPDEBench {scenario} {dtype} data, {'Arrow (Hugging Face)' if lay == 'arrow' else 'raw HDF5'} layout",
                     source_type=dtype, layout=lay, scenario=scenario, params=' '.join(params[0]),
@@ -623,37 +621,117 @@ def _load_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     if dom == 'exp':
         ds.attrs['pressure_note'] = ("RealPDEBench's real data measure no pressure (its loaders fill zeros); "
                                      "field 'p' is absent here, never zero")
+    return _Plan(trajs, tsl, int(sub_s), (swap, fy, fx), fields, ds)
+
+def _field_attrs(f): return dict(units='as published (RealPDEBench)', long_name=FIELD_META[f]['long_name'])
+
+def _blocks(plan:_Plan):
+    "(trajectory index, output frames, block) for every `BLOCK_FRAMES` frames of every trajectory; a block maps each field to float32 (t, y, x), NaN wherever some field is not finite, and 'valid' to where all are."
+    nt, ny, nx = (plan.skeleton.sizes[d] for d in DIMS[1:])
+    for i, t in enumerate(plan.trajs):
+        for j0 in range(0, nt, BLOCK_FRAMES):
+            j1 = min(j0 + BLOCK_FRAMES, nt)
+            tsl = slice(plan.tsl.start + j0 * plan.tsl.step, plan.tsl.start + (j1 - 1) * plan.tsl.step + 1, plan.tsl.step)
+            block = {}
+            for f in plan.fields:
+                a = _orient(t.reader(f, tsl, plan.step), *plan.orient)
+                if a.shape != (j1 - j0, ny, nx):
+                    raise _err(t.where, f"frames {tsl.start}:{tsl.stop} of {f!r} have shape {a.shape}; expected {(j1 - j0, ny, nx)}")
+                block[f] = a
+            ok = np.logical_and.reduce([np.isfinite(a) for a in block.values()])
+            if not ok.all():
+                for a in block.values(): a[~ok] = np.nan
+            block['valid'] = ok
+            yield i, slice(j0, j1), block
+
+def _load_domain(plan:_Plan) -> xr.Dataset:
+    "The planned domain in memory, filled block by block."
+    N, nt, ny, nx = (plan.skeleton.sizes[d] for d in DIMS)
+    data = {f: np.empty((N, nt, ny, nx), np.float32) for f in plan.fields}
+    ok = np.ones((N, nt, ny, nx), bool)
+    for i, sl, block in _blocks(plan):
+        for f in plan.fields: data[f][i, sl] = block[f]
+        ok[i, sl] = block['valid']
+    ds = plan.skeleton.copy()
+    for f in plan.fields: ds[f] = (DIMS, data.pop(f), _field_attrs(f))
+    if not ok.all(): ds['valid'] = (DIMS, ok)
     return ds
 
 # %% ../nbs/16_realpdebench.ipynb #r032
+class ScaleSums:
+    "The sums behind `rms_scales`, added block by block: sum(u²+v²) and count over finite points; count, mean and M2 of p (Chan et al.'s pairwise update)."
+    def __init__(self): self.s2, self.n, self.pn, self.pmean, self.pm2, self.has_p = 0.0, 0, 0, 0.0, 0.0, False
+
+    def add(self, block:dict):
+        "Add a block {field: array} (u and v, optionally p; other keys ignored)."
+        u, v = (np.asarray(block[f], np.float64) for f in ('u', 'v'))
+        m = np.isfinite(u) & np.isfinite(v)
+        self.s2 += float((u[m] ** 2 + v[m] ** 2).sum()); self.n += int(m.sum())
+        if 'p' not in block: return
+        self.has_p = True
+        p = np.asarray(block['p'], np.float64)
+        p = p[np.isfinite(p)]
+        if not p.size: return
+        n, mean = p.size, float(p.mean())
+        m2, tot, d = float(((p - mean) ** 2).sum()), self.pn + p.size, mean - self.pmean
+        self.pmean, self.pm2, self.pn = self.pmean + d * n / tot, self.pm2 + m2 + d * d * self.pn * n / tot, tot
+
+    def scales(self) -> dict:
+        "U_ref = sqrt(<u² + v²>) for u and v; the standard deviation of p (0 when p had no finite value)."
+        out = {}
+        if self.n: out['u'] = out['v'] = float(np.sqrt(self.s2 / self.n))
+        if self.has_p: out['p'] = float(np.sqrt(self.pm2 / self.pn)) if self.pn else 0.0
+        return out
+
 def rms_scales(ds: xr.Dataset,  # a loaded RealPDEBench dataset (NaN where not valid)
               ) -> dict:
     "Reference scales from the data: U_ref = RMS speed sqrt(<u^2 + v^2>) for u, v; the standard deviation of p for p."
-    s2, n = 0.0, 0
-    for i in range(ds.sizes['traj']):  # in blocks of frames: float64 temporaries stay small
-        for j in range(0, ds.sizes['time'], 64):
-            u, v = (ds[f].isel(traj=i, time=slice(j, j + 64)).values.astype(np.float64) for f in ('u', 'v'))
-            m = np.isfinite(u) & np.isfinite(v)
-            s2 += float((u[m] ** 2 + v[m] ** 2).sum()); n += int(m.sum())
-    out = {}
-    if n: out['u'] = out['v'] = float(np.sqrt(s2 / n))
-    if 'p' in ds.data_vars:
-        p = ds['p'].values
-        out['p'] = float(np.nanstd(p, dtype=np.float64)) if np.isfinite(p).any() else 0.0
-    return out
+    sums = ScaleSums()
+    for i in range(ds.sizes['traj']):  # in blocks of frames, as an import streams them: float64 temporaries stay small
+        for j in range(0, ds.sizes['time'], BLOCK_FRAMES):
+            sums.add({f: ds[f].isel(traj=i, time=slice(j, j + BLOCK_FRAMES)).values for f in FIELDS if f in ds.data_vars})
+    return sums.scales()
 
 # %% ../nbs/16_realpdebench.ipynb #r034
-def _set_scales(ds, scales, note):
+def _user_scales(scales):
+    "Scales given by the user, checked before any data is read (None: none given)."
+    if scales is None: return None
+    sc = {k: float(v) for k, v in dict(scales).items()}
+    bad = [k for k in sc if k not in FIELDS]
+    if bad: raise RealPDEBenchError(f"scales has keys {bad}; expected fields among {FIELDS}")
+    return sc
+
+def _chosen_scales(user, ref, measured) -> tuple:
+    "(scales, note): the user's, else `measured` (`rms_scales` of the loaded `ref` domain)."
+    if user is not None: return user, 'reference scales given by the user'
+    sc = measured
+    return sc, (f"from the loaded {ref!r} data: scale_u = scale_v = U_ref = RMS speed sqrt(<u^2+v^2>)"
+                + (", scale_p = std(p)" if 'p' in sc else '') + "; the same values on every domain of this load")
+
+def _set_scales(ds, scales, note, fields):
     for f, s in scales.items():
         ds.attrs[SCALE_PREFIX + f] = float(s)
     ds.attrs['scale_note'] = note
-    for f in ('u', 'v', 'p'):
-        if f in ds.data_vars:
-            s = ds.attrs.get(SCALE_PREFIX + f)
-            if s is None or not (np.isfinite(s) and s > 0):
-                raise RealPDEBenchError(f"reference scale of {f!r} in the {ds.attrs['domain']!r} data is {s!r} (the data are "
-                                        f"zero or missing); pass scales=dict(u=..., v=..., p=...) with positive numbers")
+    for f in fields:
+        s = ds.attrs.get(SCALE_PREFIX + f)
+        if s is None or not (np.isfinite(s) and s > 0):
+            raise RealPDEBenchError(f"reference scale of {f!r} in the {ds.attrs['domain']!r} data is {s!r} (the data are "
+                                    f"zero or missing); pass scales=dict(u=..., v=..., p=...) with positive numbers")
     return ds
+
+def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, sim_ids=None, groups=None, fields=None,
+           param_names=None, dt=None, grid='file', clock='file', horizon=None) -> dict:
+    "{domain: `_Plan`} of a load (the arguments of `load_realpdebench` but `scales`): every argument and file checked, no field read."
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1):
+        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer >= 1 (frames a published window spans) or None")
+    if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
+    if clock not in ('file', 'index'): raise RealPDEBenchError(f"clock={clock!r}; expected 'file' or 'index'")
+    for d in SOURCE_TYPES.values():  # every step checked before any file is read
+        if sub_s != 'upstream': _domain_step(sub_s, scenario, d, 'hdf5')
+    sdir, src = _source(path, scenario, layout, domains)
+    steps = {dom: _domain_step(sub_s, scenario, dom, lay) for dom, (dtype, lay) in src.items()}
+    return {dom: _plan_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
+            for dom, (dtype, lay) in src.items()}
 
 # %% ../nbs/16_realpdebench.ipynb #r035
 def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the scenario folder itself
@@ -673,28 +751,12 @@ def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
                       horizon: int | None = None,  # frames a published window spans (None: upstream's, `SCENARIOS`): where `frames` cuts a trajectory, windows that would pass the cut are dropped
                      ) -> dict:
     "Load a RealPDEBench scenario as contract datasets `{'sim': numerical, 'exp': real}`, reading only the asked window."
-    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1):
-        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer >= 1 (frames a published window spans) or None")
-    if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
-    if clock not in ('file', 'index'): raise RealPDEBenchError(f"clock={clock!r}; expected 'file' or 'index'")
-    for d in SOURCE_TYPES.values():  # every step checked before any file is read
-        if sub_s != 'upstream': _domain_step(sub_s, scenario, d, 'hdf5')
-    sdir, src = _source(path, scenario, layout, domains)
-    steps = {dom: _domain_step(sub_s, scenario, dom, lay) for dom, (dtype, lay) in src.items()}  # every argument checked first
-    out = {dom: _load_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
-           for dom, (dtype, lay) in src.items()}
-    if scales is None:
-        ref = 'sim' if 'sim' in out else 'exp'
-        sc = rms_scales(out[ref])
-        note = (f"from the loaded {ref!r} data: scale_u = scale_v = U_ref = RMS speed sqrt(<u^2+v^2>)"
-                + (", scale_p = std(p)" if 'p' in sc else '') + "; the same values on every domain of this load")
-    else:
-        sc = {k: float(v) for k, v in dict(scales).items()}
-        bad = [k for k in sc if k not in FIELDS]
-        if bad: raise RealPDEBenchError(f"scales has keys {bad}; expected fields among {FIELDS}")
-        note = 'reference scales given by the user'
-    for ds in out.values(): _set_scales(ds, sc, note)
-    for dom, ds in out.items(): validate(ds, dom)
+    user = _user_scales(scales)
+    plans = _plans(path, scenario, layout, domains, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
+    out = {dom: _load_domain(plan) for dom, plan in plans.items()}
+    ref = 'sim' if 'sim' in out else 'exp'
+    sc, note = _chosen_scales(user, ref, rms_scales(out[ref]) if user is None else None)
+    for dom, ds in out.items(): validate(_set_scales(ds, sc, note, plans[dom].fields), dom)
     return out
 
 # %% ../nbs/16_realpdebench.ipynb #r046
@@ -704,23 +766,41 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
                         name: str | None = None,  # file stem (default: the scenario): writes NAME_sim.nc / NAME_exp.nc
                         overwrite: bool = False,  # replace existing files instead of refusing
                         compress: bool = False,  # gzip the data variables (see `write_dataset`)
-                        **kwargs,  # passed to `load_realpdebench` (layout, domains, frames, sub_s, sim_ids, ...)
+                        **kwargs,  # the options of `load_realpdebench` (layout, domains, frames, sub_s, sim_ids, scales, ...)
                        ) -> dict:
-    "Load a scenario and write `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` atomically (all or none); return `{domain: path}`."
+    "Stream a scenario into `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` block by block (memory bounded by a block, not by the data), all files or none; return `{domain: path}`."
     name = name or scenario
     if not isinstance(name, str) or not re.fullmatch(r'[\w.-]+', name):
         raise RealPDEBenchError(f"name={name!r}; expected a plain file stem (letters, digits, _ . -)")
-    out_dir = Path(out_dir)
-    data = load_realpdebench(path, scenario, **kwargs)  # every error is raised here, before any file is touched
-    dest = {dom: out_dir / f'{name}_{dom}.nc' for dom in data}
+    user = _user_scales(kwargs.pop('scales', None))
+    plans = _plans(path, scenario, **kwargs)  # every argument and file is checked here, before any output is touched
+    dest = {dom: Path(out_dir) / f'{name}_{dom}.nc' for dom in plans}
     if not overwrite:
         exist = [str(p) for p in dest.values() if p.exists()]
         if exist: raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True (CLI: --overwrite) to replace them")
-    tmp = {dom: out_dir / f'.{p.name}.{uuid.uuid4().hex}.part.nc' for dom, p in dest.items()}
+    ref = 'sim' if 'sim' in plans else 'exp'
+    writers, heads, sums = {}, {}, ScaleSums()
     try:
-        for dom, ds in data.items(): write_dataset(ds, tmp[dom], compress=compress)
-        for dom in data: os.replace(tmp[dom], dest[dom])
+        for dom in sorted(plans, key=lambda d: d != ref):  # the domain the scales come from first
+            plan = plans[dom]
+            writers[dom] = w = BlockWriter(dest[dom], plan.skeleton, {f: _field_attrs(f) for f in plan.fields}, compress=compress)
+            for i, frames, block in _blocks(plan):
+                if dom == ref: sums.add(block)
+                heads.setdefault(dom, (frames, block))
+                w.write(i, frames, block)
+        sc, note = _chosen_scales(user, ref, sums.scales())
+        for dom, plan in plans.items():
+            _set_scales(plan.skeleton, sc, note, plan.fields)
+            writers[dom].set_attrs({k: v for k, v in plan.skeleton.attrs.items() if k.startswith(SCALE_PREFIX) or k == 'scale_note'})
+            validate(_head(plan, *heads[dom], writers[dom].has_valid), dom)
+        for dom in plans: writers[dom].commit()
     finally:
-        for p in tmp.values():
-            if p.exists(): p.unlink()
+        for w in writers.values(): w.discard()
     return dest
+
+def _head(plan, frames, block, has_valid) -> xr.Dataset:
+    "The first block of the first trajectory as a dataset, for the contract check of a streamed import."
+    head = plan.skeleton.isel(traj=[0], time=frames)
+    for f in plan.fields: head[f] = (DIMS, block[f][None], _field_attrs(f))
+    if has_valid: head['valid'] = (DIMS, block['valid'][None])
+    return head

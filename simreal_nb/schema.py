@@ -9,8 +9,9 @@ import xarray as xr
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'DataContractError', 'fields_of',
-           'input_names', 'validate', 'reference_scales', 'NeverTrainError', 'never_train', 'refuse_never_train']
+__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'WINDOW_SPLITS',
+           'DataContractError', 'fields_of', 'input_names', 'validate', 'reference_scales', 'NeverTrainError',
+           'never_train', 'refuse_never_train']
 
 # %% ../nbs/00_schema.ipynb #c006
 FIELDS = ('u', 'v', 'p')  # canonical field order everywhere in the package
@@ -24,6 +25,7 @@ FIELD_META = {
 SCALE_PREFIX = 'scale_'  # attrs[SCALE_PREFIX + field]: the field's reference scale, in the field's units
 GROUPS = ('remain', 'in_dist', 'out_dist')  # values of the optional coord `group` on `traj` (RealPDEBench's): the training pool, test at interior parameters, test outside every training parameter
 TEST_GROUPS = GROUPS[1:]  # the test groups
+WINDOW_SPLITS = ('train', 'val', 'test')  # values 1, 2, 3 of the optional coord `window_split` on (traj, time) (RealPDEBench's): a published window of that split starts at that frame (0: none)
 
 
 # %% ../nbs/00_schema.ipynb #c007

@@ -13,7 +13,7 @@ from .errors import InputError
 
 # %% auto #0
 __all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'cache_folder', 'unmarked_files', 'CheckpointError', 'RunFileError',
-           'read_json', 'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset']
+           'read_json', 'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset', 'BlockWriter']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -185,3 +185,73 @@ def read_dataset(path,  # a `*.nc` file or `*.zarr` store written by `write_data
         ds['valid'] = ds['valid'].astype(bool)
     if validate: _validate(ds, domain)
     return ds
+
+# %% ../nbs/10_store.ipynb #a48ecf23
+class BlockWriter:
+    "A netCDF contract dataset written block by block (frames of one trajectory at a time) into a temporary file that `commit` moves onto `path`."
+    def __init__(self, path,  # destination `*.nc`
+                 skeleton: xr.Dataset,  # the dataset without its fields: coordinates (dims traj, time, y, x) and attributes
+                 fields: dict,  # field name -> its attributes (units, long_name)
+                 compress: bool = False,  # gzip the fields, as `write_dataset(..., compress=True)`
+                 chunk_time: int = 64,  # frames per stored chunk (one trajectory, every y and x)
+                ):
+        import h5netcdf
+        self.path = Path(path)
+        if self.path.suffix != '.nc': raise ValueError(f"BlockWriter: {str(path)!r}; expected a netCDF file name ending in .nc")
+        self.shape = tuple(int(skeleton.sizes[d]) for d in DIMS)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = self.path.parent / f'.{self.path.name}.{uuid.uuid4().hex}.tmp'
+        self._opts = dict(chunks=(1, min(chunk_time, self.shape[1]), *self.shape[2:]),
+                          **(dict(compression='gzip', compression_opts=3) if compress else {}))
+        self._written, self._file = [], None
+        try:
+            _storable(skeleton).to_netcdf(self.tmp, engine='h5netcdf')
+            self._file = h5netcdf.File(self.tmp, 'a')
+            for name, attrs in fields.items():
+                v = self._file.create_variable(name, DIMS, np.float32, fillvalue=np.float32(np.nan), **self._opts)
+                v.attrs.update(_clean_attrs(attrs, repr(name)))
+        except BaseException: self.discard(); raise
+
+    def write(self, traj:int, times:slice, block:dict):
+        "Write `block` ({field: float32 (t, y, x)}, optionally 'valid': bool (t, y, x)) at trajectory `traj`, frames `times`."
+        valid = block.get('valid')
+        if valid is not None and not valid.all() and 'valid' not in self._file.variables: self._start_valid()
+        try:
+            for name, a in block.items():
+                if name == 'valid':
+                    if 'valid' in self._file.variables: self._file['valid'][traj, times] = a.astype(np.int8)
+                else: self._file[name][traj, times] = a
+        except OSError as e:
+            if e.errno is not None: raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(self.path)) from e
+            raise
+        self._written.append((traj, times))
+
+    @property
+    def has_valid(self) -> bool:
+        "Whether some block had points that are not valid (the file then holds a 'valid' mask)."
+        return 'valid' in self._file.variables
+
+    def _start_valid(self):
+        v = self._file.create_variable('valid', DIMS, np.int8, **self._opts)
+        v.attrs['dtype'] = 'bool'  # how xarray stores a bool variable
+        for traj, times in self._written: v[traj, times] = np.ones((times.stop - times.start, *self.shape[2:]), np.int8)
+
+    def set_attrs(self, attrs:dict):
+        "Add or replace attributes of the dataset (e.g. statistics known only once every block is written)."
+        self._file.attrs.update(_clean_attrs(attrs, 'the dataset'))
+
+    def commit(self) -> Path:
+        "Close the file and move it onto `path` in one step; return the path."
+        self._file.close(); self._file = None
+        os.replace(self.tmp, self.path)
+        return self.path
+
+    def discard(self):
+        "Close and delete the temporary file (nothing at `path` changes)."
+        if self._file is not None:
+            try: self._file.close()
+            finally: self._file = None
+        if self.tmp.exists(): self.tmp.unlink()
+
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.discard()

@@ -315,3 +315,131 @@ def test_cli_resolutions_selections_and_frame_cuts(tmp_path, capsys):
         err = capsys.readouterr().err
         assert ex.value.code == 2 and says in err and len(err.strip().splitlines()) == 1, (bad, err)
     assert not (tmp_path / 'x').exists()
+
+
+# ---- streamed import: the files equal what the in-memory load would write ----
+
+@pytest.mark.parametrize('layout, compress', [('hdf5', False), ('arrow', True)])
+def test_streamed_import_equals_the_load(tmp_path, layout, compress):
+    from simreal_nb.realpdebench import BLOCK_FRAMES, write_example_realpdebench
+    from simreal_nb.store import write_dataset
+    n = 2 * BLOCK_FRAMES + 22  # three blocks per trajectory, the last one short
+    sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout=layout, T=n, H=6, W=10)
+    if layout == 'hdf5':  # one NaN in the second block of the second trajectory: the mask starts after blocks were written
+        with h5py.File(sdir / 'numerical' / '2400.h5', 'a') as f: f['measured_data/p'][BLOCK_FRAMES + 3, 2, 4] = np.nan
+    kw = dict(frames=(1, n, 1), sub_s='upstream')
+    paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', compress=compress, **kw)
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['cylinder_exp.nc', 'cylinder_sim.nc']  # no temporary left
+    loaded = load_realpdebench(tmp_path / 'dl', 'cylinder', **kw)
+    for dom, ds in loaded.items():
+        write_dataset(ds, tmp_path / f'whole_{dom}.nc')
+        xr.testing.assert_identical(read_dataset(paths[dom], domain=dom), read_dataset(tmp_path / f'whole_{dom}.nc'))
+    sim = read_dataset(paths['sim'])
+    if layout == 'hdf5':
+        assert int((~sim['valid'].values).sum()) == 1 and bool(sim['valid'].values[0].all())  # 1800.h5 (first) all valid
+    else: assert 'valid' not in sim
+    assert sim.attrs['scale_p'] > 0 and sim.attrs['scale_u'] == loaded['exp'].attrs['scale_u']
+
+
+def test_scale_sums_match_numpy(tmp_path):
+    from simreal_nb.realpdebench import ScaleSums
+    rng = np.random.default_rng(1)
+    u, v, p = rng.normal(1, 2, (3, 50, 4)), rng.normal(0, 1, (3, 50, 4)), rng.normal(1e4, 3, (3, 50, 4))  # p: large mean, small spread
+    p[0, 3, 1] = np.nan
+    sums = ScaleSums()
+    for i in range(3):
+        for j in range(0, 50, 16): sums.add(dict(u=u[i, j:j + 16], v=v[i, j:j + 16], p=p[i, j:j + 16]))
+    sc = sums.scales()
+    npt.assert_allclose(sc['u'], np.sqrt(np.mean(u ** 2 + v ** 2)), rtol=1e-13)
+    npt.assert_allclose(sc['p'], np.nanstd(p), rtol=1e-10)
+
+
+def test_failed_import_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+    from simreal_nb import store
+    from simreal_nb.realpdebench import write_example_realpdebench
+    write_example_realpdebench(tmp_path / 'dl', 'cylinder', T=150)
+    (tmp_path / 'out').mkdir()
+    calls, write = [], store.BlockWriter.write
+    def full_disk(self, *a):
+        calls.append(1)
+        if len(calls) == 4: raise OSError(errno.ENOSPC, 'No space left on device', str(self.path))
+        return write(self, *a)
+    monkeypatch.setattr(store.BlockWriter, 'write', full_disk)
+    with pytest.raises(OSError, match='No space left on device.*cylinder_sim.nc'):
+        import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out')
+    assert list((tmp_path / 'out').iterdir()) == []
+
+
+# ---- the study on published windows: exactly upstream's windows are trained, validated and scored ----
+
+def _upstream_like_splits(sdir, ids, groups, T, span, interval=5, trunk=10, seed=0):
+    "Index files by upstream's rule: train from remain trajectories in blocks of frames, val / test halves of the rest."
+    rng = np.random.default_rng(seed)
+    starts = list(range(0, T - span + 1, interval))
+    pairs = {'train': [], 'val': [], 'test': []}
+    for s in ids:
+        if groups[s] == 'remain':
+            blocks = [[t for t in starts if b <= t < b + trunk] for b in range(0, T, trunk)]
+            blocks = [b for b in blocks if b]
+            rng.shuffle(blocks)
+            pairs['train'] += [(s, t) for t in sum(blocks[:len(blocks) // 2], [])]
+            rest = sum(blocks[len(blocks) // 2:], [])
+        else: rest = list(starts)
+        rest = [rest[i] for i in rng.permutation(len(rest))]
+        pairs['val'] += [(s, t) for t in rest[:len(rest) // 2]]
+        pairs['test'] += [(s, t) for t in rest[len(rest) // 2:]]
+    for dtype in ('real', 'numerical'):
+        for split, pp in pairs.items():
+            (sdir / 'hf_dataset' / f'{split}_index_{dtype}.json').write_text(json.dumps([dict(sim_id=s, time_id=t) for s, t in pp]))
+        for g, stem in (('remain', 'remain_params'), ('in_dist', 'in_dist_test_params'), ('out_dist', 'out_dist_test_params')):
+            (sdir / f'{stem}_{dtype}.json').write_text(json.dumps({s: [float(s[:-3])] for s in ids if groups[s] == g}))
+    return pairs
+
+
+def test_study_uses_exactly_the_published_windows(tmp_path):
+    from simreal_nb.align import make_domain_data
+    from simreal_nb.evaluation import Persistence, evaluate_groups, long_windows
+    from simreal_nb.realpdebench import SCENARIOS, write_example_realpdebench
+    ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
+    groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))
+    T, span = 60, SCENARIOS['cylinder']['horizon']
+    sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout='arrow', sim_ids=ids, T=T)
+    pairs = _upstream_like_splits(sdir, ids, groups, T, span)
+    paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data')
+    sim, exp = read_dataset(paths['sim']), read_dataset(paths['exp'])
+    dd = make_domain_data(sim, exp, n_in=2, n_out=2)
+    def windows(wd): return sorted((str(wd.ds['sim_id'].values[i]), int(t)) for i, t in wd.index.tolist())
+    for split in ('train', 'val', 'test'):
+        for dom in ('sim', 'exp'):
+            assert getattr(dd, dom)[split].windows == 'published'
+            assert windows(getattr(dd, dom)[split]) == sorted(pairs[split]), (dom, split)
+    assert set(dd.exp['train'].ds['group'].values.tolist()) == {'remain'}
+    scored = long_windows(dd.exp['test'], 16)  # the rollout's windows: the same starts, 16 targets each
+    assert windows(scored) == sorted(pairs['test']) and scored.n_out == 16
+    with pytest.raises(ValueError, match="windows of 42 frames .* longer than the published windows' 40 frames"):
+        long_windows(dd.exp['test'], 40)
+    ev = evaluate_groups(Persistence(), dd, horizon=4)
+    assert list(ev.group.values) == ['in_dist', 'out_dist']
+    n = {g: {d: int(ev.n_windows.sel(group=g, domain=d, mode='rollout')) for d in ('sim', 'exp')} for g in ('in_dist', 'out_dist')}
+    want = {g: sum(1 for s, _ in pairs['test'] if groups[s] == g) for g in ('in_dist', 'out_dist')}
+    assert n == {g: dict(sim=want[g], exp=want[g]) for g in want}
+    own = make_domain_data(sim, exp, n_in=2, n_out=2, windows='all', fracs=(0.5, 0.25, 0.25))  # the package's own split on request
+    assert own.exp['test'].windows == 'all' and len(own.exp['test']) != len(dd.exp['test'])
+
+
+def test_run_on_published_windows_end_to_end(tmp_path):
+    "`run_experiment(data=...)` on an imported pair with published windows: trained on them, scored per published test group."
+    from dataclasses import replace
+    from simreal_nb.experiment import PRESETS, Grid, run_experiment
+    from simreal_nb.realpdebench import SCENARIOS, write_example_realpdebench
+    ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
+    groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))
+    sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout='arrow', sim_ids=ids, T=60, H=8, W=16)
+    _upstream_like_splits(sdir, ids, groups, 60, SCENARIOS['cylinder']['horizon'])
+    import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data')
+    cfg = replace(PRESETS['test'].config, eval_windows=None)  # every published test window scored
+    res = run_experiment(tmp_path / 'run', cfg, Grid(None, ['S'], ['sim_only', 'joint']), data=tmp_path / 'data', report=False, verbose=False)
+    assert list(res.group.values) == ['in_dist', 'out_dist']
+    s = res.score.sel(field=['u', 'v'], domain=['sim', 'exp'], protocol=['sim_only', 'joint'])
+    assert np.isfinite(s).all()

@@ -87,3 +87,35 @@ def test_zarr(tmp_path):
         return
     p = write_dataset(make(), tmp_path / 'a.zarr')
     xr.testing.assert_identical(read_dataset(p), make())
+
+
+def test_block_writer_equals_write_dataset(tmp_path):
+    from simreal_nb.store import BlockWriter
+    ds = make()
+    ds['valid'][0] = True  # the first trajectory all valid: the mask starts after blocks were written without one
+    ds['v'][0] = ds.u[0]
+    fields = {f: ds[f].attrs for f in ('u', 'v')}
+    with BlockWriter(tmp_path / 'blocks.nc', ds.drop_vars(['u', 'v', 'valid']), fields, compress=True, chunk_time=2) as w:
+        for i in range(3):
+            for t0 in (0, 2):
+                w.write(i, slice(t0, t0 + 2), {k: ds[k].values[i, t0:t0 + 2] for k in ('u', 'v', 'valid')})
+        assert w.has_valid
+        w.set_attrs(dict(note='set at the end', flag=True))
+        w.commit()
+    ds.attrs.update(note='set at the end', flag=1)
+    write_dataset(ds, tmp_path / 'whole.nc')
+    xr.testing.assert_identical(read_dataset(tmp_path / 'blocks.nc'), read_dataset(tmp_path / 'whole.nc'))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['blocks.nc', 'whole.nc']
+
+
+def test_block_writer_names_the_file_on_a_full_disk(tmp_path, monkeypatch):
+    import errno, h5netcdf
+    from simreal_nb.store import BlockWriter
+    ds = make()
+    w = BlockWriter(tmp_path / 'big.nc', ds.drop_vars(['u', 'v', 'valid']), {'u': ds.u.attrs})
+    def full(self, key, value): raise OSError(errno.ENOSPC, 'No space left on device')
+    monkeypatch.setattr(h5netcdf.Variable, '__setitem__', full)
+    with pytest.raises(OSError, match=r'No space left on device.*big\.nc') as e: w.write(0, slice(0, 2), {'u': ds.u.values[0, :2]})
+    assert e.value.errno == errno.ENOSPC
+    w.discard()
+    assert list(tmp_path.iterdir()) == []
