@@ -392,7 +392,7 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
                val=sorted(order[val_pos]) if val_pos else [], test=sorted(order[test_pos]) if test_pos else [])
     return _parts(ds, idx)
 
-# %% ../nbs/15_align.ipynb #cd83e2b6
+# %% ../nbs/15_align.ipynb #f411bf24
 def _published_starts(ds, L:int) -> list:
     "(trajectory index, start frame) of each window `window_split` marks for the split `ds.attrs['split']`; refused when L frames pass the published windows' span."
     split = ds.attrs.get('split')
@@ -407,7 +407,7 @@ def _published_starts(ds, L:int) -> list:
     keep = t + L <= ds.sizes['time']  # a window cut short by the loaded frames is not the published one
     return list(zip(i[keep].tolist(), t[keep].tolist()))
 
-# %% ../nbs/15_align.ipynb #1e0a99c4
+# %% ../nbs/15_align.ipynb #af881fec
 def published_windows(ds: xr.Dataset) -> bool:
     "Whether `ds` carries published windows: a coord `window_split` on (traj, time) marking at least one start."
     return 'window_split' in ds.coords and set(ds['window_split'].dims) == {'traj', 'time'} and bool((ds['window_split'].values > 0).any())

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import xarray as xr
-from .metrics import score_fields, SCORE_KEYS
+from .metrics import score_fields, upstream_scores, SCORE_KEYS, UPSTREAM_METRICS
 from .schema import TEST_GROUPS
 from .protocols import Stepper, resolve_device, _fetch, _to, _cond, _split
 from .align import DomainData, group_windows, spread
@@ -135,7 +135,14 @@ def _gather(wd, idx, T, batch_size=256) -> dict:
         for k, t in zip(out, (y, v, b['field_mask'].bool())): out[k].append(t.cpu())
     return {k: torch.cat(v) for k, v in out.items()}
 
-def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool):
+def probe_index(wd) -> tuple|None:
+    "(rows, columns) of the grid points nearest the data's wake probes (attrs `probe_x`, `probe_y`, physical coordinates), or None."
+    ds = getattr(wd, 'ds', None)
+    if not isinstance(ds, xr.Dataset) or 'probe_x' not in ds.attrs or 'probe_y' not in ds.attrs: return None
+    near = lambda axis, vals: [int(np.abs(ds[axis].values - v).argmin()) for v in np.atleast_1d(vals)]
+    return near('y', ds.attrs['probe_y']), near('x', ds.attrs['probe_x'])
+
+def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool, probes=None):
     "Scores of normalised predictions `p` against targets `y` ([b, t, C, H, W]) over the fields of `want` that `present` marks: (physical, scaled, lead) dicts by field; None if no field is left."
     if norm is not None: p, y = norm.decode(p, all_fields), norm.decode(y, all_fields)
     p, y = p.permute(0, 1, 3, 4, 2), y.permute(0, 1, 3, 4, 2)  # [b, t, h, w, c]
@@ -147,11 +154,12 @@ def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool
         s = torch.tensor([float(scales[f]) for f in all_fields], dtype=p.dtype)
         p, y = p / s, y / s
     sc = score_fields(p[..., sel], y[..., sel], names, mask=valid, degenerate='nan')
+    up = upstream_scores(p[..., sel], y[..., sel], names, mask=valid, probes=probes)
     ld = {}
     if lead:
         ld = {f: _lead_rmse(p[..., c:c + 1], y[..., c:c + 1], valid).numpy() for f, c in zip(names, sel)}
         ld['all'] = _lead_rmse(p[..., sel], y[..., sel], valid).numpy()
-    return phys, sc, ld
+    return phys, sc, ld, up
 
 # %% ../nbs/45_evaluation.ipynb #e19
 def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]; or a dict domain -> model
@@ -195,6 +203,7 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
     phys, floor = score.copy(), np.full((len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
+    upstream = np.full((len(doms), len(modes), len(fcoord), len(UPSTREAM_METRICS)), np.nan)
     lead = np.full((len(doms), len(fcoord), max(horizon, 1)), np.nan)
     nwin = np.zeros((len(doms), len(modes)), np.int64)
     if device is None: device = _model_device(model)
@@ -204,8 +213,9 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
 
     def put(i, j, block, n):
         if block is None: return
-        ph, sc, ld = block
+        ph, sc, ld, up = block
         for f, vals in ph.items(): phys[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
+        for f, vals in up.items(): upstream[i, j, fcoord.index(f)] = [vals[k] for k in UPSTREAM_METRICS]
         for f, vals in sc.items(): score[i, j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
         for f, v in ld.items(): lead[i, fcoord.index(f)] = v
         nwin[i, j] = n
@@ -222,7 +232,8 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
                 m = models[src]
                 if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)  # e.g. `Analog`'s candidates
                 r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
-                block = lambda y, v, fm: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout')
+                probes = probe_index(w)
+                block = lambda y, v, fm: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes)
                 t = None
                 if truth_wd is not None and src == 'exp':
                     tw = truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon)
@@ -251,12 +262,14 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     return xr.Dataset(
         dict(score=(dims, score, dict(long_name=what, **unit)),
              score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
+             score_upstream=(dims[:3] + ('upstream_metric',), upstream, dict(
+                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score`", **unit)),
              rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
              n_windows=(('domain', 'mode'), nwin),
              noise_floor=(('mode', 'field', 'metric'), floor,
                           dict(long_name="the exp measurement's own error against the hidden truth, over the windows, frames, "
                                          "fields and points of exp's score (NaN: no truth)", **unit))),
-        coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1)),
+        coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1), upstream_metric=list(UPSTREAM_METRICS)),
         attrs=attrs)
 
 # %% ../nbs/45_evaluation.ipynb #e22

@@ -386,6 +386,7 @@ def _cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist,
     ds = xr.Dataset(dict(
         score=sc.sel(mode='rollout', metric=list(METRICS), drop=True),
         score_phys=ev['score_phys'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout', metric=list(METRICS), drop=True),
+        score_upstream=ev['score_upstream'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout', drop=True),
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
         score_measured=rollout_only(ev['score'].sel(domain=measured, drop=True)),
         noise_floor=rollout_only(ev['noise_floor']),

@@ -13,14 +13,14 @@ import xarray as xr
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['METRICS', 'SCORE_KEYS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'BASELINES',
-           'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'PAPER',
-           'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error',
-           'frmse_relative', 'score_fields', 'scores_to_xarray', 'trained_protocols', 'train_domains', 'check_lam',
-           'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims', 'check_score', 'select_view',
-           'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts',
-           'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting', 'pressure_reduction', 'headline',
-           'compare_to_paper']
+__all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY',
+           'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS',
+           'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2',
+           'ke_error', 'freq_error', 'frmse_relative', 'score_fields', 'scores_to_xarray', 'upstream_scores',
+           'probe_points', 'mvpe', 'trained_protocols', 'train_domains', 'check_lam', 'balanced', 'lambda_sweep',
+           'mean_ci', 'joint_name', 'setting_dims', 'check_score', 'select_view', 'balanced_score', 'best_non_joint',
+           'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score',
+           'synthetic_results', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(InputError):
@@ -232,7 +232,8 @@ def _rel_bands(p, t, m):
     b, nt, h, w, c = p.shape
     err, ref = (torch.zeros(min(nt // 2, h // 2, w // 2), c, dtype=torch.float64, device=p.device) for _ in range(2))
     for d, tc, _ in _chunks(p, t, m): _spectrum_add(err, d); _spectrum_add(ref, tc)
-    E = _spectrum_finish(err, p.shape) / _spectrum_finish(ref, p.shape)
+    with np.errstate(divide='ignore', invalid='ignore'):  # a shell the target has no energy in: inf (or NaN), as upstream's division gives
+        E = _spectrum_finish(err, p.shape) / _spectrum_finish(ref, p.shape)
     return {k: v for k, v in _bands(E).items() if k != 'all'}
 
 def mae(pred, target, mask=None, batch_size=None) -> float:
@@ -316,6 +317,81 @@ def scores_to_xarray(scores:dict, # output of `score_fields`
     keys = list(next(iter(scores.values())))
     return xr.DataArray([[scores[f][k] for k in keys] for f in fields], dims=('field', 'metric'),
                         coords=dict(field=fields, metric=keys), name='score')
+
+# %% ../nbs/30_metrics.ipynb #28f9fc76
+UPSTREAM_METRICS = ('mae', 'r2', 'ke_error', 'freq_error', 'frmse_rel_low', 'frmse_rel_mid', 'frmse_rel_high', 'mvpe')  # keys of one `upstream_scores` entry
+
+def _or_nan(fn, *a):
+    try: return fn(*a)
+    except MetricInputError: return float('nan')
+
+def _upstream_one(p, t, m, uv:bool, probes=None) -> dict:
+    rel = _or_nan(_rel_bands, p, t, m) if min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2) else float('nan')
+    if not isinstance(rel, dict): rel = dict.fromkeys(('low', 'mid', 'high'), float('nan'))
+    return dict(mae=_or_nan(_mae, p, t, m), r2=_or_nan(_r2, p, t, m),
+                ke_error=_or_nan(_ke_error, p[..., :2], t[..., :2], None if m is None else m[..., :2]) if uv else float('nan'),
+                freq_error=_or_nan(_freq_error, p, t, m), **{f'frmse_rel_{k}': v for k, v in rel.items()},
+                mvpe=float('nan') if probes is None else _or_nan(_mvpe, p, t, m, *probes))
+
+def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or torch, physical units
+                    target,            # ground truth, same shape
+                    fields,            # field names of the c channels, in channel order, e.g. ('u', 'v', 'p')
+                    mask=None,         # optional bool validity mask, [b, t, h, w] or broadcastable to [b, t, h, w, c]
+                    batch_size=None,   # RealPDEBench `eval_batch_size` chunking (None = all samples at once)
+                    probes=None,       # (rows, columns) of the wake probes (`probe_points`) for the MVPE of u and v; None: MVPE NaN
+                   ) -> dict:
+    "RealPDEBench's other numbers per field and over all given fields: {field or 'all': {`UPSTREAM_METRICS`}} (NaN where undefined)."
+    p, t, m = _prep(pred, target, mask)
+    names = tuple(fields)
+    if len(names) != p.shape[-1] or len(set(names)) != len(names) or 'all' in names:
+        raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got {fields!r}")
+    if probes is not None:
+        rows, cols = (list(a) for a in probes)
+        if not (rows and cols and 0 <= min(rows) and max(rows) < p.shape[2] and 0 <= min(cols) and max(cols) < p.shape[3]):
+            raise MetricInputError(f"probes at rows {rows} and columns {cols} leave the {p.shape[2]} x {p.shape[3]} grid; expected indices inside it")
+        probes = (rows, cols)
+    vel = [i for i, f in enumerate(names) if f in ('u', 'v')]  # the probes read velocity
+    def chunk(p, t, m):
+        out = {f: _upstream_one(p[..., i:i + 1], t[..., i:i + 1], None if m is None else m[..., i:i + 1], False,
+                                probes if i in vel else None) for i, f in enumerate(names)}
+        out['all'] = _upstream_one(p, t, m, names[:2] == ('u', 'v'))
+        out['all']['mvpe'] = _or_nan(_mvpe, p[..., vel], t[..., vel], None if m is None else m[..., vel], *probes) if vel and probes else float('nan')
+        return out
+    return _chunked(chunk, p, t, m, batch_size)
+
+# %% ../nbs/30_metrics.ipynb #8dea5126
+def probe_points(h:int, w:int,  # grid rows and columns
+                 d:float, center_x:float, center_y:float,  # body diameter and centre in pixels of the full-resolution grid
+                 sub_s:int=1,  # the grid's spatial step
+                 n_probe:int=9,  # probes per station
+                ) -> tuple:
+    "(rows, columns) of RealPDEBench's wake probes: `n_probe` rows around the centre line, four station columns behind the body."
+    cy, dy = int(center_y / sub_s), min(2, int(h / (n_probe + 1)))
+    rows = [cy + dy * j for j in range(-(n_probe - 1) // 2, n_probe - (n_probe - 1) // 2)]
+    near = int((2 * d + center_x) / sub_s) >= w  # 2 D would leave the grid: stations 0.5 D apart
+    cols = [int((0.5 * (i + 2) * d + center_x) / sub_s) if near else int(((i + 1) * d + center_x) / sub_s) for i in range(4)]
+    return rows, cols
+
+def _mvpe(p, t, m, rows, cols):
+    out = []
+    for c in cols:
+        pp, tt = p[:, :, rows, c].double(), t[:, :, rows, c].double()  # [b, t, n_probe, ch]
+        k = torch.ones_like(pp) if m is None else m[:, :, rows, c].double()
+        n = k.sum(1)
+        if not bool((n > 0).any()): raise MetricInputError(f"`mask` has no valid frame at the probes of column {c}")
+        diff = ((torch.where(k > 0, pp, 0.) * k).sum(1) - (torch.where(k > 0, tt, 0.) * k).sum(1)).abs() / n.clamp_min(1)
+        out.append(float(diff[n > 0].mean()))
+    return float(np.mean(out))
+
+def mvpe(pred, target,  # [b, t, h, w, c] (the velocity channels), numpy or torch
+         rows, cols,  # probe rows and station columns (`probe_points`)
+         mask=None, batch_size=None) -> float:
+    "RealPDEBench's probe diagnostic (MVPE): per station, mean |time-mean pred − time-mean target| over samples, probes and channels; mean over stations."
+    p, t, m = _prep(pred, target, mask)
+    H, W = p.shape[2], p.shape[3]
+    bad = [r for r in rows if not 0 <= r < H] + [c for c in cols if not 0 <= c < W]
+    if bad: raise MetricInputError(f"probes at rows {list(rows)} and columns {list(cols)} leave the {H} x {W} grid ({bad}); expected indices inside it")
+    return _chunked(lambda p, t, m: _mvpe(p, t, m, list(rows), list(cols)), p, t, m, batch_size)
 
 # %% ../nbs/30_metrics.ipynb #c043
 LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep

@@ -12,10 +12,11 @@ import xarray as xr
 from . import __version__
 from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, WINDOW_SPLITS, validate
 from .store import BlockWriter
+from .metrics import probe_points
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
+__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'PROBES', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
            'write_example_realpdebench', 'ScaleSums', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
 
 # %% ../nbs/16_realpdebench.ipynb #r007
@@ -28,6 +29,7 @@ SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match),
     'foil': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'aoa'), sub_s=dict(exp=2, sim=2), horizon=40),
 }
 SOURCE_TYPES = {'numerical': 'sim', 'real': 'exp'}  # RealPDEBench data type -> domain of this package
+PROBES = {'cylinder': (18, 32, 32), 'controlled_cylinder': (18, 16, 32)}  # upstream's (d, center_x, center_y) in pixels of the raw real grid, for its wake probes (MVPE); fsi's and foil's leave their grids
 # published trajectory groups (file stems `{group}_params_{type}`): `schema.GROUPS`
 GENERATOR = 'simreal_nb.realpdebench'
 
@@ -518,6 +520,13 @@ def _grid_gaps(first, trajs, H, W) -> dict:
         out[t.sim_id] = f"|dx| up to {dx:.3g}, |dy| up to {dy:.3g}"
     return out
 
+def _probe_coords(scenario, x_raw, y_raw) -> dict:
+    "attrs probe_x, probe_y: where upstream's wake probes stand, in the real grid's coordinates (stored order, full resolution); {} when it has none."
+    if scenario not in PROBES: return {}
+    rows, cols = probe_points(len(y_raw), len(x_raw), *PROBES[scenario])
+    if not (0 <= min(rows) and max(rows) < len(y_raw) and max(cols) < len(x_raw)): return {}
+    return dict(probe_x=[float(x_raw[c]) for c in cols], probe_y=[float(y_raw[r]) for r in rows])
+
 def _domain_step(sub_s, scenario, dom, lay) -> int:
     "The spatial step of domain `dom`: `sub_s` itself, its entry for `dom`, or (`'upstream'`) upstream's default for the raw files."
     if sub_s == 'upstream': return 1 if lay == 'arrow' else SCENARIOS[scenario]['sub_s'][dom]  # Arrow: subsampled when converted
@@ -569,6 +578,7 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
             if a is not None and not (_close(a[0], x1) and _close(a[1], y1) and a[2:] == (swap, fy, fx)):
                 raise _err(t.where, f"its x/y grid differs from that of {first.where}; expected one grid per domain "
                                     f"(load them separately with sim_ids=, or pass grid='index' (CLI: --grid index))")
+    probes = _probe_coords(scenario, x1, y1) if dom == 'exp' and ax is not None and not swap else {}
     x1, y1 = x1[::sub_s], y1[::sub_s]
     if fx: x1 = x1[::-1]
     if fy: y1 = y1[::-1]
@@ -613,7 +623,7 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
                     seed=0, source=f"RealPDEBench {scenario} {dtype} data, {'Arrow (Hugging Face)' if lay == 'arrow' else 'raw HDF5'} layout",
                     source_type=dtype, layout=lay, scenario=scenario, params=' '.join(params[0]),
                     frames=[tsl.start, tsl.stop, tsl.step], spatial_step=int(sub_s), time_note=time_note,
-                    windows_dropped=int(dropped), window_frames=int(span),
+                    windows_dropped=int(dropped), window_frames=int(span), **probes,
                     grid_note='x, y from the files, ascending' if ax is not None else 'x, y are pixel indices',
                     split_note=("coord 'group' (per trajectory): published group remain | in_dist | out_dist ('' = none "
                                 "published); coord 'window_split' (traj, time): published window starting there, "
@@ -730,8 +740,11 @@ def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, si
         if sub_s != 'upstream': _domain_step(sub_s, scenario, d, 'hdf5')
     sdir, src = _source(path, scenario, layout, domains)
     steps = {dom: _domain_step(sub_s, scenario, dom, lay) for dom, (dtype, lay) in src.items()}
-    return {dom: _plan_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
-            for dom, (dtype, lay) in src.items()}
+    plans = {dom: _plan_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
+             for dom, (dtype, lay) in src.items()}
+    if 'exp' in plans and 'sim' in plans:  # the probes stand at the same places in both domains
+        plans['sim'].skeleton.attrs.update({k: plans['exp'].skeleton.attrs[k] for k in ('probe_x', 'probe_y') if k in plans['exp'].skeleton.attrs})
+    return plans
 
 # %% ../nbs/16_realpdebench.ipynb #r035
 def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the scenario folder itself

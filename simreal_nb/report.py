@@ -24,12 +24,13 @@ from .metrics import EXPOSURE_CONTROLS, PROTOCOLS
 # %% auto #0
 __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'md_table', 'two_model_pair',
            'with_two_model_pair', 'pair_choices', 'domain_table', 'reduction_table', 'forgetting_table',
-           'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table', 'baseline_flags',
-           'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n',
-           'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking',
-           'lambda_ranking', 'exposure_table', 'control_table', 'control_verdicts', 'exposure_lines', 'physics_table',
-           'physics_lines', 'targets_text', 'units_text', 'report_text', 'compact_scores', 'write_report',
-           'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
+           'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table', 'upstream_table',
+           'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'rollout_figure',
+           'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table', 'gap_table', 'paired_change',
+           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table', 'control_table', 'control_verdicts',
+           'exposure_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text', 'report_text',
+           'compact_scores', 'write_report', 'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking',
+           'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -207,6 +208,12 @@ def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFr
     parts = {f'{d} {f}': select_view(sp.sel(domain=d, drop=True), f) for d in ('sim', 'exp') for f in sp.field.values if f != 'all'}
     parts = {k: v for k, v in parts.items() if bool(v.notnull().any())}
     return _ci_frame(parts, level)
+
+def upstream_table(res:xr.Dataset, domain:str='exp', level:float=0.95) -> pd.DataFrame:
+    "RealPDEBench's other numbers (`score_upstream`, all fields together, nondimensional) on one held-out domain per (settings, protocol): mean and `±` over seeds."
+    su = res['score_upstream'].sel(domain=domain, drop=True)
+    parts = {str(m): select_view(su.sel(upstream_metric=m, drop=True)) for m in su.upstream_metric.values}
+    return _ci_frame({k: v for k, v in parts.items() if bool(v.notnull().any())}, level)
 
 # %% ../nbs/55_report.ipynb #3c74d09d
 def _flag_frame(frames, names):
@@ -865,6 +872,11 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
     if 'score_phys' in res:
         L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field. ' + units_line(res), '',
               md_table(_refs(phys_table(res))), '']
+    if 'score_upstream' in res:
+        L += ["## RealPDEBench's other numbers on exp", '', "The same exp rollouts (all measured fields together, nondimensional) "
+              "under the other metrics RealPDEBench reports (`metrics.upstream_scores`; the sim domain's are in results.nc, "
+              "`score_upstream`); NaN where a number is undefined on these windows (a band with no frequency shell).", '',
+              md_table(_refs(upstream_table(res))), '']
     if score.sizes.get('exp_trajs', 1) > 1:
         L += ['## Error against the number of experimental training trajectories', '',
               'Held-out RMSE (all fields) per protocol and domain, by the number N of experimental training trajectories.', '',
@@ -989,6 +1001,10 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'divergence': 'divergence check verdict', 'causal_ahead': 'whether the rollout runs ahead of its inputs', 'causal_delay': 'the delay found',
     'causality': 'causality check verdict', 'extreme_ratio': 'largest extreme-value ratio of the rollout to the data', 'extreme': 'extremes check verdict',
     'energy_ratio': "rollout kinetic energy over the data's", 'energy': 'energy check verdict',
+    'mae': 'mean absolute error', 'r2': "R², RealPDEBench's convention (the reference mean over the samples at each point and frame; 1 is perfect)",
+    'ke_error': 'mean |K_pred - K_true| of the fluctuation energy K = (var_t u + var_t v) / 2 per window and point',
+    'freq_error': "RealPDEBench's FE: the mean modulus of the time spectrum of the domain-summed error",
+    'frmse_rel_low': "fRMSE over the target's own spectrum, low band", 'frmse_rel_mid': 'the same, middle band', 'frmse_rel_high': 'the same, high band',
 }
 
 def column_meaning(name:str, protocols=(), archs=()) -> str|None:

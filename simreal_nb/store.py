@@ -186,7 +186,7 @@ def read_dataset(path,  # a `*.nc` file or `*.zarr` store written by `write_data
     if validate: _validate(ds, domain)
     return ds
 
-# %% ../nbs/10_store.ipynb #a48ecf23
+# %% ../nbs/10_store.ipynb #39479839
 class BlockWriter:
     "A netCDF contract dataset written block by block (frames of one trajectory at a time) into a temporary file that `commit` moves onto `path`."
     def __init__(self, path,  # destination `*.nc`

@@ -528,3 +528,72 @@ def test_upstream_metrics_with_a_mask_ignore_invalid_points():
         assert np.isfinite(f(noisy, t, mask=valid)) and f(p, t, mask=np.ones(t.shape[:4], bool)) == pytest.approx(f(p, t), rel=1e-12)
     with pytest.raises(MetricInputError, match='u and v'): ke_error(p[..., :1], t[..., :1])
     with pytest.raises(MetricInputError, match='does not vary'): r2(np.zeros_like(t), np.ones_like(t))
+
+
+def test_upstream_scores_are_the_metrics_per_field_and_together():
+    from simreal_nb.metrics import upstream_scores, mae, r2, ke_error, freq_error, frmse_relative, UPSTREAM_METRICS
+    rng = np.random.default_rng(3)
+    t = rng.standard_normal((6, 8, 6, 10, 3))  # chunks of 3 samples: R² is defined on each
+    p = t + 0.3 * rng.standard_normal(t.shape)
+    m = rng.random(t.shape[:4]) > 0.1
+    up = upstream_scores(p, t, ('u', 'v', 'p'), mask=m, batch_size=3)
+    assert list(up) == ['u', 'v', 'p', 'all'] and all(list(d) == list(UPSTREAM_METRICS) for d in up.values())
+    for i, f in enumerate(('u', 'v', 'p')):
+        one = (p[..., i:i + 1], t[..., i:i + 1], m)
+        rel = frmse_relative(*one, batch_size=3)
+        want = dict(mae=mae(*one, batch_size=3), r2=r2(*one, batch_size=3), freq_error=freq_error(*one, batch_size=3),
+                    frmse_rel_low=rel['low'], frmse_rel_mid=rel['mid'], frmse_rel_high=rel['high'])
+        for k, v in want.items(): np.testing.assert_allclose(up[f][k], v, rtol=1e-12, err_msg=f'{f} {k}')
+        assert np.isnan(up[f]['ke_error'])
+    np.testing.assert_allclose(up['all']['ke_error'], ke_error(p[..., :2], t[..., :2], m, batch_size=3), rtol=1e-12)
+    np.testing.assert_allclose(up['all']['mae'], mae(p, t, m, batch_size=3), rtol=1e-12)
+    flat = upstream_scores(p[:, :, :, :, :1], np.zeros_like(t[..., :1]) + 1.0, ('u',))  # a constant target: R² undefined -> NaN
+    assert np.isnan(flat['u']['r2']) and np.isnan(flat['all']['ke_error'])  # one channel: no kinetic energy
+
+
+def _mvpe_loops(pred, target, d, cx, cy, sub_s, batch):
+    "A literal transcription of RealPDEBench's probe rule with loops (numpy), per batch chunk, then the mean over chunks and stations."
+    errs = []
+    for s in range(0, pred.shape[0], batch):
+        p, t = pred[s:s + batch], target[s:s + batch]
+        h, w = p.shape[2], p.shape[3]
+        ys = [int(cy / sub_s) + min(2, int(h / 10)) * j for j in range(-4, 5)]
+        for i in range(4):
+            x = int(((i + 1) * d + cx) / sub_s) if int((2 * d + cx) / sub_s) < w else int((0.5 * (i + 2) * d + cx) / sub_s)
+            tot, n = 0.0, 0
+            for b in range(p.shape[0]):
+                for y in ys:
+                    for c in range(p.shape[4]):
+                        tot += abs(np.mean(p[b, :, y, x, c]) - np.mean(t[b, :, y, x, c])); n += 1
+            errs.append(tot / n)
+    return float(np.mean(errs))
+
+
+@pytest.mark.parametrize('shape, geom, sub_s', [((5, 7, 64, 128, 2), (18, 32, 32), 1),   # cylinder, real grid: stations 1-4 D
+                                                ((4, 6, 64, 128, 2), (18, 16, 32), 1),   # controlled cylinder
+                                                ((3, 5, 64, 128, 2), (18, 32, 32), 2)])  # the cylinder's geometry on a grid at step 2
+def test_mvpe_matches_a_literal_reference(shape, geom, sub_s):
+    from simreal_nb.metrics import mvpe, probe_points
+    rng = np.random.default_rng(5)
+    t = rng.standard_normal(shape)
+    p = t + 0.2 * rng.standard_normal(shape) + 0.05
+    rows, cols = probe_points(shape[2], shape[3], *geom, sub_s=sub_s)
+    for batch in (None, 2):
+        np.testing.assert_allclose(mvpe(p, t, rows, cols, batch_size=batch),
+                                   _mvpe_loops(p, t, *geom, sub_s, batch or shape[0]), rtol=1e-12)
+    with pytest.raises(MetricInputError, match='leave the 8 x 8 grid'):
+        mvpe(p[:, :, :8, :8], t[:, :, :8, :8], rows, cols)
+
+
+def test_upstream_scores_mvpe_reads_the_velocity_probes():
+    from simreal_nb.metrics import upstream_scores, mvpe, probe_points
+    rng = np.random.default_rng(4)
+    t = rng.standard_normal((3, 6, 64, 128, 3))
+    p = t + 0.1 * rng.standard_normal(t.shape) + 0.02
+    probes = probe_points(64, 128, 18, 32, 32)
+    up = upstream_scores(p, t, ('u', 'v', 'p'), probes=probes)
+    np.testing.assert_allclose(up['all']['mvpe'], mvpe(p[..., :2], t[..., :2], *probes), rtol=1e-12)  # u and v, never p
+    np.testing.assert_allclose(up['v']['mvpe'], mvpe(p[..., 1:2], t[..., 1:2], *probes), rtol=1e-12)
+    assert np.isnan(up['p']['mvpe']) and np.isnan(upstream_scores(p, t, ('u', 'v', 'p'))['all']['mvpe'])
+    with pytest.raises(MetricInputError, match='leave the 64 x 128 grid'):
+        upstream_scores(p, t, ('u', 'v', 'p'), probes=([70], [3]))

@@ -443,3 +443,21 @@ def test_run_on_published_windows_end_to_end(tmp_path):
     assert list(res.group.values) == ['in_dist', 'out_dist']
     s = res.score.sel(field=['u', 'v'], domain=['sim', 'exp'], protocol=['sim_only', 'joint'])
     assert np.isfinite(s).all()
+
+
+def test_mvpe_in_the_scores_of_imported_cylinder_data(tmp_path):
+    "The wake probes travel from the import (physical coordinates) to the scored grid, and the MVPE is scored there."
+    from simreal_nb.align import make_domain_data
+    from simreal_nb.evaluation import Persistence, evaluate, probe_index
+    from simreal_nb.metrics import probe_points
+    from simreal_nb.realpdebench import PROBES, write_example_realpdebench
+    ids = ('1000.h5', '1400.h5', '1800.h5', '2200.h5', '2600.h5')
+    write_example_realpdebench(tmp_path / 'dl', 'cylinder', sim_ids=ids, T=12, H=64, W=128)
+    paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data', sub_s=1)
+    sim, exp = read_dataset(paths['sim']), read_dataset(paths['exp'])
+    assert len(exp.attrs['probe_x']) == 4 and len(sim.attrs['probe_y']) == 9
+    dd = make_domain_data(sim, exp, n_in=2, n_out=1, fracs=(0.6, 0.2, 0.2))
+    rows, cols = probe_points(64, 128, *PROBES['cylinder'])
+    assert probe_index(dd.exp['test']) == ([63 - r for r in rows], cols)  # the files' y runs downward; the package's upward
+    ev = evaluate(Persistence(), dd, horizon=4).score_upstream.sel(mode='rollout', upstream_metric='mvpe')
+    assert np.isfinite(ev.sel(field=['u', 'v', 'all'])).all() and ev.sel(field='p', domain='sim').isnull()
