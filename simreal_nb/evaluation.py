@@ -440,6 +440,7 @@ def _in_group(wd, group):
     ds = getattr(wd, 'ds', None)
     labels = set(np.asarray(ds['group'].values).astype(str).tolist()) if ds is not None and 'group' in ds.coords else set()
     if not labels & set(TEST_GROUPS): return wd if group == 'in_dist' else None
+    if group == 'remain' and getattr(wd, 'windows', 'all') != 'published': return None  # trajectory splits test no training trajectory
     w = group_windows(wd, group)
     return w if len(w) else None
 
@@ -448,11 +449,11 @@ def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
                     split:str='test',  # the split whose trajectories are grouped
                     exp_truth=None,  # the exp domain's hidden truth (xr.Dataset), or None
                     **kw) -> xr.Dataset:  # further `evaluate` arguments (horizon, scales, max_windows, device, ...)
-    "`evaluate` on each test group (`TEST_GROUPS`) the data hold, along a dim `group`; a group one domain lacks is NaN there."
+    "`evaluate` on each test group (`TEST_GROUPS`, then `remain` where published test windows lie on training trajectories) the data hold, along a dim `group`; a group one domain lacks is NaN there."
     if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an align.DomainData")
     truth = data.truth_windows(exp_truth, split) if isinstance(exp_truth, xr.Dataset) else exp_truth
     parts, names = [], []
-    for g in TEST_GROUPS:
+    for g in TEST_GROUPS + ('remain',):
         wins = {d: _in_group(getattr(data, d)[split], g) for d in ('sim', 'exp')}
         if all(w is None for w in wins.values()): continue
         sub = dataclasses.replace(data, **{d: {**getattr(data, d), split: w} for d, w in wins.items() if w is not None})

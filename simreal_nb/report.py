@@ -968,7 +968,7 @@ def write_report(run_dir, verbose:bool=False) -> Path:
 COLUMNS = {  # report column -> what it holds, one phrase
     'system': 'the twin system (or imported data set)', 'capacity': 'the model size', 'arch': 'the network architecture',
     'exp_trajs': 'experimental trajectories the protocols train on',
-    'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, outside every training parameter',
+    'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, outside every training parameter; `remain`: published test windows on training trajectories, at held-out frames (RealPDEBench\'s test_mode seen)',
     'protocol': 'the training protocol; (ref.) marks a reference baseline, which trains nothing',
     'domain': 'the held-out domain scored', 'metric': 'the error measure: rmse, rel_l2 (relative L2) or frmse (Fourier-space RMSE)',
     'seed': 'the replicate (data realisation and initialisation)',

@@ -420,9 +420,10 @@ def test_study_uses_exactly_the_published_windows(tmp_path):
     with pytest.raises(ValueError, match="windows of 42 frames .* longer than the published windows' 40 frames"):
         long_windows(dd.exp['test'], 40)
     ev = evaluate_groups(Persistence(), dd, horizon=4)
-    assert list(ev.group.values) == ['in_dist', 'out_dist']
-    n = {g: {d: int(ev.n_windows.sel(group=g, domain=d, mode='rollout')) for d in ('sim', 'exp')} for g in ('in_dist', 'out_dist')}
-    want = {g: sum(1 for s, _ in pairs['test'] if groups[s] == g) for g in ('in_dist', 'out_dist')}
+    assert list(ev.group.values) == ['in_dist', 'out_dist', 'remain']  # remain: test windows on training trajectories ('seen')
+    n = {g: {d: int(ev.n_windows.sel(group=g, domain=d, mode='rollout')) for d in ('sim', 'exp')} for g in ev.group.values}
+    want = {g: sum(1 for s, _ in pairs['test'] if groups[s] == g) for g in ('in_dist', 'out_dist', 'remain')}
+    assert sum(want.values()) == len(pairs['test']) and min(want.values()) > 0  # every published test window, in one group
     assert n == {g: dict(sim=want[g], exp=want[g]) for g in want}
     own = make_domain_data(sim, exp, n_in=2, n_out=2, windows='all', fracs=(0.5, 0.25, 0.25))  # the package's own split on request
     assert own.exp['test'].windows == 'all' and len(own.exp['test']) != len(dd.exp['test'])
@@ -440,7 +441,7 @@ def test_run_on_published_windows_end_to_end(tmp_path):
     import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data')
     cfg = replace(PRESETS['test'].config, eval_windows=None)  # every published test window scored
     res = run_experiment(tmp_path / 'run', cfg, Grid(None, ['S'], ['sim_only', 'joint']), data=tmp_path / 'data', report=False, verbose=False)
-    assert list(res.group.values) == ['in_dist', 'out_dist']
+    assert list(res.group.values) == ['in_dist', 'out_dist', 'remain']
     s = res.score.sel(field=['u', 'v'], domain=['sim', 'exp'], protocol=['sim_only', 'joint'])
     assert np.isfinite(s).all()
 
