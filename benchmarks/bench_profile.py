@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 T_TORCH = time.perf_counter()
 import simreal_nb.experiment as ex
-import simreal_nb.protocols as pr
+import simreal_nb.trainer as pr
 T_IMPORT = time.perf_counter()
 
 OUTER = ('validation', 'checkpoints', 'final evaluation')  # a part that owns everything called inside it
@@ -59,7 +59,7 @@ def main(argv=None):
     t = time.perf_counter()
     torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # the first optimiser of a process imports torch._dynamo
     first_opt = time.perf_counter() - t
-    for owner, attr, name in ((ex, 'cell_data', 'data (load, align, windows)'), (pr, '_fetch', 'data (training batches)'),
+    for owner, attr, name in ((ex, 'cell_data', 'data (load, align, windows)'), (pr, 'fetch_batch', 'data (training batches)'),
                               (torch.Tensor, 'backward', 'backward'), (torch.autograd, 'grad', 'backward'),
                               (torch.optim.AdamW, 'step', 'optimiser'), (torch.nn.utils, 'clip_grad_norm_', 'optimiser'),
                               (pr.Trainer, 'validate', 'validation'), (pr.Trainer, 'save', 'checkpoints'), (ex, 'save_model', 'checkpoints'),

@@ -12,6 +12,7 @@ case: `ref_s` and `new_s` are the median seconds per update (per validation) ove
 processes on shared cores), and the page faults per update of each. The first and last lines record the machine
 load: read the ratios, not the seconds."""
 import argparse, importlib, io, json, os, resource, statistics, subprocess, sys, tarfile, tempfile, time
+import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,9 +26,13 @@ def reference_package(commit:str, name:str='simreal_ref') -> Path:
     (tmp / 'simreal_nb').rename(tmp / name)
     return tmp
 
+def trainer_module(pkg:str):
+    "The module of `Trainer` in package `pkg`: `trainer`, or `protocols` in packages from before the split."
+    return importlib.import_module(f'{pkg}.trainer' if importlib.util.find_spec(f'{pkg}.trainer') else f'{pkg}.protocols')
+
 def trainer(pkg:str, system:str, protocol:str, arch:str, seed:int=0):
     "A Trainer of the default grid's cell (system, S, protocol, seed) built by package `pkg`."
-    exp, prot = importlib.import_module(f'{pkg}.experiment'), importlib.import_module(f'{pkg}.protocols')
+    exp, prot = importlib.import_module(f'{pkg}.experiment'), trainer_module(pkg)
     cfg = exp.PRESETS['default'].config
     dd, _, _ = exp.cell_data(system, cfg)
     model = (getattr(exp, "cell_model", None) or exp._cell_model)(exp.Cell(system, 'S', protocol, seed, arch), cfg, dd)
@@ -51,7 +56,7 @@ def worker(pkg:str, system:str, protocol:str, arch:str, block:int, nblocks:int, 
     import torch
     torch.set_num_threads(1)
     t = trainer(pkg, system, protocol, arch)
-    prot = importlib.import_module(f'{pkg}.protocols')
+    prot = trainer_module(pkg)
     if hasattr(prot, 'reuse_freed_memory'): prot.reuse_freed_memory()  # what Trainer.fit does first
     for _ in range(warmup): t.update()
     print(json.dumps(dict(update=blocks(t.update, block, nblocks), validation=blocks(t.validate, 1, nblocks))), flush=True)

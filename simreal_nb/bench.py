@@ -14,7 +14,8 @@ from torch.utils._pytree import tree_leaves
 from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
 from .models import make_model, n_params
-from .protocols import Stepper, resolve_device, ProtocolError
+from .protocols import ProtocolError
+from .step import Stepper, resolve_device
 from .align import make_domain_data, spread
 from .systems import list_systems, load_twins, cache_root, fill_cache, fill_entry, torch_threads
 

@@ -13,7 +13,8 @@ import torch.nn as nn
 import xarray as xr
 from .metrics import score_fields, upstream_scores, SCORE_KEYS, UPSTREAM_METRICS
 from .schema import TEST_GROUPS
-from .protocols import Stepper, resolve_device, _fetch, _to, _cond, _split
+from .protocols import fetch_batch, split_of
+from .step import Stepper, resolve_device, to_device, batch_cond
 from .align import DomainData, group_windows, spread
 
 # %% auto #0
@@ -93,16 +94,16 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
     idx = spread(len(wd), max_windows)
     out = dict(pred=[], y=[], valid=[], field_mask=[], index=[])
     for i in range(0, len(idx), batch_size):
-        b = _to(_fetch(wd, idx[i:i + batch_size]), dev)
+        b = to_device(fetch_batch(wd, idx[i:i + batch_size]), dev)
         if target is not None:
-            tb = _to(_fetch(target, idx[i:i + batch_size]), dev)
+            tb = to_device(fetch_batch(target, idx[i:i + batch_size]), dev)
             b = b | dict(y=tb['y'], score_valid=tb['valid'], score_mask=tb['field_mask'])
         with st.autocast():
             if horizon is None:  # one call; a model predicting more frames than the window holds is scored on those it holds
-                p = model(b['x'], b['field_mask'], _cond(b)).float()[:, :b['y'].shape[1]]
+                p = model(b['x'], b['field_mask'], batch_cond(b)).float()[:, :b['y'].shape[1]]
             else:
                 p = rollout(model, b['x'], b['field_mask'], horizon, n_out=n_out,
-                            cond=_cond(b), n_params=getattr(wd, 'n_params', None), valid=b.get('valid'))
+                            cond=batch_cond(b), n_params=getattr(wd, 'n_params', None), valid=b.get('valid'))
         T = p.shape[1]
         v = b.get('score_valid', b.get('valid'))
         v = v[:, :T] if v is not None else torch.ones(p.shape[0], T, *p.shape[-2:], dtype=torch.bool, device=p.device)
@@ -128,7 +129,7 @@ def _gather(wd, idx, T, batch_size=256) -> dict:
     out = dict(y=[], valid=[], field_mask=[])
     idx = [int(i) for i in idx]
     for i in range(0, len(idx), batch_size):
-        b = _fetch(wd, idx[i:i + batch_size])
+        b = fetch_batch(wd, idx[i:i + batch_size])
         y = b['y'][:, :T].float()
         v = b.get('valid')
         v = v[:, :T].bool() if v is not None else torch.ones(y.shape[0], y.shape[1], *y.shape[-2:], dtype=torch.bool)
@@ -186,11 +187,11 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     bad = [f for f in want if f not in all_fields]
     if bad: raise ValueError(f"evaluate: fields {bad} are not among the data's fields {all_fields}")
     if not isinstance(horizon, (int, np.integer)) or horizon < 0: raise ValueError(f"evaluate: horizon must be an integer >= 0, got {horizon!r}")
-    doms = [d for d in domains if _split(data, d, split) is not None and len(_split(data, d, split)) > 0]
+    doms = [d for d in domains if split_of(data, d, split) is not None and len(split_of(data, d, split)) > 0]
     if not doms: raise ValueError(f"evaluate: no non-empty {split!r} split in domains {tuple(domains)}")
     truth_wd = None
     if exp_truth is not None:
-        if _split(data, 'exp', split) is None: raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
+        if split_of(data, 'exp', split) is None: raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
         if isinstance(exp_truth, xr.Dataset):
             if not hasattr(data, 'truth_windows'):
                 raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (align.DomainData); pass windows instead")
@@ -224,7 +225,7 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
             for src in ('sim', 'exp'):
                 outs = [d for d in doms if (d == 'sim') == (src == 'sim')]  # sim; or exp, exp_measured, exp_truth
                 if not outs: continue
-                wd = _split(data, src, split)
+                wd = split_of(data, src, split)
                 w = wd if mode == 'one_step' else long_windows(wd, horizon)
                 if len(w) == 0:
                     warnings.warn(f"evaluate: no {src} {split} window holds n_in + {horizon} frames; rollout skipped"); continue
@@ -307,7 +308,7 @@ class MeanField(nn.Module):
         if n == 0: raise ValueError("MeanField.fit: the window dataset is empty; expected the train split of a domain")
         s = c = None
         for i in range(0, n, batch_size):
-            b = _fetch(wd, list(range(i, min(n, i + batch_size))))
+            b = fetch_batch(wd, list(range(i, min(n, i + batch_size))))
             y = b['y'].double()  # [B, T, C, H, W]
             B, T, C, H, W = y.shape
             w = b['field_mask'].bool().view(B, 1, C, 1, 1)
@@ -391,7 +392,7 @@ class Analog(nn.Module):
         if len(lw) == 0: raise ValueError(f"Analog.fit: no training window is followed by {n_out} frame(s)")
         xs, fm, pm = [], None, None
         for i in range(0, len(lw), batch_size):
-            b = _fetch(lw, list(range(i, min(len(lw), i + batch_size))))
+            b = fetch_batch(lw, list(range(i, min(len(lw), i + batch_size))))
             xs.append(torch.cat([b['x'], b['y']], 1).float())
             v = b.get('valid')
             v = v.bool().flatten(0, 1).any(0) if v is not None else torch.ones(b['y'].shape[-2:], dtype=torch.bool)

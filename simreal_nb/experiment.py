@@ -20,7 +20,9 @@ from .systems import list_systems, load_twins, fill_entry, fill_cache, torch_thr
 from .align import make_domain_data, WindowDataset, spread
 from .models import make_model, n_params, save_model, CAPACITIES, ARCHS
 from .metrics import METRICS, PROTOCOLS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
-from .protocols import get_protocol, train, resolve_device, dist_info, Stepper, BEYOND, EXPOSURE_CONTROLS
+from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
+from .step import resolve_device, dist_info, Stepper
+from .trainer import train
 from .evaluation import evaluate, evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 from .errors import InputError
 

@@ -11,7 +11,7 @@ import torch
 from .systems import make_twins
 from .align import make_domain_data
 from .models import make_model
-from .protocols import train
+from .trainer import train
 from .evaluation import evaluate, Persistence
 from .schema import reference_scales
 from .errors import InputError

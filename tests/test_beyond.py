@@ -9,8 +9,9 @@ import torch.nn as nn
 from simreal_nb.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SNRGate, add_lora, confidence_weights,
                                divergence_residual, fisher_diagonal, grad_snr, laplacian_noise, merge_lora, mgda)
 from simreal_nb.metrics import train_domains
-from simreal_nb.protocols import (BEYOND, ProtocolError, SimToExp, Stepper, Trainer, collate, combine_grads, get_protocol,
-                                  masked_mse, train)
+from simreal_nb.protocols import BEYOND, ProtocolError, SimToExp, collate, get_protocol, masked_mse
+from simreal_nb.step import Stepper, combine_grads
+from simreal_nb.trainer import Trainer, train
 from simreal_nb.store import load_torch
 from test_protocols import KW, ToyNet, net, toy, one_thread  # noqa: F401  (fixtures)
 

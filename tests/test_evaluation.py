@@ -7,7 +7,8 @@ import xarray as xr
 
 from simreal_nb.evaluation import (Analog, MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
                                    predict_windows, rollout)
-from simreal_nb.protocols import collate, train
+from simreal_nb.protocols import collate
+from simreal_nb.trainer import train
 from test_protocols import KW, ToyWindows, net, toy_data, one_thread, toy  # fixtures shared with the training tests
 
 

@@ -242,7 +242,7 @@ def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
     with pytest.raises(GridError, match='Joint cell'):
         experiment.train_job(tmp_path / 'job', 'kolmogorov', 'exp_only_eq', config=CFG, verbose=False)
     # a control past the cap keeps a learning curve of the cells' length: evenly subsampled, first and last validation kept
-    from simreal_nb.protocols import History
+    from simreal_nb.trainer import History
     h, cfg = History('sim_to_exp_eq'), replace(CFG, steps=300, eval_every=10)
     for s in range(10, 450, 10): h.val.add(step=s, phase=0, sim=None, exp=1.0, objective=1 / s)
     step, val = experiment._curve(h, cfg)

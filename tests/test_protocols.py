@@ -8,8 +8,10 @@ import torch
 import torch.nn as nn
 
 from simreal_nb.metrics import MetricInputError, PROTOCOLS
-from simreal_nb.protocols import (CyclingSampler, History, Joint, NonFiniteLossError, ProtocolError, SimToExp,
-                                  Stepper, Trainer, collate, combine_grads, get_protocol, masked_mse, train)
+from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, collate, get_protocol,
+                                  masked_mse)
+from simreal_nb.step import Stepper, combine_grads
+from simreal_nb.trainer import History, Trainer, train
 from simreal_nb.store import CheckpointError, load_torch
 
 
@@ -136,6 +138,15 @@ def test_protocols_only_trains():
             'load_checkpoint', '_check_lam', '_is_truth', '_attrs_of')
     assert [n for n in gone if hasattr(P, n)] == []
     assert not hasattr(Trainer(net(), dict(sim=toy_data()['sim']), 'sim_only'), 'step')  # the counter is `updates_done`
+
+
+def test_definitions_step_and_trainer_apart():
+    "The protocol definitions, the training step and the trainer are three modules, each importing only the ones below it."
+    import simreal_nb.protocols as P, simreal_nb.step as S, simreal_nb.trainer as T
+    assert [n for n in ('Stepper', 'combine_grads', 'DIRECTIONS', 'Trainer', 'TrainConfig', 'History', 'train') if hasattr(P, n)] == []
+    assert [n for n in ('Trainer', 'TrainConfig', 'History', 'rng_state', 'train', 'Joint') if hasattr(S, n)] == []
+    assert T.Stepper is S.Stepper and T.get_protocol is P.get_protocol and S.masked_mse is P.masked_mse
+    assert set(S.DIRECTIONS) == set(P.COMBINERS) - {'sum'}  # the table the stepper looks up: one entry per combiner
 
 
 def test_masked_mse_ignores_missing_fields_and_invalid_points():
@@ -311,7 +322,7 @@ def test_resume_after_kill(toy, tmp_path):
         sys.path.insert(0, {str(here)!r})
         torch.set_num_threads(1)
         from test_protocols import toy_data, net, KW
-        from simreal_nb.protocols import train
+        from simreal_nb.trainer import train
         def kill(tr):
             if tr.updates_done == 13: os.kill(os.getpid(), signal.SIGKILL)
         train(net(), toy_data(), 'joint', steps=24, ckpt_every=5, ckpt_dir={str(tmp_path / 'k')!r}, callbacks=[kill], **KW)
@@ -451,7 +462,7 @@ import os, sys, torch, torch.distributed as dist
 sys.path.insert(0, {here!r})
 torch.set_num_threads(1)
 from test_protocols import toy_data, net, KW
-from simreal_nb.protocols import train
+from simreal_nb.trainer import train
 from simreal_nb.store import load_torch
 rank, world = int(sys.argv[1]), 2
 dist.init_process_group('gloo', init_method='file://{tmp}/pg', rank=rank, world_size=world)

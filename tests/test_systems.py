@@ -5,9 +5,9 @@ import numpy as np, pytest, xarray as xr
 import simreal_nb
 from simreal_nb import systems
 from simreal_nb.schema import FIELD_META, validate
-from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, measure, twin_key,
-                                cache_root, gap_curve, probe_samples, pressure_hf_fraction, neighbour_ratio,
-                                SystemConfigError)
+from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, twin_key,
+                                cache_root, gap_curve, probe_samples, pressure_hf_fraction, neighbour_ratio)
+from simreal_nb.twindata import GENERATOR_VERSION, SystemConfigError, measure
 from simreal_nb.realpdebench import GROUPS
 from simreal_nb.schema import reference_scales
 
@@ -249,7 +249,7 @@ def test_write_twins(tmp_path):
 ])
 def test_bad_input_errors_before_compute(call, match, monkeypatch):
     def no_compute(*a, **k): raise AssertionError('a solver ran before the arguments were checked')
-    for gen in ('_gen_lbm', '_gen_kolmogorov'): monkeypatch.setattr(systems, gen, no_compute)
+    for gen in ('gen_lbm', 'gen_kolmogorov'): monkeypatch.setattr(systems, gen, no_compute)
     with pytest.raises(SystemConfigError, match=match) as e: call()
     assert is_user_error(e.value)  # the CLI answers it with one line and exit 2
 
@@ -275,7 +275,7 @@ def test_old_preset_entry_removed_but_override_entries_kept(tmp_path):
     root = tmp_path / 'twins'; old = root / 'kolmogorov-test-s0-00000000000000000000'
     old.mkdir()
     (old / 'manifest.json').write_text(json.dumps(dict(key='old', version=simreal_nb.__version__,
-                                                       generator_version=systems.GENERATOR_VERSION, files={}, overrides={})))
+                                                       generator_version=GENERATOR_VERSION, files={}, overrides={})))
     load_twins('kolmogorov', seed=0, size='test', cache_dir=tmp_path)                    # the preset entry
     assert not old.exists() and len(list(root.iterdir())) == 2
 
