@@ -325,13 +325,44 @@ def _or_nan(fn, *a):
     try: return fn(*a)
     except MetricInputError: return float('nan')
 
-def _upstream_one(p, t, m, uv:bool, probes=None) -> dict:
-    rel = _or_nan(_rel_bands, p, t, m) if min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2) else float('nan')
-    if not isinstance(rel, dict): rel = dict.fromkeys(('low', 'mid', 'high'), float('nan'))
-    return dict(mae=_or_nan(_mae, p, t, m), r2=_or_nan(_r2, p, t, m),
-                ke_error=_or_nan(_ke_error, p[..., :2], t[..., :2], None if m is None else m[..., :2]) if uv else float('nan'),
-                freq_error=_or_nan(_freq_error, p, t, m), **{f'frmse_rel_{k}': v for k, v in rel.items()},
-                mvpe=float('nan') if probes is None else _or_nan(_mvpe, p, t, m, *probes))
+def _ke_add(acc:list, pp, tt, k):
+    "Add |K_pred - K_true| and the point count of a chunk to `acc`, K = ½ (var_t u + var_t v) per sample and point over its valid frames (k [b, t, h, w])."
+    kk = torch.ones(pp.shape[:4], dtype=torch.float64, device=pp.device) if k is None else k.double()
+    nt = kk.sum(1).clamp_min(1)[..., None]
+    K = []
+    for x in (pp, tt):  # both 0 at invalid points (as `_chunks` gives them)
+        uv = x[..., :2] * kk[..., None]
+        mu = uv.sum(1) / nt
+        K.append(0.5 * ((((uv - mu[:, None]) ** 2) * kk[..., None]).sum(1) / nt).sum(-1))
+    ok = kk.sum(1) > 0
+    acc[0] += (K[0] - K[1]).abs()[ok].sum().item(); acc[1] += int(ok.sum())
+
+def _upstream_pass(p, t, m, uv:bool) -> tuple:
+    "Every channel's sums for `upstream_scores` from one pass over the sample chunks: one(channels) -> metrics."
+    b, T, H, W, C = p.shape
+    z = lambda *s: torch.zeros(*s, dtype=torch.float64, device=p.device)
+    ab, se, cnt, tot, tsq, kt = z(C), z(C), z(C), z(T, H, W, C), z(T, H, W, C), z(T, H, W, C)
+    nb = min(T // 2, H // 2, W // 2)
+    es, rs, fe_c, fe_a, ke = z(nb, C), z(nb, C), [], [], [0.0, 0]
+    for d, tc, mc in _chunks(p, t, m):
+        k = torch.ones_like(tc) if mc is None else mc.double()
+        ab += d.abs().sum((0, 1, 2, 3)); se += (d ** 2).sum((0, 1, 2, 3)); cnt += k.sum((0, 1, 2, 3))
+        tot += tc.sum(0); tsq += (tc ** 2).sum(0); kt += k.sum(0)  # tc is 0 at invalid points
+        if nb: _spectrum_add(es, d); _spectrum_add(rs, tc)
+        s = d.sum((2, 3))  # [b, t, c]: FE transforms spatial sums
+        fe_c.append(torch.fft.fft(s, dim=1).abs()); fe_a.append(torch.fft.fft(s.sum(-1), dim=1).abs())
+        if uv: _ke_add(ke, d + tc, tc, None if mc is None else mc[..., 0] & mc[..., 1])
+    ss = (tsq - tot ** 2 / kt.clamp_min(1)).clamp_min(0).sum((0, 1, 2))  # R²'s Σ (target - its mean over the samples)², per channel
+    with np.errstate(divide='ignore', invalid='ignore'): E = _spectrum_finish(es, p.shape) / _spectrum_finish(rs, p.shape) if nb else None
+    fe_c, fe_a, nan = torch.cat(fe_c), torch.cat(fe_a), float('nan')
+    def one(sl, pooled:bool) -> dict:
+        n, s2 = cnt[sl].sum().item(), ss[sl].sum().item()
+        bands = _bands(E[:, sl]) if nb else dict.fromkeys(('low', 'mid', 'high'), nan)
+        return dict(mae=ab[sl].sum().item() / n if n else nan, r2=1 - se[sl].sum().item() / s2 if s2 else nan,
+                    ke_error=(ke[0] / ke[1] if ke[1] else nan) if pooled and uv else nan,
+                    freq_error=(fe_a if pooled else fe_c[..., sl]).mean().item(),
+                    **{f'frmse_rel_{k}': bands[k] for k in ('low', 'mid', 'high')}, mvpe=nan)
+    return one
 
 def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or torch, physical units
                     target,            # ground truth, same shape
@@ -352,10 +383,12 @@ def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or to
         probes = (rows, cols)
     vel = [i for i, f in enumerate(names) if f in ('u', 'v')]  # the probes read velocity
     def chunk(p, t, m):
-        out = {f: _upstream_one(p[..., i:i + 1], t[..., i:i + 1], None if m is None else m[..., i:i + 1], False,
-                                probes if i in vel else None) for i, f in enumerate(names)}
-        out['all'] = _upstream_one(p, t, m, names[:2] == ('u', 'v'))
-        out['all']['mvpe'] = _or_nan(_mvpe, p[..., vel], t[..., vel], None if m is None else m[..., vel], *probes) if vel and probes else float('nan')
+        one = _upstream_pass(p, t, m, names[:2] == ('u', 'v'))
+        out = {f: one(slice(i, i + 1), False) for i, f in enumerate(names)}
+        out['all'] = one(slice(None), True)
+        if probes:
+            for i in vel: out[names[i]]['mvpe'] = _or_nan(_mvpe, p[..., i:i + 1], t[..., i:i + 1], None if m is None else m[..., i:i + 1], *probes)
+            if vel: out['all']['mvpe'] = _or_nan(_mvpe, p[..., vel], t[..., vel], None if m is None else m[..., vel], *probes)
         return out
     return _chunked(chunk, p, t, m, batch_size)
 
