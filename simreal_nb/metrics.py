@@ -318,7 +318,7 @@ def scores_to_xarray(scores:dict, # output of `score_fields`
     return xr.DataArray([[scores[f][k] for k in keys] for f in fields], dims=('field', 'metric'),
                         coords=dict(field=fields, metric=keys), name='score')
 
-# %% ../nbs/30_metrics.ipynb #28f9fc76
+# %% ../nbs/30_metrics.ipynb #9fa0ed3d
 UPSTREAM_METRICS = ('mae', 'r2', 'ke_error', 'freq_error', 'frmse_rel_low', 'frmse_rel_mid', 'frmse_rel_high', 'mvpe')  # keys of one `upstream_scores` entry
 
 def _or_nan(fn, *a):
@@ -359,7 +359,7 @@ def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or to
         return out
     return _chunked(chunk, p, t, m, batch_size)
 
-# %% ../nbs/30_metrics.ipynb #8dea5126
+# %% ../nbs/30_metrics.ipynb #c5fada3c
 def probe_points(h:int, w:int,  # grid rows and columns
                  d:float, center_x:float, center_y:float,  # body diameter and centre in pixels of the full-resolution grid
                  sub_s:int=1,  # the grid's spatial step
