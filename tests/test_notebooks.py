@@ -52,7 +52,7 @@ PENDING = {  # not yet broken up; each leaves this set once a demo cell follows 
     '05_systems.ipynb', '40_protocols.ipynb',  # being split into smaller modules; demos come with the split
     '00_schema.ipynb', '15_align.ipynb', '16_realpdebench.ipynb', '20_models.ipynb',
     '45_evaluation.ipynb', '50_experiment.ipynb', '55_report.ipynb', '60_tradeoff.ipynb', '61_inspector.ipynb',
-    '83_health.ipynb', '90_cli.ipynb',
+    '90_cli.ipynb',
 }
 _EXPORTED = re.compile(r'^#\|\s*(export|exporti)\b', re.M)
 _QUIET_CELL = re.compile(r'^#\|\s*(hide|default_exp)\b', re.M)
