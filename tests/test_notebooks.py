@@ -48,11 +48,17 @@ def test_no_widget_state_is_committed(name):
 # cells, counted in lines; it ends at the next non-empty code cell that is run for the reader (not `#| hide`, not
 # `#| default_exp`, not only a `show_doc(...)` call).
 MAX_EXPORT_RUN = 100
-PENDING = {  # not yet broken up; each leaves this set once a demo cell follows every exported group
-    '05_systems.ipynb', '40_protocols.ipynb',  # being split into smaller modules; demos come with the split
-    '16_realpdebench.ipynb', '20_models.ipynb',
-    '45_evaluation.ipynb', '50_experiment.ipynb', '55_report.ipynb', '60_tradeoff.ipynb', '61_inspector.ipynb',
-    '90_cli.ipynb',
+PENDING = {  # notebook -> why it still holds a longer run; each leaves once a demo cell follows every exported group
+    '05_systems.ipynb': 'being split into smaller modules; the demos come with the split',
+    '40_protocols.ipynb': 'being split into smaller modules; the demos come with the split',
+    '45_evaluation.ipynb': '`evaluate` (110 lines) and `Analog` (109) are single definitions; a demo cell follows each',
+    '16_realpdebench.ipynb': 'not yet broken up',
+    '20_models.ipynb': 'not yet broken up',
+    '50_experiment.ipynb': 'not yet broken up',
+    '55_report.ipynb': 'not yet broken up',
+    '60_tradeoff.ipynb': 'not yet broken up',
+    '61_inspector.ipynb': 'not yet broken up',
+    '90_cli.ipynb': 'not yet broken up',
 }
 _EXPORTED = re.compile(r'^#\|\s*(export|exporti)\b', re.M)
 _QUIET_CELL = re.compile(r'^#\|\s*(hide|default_exp)\b', re.M)
@@ -84,7 +90,7 @@ def test_export_runs_are_counted():
 
 @pytest.mark.parametrize('name', NOTEBOOKS)
 def test_no_long_export_run(name):
-    if name in PENDING: pytest.skip(f'{name}: long export runs not yet broken up (PENDING)')
+    if name in PENDING: pytest.skip(f'{name}: {PENDING[name]} (PENDING)')
     nb = nbformat.read(NBS / name, as_version=4)
     long = [(n, i) for n, i in export_runs(nb.cells) if n > MAX_EXPORT_RUN]
     assert not long, '; '.join(f'{name}: a run of {n} exported lines from cell {i} with no cell that uses them '
