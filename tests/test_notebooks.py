@@ -56,7 +56,6 @@ PENDING = {  # notebook -> why it still holds a longer run; each leaves once a d
     '20_models.ipynb': 'not yet broken up',
     '50_experiment.ipynb': 'not yet broken up',
     '55_report.ipynb': 'not yet broken up',
-    '61_inspector.ipynb': 'not yet broken up',
     '90_cli.ipynb': 'not yet broken up',
 }
 _EXPORTED = re.compile(r'^#\|\s*(export|exporti)\b', re.M)
