@@ -52,7 +52,6 @@ PENDING = {  # notebook -> why it still holds a longer run; each leaves once a d
     '05_systems.ipynb': 'being split into smaller modules; the demos come with the split',
     '40_protocols.ipynb': 'being split into smaller modules; the demos come with the split',
     '45_evaluation.ipynb': '`evaluate` (110 lines) and `Analog` (109) are single definitions; a demo cell follows each',
-    '90_cli.ipynb': 'not yet broken up',
 }
 _EXPORTED = re.compile(r'^#\|\s*(export|exporti)\b', re.M)
 _QUIET_CELL = re.compile(r'^#\|\s*(hide|default_exp)\b', re.M)
