@@ -227,6 +227,7 @@ def _check_run_data(data, systems, device):
         except GridError as e: raise UsageError(f"--device: {e}") from None
         if dev.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
 
+# %% ../nbs/90_cli.ipynb #559740e8
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
         quick:store_true=False,       # The quick preset: a subset of the default grid (same cells, same numbers), minutes
@@ -345,6 +346,7 @@ def bench_data():
     from simreal_nb.bench import bench_systems
     _print_json(bench_systems())
 
+# %% ../nbs/90_cli.ipynb #e70b715a
 def _seed_list(flag:str, text:str) -> list:
     "A comma-separated list of distinct seeds >= 0, e.g. '0,1,2'."
     try: seeds = [int(s) for s in text.split(',') if s.strip()]
@@ -377,6 +379,7 @@ def _run_ada(run, out, seed, seeds, table=None, overwrite=False, **kw):
         from simreal_nb.ada import run_seeds
         run_seeds(run, out, seed_list, table=table, **kw); print(f"summary: {Path(out) / 'summary.json'}")
 
+# %% ../nbs/90_cli.ipynb #82ca4901
 @call_parse
 def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<method>.npy, table.md)
             seed:int=0,             # Random seed

@@ -248,6 +248,7 @@ def nav_html(pages, current) -> str:
     out.append('</nav>')
     return ''.join(out)
 
+# %% ../nbs/92_docs.ipynb #08f1adbe
 def _has_math(nb) -> bool:
     return any(c.cell_type == 'markdown' and re.search(r'\$[^$\n]+\$|\$\$|\\\(', c.source) for c in nb.cells)
 

@@ -364,6 +364,7 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     if why: raise GridError(f"{p}: {why}; the control {cell.key} cannot be matched to it")
     return get_protocol(f'{cell.protocol}@{_joint_exp_batches(ds, p)}')
 
+# %% ../nbs/50_experiment.ipynb #a7c9d5df
 def _evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
     "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories, per test group (`in_dist`, `out_dist`)."
     if model is None: return _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
@@ -818,6 +819,7 @@ def _eval_passes(dd, cfg) -> int:
     steps = -(-cfg.horizon // cfg.n_out)
     return sum(cap(len(w)) + cap(len(long_windows(w, cfg.horizon))) * steps for w in (dd.sim['test'], dd.exp['test']))
 
+# %% ../nbs/50_experiment.ipynb #f6927121
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
                    grid:Grid|None=None,  # the cells (None: the preset's grid, or `Grid()` with a GridConfig)

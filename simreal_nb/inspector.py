@@ -89,6 +89,7 @@ def _pick(score, settings):
         out[d] = hit[0]
     return out
 
+# %% ../nbs/61_inspector.ipynb #c87fa764
 def _t_ci(a, level):
     "(mean, n, CI half-width) over the last axis, NaN-ignoring; the half-width is NaN where fewer than 2 values are present."
     from scipy.stats import t as student_t
@@ -284,6 +285,7 @@ def _iso_points(lam, level, lim, scale, n=120):
     ok = (ys >= y0) & (ys <= y1)
     return list(zip(xs[ok].tolist(), ys[ok].tolist()))
 
+# %% ../nbs/61_inspector.ipynb #50ee51bf
 def plane_svg(st:InspectorState, # the state to draw
               width=460,         # SVG width in pixels
               height=380,        # SVG height in pixels
@@ -352,6 +354,7 @@ def plane_svg(st:InspectorState, # the state to draw
     out.append('</svg>')
     return ''.join(out)
 
+# %% ../nbs/61_inspector.ipynb #ea3c5229
 _CSS = ('<style>.simreal-inspector{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;font-size:14px;line-height:1.35;'
         'font-family:-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif}'
         '.simreal-inspector .si-text{flex:0 1 auto;width:min-content;min-width:300px;overflow-x:auto}.simreal-inspector p{margin:0 0 4px 0}'

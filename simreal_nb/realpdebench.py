@@ -538,6 +538,7 @@ def _domain_step(sub_s, scenario, dom, lay) -> int:
         raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1, a dict of them per domain ('sim', 'exp') or 'upstream'")
     return int(sub_s)
 
+# %% ../nbs/16_realpdebench.ipynb #e65600c8
 @dataclass
 class _Plan:
     "One domain's load before any field is read: its trajectories, their frames, orientation and step, and the dataset without its fields."
@@ -633,6 +634,7 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
                                      "field 'p' is absent here, never zero")
     return _Plan(trajs, tsl, int(sub_s), (swap, fy, fx), fields, ds)
 
+# %% ../nbs/16_realpdebench.ipynb #7b9d3009
 def _field_attrs(f): return dict(units='as published (RealPDEBench)', long_name=FIELD_META[f]['long_name'])
 
 def _blocks(plan:_Plan):

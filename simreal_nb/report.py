@@ -342,6 +342,7 @@ def _objective(protocol, phase:int) -> str:
     if p.startswith(SIM_TO_EXP): return 'sim' if phase == 0 else ('sim + exp' if 'replay' in p else 'exp')
     return 'sim + exp'
 
+# %% ../nbs/55_report.ipynb #42d9fd7a
 def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=80) -> Figure:
     "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one thin line per seed, the Sim→Exp family dashed, ▸ = stopped by the cap; log y."
     protos = trained_protocols(res['curve_val'].protocol.values)
@@ -698,6 +699,7 @@ def units_text(res:xr.Dataset) -> str:
     return u + ' ' + (f"Training budget: {res.attrs['budget_rule']}." if res.attrs.get('budget_rule') else
                       'Training budget: not recorded in this run.')
 
+# %% ../nbs/55_report.ipynb #8fc773f8
 def _hidden_refs(df:pd.DataFrame) -> pd.DataFrame:
     "The baseline columns of a hidden-field table as one `sim training mean (ref.)` column when they agree (each predicts the sim mean of a field its exp inputs lack)."
     refs = [p for p in BASELINES if p in df.columns]
@@ -769,6 +771,7 @@ def _seeds_text(score:xr.DataArray) -> str:
         groups.setdefault((setting, int(k)), []).append(str(idx['protocol']))
     return f"{n_all} (fewer where not all were run — " + '; '.join(f"{s}: {k} for {', '.join(ps)}" for (s, k), ps in groups.items()) + ')'
 
+# %% ../nbs/55_report.ipynb #531bf553
 def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -> str:
     "The markdown report of a results Dataset (with the physics checks of a `physics.json`, when given)."
     score = res['score']
@@ -851,6 +854,7 @@ def _paper_lines(score, h, n):
               f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
     return L + ['']
 
+# %% ../nbs/55_report.ipynb #c595f02f
 def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
     "The sections after the paper's statistics (the bM tables from `resP`, `res` with the two-model pair): rankings, physical units, N, architectures, conflict, hidden fields, figures."
     resP = res if resP is None else resP
@@ -936,6 +940,7 @@ def _read_results(path) -> xr.Dataset:
 RESULT_DIMS = {'protocol', 'seed', 'domain', 'field', 'metric'}  # of `score` in a results.nc, beside its settings
 RESULT_SETTINGS = {'system', 'capacity', 'arch', 'exp_trajs', 'group'}  # the settings dims a run's `score` may have
 
+# %% ../nbs/55_report.ipynb #54f440bf
 SCORE_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'hidden_field', 'band', 'mode')  # besides the setting dims
 
 def compact_scores(res:xr.Dataset) -> xr.Dataset:
