@@ -178,6 +178,7 @@ class ExpOnly(Protocol):
     def phases(self, steps): return [Phase('exp', max(steps, self.min_updates), {'exp': 1.0}, min_updates=self.min_updates)]
     def __repr__(self): return f"ExpOnly(min_updates={self.min_updates})" if self.min_updates else super().__repr__()
 
+# %% ../nbs/40_protocols.ipynb #34ad16e8
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
 
 class SimToExp(Protocol):
@@ -229,6 +230,8 @@ class SimToExp(Protocol):
                 + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '')
                 + ''.join(f", {k}={v!r}" for k, v in extra.items() if v) + ")")
 
+
+# %% ../nbs/40_protocols.ipynb #e40007b2
 class Joint(Protocol):
     "Every update draws one sim and one exp mini-batch and minimises λ·R_sim + (1-λ)·R_exp."
     needs = ('sim', 'exp')
