@@ -143,7 +143,7 @@ def probe_index(wd) -> tuple|None:
     near = lambda axis, vals: [int(np.abs(ds[axis].values - v).argmin()) for v in np.atleast_1d(vals)]
     return near('y', ds.attrs['probe_y']), near('x', ds.attrs['probe_x'])
 
-def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool, probes=None):
+def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool, probes=None, upstream:bool=True):
     "Scores of normalised predictions `p` against targets `y` ([b, t, C, H, W]) over the fields of `want` that `present` marks: (physical, scaled, lead) dicts by field; None if no field is left."
     if norm is not None: p, y = norm.decode(p, all_fields), norm.decode(y, all_fields)
     p, y = p.permute(0, 1, 3, 4, 2), y.permute(0, 1, 3, 4, 2)  # [b, t, h, w, c]
@@ -155,7 +155,7 @@ def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool
         s = torch.tensor([float(scales[f]) for f in all_fields], dtype=p.dtype)
         p, y = p / s, y / s
     sc = score_fields(p[..., sel], y[..., sel], names, mask=valid, degenerate='nan')
-    up = upstream_scores(p[..., sel], y[..., sel], names, mask=valid, probes=probes)
+    up = upstream_scores(p[..., sel], y[..., sel], names, mask=valid, probes=probes) if upstream else {}  # {}: left NaN
     ld = {}
     if lead:
         ld = {f: _lead_rmse(p[..., c:c + 1], y[..., c:c + 1], valid).numpy() for f, c in zip(names, sel)}
@@ -234,7 +234,7 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
                 if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)  # e.g. `Analog`'s candidates
                 r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
                 probes = probe_index(w)
-                block = lambda y, v, fm: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes)
+                block = lambda y, v, fm, up: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes, up)
                 t = None
                 if truth_wd is not None and src == 'exp':
                     tw = truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon)
@@ -247,9 +247,9 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
                     if d == 'exp_truth': tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
                     elif d == 'exp' and t is not None: tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
                     else: tgt = (r['y'], r['valid'], r['field_mask'][0])  # the measurement (sim: the simulation)
-                    put(doms.index(d), j, block(*tgt), len(r['pred']))
+                    put(doms.index(d), j, block(*tgt, d in ('sim', 'exp')), len(r['pred']))  # the other numbers: sim and exp only
                 if t is not None:  # the measurement as a prediction of the truth, over the same windows, frames, fields and points
-                    fl = _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False)
+                    fl = _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False, upstream=False)
                     for f, vals in (fl[1] if fl is not None else {}).items(): floor[j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
     finally:
         for m, tr in zip(mods, was): m.train(tr)
@@ -264,7 +264,7 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
         dict(score=(dims, score, dict(long_name=what, **unit)),
              score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
              score_upstream=(dims[:3] + ('upstream_metric',), upstream, dict(
-                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score`", **unit)),
+                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score` (sim and exp; NaN for exp_measured and exp_truth)", **unit)),
              rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
              n_windows=(('domain', 'mode'), nwin),
              noise_floor=(('mode', 'field', 'metric'), floor,
