@@ -1,15 +1,16 @@
-"Tests for simreal_nb.ada: estimators against known answers, metrics, error contracts, the benchmark drivers."
+"Tests for simreal_nb.flow, simreal_nb.ada and simreal_nb.adabench: estimators against known answers, metrics, error contracts, the benchmark drivers."
 import json, math, os
 import numpy as np
 import pytest
 import torch
-from simreal_nb.ada import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow,
-                            AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, mog_sample, mog_logpdf,
-                            mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy, MOG_VERTICES, MOG_METHODS,
-                            MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS, RunConfig, odeint, run_mog,
-                            run_chain, chain_observables, chain_to_state, state_to_chain, chain_langevin, w1,
-                            CHAIN_OBSERVABLES, cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow,
-                            mog_floor, pair_stats, seed_summary, run_seeds, MOG_PAIRS, MOG_GUIDANCE)
+from simreal_nb.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
+                             cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow)
+from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher
+from simreal_nb.adabench import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy,
+                                 MOG_VERTICES, MOG_METHODS, MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS,
+                                 RunConfig, run_mog, run_chain, chain_observables, chain_to_state, state_to_chain,
+                                 chain_langevin, w1, CHAIN_OBSERVABLES, mog_floor, pair_stats, seed_summary, run_seeds,
+                                 MOG_PAIRS, MOG_GUIDANCE)
 from simreal_nb.ada import _plateau
 
 
@@ -267,7 +268,7 @@ def test_run_chain_test_preset_writes_metrics_and_aligns(tmp_path):
 @pytest.mark.slow
 def test_run_twins_test_preset(tmp_path):
     pytest.importorskip('simreal_nb.systems')
-    from simreal_nb.ada import run_twins
+    from simreal_nb.adabench import run_twins
     from simreal_nb.systems import SYSTEMS
     res = run_twins(tmp_path, 'cylinder', seed=0, preset='test', verbose=False)
     assert {'sim data', 'exp measurement (u,v only)', 'base', 'ada', 'ea2'} <= set(res)
