@@ -4,12 +4,12 @@
 
 # %% auto #0
 __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER_TABLE5', 'MOG_METHODS', 'MOG_GUIDANCE',
-           'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'TWIN_PRESETS', 'mog_params', 'mog_sample',
-           'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1', 'mog_metrics',
-           'mog_floor', 'pair_stats', 'plot_projections', 'RunConfig', 'MogConfig', 'mog_table', 'pairs_table',
-           'mog_tables', 'base_fit', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy',
-           'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'ChainConfig',
-           'chain_table', 'run_chain', 'TwinConfig', 'run_twins']
+           'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'CHAIN_METHODS', 'TWIN_PRESETS', 'mog_params',
+           'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
+           'mog_metrics', 'mog_floor', 'pair_stats', 'plot_projections', 'RunConfig', 'start_run', 'finish_run',
+           'MogConfig', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit', 'run_mog', 'seed_summary', 'run_seeds',
+           'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables',
+           'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import json, math, os, time
@@ -206,6 +206,21 @@ def _check_seed(seed, who):
         raise ADAInputError(f"{who}: seed={seed!r}; expected an integer >= 0")
     return int(seed)
 
+# %% ../nbs/72_adabench.ipynb #722f339f
+def start_run(presets:dict, preset:str, overrides:dict, seed, who:str) -> tuple:
+    "(config, seed, S, start time) of a benchmark run: `presets[preset]` with `overrides`, the checked seed, its streams `S(k) = 1000 seed + k`."
+    cfg = _preset(presets, preset, overrides, who); seed = _check_seed(seed, who)
+    return cfg, seed, (lambda k: 1000 * seed + k), time.time()
+
+def finish_run(out, metrics:dict, info:dict, table:str, verbose:bool=True) -> dict:
+    "Write the one layout of a benchmark run into `out` — metrics.json (row -> numbers), run_info.json, table.md — and return `metrics`."
+    write_text(os.path.join(out, 'metrics.json'), json.dumps(metrics, indent=1))
+    write_text(os.path.join(out, 'run_info.json'), json.dumps(info, indent=1))
+    write_text(os.path.join(out, 'table.md'), table + '\n')
+    if verbose: print(table); print(f"total {info['timings_s']['total']:.1f} s")
+    return metrics
+
+
 # %% ../nbs/72_adabench.ipynb #c052
 @dataclass(frozen=True)
 class MogConfig(RunConfig):
@@ -295,8 +310,8 @@ def run_mog(out,                   # output folder (created if missing)
             **overrides,           # any field of MogConfig
            ) -> dict:
     "The DESIGN §7 benchmark: cached base, ADA, EA(1..4), guidance; metrics with floors -> metrics.json + samples_<method>.npy."
-    cfg = _preset(MOG_PRESETS, preset, overrides, 'run_mog'); seed = _check_seed(seed, 'run_mog')
-    t_start = time.time(); timings, info = {}, {}
+    cfg, seed, _, t_start = start_run(MOG_PRESETS, preset, overrides, seed, 'run_mog')
+    timings, info = {}, {}
     S, ref, z, obs, exp, key = _mog_setup(cfg, seed)
     t0 = time.time(); base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir); timings['base'] = time.time() - t0
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
@@ -321,18 +336,14 @@ def run_mog(out,                   # output folder (created if missing)
         if m in models and m != 'base':
             metrics[m].update(converged=models[m].converged, stopped_at=models[m].stopped_at)
         _save_npy(os.path.join(out, f'samples_{m}.npy'), s)
-    write_text(os.path.join(out, 'metrics.json'), json.dumps(metrics, indent=1))
     timings['total'] = time.time() - t_start
     info.update(seed=seed, preset=preset, config=asdict(cfg), timings_s=timings, base_cached=base.from_cache,
                 history={m: models[m].history for m in models if m != 'base'},
                 paper_table5={k: dict(energy_w2=a, cluster_kl=b) for k, (a, b) in PAPER_TABLE5.items()})
-    write_text(os.path.join(out, 'run_info.json'), json.dumps(info, indent=1))
     bf = info['base_fit']
     text = (mog_tables(metrics) + '\n\nbase fit (Energy W2 against exact base samples, '
             f"floor {bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items()))
-    write_text(os.path.join(out, 'table.md'), text + '\n')
-    if verbose: print(text); print(f"total {timings['total']:.1f} s")
-    return metrics
+    return finish_run(out, metrics, info, text, verbose)
 
 # %% ../nbs/72_adabench.ipynb #be01c874
 def seed_summary(runs:list) -> dict:
@@ -500,15 +511,21 @@ CHAIN_PRESETS = {'test': ChainConfig(n_sim=1000, n_exp=500, n_eval=500, burn=300
                  'default': ChainConfig()}
 
 # %% ../nbs/72_adabench.ipynb #c063
-def chain_table(res:dict) -> str:
+CHAIN_METHODS = ('ada', 'ea', 'guidance')  # the rows of each step: '<method> +<observable added>'
+
+def chain_steps(metrics:dict) -> list:
+    "The observables in the order `run_chain` added them, read from the rows of its metrics."
+    return [r.split(' +', 1)[1] for r in metrics if r.startswith('ada +')]
+
+def chain_table(metrics:dict) -> str:
     "Markdown table of W1 per observable (aligned ones and held-out ones) as observables are added: ADA, EA, guidance."
-    names, M = list(res['order']) + list(res['held_out']), ('ada', 'ea', 'guidance')
+    names = [n for n in metrics['base'] if not n.endswith('_std')]
     rows = ['| constraint | ' + ' | '.join(f'{n} {m}' for n in names for m in ('ADA', 'EA', 'guid.')) + ' |',
             '|---' * (1 + 3 * len(names)) + '|']
-    rows.append('| base | ' + ' | '.join(f"{res['base'][n]:.4f}" for n in names for m in M) + ' |')
-    for step in res['steps']:
-        rows.append(f"| +{step['added']} | " + ' | '.join(f"{step[m][n]:.4f}" for n in names for m in M) + ' |')
-    rows.append('| exp noise floor | ' + ' | '.join(f"{res['noise_floor'][n]:.4f} | – | –" for n in names) + ' |')
+    rows.append('| base | ' + ' | '.join(f"{metrics['base'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
+    for added in chain_steps(metrics):
+        rows.append(f"| +{added} | " + ' | '.join(f"{metrics[f'{m} +{added}'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
+    rows.append('| exp noise floor | ' + ' | '.join(f"{metrics['exp noise floor'][n]:.4f} | – | –" for n in names) + ' |')
     return '\n'.join(rows)
 
 def run_chain(out,                   # output folder (created if missing)
@@ -519,9 +536,7 @@ def run_chain(out,                   # output folder (created if missing)
               **overrides,           # any field of ChainConfig
              ) -> dict:
     "Molecular toy: align a sim-trained chain model to 'exp' observables added one at a time; W1 on every observable."
-    cfg = _preset(CHAIN_PRESETS, preset, overrides, 'run_chain'); seed = _check_seed(seed, 'run_chain')
-    t_start = time.time()
-    S = lambda k: 1000 * int(seed) + k
+    cfg, seed, S, t_start = start_run(CHAIN_PRESETS, preset, overrides, seed, 'run_chain')
     names = list(cfg.order) + list(cfg.held_out)
     allobs = chain_observables(names)
     lk = dict(burn=cfg.burn, every=cfg.every)
@@ -539,24 +554,25 @@ def run_chain(out,                   # output folder (created if missing)
         x = cfg.sample(model, z, **kw)
         return {n: w1(as2d(f(x)), ref[n]) for n, f in allobs.items()}
     g = torch.Generator().manual_seed(S(7))
-    res = dict(order=list(cfg.order), held_out=list(cfg.held_out), base=score(base),
-               noise_floor={n: w1(exp[n], ref[n]) for n in names}, steps=[])
+    metrics = dict(base=score(base))
+    floor = {n: w1(exp[n], ref[n]) for n in names}
+    aligned = {}
     for k in range(1, len(cfg.order) + 1):
         used = list(cfg.order[:k])
         o, e = {n: allobs[n] for n in used}, {n: exp[n] for n in used}
         ada_m = fit_ada(base, o, e, cfg.align_config('ada', S(6)))
         ea_m = fit_ea(base, o, e, cfg.align_config('ea', S(6)), order=cfg.ea_order)
         given = {n: exp[n][torch.randint(len(exp[n]), (cfg.n_eval,), generator=g)] for n in used}   # drawn independently
-        res['steps'].append(dict(added=cfg.order[k - 1], aligned=used, ada=score(ada_m), ea=score(ea_m),
-                                 guidance=score(guide, given=given, w=cfg.guide_w),
-                                 converged=dict(ada=ada_m.converged, ea=ea_m.converged)))
-    res['config'] = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}
-    res['time_s'] = time.time() - t_start
-    write_text(os.path.join(out, 'metrics.json'), json.dumps(res, indent=1))
-    table = chain_table(res)
-    write_text(os.path.join(out, 'table.md'), table + '\n')
-    if verbose: print(table); print(f"total {res['time_s']:.1f} s")
-    return res
+        step = f' +{cfg.order[k - 1]}'
+        metrics['ada' + step] = dict(score(ada_m), converged=ada_m.converged, stopped_at=ada_m.stopped_at)
+        metrics['ea' + step] = dict(score(ea_m), converged=ea_m.converged, stopped_at=ea_m.stopped_at)
+        metrics['guidance' + step] = score(guide, given=given, w=cfg.guide_w)
+        aligned[step[2:]] = used
+    metrics['exp noise floor'] = floor
+    info = dict(seed=seed, preset=preset, order=list(cfg.order), held_out=list(cfg.held_out), aligned=aligned,
+                config={k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+                timings_s=dict(total=time.time() - t_start))
+    return finish_run(out, metrics, info, chain_table(metrics), verbose)
 
 # %% ../nbs/72_adabench.ipynb #c066
 @dataclass(frozen=True)
@@ -576,6 +592,12 @@ TWIN_PRESETS = {'test': TwinConfig(size='test', n_traj=4, n_frames=20, base_iter
                 'default': TwinConfig()}
 
 # %% ../nbs/72_adabench.ipynb #c066c
+def twins_table(metrics:dict) -> str:
+    "Markdown table of `run_twins`' rows: W1 to the true exp physics of each field group."
+    cols = [k for k in next(iter(metrics.values())) if not k.endswith('_std')]
+    return '\n'.join(['| | ' + ' | '.join(c[3:] for c in cols) + ' |', '|---' * (1 + len(cols)) + '|']
+                     + [f'| {m} | ' + ' | '.join(f'{v[c]:.3e}' for c in cols) + ' |' for m, v in metrics.items()])
+
 def run_twins(out,                     # output folder (created if missing)
               system:str='cylinder',   # a twin system of simreal_nb.systems
               seed:int=0,              # twin-data seed; every other random stream derives from it
@@ -587,8 +609,7 @@ def run_twins(out,                     # output folder (created if missing)
     "ADA on twin flow data: a sim-trained model of every field at the system's probes, aligned to the fields exp measures."
     from simreal_nb.systems import SYSTEMS, make_twins, probe_samples
     from simreal_nb.schema import fields_of
-    cfg = _preset(TWIN_PRESETS, preset, overrides, 'run_twins'); seed = _check_seed(seed, 'run_twins')
-    t_start = time.time(); S = lambda k: 1000 * int(seed) + k
+    cfg, seed, S, t_start = start_run(TWIN_PRESETS, preset, overrides, seed, 'run_twins')
     d = make_twins(system, seed=seed, size=cfg.size, n_traj=cfg.n_traj, n_frames=cfg.n_frames)
     probes = SYSTEMS[system].probes
     every = fields_of(d['sim'])                                      # the simulation's full state at a probe
@@ -620,9 +641,8 @@ def run_twins(out,                     # output folder (created if missing)
         a = cfg.sample(model, z).numpy().astype(np.float64) * sd + mu
         res[m] = score(a)
     info = dict(system=system, seed=int(seed), preset=preset, probes=probes, measured=seen, hidden=hidden,
-                n_sim=len(sim), n_exp=len(exp_seen), n_truth=len(truth), config=asdict(cfg), time_s=time.time() - t_start)
-    write_text(os.path.join(out, 'metrics.json'), json.dumps(dict(metrics=res, info=info), indent=1))
-    if verbose:
-        print(f"{system}: W1 to the true exp physics at {P} probes ({', '.join(hidden)} never observed in exp)")
-        for m, v in res.items(): print(f"  {m:28s} " + '   '.join(f"{k[3:]} {x:.3e}" for k, x in v.items()))
-    return res
+                n_sim=len(sim), n_exp=len(exp_seen), n_truth=len(truth), config=asdict(cfg),
+                timings_s=dict(total=time.time() - t_start))
+    table = (f"{system}: W1 to the true exp physics at {P} probes ({', '.join(hidden)} never observed in exp)\n\n"
+             + twins_table(res))
+    return finish_run(out, res, info, table, verbose)
