@@ -376,7 +376,7 @@ def _run_ada(run, out, seed, seeds, table=None, overwrite=False, **kw):
     if seeds is None:
         run(out, seed=seed, **kw); print(f"metrics: {Path(out) / 'metrics.json'}")
     else:
-        from simreal_nb.ada import run_seeds
+        from simreal_nb.adabench import run_seeds
         run_seeds(run, out, seed_list, table=table, **kw); print(f"summary: {Path(out) / 'summary.json'}")
 
 # %% ../nbs/90_cli.ipynb #82ca4901
@@ -389,7 +389,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             cache:str=None,         # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
             overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
-    from simreal_nb.ada import run_mog, mog_beta_sweep, mog_tables
+    from simreal_nb.adabench import run_mog, mog_beta_sweep, mog_tables
     preset = 'test' if quick else 'default'
     if betas is None: return _run_ada(run_mog, out, seed, seeds, table=mog_tables, overwrite=overwrite, preset=preset, cache_dir=cache)
     try: bs = [float(b) for b in betas.split(',') if b.strip()]
@@ -400,18 +400,18 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
 @call_parse
-def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json)
+def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json, run_info.json, table.md)
               seed:int=0,               # Random seed
               seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
               quick:store_true=False,   # The 'test' preset: a smoke test, a few training steps
               cache:str=None,           # Folder of the trained-flow cache
               overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the bead-chain toy, observables added one at a time."
-    from simreal_nb.ada import run_chain
-    _run_ada(run_chain, out, seed, seeds, overwrite=overwrite, preset='test' if quick else 'default', cache_dir=cache)
+    from simreal_nb.adabench import run_chain, chain_table
+    _run_ada(run_chain, out, seed, seeds, table=chain_table, overwrite=overwrite, preset='test' if quick else 'default', cache_dir=cache)
 
 @call_parse
-def ada_twins(out:str=None,             # Output directory (metrics.json), required
+def ada_twins(out:str=None,             # Output directory (metrics.json, run_info.json, table.md), required
               system:str='cylinder',    # Twin system (see `simreal data list`)
               seed:int=0,               # Twin-data seed; every other random stream derives from it
               seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
@@ -420,8 +420,8 @@ def ada_twins(out:str=None,             # Output directory (metrics.json), requi
               overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment on twin flow data: the fields exp never measures, at the system's probes."
     if out is None: raise UsageError("--out: required; expected the directory that receives metrics.json")
-    from simreal_nb.ada import run_twins
-    _run_ada(run_twins, out, seed, seeds, overwrite=overwrite, system=system, preset=preset, cache_dir=cache)
+    from simreal_nb.adabench import run_twins, twins_table
+    _run_ada(run_twins, out, seed, seeds, table=twins_table, overwrite=overwrite, system=system, preset=preset, cache_dir=cache)
 
 @call_parse
 def physics_check(run_dir:str,             # A run directory of `simreal run` (manifest.json, cells/)

@@ -1,15 +1,16 @@
-"Tests for simreal_nb.ada: estimators against known answers, metrics, error contracts, the benchmark drivers."
+"Tests for simreal_nb.flow, simreal_nb.ada and simreal_nb.adabench: estimators against known answers, metrics, error contracts, the benchmark drivers."
 import json, math, os
 import numpy as np
 import pytest
 import torch
-from simreal_nb.ada import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow,
-                            AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, mog_sample, mog_logpdf,
-                            mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy, MOG_VERTICES, MOG_METHODS,
-                            MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS, RunConfig, odeint, run_mog,
-                            run_chain, chain_observables, chain_to_state, state_to_chain, chain_langevin, w1,
-                            CHAIN_OBSERVABLES, cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow,
-                            mog_floor, pair_stats, seed_summary, run_seeds, MOG_PAIRS, MOG_GUIDANCE)
+from simreal_nb.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
+                             cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow)
+from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher
+from simreal_nb.adabench import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy,
+                                 MOG_VERTICES, MOG_METHODS, MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS,
+                                 RunConfig, run_mog, run_chain, chain_steps, chain_observables, chain_to_state, state_to_chain,
+                                 chain_langevin, w1, CHAIN_OBSERVABLES, mog_floor, pair_stats, seed_summary, run_seeds,
+                                 MOG_PAIRS, MOG_GUIDANCE)
 from simreal_nb.ada import _plateau
 
 
@@ -255,19 +256,33 @@ def test_run_mog_test_preset_writes_files_and_aligns(tmp_path):
 def test_run_chain_test_preset_writes_metrics_and_aligns(tmp_path):
     res = run_chain(tmp_path, seed=1, preset='test', verbose=False)
     on_disk = json.loads((tmp_path / 'metrics.json').read_text())
-    names = set(res['order']) | set(res['held_out'])
-    assert names == set(CHAIN_OBSERVABLES) and set(on_disk['base']) == names
-    assert [s['added'] for s in on_disk['steps']] == res['order']
-    for s in on_disk['steps']:
-        assert set(s['ada']) == names and set(s['ea']) == names
+    info = json.loads((tmp_path / 'run_info.json').read_text())
+    names = set(info['order']) | set(info['held_out'])
+    assert on_disk == res and names == set(CHAIN_OBSERVABLES) and set(on_disk['base']) == names
+    assert chain_steps(on_disk) == info['order'] == list(info['aligned'])
+    for a in info['order']:
+        assert set(on_disk[f'ada +{a}']) == set(on_disk[f'ea +{a}']) == names | {'converged', 'stopped_at'}
         # every aligned observable's W1 to held-out exp samples is below the base's, for both methods
-        assert all(s[m][n] < on_disk['base'][n] for m in ('ada', 'ea') for n in s['aligned']), (s, on_disk['base'])
+        assert all(on_disk[f'{m} +{a}'][n] < on_disk['base'][n] for m in ('ada', 'ea') for n in info['aligned'][a]), (a, on_disk)
+
+
+def test_every_benchmark_writes_one_layout(tmp_path):
+    "mog and chain (twins in the slow test) write metrics.json as row -> numbers, run_info.json with settings and timings, table.md."
+    runs = {'mog': run_mog(tmp_path / 'mog', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache'),
+            'chain': run_chain(tmp_path / 'chain', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache')}
+    for b, met in runs.items():
+        d = tmp_path / b
+        assert {'metrics.json', 'run_info.json', 'table.md'} <= set(os.listdir(d))
+        assert json.loads((d / 'metrics.json').read_text()) == met and all(isinstance(v, dict) for v in met.values()), b
+        info = json.loads((d / 'run_info.json').read_text())
+        assert (info['seed'], info['preset']) == (0, 'test') and info['timings_s']['total'] > 0 and 'config' in info, b
+        assert 'base' in met and all(isinstance(x, (int, float, bool, dict)) for v in met.values() for x in v.values()), b
 
 
 @pytest.mark.slow
 def test_run_twins_test_preset(tmp_path):
     pytest.importorskip('simreal_nb.systems')
-    from simreal_nb.ada import run_twins
+    from simreal_nb.adabench import run_twins
     from simreal_nb.systems import SYSTEMS
     res = run_twins(tmp_path, 'cylinder', seed=0, preset='test', verbose=False)
     assert {'sim data', 'exp measurement (u,v only)', 'base', 'ada', 'ea2'} <= set(res)
@@ -275,8 +290,8 @@ def test_run_twins_test_preset(tmp_path):
     # the measured fields moved toward the true exp physics (seed 0: base 1.17e-3, ADA 1.14e-3, EA(2) 1.09e-3)
     assert res['ada']['w1_uv'] < res['base']['w1_uv'] and res['ea2']['w1_uv'] < res['base']['w1_uv'], res
     on_disk = json.loads((tmp_path / 'metrics.json').read_text())
-    assert on_disk['metrics'].keys() == res.keys()
-    info = on_disk['info']    # the probes and the field split come from the system and the datasets, not from ada
+    assert on_disk.keys() == res.keys() and (tmp_path / 'table.md').exists()
+    info = json.loads((tmp_path / 'run_info.json').read_text())   # the probes and the field split come from the system and the datasets, not from ada
     assert info['probes'] == [list(p) for p in SYSTEMS['cylinder'].probes]
     assert (info['measured'], info['hidden'], info['preset']) == (['u', 'v'], ['p'], 'test')
 

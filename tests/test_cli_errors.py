@@ -166,7 +166,7 @@ def test_main_in_process(monkeypatch, capsys, tmp_path):
 
 def test_ada_twins_calls_run_twins(monkeypatch, capsys, tmp_path):
     "`simreal ada twins` hands its options to `ada.run_twins` and prints where metrics.json is (run_twins stubbed: no training)."
-    import simreal_nb.ada as ada
+    import simreal_nb.adabench as ada
     calls = []
     def fake(out, system='cylinder', seed=0, preset='default', verbose=True, cache_dir=None):
         calls.append((out, system, seed, preset)); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}')
@@ -372,7 +372,7 @@ def test_torch_save_on_a_full_device_raises_oserror():
 
 def test_ada_refuses_a_folder_it_did_not_write(tmp_path, monkeypatch, capsys):
     "`simreal ada twins --out DIR` over someone else's table.md: exit 2 naming it, before anything runs; --overwrite lets it in (run stubbed)."
-    import simreal_nb.ada as ada
+    import simreal_nb.adabench as ada
     ran = []
     def fake(out, system='cylinder', seed=0, preset='default', verbose=True, cache_dir=None):
         ran.append(out); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}'); return {'base': {'w': 1.0}}
