@@ -17,10 +17,10 @@ __all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'PROTOCOLS', 'NO
            'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS',
            'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2',
            'ke_error', 'freq_error', 'frmse_relative', 'score_fields', 'scores_to_xarray', 'upstream_scores',
-           'probe_points', 'mvpe', 'trained_protocols', 'train_domains', 'check_lam', 'balanced', 'lambda_sweep',
-           'mean_ci', 'joint_name', 'setting_dims', 'check_score', 'select_view', 'balanced_score', 'best_non_joint',
-           'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score',
-           'synthetic_results', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
+           'probe_points', 'probes_outside', 'mvpe', 'trained_protocols', 'train_domains', 'check_lam', 'balanced',
+           'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims', 'check_score', 'select_view', 'balanced_score',
+           'best_non_joint', 'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins',
+           'synthetic_score', 'synthetic_results', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(InputError):
@@ -376,11 +376,7 @@ def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or to
     names = tuple(fields)
     if len(names) != p.shape[-1] or len(set(names)) != len(names) or 'all' in names:
         raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got {fields!r}")
-    if probes is not None:
-        rows, cols = (list(a) for a in probes)
-        if not (rows and cols and 0 <= min(rows) and max(rows) < p.shape[2] and 0 <= min(cols) and max(cols) < p.shape[3]):
-            raise MetricInputError(f"probes at rows {rows} and columns {cols} leave the {p.shape[2]} x {p.shape[3]} grid; expected indices inside it")
-        probes = (rows, cols)
+    if probes is not None: probes = _checked_probes(*probes, *p.shape[2:4])
     vel = [i for i, f in enumerate(names) if f in ('u', 'v')]  # the probes read velocity
     def chunk(p, t, m):
         one = _upstream_pass(p, t, m, names[:2] == ('u', 'v'))
@@ -405,6 +401,16 @@ def probe_points(h:int, w:int,  # grid rows and columns
     cols = [int((0.5 * (i + 2) * d + center_x) / sub_s) if near else int(((i + 1) * d + center_x) / sub_s) for i in range(4)]
     return rows, cols
 
+def probes_outside(rows, cols, h:int, w:int) -> list:
+    "The probe rows and columns that fall outside an h x w grid ([] when every probe is inside)."
+    return [r for r in rows if not 0 <= r < h] + [c for c in cols if not 0 <= c < w]
+
+def _checked_probes(rows, cols, h, w) -> tuple:
+    rows, cols = list(rows), list(cols)
+    bad = probes_outside(rows, cols, h, w) or ([] if rows and cols else ['none given'])
+    if bad: raise MetricInputError(f"probes at rows {rows} and columns {cols} leave the {h} x {w} grid ({bad}); expected indices inside it")
+    return rows, cols
+
 def _mvpe(p, t, m, rows, cols):
     out = []
     for c in cols:
@@ -421,10 +427,8 @@ def mvpe(pred, target,  # [b, t, h, w, c] (the velocity channels), numpy or torc
          mask=None, batch_size=None) -> float:
     "RealPDEBench's probe diagnostic (MVPE): per station, mean |time-mean pred − time-mean target| over samples, probes and channels; mean over stations."
     p, t, m = _prep(pred, target, mask)
-    H, W = p.shape[2], p.shape[3]
-    bad = [r for r in rows if not 0 <= r < H] + [c for c in cols if not 0 <= c < W]
-    if bad: raise MetricInputError(f"probes at rows {list(rows)} and columns {list(cols)} leave the {H} x {W} grid ({bad}); expected indices inside it")
-    return _chunked(lambda p, t, m: _mvpe(p, t, m, list(rows), list(cols)), p, t, m, batch_size)
+    rows, cols = _checked_probes(rows, cols, *p.shape[2:4])
+    return _chunked(lambda p, t, m: _mvpe(p, t, m, rows, cols), p, t, m, batch_size)
 
 # %% ../nbs/30_metrics.ipynb #c043
 LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep

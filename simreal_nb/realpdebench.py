@@ -12,7 +12,7 @@ import xarray as xr
 from . import __version__
 from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, WINDOW_SPLITS, validate
 from .store import BlockWriter
-from .metrics import probe_points
+from .metrics import probe_points, probes_outside
 from .errors import InputError
 
 # %% auto #0
@@ -524,7 +524,7 @@ def _probe_coords(scenario, x_raw, y_raw) -> dict:
     "attrs probe_x, probe_y: where upstream's wake probes stand, in the real grid's coordinates (stored order, full resolution); {} when it has none."
     if scenario not in PROBES: return {}
     rows, cols = probe_points(len(y_raw), len(x_raw), *PROBES[scenario])
-    if not (0 <= min(rows) and max(rows) < len(y_raw) and max(cols) < len(x_raw)): return {}
+    if probes_outside(rows, cols, len(y_raw), len(x_raw)): return {}
     return dict(probe_x=[float(x_raw[c]) for c in cols], probe_y=[float(y_raw[r]) for r in rows])
 
 def _domain_step(sub_s, scenario, dom, lay) -> int:
@@ -716,9 +716,8 @@ def _user_scales(scales):
 def _chosen_scales(user, ref, measured) -> tuple:
     "(scales, note): the user's, else `measured` (`rms_scales` of the loaded `ref` domain)."
     if user is not None: return user, 'reference scales given by the user'
-    sc = measured
-    return sc, (f"from the loaded {ref!r} data: scale_u = scale_v = U_ref = RMS speed sqrt(<u^2+v^2>)"
-                + (", scale_p = std(p)" if 'p' in sc else '') + "; the same values on every domain of this load")
+    return measured, (f"from the loaded {ref!r} data: scale_u = scale_v = U_ref = RMS speed sqrt(<u^2+v^2>)"
+                      + (", scale_p = std(p)" if 'p' in measured else '') + "; the same values on every domain of this load")
 
 def _set_scales(ds, scales, note, fields):
     for f, s in scales.items():
