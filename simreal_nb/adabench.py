@@ -7,9 +7,10 @@ __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER
            'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'CHAIN_METHODS', 'TWIN_PRESETS', 'mog_params',
            'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
            'mog_metrics', 'mog_floor', 'pair_stats', 'plot_projections', 'RunConfig', 'start_run', 'finish_run',
-           'MogConfig', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit', 'run_mog', 'seed_summary', 'run_seeds',
-           'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables',
-           'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
+           'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit',
+           'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state',
+           'state_to_chain', 'chain_observables', 'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain',
+           'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import json, math, os, time
@@ -141,7 +142,7 @@ def _save_npy(path, a):
 # %% ../nbs/72_adabench.ipynb #c051d
 @dataclass(frozen=True)
 class RunConfig:
-    "Knobs every ADA experiment shares: the base flow, the alignments (ADA and EA), the plateau rule and the evaluation."
+    "Knobs every ADA experiment shares: the base flow, the alignments (ADA and EA), the stopping rule and the evaluation."
     n_eval: int = 2000           # generated samples scored per model (and reference samples)
     hidden: int = 64             # base velocity MLP width
     depth: int = 3               # base velocity MLP hidden layers
@@ -154,9 +155,11 @@ class RunConfig:
     ode: str = 'heun'            # ODE solver: 'euler' or 'heun'
     beta: float = 0.1            # KL weight, every method
     iters: int = 200             # generator steps per alignment: the cap of the plateau rule
-    window: int = 25             # plateau rule: steps per window
-    patience: int = 3            # plateau rule: flat windows in a row that end an alignment
-    tol: float = 0.01            # plateau rule: flatness tolerance
+    stop: str = 'plateau'        # stopping rule of every alignment: 'plateau' or 'holdout' (see `AlignConfig`)
+    holdout: float = 0.2         # holdout rule: share of each experiment kept out of the fit term
+    window: int = 25             # stopping rule: steps per window (plateau) or between held-out checks (holdout)
+    patience: int = 3            # stopping rule: flat windows / checks without gain that end an alignment
+    tol: float = 0.01            # stopping rule: flatness tolerance (plateau) or the relative gain that counts (holdout)
     batch: int = 512             # generated samples per step (observable term)
     kl_batch: int = 128          # generated samples per step (KL term)
     ada_lr: float = 2e-4         # ADA generator learning rate
@@ -164,6 +167,7 @@ class RunConfig:
     critic_steps: int = 10       # ADA critic updates per generator step (fresh generator samples each)
     critic_lr: float = 2e-3      # ADA critic learning rate
     critic_warmup: int = 100     # ADA critic updates before the first generator step
+    critic_hidden: int = 64      # ADA critic width
     gp_weight: float = 10.       # ADA gradient-penalty weight
     moment_weight: float = 10.   # EA moment-loss weight
     ema: float = 0.              # > 0: every method returns the moving average of its generator weights (decay)
@@ -188,7 +192,8 @@ class RunConfig:
         return AlignConfig(beta=self.beta, iters=self.iters, batch=self.batch, kl_batch=self.kl_batch, seed=seed,
                            lr=self.ada_lr if method == 'ada' else self.ea_lr, critic_steps=self.critic_steps,
                            critic_lr=self.critic_lr, critic_warmup=self.critic_warmup, gp_weight=self.gp_weight,
-                           moment_weight=self.moment_weight, ema=self.ema, window=self.window, patience=self.patience, tol=self.tol)
+                           moment_weight=self.moment_weight, ema=self.ema, window=self.window, patience=self.patience, tol=self.tol,
+                           stop=self.stop, holdout=self.holdout, critic_hidden=self.critic_hidden)
     def sample(self, model, z, **kw):
         "The scored samples of `model` from the common noise `z` (`eval_steps` ODE steps)."
         with torch.no_grad(): return model.sample(z=z, steps=self.eval_steps or self.steps, **kw)
@@ -221,6 +226,16 @@ def finish_run(out, metrics:dict, info:dict, table:str, verbose:bool=True) -> di
     return metrics
 
 
+# %% ../nbs/72_adabench.ipynb #99db51ca
+def mog_monitor(ref, z, steps:int):
+    "A `monitor` for the alignments: Energy W2 and each pair's weight and radius of a model's samples from noise `z` against samples `ref` of ν."
+    def monitor(model) -> dict:
+        with torch.no_grad(): x = model.sample(z=z, steps=steps)
+        out = dict(energy_w2=energy_w2(x, ref))
+        for p, v in pair_stats(x).items(): out.update({f'{p}_weight': v['weight'], f'{p}_radius': v['radius']})
+        return out
+    return monitor
+
 # %% ../nbs/72_adabench.ipynb #c052
 @dataclass(frozen=True)
 class MogConfig(RunConfig):
@@ -251,6 +266,44 @@ PAPER_TABLE5 = {'base': (1.10, 0.12), 'ada': (0.05, 0.01), 'ea1': (1.10, 0.12), 
 
 MOG_METHODS = ('base', 'ada', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance', 'guidance2', 'guidance3')
 MOG_GUIDANCE = {'guidance': ('xy',), 'guidance2': ('xy', 'yz'), 'guidance3': ('xy', 'yz', 'xz')}
+
+# %% ../nbs/72_adabench.ipynb #76fd6915
+def _running_mean(a, w:int) -> np.ndarray:
+    a = np.asarray(a, dtype=np.float64)
+    return np.convolve(a, np.ones(w) / w, mode='valid') if len(a) >= w else a
+
+def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70):
+    "The alignment curves of `method` from a benchmark run's info (`run_info.json`): losses, KL, held-out checks, radii."
+    import matplotlib.pyplot as plt
+    hist, checks = info['history'][method], info.get('checks', {}).get(method, [])
+    w = window or info['config']['window']
+    beta = info['config']['beta']
+    fig, axs = plt.subplots(1, 4, figsize=(13, 2.8), dpi=dpi)
+    it = np.array([r['it'] for r in hist])
+    if len(hist):
+        obj = np.array([r['fit'] + beta * r.get('kl', 0.) for r in hist])
+        x = it[len(it) - len(_running_mean(obj, w)):]
+        axs[0].plot(x, _running_mean(obj, w), 'k', label='objective')
+        for k in [k for k in hist[0] if k.startswith('w1_')]:
+            axs[0].plot(x, _running_mean([r[k] for r in hist], w), label=k.replace('w1_', 'W1 '))
+        if 'kl' in hist[0]: axs[1].plot(x, _running_mean([r['kl'] for r in hist], w), 'k')
+    axs[0].set_title(f'{method}: losses (mean of {w} steps)', fontsize=8); axs[0].legend(fontsize=6)
+    axs[1].set_title('KL to the base', fontsize=8)
+    if checks:
+        ci = [c['it'] for c in checks]
+        if 'heldout' in checks[0]: axs[2].plot(ci, [c['heldout'] for c in checks], 'o-', label='held-out SW1 (rule)')
+        if 'energy_w2' in checks[0]: axs[2].plot(ci, [c['energy_w2'] for c in checks], 's-', label='Energy W2 (truth)')
+        for p in [k[:-7] for k in checks[0] if k.endswith('_radius')]:
+            axs[3].plot(ci, [c[f'{p}_radius'] for c in checks], 'o-', label=p)
+        w_t, _, s_t = mog_params('target')
+        for a, _ in MOG_PAIRS: axs[3].axhline(float(s_t[a]), ls='--', lw=0.7, c='grey')
+        if 'heldout' in checks[0]:                          # the holdout rule returns its best check's model
+            for ax in axs: ax.axvline(min(checks, key=lambda c: c['heldout'])['it'], ls=':', c='k', lw=0.8)
+        axs[2].legend(fontsize=6); axs[3].legend(fontsize=6)
+    axs[2].set_title('checks', fontsize=8); axs[3].set_title('pair radii (dashed: target)', fontsize=8)
+    for ax in axs: ax.set_xlabel('generator step', fontsize=7); ax.tick_params(labelsize=6)
+    fig.tight_layout()
+    return fig
 
 # %% ../nbs/72_adabench.ipynb #c053
 _METRICS = ('energy_w2', 'cluster_kl', 'kde_l1')
@@ -317,11 +370,14 @@ def run_mog(out,                   # output folder (created if missing)
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
     info['base_fit'] = base_fit(base, cfg.n_eval, seed, steps=sorted({5, 10, 20, cfg.eval_steps, 50}))
+    monitor = mog_monitor(mog_sample('target', cfg.n_eval, S(55)), torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))),
+                          cfg.eval_steps or cfg.steps)        # the curves' truth: held out from the scored reference
     models = {'base': base}
     for m, o in (('ada', obs), ('ada1', {'xy': obs['xy']})):
-        t0 = time.time(); models[m] = fit_ada(base, o, {k: exp[k] for k in o}, cfg.align_config('ada', S(3))); timings[m] = time.time() - t0
+        t0 = time.time(); models[m] = fit_ada(base, o, {k: exp[k] for k in o}, cfg.align_config('ada', S(3)), monitor)
+        timings[m] = time.time() - t0
     for k in (1, 2, 3, 4):
-        t0 = time.time(); models[f'ea{k}'] = fit_ea(base, obs, exp, cfg.align_config('ea', S(3)), order=k)
+        t0 = time.time(); models[f'ea{k}'] = fit_ea(base, obs, exp, cfg.align_config('ea', S(3)), order=k, monitor=monitor)
         timings[f'ea{k}'] = time.time() - t0
     samples = {m: cfg.sample(model, z) for m, model in models.items()}
     g = torch.Generator().manual_seed(S(70))
@@ -335,11 +391,16 @@ def run_mog(out,                   # output folder (created if missing)
         metrics[m] = dict(mog_metrics(s, ref), **{f'floor_{k}': v for k, v in floor.items()}, pairs=pair_stats(s))
         if m in models and m != 'base':
             metrics[m].update(converged=models[m].converged, stopped_at=models[m].stopped_at)
+            if models[m].best_at is not None: metrics[m]['best_at'] = models[m].best_at   # the holdout rule's returned step
         _save_npy(os.path.join(out, f'samples_{m}.npy'), s)
     timings['total'] = time.time() - t_start
     info.update(seed=seed, preset=preset, config=asdict(cfg), timings_s=timings, base_cached=base.from_cache,
                 history={m: models[m].history for m in models if m != 'base'},
+                checks={m: models[m].checks for m in models if m != 'base'},
                 paper_table5={k: dict(energy_w2=a, cluster_kl=b) for k, (a, b) in PAPER_TABLE5.items()})
+    fig = plot_alignment(info, 'ada')
+    atomic_write(os.path.join(out, 'alignment_ada.png'), lambda tmp: fig.savefig(tmp, format='png'))
+    import matplotlib.pyplot as plt; plt.close(fig)
     bf = info['base_fit']
     text = (mog_tables(metrics) + '\n\nbase fit (Energy W2 against exact base samples, '
             f"floor {bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items()))
