@@ -8,9 +8,9 @@ __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER
            'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
            'mog_metrics', 'mog_floor', 'pair_stats', 'plot_projections', 'RunConfig', 'start_run', 'finish_run',
            'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit',
-           'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state',
-           'state_to_chain', 'chain_observables', 'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain',
-           'TwinConfig', 'twins_table', 'run_twins']
+           'mog_setup', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy', 'chain_langevin',
+           'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'ChainConfig', 'chain_steps', 'chain_table',
+           'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import json, math, os, time
@@ -150,6 +150,7 @@ class RunConfig:
     base_batch: int = 512        # base flow-matching samples per step
     base_lr: float = 3e-3        # base peak learning rate (one-cycle)
     t_power: float = 3.          # base training times t = u**(1/t_power): weight near the data end
+    stable_target: bool = False  # base trained on the batch's stable target field (`flow.stable_target`), not x₁ - x₀
     steps: int = 10              # ODE steps for sampling and likelihoods while aligning
     eval_steps: int = None       # ODE steps for the scored samples (None: `steps`)
     ode: str = 'heun'            # ODE solver: 'euler' or 'heun'
@@ -176,7 +177,7 @@ class RunConfig:
     def base_flow(self, x, seed:int, key:dict=None, cache_dir=None) -> Flow:
         "The base flow on simulation samples `x` with this run's base settings; cached under `key` when given."
         train = lambda: train_flow(x, self.hidden, self.depth, self.base_iters, self.base_batch, self.base_lr, seed,
-                                   self.steps, self.ode, self.t_power)
+                                   self.steps, self.ode, self.t_power, stable=self.stable_target)
         return train() if key is None else cached_flow(dict(key, kind='base', seed=seed, **self._base_knobs()), train, cache_dir)
     def guided_flow(self, x, observables:dict, seed:int, key:dict=None, cache_dir=None) -> GuidedFlow:
         "The guidance baseline's conditional flow, trained like the base; cached under `key` when given."
@@ -185,7 +186,8 @@ class RunConfig:
         return train() if key is None else cached_flow(dict(key, kind='guided', seed=seed, observables=list(observables),
                                                             p_drop=self.guide_p_drop, **self._base_knobs()), train, cache_dir)
     def _base_knobs(self):
-        return {k: getattr(self, k) for k in ('hidden', 'depth', 'base_iters', 'base_batch', 'base_lr', 't_power', 'steps', 'ode')}
+        knobs = {k: getattr(self, k) for k in ('hidden', 'depth', 'base_iters', 'base_batch', 'base_lr', 't_power', 'steps', 'ode')}
+        return dict(knobs, stable_target=True) if self.stable_target else knobs   # keys of earlier flows unchanged
     def align_config(self, method:str, seed:int) -> AlignConfig:
         "This run's `AlignConfig` for 'ada' or 'ea' (they differ only in the learning rate); same budget and plateau rule."
         if method not in ('ada', 'ea'): raise ADAInputError(f"method={method!r}: expected 'ada' or 'ea'")
@@ -346,7 +348,7 @@ def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50)) -> dict:
     floor = float(np.median([energy_w2(mog_sample('base', n, 20_002 + seed + i), ref, lp) for i in range(5)]))
     return dict(energy_w2=curve, floor=floor)
 
-def _mog_setup(cfg:MogConfig, seed:int):
+def mog_setup(cfg:MogConfig, seed:int):
     "Seed streams, reference samples of ν, common noise, observables, experiments and the base cache key of one MoG run."
     S = lambda k: 1000 * seed + k                           # every random stream derives from `seed`
     ref = mog_sample('target', cfg.n_eval, S(50))           # the reference samples of ν
@@ -365,7 +367,7 @@ def run_mog(out,                   # output folder (created if missing)
     "The DESIGN §7 benchmark: cached base, ADA, EA(1..4), guidance; metrics with floors -> metrics.json + samples_<method>.npy."
     cfg, seed, _, t_start = start_run(MOG_PRESETS, preset, overrides, seed, 'run_mog')
     timings, info = {}, {}
-    S, ref, z, obs, exp, key = _mog_setup(cfg, seed)
+    S, ref, z, obs, exp, key = mog_setup(cfg, seed)
     t0 = time.time(); base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir); timings['base'] = time.time() - t0
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
@@ -439,7 +441,7 @@ def mog_beta_sweep(out, betas=(0.03, 0.1, 0.3, 1.0), seed:int=0, preset:str='def
                    **overrides) -> dict:
     "ADA on all three projections at each β (one seed, one cached base): Energy W2, Cluster KL, KL to base -> beta_sweep.json."
     cfg = _preset(MOG_PRESETS, preset, overrides, 'mog_beta_sweep'); seed = _check_seed(seed, 'mog_beta_sweep')
-    S, ref, z, obs, exp, key = _mog_setup(cfg, seed)
+    S, ref, z, obs, exp, key = mog_setup(cfg, seed)
     base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir)
     rows, floor = {}, mog_floor(cfg.n_eval, seed)
     for b in betas:
