@@ -50,7 +50,6 @@ def test_no_widget_state_is_committed(name):
 MAX_EXPORT_RUN = 100
 PENDING = {  # notebook -> why it still holds a longer run; each leaves once a demo cell follows every exported group
     '04b_lbm.ipynb': '`gen_lbm` (139 lines) is a single definition; a demo cell follows it',
-    '45_evaluation.ipynb': '`evaluate` (110 lines) and `Analog` (109) are single definitions; a demo cell follows each',
 }
 _EXPORTED = re.compile(r'^#\|\s*(export|exporti)\b', re.M)
 _QUIET_CELL = re.compile(r'^#\|\s*(hide|default_exp)\b', re.M)
