@@ -11,6 +11,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import xarray as xr
+from fastcore.basics import patch
 from .metrics import score_fields, upstream_scores, SCORE_KEYS, UPSTREAM_METRICS
 from .schema import TEST_GROUPS
 from .protocols import fetch_batch, split_of
@@ -162,21 +163,9 @@ def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool
         ld['all'] = _lead_rmse(p[..., sel], y[..., sel], valid).numpy()
     return phys, sc, ld, up
 
-# %% ../nbs/45_evaluation.ipynb #e19
-def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]; or a dict domain -> model
-             data,  # DomainData or dict: sim/exp -> split -> windows, plus .normalizer and .fields
-             split:str='test',  # split scored in both domains
-             horizon:int=8,  # rollout length in frames (0: one-step only)
-             fields:Sequence[str]|None=None,  # fields to score (default: all fields of `data`), where measured
-             domains:Sequence[str]=('sim', 'exp'),  # domains to score (those present in `data`)
-             batch_size:int=16,  # windows per forward pass
-             max_windows:int|None=None,  # evenly spaced subset of windows per domain and mode (None: all)
-             exp_truth=None,  # hidden truth of the exp domain (xr.Dataset, via data.truth_windows; or aligned windows)
-             device:str|None=None,  # None: where the model's parameters (or buffers) are; or 'auto', 'cpu', 'cuda'
-             amp:bool=True,  # bf16 autocast on CUDA
-             scales:dict|None=None,  # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
-            ) -> xr.Dataset:
-    "Held-out scores per domain — exp against its hidden truth where `exp_truth` is given — `score`, `rmse_lead` (nondimensional with `scales`, else physical), `score_phys`, and the measurement's own error `noise_floor`."
+# %% ../nbs/45_evaluation.ipynb #ev02
+def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) -> tuple:
+    "What `evaluate` scores, its arguments checked: (model per domain, normaliser, the data's fields, the fields scored, the scored domains, the exp truth's windows or None)."
     models = dict(model) if isinstance(model, dict) else {'sim': model, 'exp': model}
     if scales is not None:
         miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ()) if f not in scales]
@@ -200,6 +189,72 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
         doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth']
     need = sorted({'sim' if d == 'sim' else 'exp' for d in doms} - set(models))
     if need: raise ValueError(f"evaluate: `model` has no model for the domain(s) {need}; it has {sorted(models)}")
+    return models, norm, all_fields, want, doms, truth_wd
+
+# %% ../nbs/45_evaluation.ipynb #ev05
+def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_windows, device, amp, all_fields, want, norm, scales) -> tuple:
+    "Predictions of model `m` on the windows `w` of one source domain in one `mode`, scored for each domain of `outs`: ({domain: score block}, the noise floor's block or None, windows scored); `truth_wd`: the exp truth's windows, or None."
+    r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
+    probes = probe_index(w)
+    block = lambda y, v, fm, up: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes, up)
+    t = None
+    if truth_wd is not None:
+        tw = truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon)
+        if len(tw) != len(w):
+            raise ValueError(f"evaluate: exp_truth has {len(tw)} {mode} windows but the exp inputs have {len(w)}; "
+                             "expected the truth of the same trajectories and times")
+        t = _gather(tw, r['index'], r['pred'].shape[1])
+        both = r['valid'] & t['valid']  # the measured points, where the truth is defined
+    blocks = {}
+    for d in outs:
+        if d == 'exp_truth': tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
+        elif d == 'exp' and t is not None: tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
+        else: tgt = (r['y'], r['valid'], r['field_mask'][0])  # the measurement (sim: the simulation)
+        blocks[d] = block(*tgt, d in ('sim', 'exp'))  # the other numbers: sim and exp only
+    fl = None
+    if t is not None:  # the measurement as a prediction of the truth, over the same windows, frames, fields and points
+        fl = _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False, upstream=False)
+    return blocks, fl, len(r['pred'])
+
+# %% ../nbs/45_evaluation.ipynb #ev08
+def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth:bool) -> xr.Dataset:
+    "The dataset `evaluate` returns from its arrays and coordinates (`truth`: whether exp was scored against its hidden truth)."
+    co = dict(domain=doms, mode=list(modes), field=fcoord, metric=list(SCORE_KEYS))
+    unit = dict(units='1', note='each field divided by its reference scale') if scales is not None else dict(units='physical')
+    dims = ('domain', 'mode', 'field', 'metric')
+    attrs = dict(split=split, horizon=int(horizon))
+    if 'exp' in doms: attrs['exp_target'] = 'truth' if truth else 'measured'
+    what = ("error (NaN: field not measured); exp: against the hidden truth where given (attrs exp_target), on the measured "
+            "fields at the measured points; exp_measured: against the measurement; exp_truth: every true field")
+    return xr.Dataset(
+        dict(score=(dims, score, dict(long_name=what, **unit)),
+             score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
+             score_upstream=(dims[:3] + ('upstream_metric',), upstream, dict(
+                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score` (sim and exp; NaN for exp_measured and exp_truth)", **unit)),
+             rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
+             n_windows=(('domain', 'mode'), nwin),
+             noise_floor=(('mode', 'field', 'metric'), floor,
+                          dict(long_name="the exp measurement's own error against the hidden truth, over the windows, frames, "
+                                         "fields and points of exp's score (NaN: no truth)", **unit))),
+        coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1), upstream_metric=list(UPSTREAM_METRICS)),
+        attrs=attrs)
+
+# %% ../nbs/45_evaluation.ipynb #ev11
+def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]; or a dict domain -> model
+             data,  # DomainData or dict: sim/exp -> split -> windows, plus .normalizer and .fields
+             split:str='test',  # split scored in both domains
+             horizon:int=8,  # rollout length in frames (0: one-step only)
+             fields:Sequence[str]|None=None,  # fields to score (default: all fields of `data`), where measured
+             domains:Sequence[str]=('sim', 'exp'),  # domains to score (those present in `data`)
+             batch_size:int=16,  # windows per forward pass
+             max_windows:int|None=None,  # evenly spaced subset of windows per domain and mode (None: all)
+             exp_truth=None,  # hidden truth of the exp domain (xr.Dataset, via data.truth_windows; or aligned windows)
+             device:str|None=None,  # None: where the model's parameters (or buffers) are; or 'auto', 'cpu', 'cuda'
+             amp:bool=True,  # bf16 autocast on CUDA
+             scales:dict|None=None,  # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
+            ) -> xr.Dataset:
+    "Held-out scores per domain — exp against its hidden truth where `exp_truth` is given — `score`, `rmse_lead` (nondimensional with `scales`, else physical), `score_phys`, and the measurement's own error `noise_floor`."
+    models, norm, all_fields, want, doms, truth_wd = _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales)
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
@@ -232,46 +287,13 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
                 n_out = int(torch.as_tensor(wd[0]['y']).shape[0])
                 m = models[src]
                 if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)  # e.g. `Analog`'s candidates
-                r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
-                probes = probe_index(w)
-                block = lambda y, v, fm, up: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes, up)
-                t = None
-                if truth_wd is not None and src == 'exp':
-                    tw = truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon)
-                    if len(tw) != len(w):
-                        raise ValueError(f"evaluate: exp_truth has {len(tw)} {mode} windows but the exp inputs have {len(w)}; "
-                                         "expected the truth of the same trajectories and times")
-                    t = _gather(tw, r['index'], r['pred'].shape[1])
-                    both = r['valid'] & t['valid']  # the measured points, where the truth is defined
-                for d in outs:
-                    if d == 'exp_truth': tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
-                    elif d == 'exp' and t is not None: tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
-                    else: tgt = (r['y'], r['valid'], r['field_mask'][0])  # the measurement (sim: the simulation)
-                    put(doms.index(d), j, block(*tgt, d in ('sim', 'exp')), len(r['pred']))  # the other numbers: sim and exp only
-                if t is not None:  # the measurement as a prediction of the truth, over the same windows, frames, fields and points
-                    fl = _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False, upstream=False)
-                    for f, vals in (fl[1] if fl is not None else {}).items(): floor[j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
+                blocks, fl, n = _score_windows(m, w, truth_wd if src == 'exp' else None, mode, horizon, n_out, outs, batch_size,
+                                               max_windows, device, amp, all_fields, want, norm, scales)
+                for d, b in blocks.items(): put(doms.index(d), j, b, n)
+                for f, vals in (fl[1] if fl is not None else {}).items(): floor[j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
     finally:
         for m, tr in zip(mods, was): m.train(tr)
-    co = dict(domain=doms, mode=list(modes), field=fcoord, metric=list(SCORE_KEYS))
-    unit = dict(units='1', note='each field divided by its reference scale') if scales is not None else dict(units='physical')
-    dims = ('domain', 'mode', 'field', 'metric')
-    attrs = dict(split=split, horizon=int(horizon))
-    if 'exp' in doms: attrs['exp_target'] = 'truth' if truth_wd is not None else 'measured'
-    what = ("error (NaN: field not measured); exp: against the hidden truth where given (attrs exp_target), on the measured "
-            "fields at the measured points; exp_measured: against the measurement; exp_truth: every true field")
-    return xr.Dataset(
-        dict(score=(dims, score, dict(long_name=what, **unit)),
-             score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
-             score_upstream=(dims[:3] + ('upstream_metric',), upstream, dict(
-                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score` (sim and exp; NaN for exp_measured and exp_truth)", **unit)),
-             rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
-             n_windows=(('domain', 'mode'), nwin),
-             noise_floor=(('mode', 'field', 'metric'), floor,
-                          dict(long_name="the exp measurement's own error against the hidden truth, over the windows, frames, "
-                                         "fields and points of exp's score (NaN: no truth)", **unit))),
-        coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1), upstream_metric=list(UPSTREAM_METRICS)),
-        attrs=attrs)
+    return _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth_wd is not None)
 
 # %% ../nbs/45_evaluation.ipynb #e22
 class Persistence(nn.Module):
@@ -325,7 +347,7 @@ class MeanField(nn.Module):
         "The mean field, `n_out` times per window."
         return self.mean.to(x.dtype)[None, None].expand(x.shape[0], self.n_out, *self.mean.shape).clone()
 
-# %% ../nbs/45_evaluation.ipynb #e28b
+# %% ../nbs/45_evaluation.ipynb #an01
 class Analog(nn.Module):
     "Reference predictor (nearest-neighbour forecast): the frames that followed the training window of one domain whose inputs are nearest."
     def __init__(self, frames:torch.Tensor,  # [N, T, C, H, W] training frames of one domain (normalised; 0 where not measured)
@@ -379,61 +401,66 @@ class Analog(nn.Module):
         x = self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)]  # [m, n_in, C, H, W]
         return x.reshape(len(n), self.n_in, -1)[:, :, self.sel].reshape(len(n), -1)
 
-    @classmethod
-    def fit(cls, wd,  # windows of one domain, usually its train split (normalised like the windows it will be fed)
-            n_out:int=1,  # frames per call (a rollout's horizon; `for_horizon` changes it)
-            batch_size:int=256,  # windows read at a time (windows without a frame tensor)
-            **kw) -> Analog:
-        "The domain's training windows as candidates: an `align.WindowDataset` shares its frame tensor (no copy); other windows are read (then `n_out` is the most frames `for_horizon` can ask)."
-        if len(wd) == 0: raise ValueError("Analog.fit: the window dataset is empty; expected the train split of a domain")
-        if all(hasattr(wd, a) for a in ('data', 'index', 'valid_all', 'field_mask', 'n_in')):
-            return cls(wd.data, wd.index, wd.n_in, wd.field_mask, wd.valid_all.flatten(0, 1).any(0), n_out=n_out, **kw)
-        lw = long_windows(wd, n_out, stride=1)  # every window followed by n_out frames (the windows themselves if long enough)
-        if len(lw) == 0: raise ValueError(f"Analog.fit: no training window is followed by {n_out} frame(s)")
-        xs, fm, pm = [], None, None
-        for i in range(0, len(lw), batch_size):
-            b = fetch_batch(lw, list(range(i, min(len(lw), i + batch_size))))
-            xs.append(torch.cat([b['x'], b['y']], 1).float())
-            v = b.get('valid')
-            v = v.bool().flatten(0, 1).any(0) if v is not None else torch.ones(b['y'].shape[-2:], dtype=torch.bool)
-            fm, pm = b['field_mask'][0].bool(), v if pm is None else pm | v
-        frames = torch.cat(xs)  # each window is a trajectory of its own: its sub-windows are candidates for fewer frames
-        n_in = int(torch.as_tensor(lw[0]['x']).shape[0])
-        starts = torch.cartesian_prod(torch.arange(len(frames)), torch.arange(frames.shape[1] - n_in))
-        return cls(frames, starts, n_in, fm, pm, n_out=n_out, **kw)
+# %% ../nbs/45_evaluation.ipynb #an04
+@patch(cls_method=True)
+def fit(cls:Analog, wd,  # windows of one domain, usually its train split (normalised like the windows it will be fed)
+        n_out:int=1,  # frames per call (a rollout's horizon; `for_horizon` changes it)
+        batch_size:int=256,  # windows read at a time (windows without a frame tensor)
+        **kw) -> Analog:
+    "The domain's training windows as candidates: an `align.WindowDataset` shares its frame tensor (no copy); other windows are read (then `n_out` is the most frames `for_horizon` can ask)."
+    if len(wd) == 0: raise ValueError("Analog.fit: the window dataset is empty; expected the train split of a domain")
+    if all(hasattr(wd, a) for a in ('data', 'index', 'valid_all', 'field_mask', 'n_in')):
+        return cls(wd.data, wd.index, wd.n_in, wd.field_mask, wd.valid_all.flatten(0, 1).any(0), n_out=n_out, **kw)
+    lw = long_windows(wd, n_out, stride=1)  # every window followed by n_out frames (the windows themselves if long enough)
+    if len(lw) == 0: raise ValueError(f"Analog.fit: no training window is followed by {n_out} frame(s)")
+    xs, fm, pm = [], None, None
+    for i in range(0, len(lw), batch_size):
+        b = fetch_batch(lw, list(range(i, min(len(lw), i + batch_size))))
+        xs.append(torch.cat([b['x'], b['y']], 1).float())
+        v = b.get('valid')
+        v = v.bool().flatten(0, 1).any(0) if v is not None else torch.ones(b['y'].shape[-2:], dtype=torch.bool)
+        fm, pm = b['field_mask'][0].bool(), v if pm is None else pm | v
+    frames = torch.cat(xs)  # each window is a trajectory of its own: its sub-windows are candidates for fewer frames
+    n_in = int(torch.as_tensor(lw[0]['x']).shape[0])
+    starts = torch.cartesian_prod(torch.arange(len(frames)), torch.arange(frames.shape[1] - n_in))
+    return cls(frames, starts, n_in, fm, pm, n_out=n_out, **kw)
 
-    def nearest(self, x:torch.Tensor,  # input frames [B, n_in, C, H, W]
-                field_mask:torch.Tensor,  # [B, C] or [C] bool: must be the fields of the domain it was fitted on
-               ) -> tuple:
-        "(index into `starts`, RMS difference over the compared values) of the nearest candidate window of each input."
-        C, H, W = self.frames.shape[2:]
-        if x.ndim != 5 or tuple(x.shape[1:]) != (self.n_in, C, H, W):
-            raise ValueError(f"Analog: inputs of shape {tuple(x.shape)}; expected [B, {self.n_in}, {C}, {H}, {W}] like the windows it was fitted on")
-        fm = torch.as_tensor(field_mask, device=self.field_mask.device).bool()
-        if fm.shape[-1] != C or not (fm.reshape(-1, C) == self.field_mask).all():
-            raise ValueError(f"Analog: the inputs measure fields {fm.reshape(-1, C)[0].tolist()}, the training windows "
-                             f"{self.field_mask.tolist()}; expected one Analog per domain, fitted on its train split")
-        with torch.autocast(x.device.type, enabled=False):  # exact float32 distances, also under bf16 autocast
-            q = x.float().reshape(len(x), self.n_in, -1)[:, :, self.sel].reshape(len(x), -1)
-            best = torch.full((len(x),), float('inf'), device=x.device)
-            arg = torch.zeros(len(x), dtype=torch.long, device=x.device)
-            for i in range(0, len(self.starts), self.chunk):  # |k|² - 2 q·k: the |q|² term is the same for every candidate
-                d = self.key_sq[i:i + self.chunk][None] - 2 * q @ self._keys(i).T
-                d, j = d.masked_fill((self.avail[i:i + self.chunk] < self.n_out)[None], float('inf')).min(1)
-                arg, best = torch.where(d < best, j + i, arg), torch.minimum(d, best)
-            n, t = self.starts[arg].unbind(1)  # the distance to the chosen window, without the expansion's round-off
-            k = self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)].reshape(len(x), self.n_in, -1)
-            dist = ((q - k[:, :, self.sel].reshape(len(x), -1)) ** 2).mean(1).sqrt()
-        return arg, dist
+# %% ../nbs/45_evaluation.ipynb #an07
+@patch
+def nearest(self:Analog, x:torch.Tensor,  # input frames [B, n_in, C, H, W]
+            field_mask:torch.Tensor,  # [B, C] or [C] bool: must be the fields of the domain it was fitted on
+           ) -> tuple:
+    "(index into `starts`, RMS difference over the compared values) of the nearest candidate window of each input."
+    C, H, W = self.frames.shape[2:]
+    if x.ndim != 5 or tuple(x.shape[1:]) != (self.n_in, C, H, W):
+        raise ValueError(f"Analog: inputs of shape {tuple(x.shape)}; expected [B, {self.n_in}, {C}, {H}, {W}] like the windows it was fitted on")
+    fm = torch.as_tensor(field_mask, device=self.field_mask.device).bool()
+    if fm.shape[-1] != C or not (fm.reshape(-1, C) == self.field_mask).all():
+        raise ValueError(f"Analog: the inputs measure fields {fm.reshape(-1, C)[0].tolist()}, the training windows "
+                         f"{self.field_mask.tolist()}; expected one Analog per domain, fitted on its train split")
+    with torch.autocast(x.device.type, enabled=False):  # exact float32 distances, also under bf16 autocast
+        q = x.float().reshape(len(x), self.n_in, -1)[:, :, self.sel].reshape(len(x), -1)
+        best = torch.full((len(x),), float('inf'), device=x.device)
+        arg = torch.zeros(len(x), dtype=torch.long, device=x.device)
+        for i in range(0, len(self.starts), self.chunk):  # |k|² - 2 q·k: the |q|² term is the same for every candidate
+            d = self.key_sq[i:i + self.chunk][None] - 2 * q @ self._keys(i).T
+            d, j = d.masked_fill((self.avail[i:i + self.chunk] < self.n_out)[None], float('inf')).min(1)
+            arg, best = torch.where(d < best, j + i, arg), torch.minimum(d, best)
+        n, t = self.starts[arg].unbind(1)  # the distance to the chosen window, without the expansion's round-off
+        k = self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)].reshape(len(x), self.n_in, -1)
+        dist = ((q - k[:, :, self.sel].reshape(len(x), -1)) ** 2).mean(1).sqrt()
+    return arg, dist
 
-    def forward(self, x:torch.Tensor,  # input frames [B, n_in, C, H, W] (normalised like the training windows)
-                field_mask:torch.Tensor,  # [B, C] bool: the fields the domain measures
-                cond:torch.Tensor|None=None,  # ignored
-               ) -> torch.Tensor:  # [B, n_out, C, H, W]
-        "The `n_out` frames that followed the nearest candidate window (unmeasured fields zero)."
-        n, t = self.starts[self.nearest(x, field_mask)[0]].unbind(1)
-        out = self.frames[n[:, None], t[:, None] + self.n_in + torch.arange(self.n_out, device=t.device)]
-        return (out * self.field_mask[None, None, :, None, None]).to(x.dtype)
+# %% ../nbs/45_evaluation.ipynb #an10
+@patch
+def forward(self:Analog, x:torch.Tensor,  # input frames [B, n_in, C, H, W] (normalised like the training windows)
+            field_mask:torch.Tensor,  # [B, C] bool: the fields the domain measures
+            cond:torch.Tensor|None=None,  # ignored
+           ) -> torch.Tensor:  # [B, n_out, C, H, W]
+    "The `n_out` frames that followed the nearest candidate window (unmeasured fields zero)."
+    n, t = self.starts[self.nearest(x, field_mask)[0]].unbind(1)
+    out = self.frames[n[:, None], t[:, None] + self.n_in + torch.arange(self.n_out, device=t.device)]
+    return (out * self.field_mask[None, None, :, None, None]).to(x.dtype)
 
 # %% ../nbs/45_evaluation.ipynb #e33b
 def _in_group(wd, group):

@@ -134,22 +134,21 @@ def _inflow(modes, t, U, ny):
     dv = (torch.as_tensor(modes['amp'][:, 1])[..., None] * torch.sin(arg + torch.as_tensor(modes['ph'][:, 1])[..., None])).sum(1)
     return (U * (1 + du)).float(), (U * dv).float()
 
-# %% ../nbs/04b_lbm.ipynb #7112d30b
+# %% ../nbs/04b_lbm.ipynb #lg02
 def _shed_period(c, aoa=None):
     "Shedding-period estimate in lattice steps: the body's cross-stream height over St U (St = 0.21 unless the preset has one)."
     D = float(c['D'])
     h = D if aoa is None else D * math.sin(math.radians(aoa)) + 0.12 * D * math.cos(math.radians(aoa))
     return h / (c.get('St', 0.21) * float(c['U']))
 
-def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
-            c:dict, # resolved parameters: a size preset of `spec` with overrides
-            seed:int) -> dict:
-    "A channel twin (cylinder, controlled cylinder, foil): dict(sim=, exp=, exp_truth=), every trajectory spun up on its own."
-    torch.set_flush_denormal(True)
-    rng = np.random.default_rng(seed)
-    nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
-    ctl = spec.name == 'controlled'
-    # --- per-trajectory parameters and test groups
+def _f_shed(c) -> float:
+    "Lattice shedding-frequency estimate St U / D (St = 0.21 unless the preset has one)."
+    return c.get('St', 0.21) * float(c['U']) / float(c['D'])
+
+# %% ../nbs/04b_lbm.ipynb #lg05
+def _lbm_params(c, rng, ctl:bool) -> tuple:
+    "Per-trajectory parameters drawn from `rng` and the test groups: (Re, aoa or None, A and f_c or None (controlled cylinder), the `traj` coordinates, the groups or None)."
+    B = int(c['n_traj'])
     Re_lo, Re_hi = pair_range(c['Re'], 'Re')
     Re = np.full(B, float(c['Re_spin'])) if ctl else traj_params(rng, Re_lo, Re_hi, B, log=False)
     tc = dict(Re=(Re, dict(units='1', long_name='Reynolds number U D / nu (nominal)')))
@@ -159,12 +158,18 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
         tc['Re'] = (Re, dict(units='1', long_name='chord Reynolds number U c / nu (nominal)'))
         tc['aoa'] = (aoa, dict(units='deg', long_name='angle of attack (nominal)'))
         design['aoa'] = aoa
+    A = fr = None
     if ctl:
         A = traj_params(rng, *pair_range(c['A'], 'A'), B, log=False)
         fr = rng.permutation(traj_params(rng, *pair_range(c['f_c'], 'f_c'), B, log=False))
         design.update(A=A, f_c=fr)
     group = assign_groups(design, int(c['n_in_dist']), int(c['n_out_dist']))
-    modes = _inflow_modes(rng, c, B, ny)
+    return Re, aoa, A, fr, tc, group
+
+# %% ../nbs/04b_lbm.ipynb #lg08
+def _lbm_members(c, Re, aoa, ctl:bool) -> tuple:
+    "The solver of all members, each with its own body, relaxation time and drag (and the controlled cylinder's rotating wall): (solver, solid cells [2B, ny, nx], open inlet cells [2B, ny])."
+    nx, ny, D, U, B = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj'])
     # --- members [0, B) sim (periodic channel), [B, 2B) exp (walled channel, if `walls`): each with its own body,
     # relaxation time and drag from the start, so that no wall or parameter is ever switched on in a running flow
     walls = torch.zeros(ny, nx, dtype=torch.bool)
@@ -177,6 +182,15 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
     tau = np.concatenate([lbm_tau(U, D, Re), lbm_tau(U, D, Re * c['re_factor'])])
     drag = np.concatenate([np.zeros(B), np.full(B, c['drag'] * U / D)])
     lb = _LBM(solid, tau, drag)
+    if ctl:  # the moving-wall term of the rotating cylinder, about the body's centre (moved by `offset` in exp)
+        xc, yc = c['body_x'] * nx, ny / 2
+        lb.set_rotation(torch.full((2 * B,), xc), torch.cat([torch.full((B,), yc), torch.full((B,), yc + off)]))
+    return lb, solid, inlet_open
+
+# %% ../nbs/04b_lbm.ipynb #lg11
+def _lbm_start(c, seed, solid, inlet_open, aoa) -> tuple:
+    "Every member's first state: uniform flow with its trajectory's kick, at rest in the body and walls; (populations [2B, 9, ny, nx], delay [B] in steps, actuation phase [B])."
+    nx, ny, D, U, B = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj'])
     # --- every trajectory spins up on its own from a seeded start: an asymmetric kick (its own place, size and side)
     # and a delay of up to one shedding period (its own phase), shared by its sim and exp members
     rs = np.random.default_rng([int(seed), 1])              # spin-up draws, a stream apart from the parameters'
@@ -190,15 +204,17 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
     o = inlet_open[:, :, None]
     f = _feq(torch.ones(2 * B, ny, nx), (U * o).expand(2 * B, ny, nx).contiguous(), kick * o)
     f = torch.where(solid[:, None], _WV.expand(2 * B, 9, ny, nx), f)   # rest state in the body and walls
-    # --- actuation (controlled cylinder): command A sin(2 pi f_c t + phase) as surface speed / U, from the start
-    f_shed = c.get('St', 0.21) * U / D                     # lattice shedding frequency estimate
+    return f, delay, phase
+
+# %% ../nbs/04b_lbm.ipynb #lg14
+def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None) -> tuple:
+    "The time loop of every member from its first step through the last frame (the controlled cylinder commanded by `cmd_of(t)`): (u, v, p [2B, T, ny, nx] in lattice units, the command at each frame)."
+    nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
+    ctl = cmd_of is not None
     if ctl:
-        lb.set_rotation(torch.full((2 * B,), xc), torch.cat([torch.full((B,), yc), torch.full((B,), yc + off)]))
+        f_shed = _f_shed(c)
         lag = max(c['lag'] / f_shed, 1.0)                   # lag time constant in steps (>= 1: no lag)
-        cmd_of = lambda t: torch.as_tensor(A * np.sin(2 * math.pi * fr * f_shed * t + phase), dtype=torch.float32)
         act = torch.zeros(B)                                # exp actuator state (surface speed / U)
-    # --- physical units: body size phys_D [m], speed phys_U [m/s]
-    dx = c['phys_D'] / D; su = c['phys_U'] / U; dt = dx / su
     R = D / 2
     Us, Vs, Ps, cmds = [], [], [], []
     zeros = torch.zeros(B, ny)
@@ -239,8 +255,17 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
             f = f_next
             if ctl: act = act_next
     u, v, p = (torch.stack(a, 1) for a in (Us, Vs, Ps))   # [2B, T, ny, nx]
+    return u, v, p, cmds
+
+# %% ../nbs/04b_lbm.ipynb #lg17
+def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) -> dict:
+    "The run in physical units on the output grid: dict(sim=, exp=, exp_truth=), the measurement taken from the full-resolution exp truth; FloatingPointError if the run diverged."
+    nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
+    ctl = spec.name == 'controlled'
     if not (torch.isfinite(u).all() and torch.isfinite(p).all()) or u.abs().max() > 0.5:
         raise FloatingPointError(f"{spec.name}: lattice Boltzmann run diverged; lower Re or raise D/U")
+    # --- physical units: body size phys_D [m], speed phys_U [m/s]
+    dx = c['phys_D'] / D; su = c['phys_U'] / U; dt = dx / su
     u, v, p = u * su, v * su, p * 1000 * su ** 2             # m/s, m/s, Pa (water, rho = 1000 kg/m^3)
     xf, yf = np.arange(nx) * dx, np.arange(ny) * dx
     xo, yo = centres(xf, np.arange(nx // 2) * 2 + 0.5), centres(yf, np.arange(ny // 2) * 2 + 0.5)
@@ -250,9 +275,11 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
     inputs = None
     if ctl:
         tc['A'] = (A, dict(units='1', long_name='rotation amplitude (surface speed / U)'))
+        f_shed = _f_shed(c)
         tc['f_c'] = (fr * f_shed / dt, dict(units='Hz', long_name='actuation frequency'))
         cmd = torch.stack(cmds, 1).numpy() * c['phys_U'] / (c['phys_D'] / 2)
         inputs = dict(omega_cmd=(cmd, dict(units='rad s-1', long_name='commanded cylinder angular velocity')))
+    Wp, off = int(c['p_avg']), float(c['offset'])
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
                 periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], body_x=c['body_x'],
                 lattice=f'{nx}x{ny}', lattice_D=D, lattice_U=U, p_avg_frames=Wp, description=spec.summary,
@@ -273,3 +300,22 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], periodic=False, U=c['phys_U'], seed=seed)
     return dict(sim=sim, exp=exp, exp_truth=truth)
+
+# %% ../nbs/04b_lbm.ipynb #lg19
+def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
+            c:dict, # resolved parameters: a size preset of `spec` with overrides
+            seed:int) -> dict:
+    "A channel twin (cylinder, controlled cylinder, foil): dict(sim=, exp=, exp_truth=), every trajectory spun up on its own."
+    torch.set_flush_denormal(True)
+    rng = np.random.default_rng(seed)
+    ctl = spec.name == 'controlled'
+    Re, aoa, A, fr, tc, group = _lbm_params(c, rng, ctl)
+    modes = _inflow_modes(rng, c, int(c['n_traj']), int(c['ny']))
+    lb, solid, inlet_open = _lbm_members(c, Re, aoa, ctl)
+    f, delay, phase = _lbm_start(c, seed, solid, inlet_open, aoa)
+    cmd_of = None
+    if ctl:  # actuation (controlled cylinder): command A sin(2 pi f_c t + phase) as surface speed / U, from the start
+        f_shed = _f_shed(c)                             # lattice shedding frequency estimate
+        cmd_of = lambda t: torch.as_tensor(A * np.sin(2 * math.pi * fr * f_shed * t + phase), dtype=torch.float32)
+    u, v, p, cmds = _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of)
+    return _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa)

@@ -8,6 +8,7 @@ from typing import Callable
 
 import torch
 import torch.nn as nn
+from fastcore.basics import patch
 from .protocols import ProtocolError, NonFiniteLossError, STATELESS, masked_mse
 from .beyond import mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, CausalPenalty
 
@@ -96,7 +97,7 @@ DIRECTIONS = {**{m: _conflict_direction(m) for m in ('pcgrad', 'cagrad', 'mgda')
 # combiner -> direction(stepper, flat sim gradient, flat exp gradient, w_sim, w_exp, losses, info): what `Stepper.grads` looks up
 # for every combiner but 'sum', which adds the two gradients parameter by parameter
 
-# %% ../nbs/42_step.ipynb #c030
+# %% ../nbs/42_step.ipynb #st02
 def _n_terms(b) -> torch.Tensor:
     "Number of (time, field, point) terms `masked_mse` averages over in batch `b`."
     B, T, C, H, W = b['y'].shape
@@ -113,6 +114,7 @@ def _flat(params, grads) -> torch.Tensor:
     "Per-parameter gradients as one flat vector (zeros where a parameter got none)."
     return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, grads)])
 
+# %% ../nbs/42_step.ipynb #st05
 class Stepper:
     "One optimiser update from per-domain batches: masked losses, weighted sum (or a combiner), penalty, clipping, AdamW step, schedule step."
     def __init__(self, model:nn.Module, optimizer:torch.optim.Optimizer|None=None, scheduler=None,
@@ -158,108 +160,118 @@ class Stepper:
     def load_state_dict(self, sd:dict):
         for k, v in sd.items(): getattr(self, k).load_state_dict(v)
 
-    def objective(self, outs:dict, batches:dict, loss:str='mse', consist:float=0.0, causal_weight:float=0.0) -> tuple:
-        "(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `loss`, the causal penalty, the anchor penalty."
-        info = {}
-        if loss == 'hcw':
-            if self.hcw is None or set(outs) != {'sim', 'exp'}:
-                raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(hcw=HCWLoss(...))")
-            parts = self.hcw(outs['sim'], batches['sim'], outs['exp'], batches['exp'])
-            losses, extra = {'sim': parts['sim'], 'exp': parts['exp']}, float(consist) * parts['consist']
-            cw = parts['conf'][parts['conf'] > 0]
-            info.update(consist=parts['consist'].item(), conf_min=float(cw.min()) if len(cw) else None)
+# %% ../nbs/42_step.ipynb #st08
+@patch
+def objective(self:Stepper, outs:dict, batches:dict, loss:str='mse', consist:float=0.0, causal_weight:float=0.0) -> tuple:
+    "(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `loss`, the causal penalty, the anchor penalty."
+    info = {}
+    if loss == 'hcw':
+        if self.hcw is None or set(outs) != {'sim', 'exp'}:
+            raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(hcw=HCWLoss(...))")
+        parts = self.hcw(outs['sim'], batches['sim'], outs['exp'], batches['exp'])
+        losses, extra = {'sim': parts['sim'], 'exp': parts['exp']}, float(consist) * parts['consist']
+        cw = parts['conf'][parts['conf'] > 0]
+        info.update(consist=parts['consist'].item(), conf_min=float(cw.min()) if len(cw) else None)
+    else:
+        losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
+    if causal_weight > 0:
+        if self.causal is None: raise ProtocolError("causal_weight > 0 needs a Stepper(causal=CausalPenalty(...))")
+        for d in outs:
+            cp, gap = self.causal(outs[d], batches[d])
+            info[f'causal_gap_{d}'] = gap.item()
+            extra = causal_weight * cp if extra is None else extra + causal_weight * cp
+    if self.penalty is not None:
+        pen = self.penalty(self.model)
+        info['penalty'] = pen.item()
+        extra = pen if extra is None else extra + pen
+    return losses, extra, info
+
+# %% ../nbs/42_step.ipynb #st11
+@patch
+def domain_grads(self:Stepper, outs:dict, batches:dict, losses:dict, params:list, combiner:str, keep:bool, info:dict) -> tuple:
+    "(sim gradient, exp gradient) per parameter; for 'snr' the exp one from its two half-batch gradients, whose agreement goes into `info['snr']`."
+    gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
+    if combiner != 'snr': return gs, torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
+    halves = [_half(batches['exp'], k) for k in (0, 1)]
+    if min(len(h['y']) for h in halves) == 0:
+        raise ProtocolError("combiner 'snr' splits the exp batch in two halves: expected batch_size >= 2")
+    hs = [torch.autograd.grad(masked_mse(_half({'y': outs['exp']}, k)['y'], h['y'], h['field_mask'], h.get('valid')),
+                              params, retain_graph=k == 0 or keep, allow_unused=True)
+          for k, h in enumerate(halves)]
+    n1, n2 = (float(_n_terms(h)) for h in halves)
+    info['snr'] = grad_snr(*(_flat(params, gg) for gg in hs))
+    return gs, tuple(None if x is None and y is None else
+                     ((0 if x is None else n1 * x) + (0 if y is None else n2 * y)) / (n1 + n2) for x, y in zip(*hs))
+
+# %% ../nbs/42_step.ipynb #st14
+@patch
+def grads(self:Stepper, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
+          loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
+    "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
+    two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
+    outs = self.outputs(batches, concat=False if two else None)
+    losses, extra, info = self.objective(outs, batches, loss, consist, causal_weight)
+    total = sum(float(weights[d]) * losses[d] for d in losses) + (0 if extra is None else extra)
+    if check_finite and not torch.isfinite(total.detach()):
+        raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
+    params = self.params()
+    for p in params: p.grad = None
+    if two:
+        gs, ge = self.domain_grads(outs, batches, losses, params, combiner, extra is not None, info)
+        shared = [(a.flatten(), b.flatten()) for a, b in zip(gs, ge) if a is not None and b is not None]
+        if shared:
+            a, b = torch.cat([x for x, _ in shared]).double(), torch.cat([y for _, y in shared]).double()
+            dot, na, nb = float(a @ b), float(a.norm()), float(b.norm())
+            info.update(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na, norm_exp=nb)
+        ws, we = float(weights['sim']), float(weights['exp'])
+        if combiner == 'sum':  # the plain Joint gradient, parameter by parameter
+            for p, x, y in zip(params, gs, ge):
+                if x is None and y is None: continue
+                p.grad = ((ws * x if x is not None else 0) + (we * y if y is not None else 0)).detach().to(p.dtype)
         else:
-            losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
-        if causal_weight > 0:
-            if self.causal is None: raise ProtocolError("causal_weight > 0 needs a Stepper(causal=CausalPenalty(...))")
-            for d in outs:
-                cp, gap = self.causal(outs[d], batches[d])
-                info[f'causal_gap_{d}'] = gap.item()
-                extra = causal_weight * cp if extra is None else extra + causal_weight * cp
-        if self.penalty is not None:
-            pen = self.penalty(self.model)
-            info['penalty'] = pen.item()
-            extra = pen if extra is None else extra + pen
-        return losses, extra, info
+            d = DIRECTIONS[combiner](self, _flat(params, gs), _flat(params, ge), ws, we, losses, info)
+            i = 0
+            for p in params:
+                p.grad = d[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
+        if extra is not None: extra.backward()  # consistency term and penalty: added to the combined direction
+    else:
+        total.backward()
+    return losses, total, info or None
 
-    def domain_grads(self, outs:dict, batches:dict, losses:dict, params:list, combiner:str, keep:bool, info:dict) -> tuple:
-        "(sim gradient, exp gradient) per parameter; for 'snr' the exp one from its two half-batch gradients, whose agreement goes into `info['snr']`."
-        gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
-        if combiner != 'snr': return gs, torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
-        halves = [_half(batches['exp'], k) for k in (0, 1)]
-        if min(len(h['y']) for h in halves) == 0:
-            raise ProtocolError("combiner 'snr' splits the exp batch in two halves: expected batch_size >= 2")
-        hs = [torch.autograd.grad(masked_mse(_half({'y': outs['exp']}, k)['y'], h['y'], h['field_mask'], h.get('valid')),
-                                  params, retain_graph=k == 0 or keep, allow_unused=True)
-              for k, h in enumerate(halves)]
-        n1, n2 = (float(_n_terms(h)) for h in halves)
-        info['snr'] = grad_snr(*(_flat(params, gg) for gg in hs))
-        return gs, tuple(None if x is None and y is None else
-                         ((0 if x is None else n1 * x) + (0 if y is None else n2 * y)) / (n1 + n2) for x, y in zip(*hs))
+# %% ../nbs/42_step.ipynb #st16
+@patch
+def _all_reduce(self:Stepper, total, losses, world):
+    "Data parallel: average gradients and losses over ranks in one collective; a non-finite loss stops every rank."
+    import torch.distributed as dist
+    params = self.params()
+    parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().float() for p in params]
+    scal = torch.stack([total.detach().float()] + [l.detach().float() for l in losses.values()])
+    buf = torch.cat(parts + [scal]) / world
+    dist.all_reduce(buf)
+    i = 0
+    for p in params:
+        p.grad = buf[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
+    total, red = buf[i], buf[i + 1:]
+    if not torch.isfinite(total): raise NonFiniteLossError(f"loss (mean over {world} ranks) is {total.item()}")
+    return total, dict(zip(losses, red))
 
-    def grads(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
-              loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
-        "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
-        two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
-        outs = self.outputs(batches, concat=False if two else None)
-        losses, extra, info = self.objective(outs, batches, loss, consist, causal_weight)
-        total = sum(float(weights[d]) * losses[d] for d in losses) + (0 if extra is None else extra)
-        if check_finite and not torch.isfinite(total.detach()):
-            raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
-        params = self.params()
-        for p in params: p.grad = None
-        if two:
-            gs, ge = self.domain_grads(outs, batches, losses, params, combiner, extra is not None, info)
-            shared = [(a.flatten(), b.flatten()) for a, b in zip(gs, ge) if a is not None and b is not None]
-            if shared:
-                a, b = torch.cat([x for x, _ in shared]).double(), torch.cat([y for _, y in shared]).double()
-                dot, na, nb = float(a @ b), float(a.norm()), float(b.norm())
-                info.update(cos=dot / max(na * nb, 1e-300), dot=dot, norm_sim=na, norm_exp=nb)
-            ws, we = float(weights['sim']), float(weights['exp'])
-            if combiner == 'sum':  # the plain Joint gradient, parameter by parameter
-                for p, x, y in zip(params, gs, ge):
-                    if x is None and y is None: continue
-                    p.grad = ((ws * x if x is not None else 0) + (we * y if y is not None else 0)).detach().to(p.dtype)
-            else:
-                d = DIRECTIONS[combiner](self, _flat(params, gs), _flat(params, ge), ws, we, losses, info)
-                i = 0
-                for p in params:
-                    p.grad = d[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
-            if extra is not None: extra.backward()  # consistency term and penalty: added to the combined direction
-        else:
-            total.backward()
-        return losses, total, info or None
-
-    def _all_reduce(self, total, losses, world):
-        "Data parallel: average gradients and losses over ranks in one collective; a non-finite loss stops every rank."
-        import torch.distributed as dist
-        params = self.params()
-        parts = [(p.grad if p.grad is not None else torch.zeros_like(p)).flatten().float() for p in params]
-        scal = torch.stack([total.detach().float()] + [l.detach().float() for l in losses.values()])
-        buf = torch.cat(parts + [scal]) / world
-        dist.all_reduce(buf)
-        i = 0
-        for p in params:
-            p.grad = buf[i:i + p.numel()].view_as(p).to(p.dtype); i += p.numel()
-        total, red = buf[i], buf[i + 1:]
-        if not torch.isfinite(total): raise NonFiniteLossError(f"loss (mean over {world} ranks) is {total.item()}")
-        return total, dict(zip(losses, red))
-
-    def step(self, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', loss:str='mse', consist:float=0.0,
-             causal_weight:float=0.0) -> dict:
-        "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
-        self.model.train()
-        batches = {d: to_device(b, self.device) for d, b in batches.items()}
-        rank, world = dist_info()
-        losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1, loss=loss, consist=consist,
-                                         causal_weight=causal_weight)
-        if world > 1: total, losses = self._all_reduce(total, losses, world)
-        gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
-        if gn is not None and not torch.isfinite(gn):
-            raise NonFiniteLossError(f"gradient norm is {gn.item()} (loss {total.detach().item()})")
-        lr = self.opt.param_groups[0]['lr']
-        self.opt.step()
-        if self.sched is not None: self.sched.step()
-        out = dict(loss=total.item(), lr=lr, grad_norm=None if gn is None else gn.item(), **{d: l.item() for d, l in losses.items()})
-        if info: out.update(info)
-        return out
+# %% ../nbs/42_step.ipynb #st19
+@patch
+def step(self:Stepper, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', loss:str='mse', consist:float=0.0,
+         causal_weight:float=0.0) -> dict:
+    "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
+    self.model.train()
+    batches = {d: to_device(b, self.device) for d, b in batches.items()}
+    rank, world = dist_info()
+    losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1, loss=loss, consist=consist,
+                                     causal_weight=causal_weight)
+    if world > 1: total, losses = self._all_reduce(total, losses, world)
+    gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
+    if gn is not None and not torch.isfinite(gn):
+        raise NonFiniteLossError(f"gradient norm is {gn.item()} (loss {total.detach().item()})")
+    lr = self.opt.param_groups[0]['lr']
+    self.opt.step()
+    if self.sched is not None: self.sched.step()
+    out = dict(loss=total.item(), lr=lr, grad_norm=None if gn is None else gn.item(), **{d: l.item() for d, l in losses.items()})
+    if info: out.update(info)
+    return out

@@ -48,11 +48,6 @@ def test_no_widget_state_is_committed(name):
 # cells, counted in lines; it ends at the next non-empty code cell that is run for the reader (not `#| hide`, not
 # `#| default_exp`, not only a `show_doc(...)` call).
 MAX_EXPORT_RUN = 100
-PENDING = {  # notebook -> why it still holds a longer run; each leaves once a demo cell follows every exported group
-    '04b_lbm.ipynb': '`gen_lbm` (139 lines) is a single definition; a demo cell follows it',
-    '42_step.ipynb': '`Stepper` (167 lines) is a single class; a demo cell follows it',
-    '45_evaluation.ipynb': '`evaluate` (110 lines) and `Analog` (109) are single definitions; a demo cell follows each',
-}
 _EXPORTED = re.compile(r'^#\|\s*(export|exporti)\b', re.M)
 _QUIET_CELL = re.compile(r'^#\|\s*(hide|default_exp)\b', re.M)
 _SHOW_DOC = re.compile(r'\s*show_doc\(.*\)\s*$')
@@ -83,7 +78,6 @@ def test_export_runs_are_counted():
 
 @pytest.mark.parametrize('name', NOTEBOOKS)
 def test_no_long_export_run(name):
-    if name in PENDING: pytest.skip(f'{name}: {PENDING[name]} (PENDING)')
     nb = nbformat.read(NBS / name, as_version=4)
     long = [(n, i) for n, i in export_runs(nb.cells) if n > MAX_EXPORT_RUN]
     assert not long, '; '.join(f'{name}: a run of {n} exported lines from cell {i} with no cell that uses them '
