@@ -5,7 +5,7 @@ import pytest
 import torch
 from simreal_nb.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
                              cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow)
-from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher
+from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, sliced_w1, HoldoutCheck
 from simreal_nb.adabench import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy,
                                  MOG_VERTICES, MOG_METHODS, MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS,
                                  RunConfig, run_mog, run_chain, chain_steps, chain_observables, chain_to_state, state_to_chain,
@@ -209,14 +209,15 @@ def test_w1_of_known_distributions():
 def test_presets_share_one_vocabulary_and_pin_the_defaults():
     for presets in (MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS): assert list(presets) == ['test', 'default']
     d = MOG_PRESETS['default']   # the full-size run whose numbers the README and the tutorial quote
-    assert (d.n_sim, d.n_exp, d.n_eval, d.hidden, d.depth, d.base_iters, d.base_batch, d.beta) == \
-        (20000, 4000, 2000, 256, 4, 8000, 1024, 0.3)
+    assert (d.n_sim, d.n_exp, d.n_eval, d.hidden, d.depth, d.base_iters, d.base_batch, d.beta, d.stable_target, d.stop) == \
+        (20000, 4000, 2000, 128, 3, 8000, 1024, 0.3, True, 'holdout')
     c = CHAIN_PRESETS['default']
     assert (c.n_sim, c.batch, c.kl_batch, c.beta, c.order, c.held_out) == (12000, 256, 64, 0.1, ('bond', 'rg', 'e2e'),
                                                                           ('mdist', 'cos'))
-    a = d.align_config('ada', seed=3)   # every method gets the same budget and the same plateau rule
+    a = d.align_config('ada', seed=3)   # every method gets the same budget and the same stopping rule
     e = d.align_config('ea', seed=3)
-    assert (a.beta, a.iters, a.window, a.patience, a.tol, a.seed) == (e.beta, e.iters, e.window, e.patience, e.tol, e.seed)
+    assert (a.beta, a.iters, a.window, a.patience, a.tol, a.seed, a.stop, a.holdout) == \
+        (e.beta, e.iters, e.window, e.patience, e.tol, e.seed, e.stop, e.holdout)
 
 
 @pytest.mark.parametrize('run', [run_mog, run_chain])
@@ -402,3 +403,34 @@ def test_seed_summary_and_run_seeds(tmp_path):
     assert json.loads((tmp_path / 'summary.json').read_text()) == out
     with pytest.raises(ADAInputError, match='distinct'): run_seeds(fake, tmp_path, seeds=(1, 1))
     with pytest.raises(ADAInputError, match='seed=-1'): run_seeds(fake, tmp_path, seeds=(-1,))
+
+
+def test_sliced_w1_matches_scipy_per_direction():
+    "The mean over directions of scipy's 1-D W1 of the projections (to the quantile grid's interpolation: 1 % at 500 samples)."
+    from scipy.stats import wasserstein_distance
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(500, 2, generator=g), torch.randn(500, 2, generator=g) * 1.5 + 0.3
+    dirs = torch.randn(2, 8, generator=g); dirs = dirs / dirs.norm(dim=0)
+    want = np.mean([wasserstein_distance((a @ dirs[:, k]).numpy(), (b @ dirs[:, k]).numpy()) for k in range(8)])
+    assert float(sliced_w1(a, b, dirs)) == pytest.approx(want, rel=1e-2)
+    assert float(sliced_w1(a, b * 0 + a, dirs)) == 0
+
+
+def test_holdout_rule_returns_its_best_check():
+    "ADA stopped by the holdout rule returns the weights of its best check: re-scoring the model gives that check's score."
+    g = torch.Generator().manual_seed(0)
+    data = torch.randn(2000, 2, generator=g) * 0.5 + torch.tensor([3., -1.])
+    base = train_flow(data, hidden=32, depth=2, iters=150, batch=256, seed=0, steps=6)
+    obs = {'x0': lambda x: x[:, 0]}
+    exp = {'x0': torch.randn(1000, generator=torch.Generator().manual_seed(5)) * 0.5 + 4.0}
+    cfg = AlignConfig(beta=0.01, iters=40, batch=128, kl_batch=32, lr=3e-3, critic_steps=2, critic_lr=5e-3, critic_warmup=20,
+                      stop='holdout', window=5, patience=2, check_batch=512)
+    m = fit_ada(base, obs, exp, cfg)
+    best = min(m.checks, key=lambda c: c['heldout'])
+    assert m.best_at == best['it'] and m.checks[0]['it'] == 0 and len(m.checks) >= 2
+    # the check's own scorer, rebuilt from the same split and seed, gives the returned model that check's score
+    from simreal_nb.ada import split_holdout
+    exp_t = check_alignment_inputs(base, obs, exp, cfg.beta)
+    _, held = split_holdout(exp_t, cfg.holdout, torch.Generator().manual_seed(cfg.seed))
+    assert HoldoutCheck(obs, held, 2, cfg.check_batch, cfg.seed + 1)(m)['heldout'] == pytest.approx(best['heldout'], abs=1e-6)
+    assert m.converged == (m.stopped_at < cfg.iters)
