@@ -2,7 +2,7 @@
 
     python benchmarks/bench_profile.py [--system cylinder] [--protocol joint] [--seed 0] [--out DIR]
 
-Runs the cell exactly as `simreal run` does (`experiment.run_cell`: default preset, one thread, checkpoints,
+Runs the cell exactly as `simreal run` does (`cell.run_cell`: default preset, one thread, checkpoints,
 validation, convergence rule, final evaluation, cell file) in this process, with timers around its parts. Each
 second is counted once: validation, checkpoints and the final evaluation include the batches and model calls made
 inside them; 'data (training batches)', 'forward', 'backward' and 'optimiser' are those of the training updates;
@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 import torch
 T_TORCH = time.perf_counter()
-import simreal_nb.experiment as ex
+import simreal_nb.cell as ex
+from simreal_nb.grid import PRESETS, Cell
 import simreal_nb.trainer as pr
 T_IMPORT = time.perf_counter()
 
@@ -52,8 +53,8 @@ def main(argv=None):
     ap.add_argument('--out', default=None, help='run directory (default: a temporary one)')
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    cfg = ex.PRESETS['default'].config
-    cell = ex.Cell(a.system, 'S', a.protocol, a.seed, cfg.arch)
+    cfg = PRESETS['default'].config
+    cell = Cell(a.system, 'S', a.protocol, a.seed, cfg.arch)
     run_dir = Path(a.out or tempfile.mkdtemp(prefix='bench_profile_'))
     clock = Clock()
     t = time.perf_counter()
@@ -63,7 +64,7 @@ def main(argv=None):
                               (torch.Tensor, 'backward', 'backward'), (torch.autograd, 'grad', 'backward'),
                               (torch.optim.AdamW, 'step', 'optimiser'), (torch.nn.utils, 'clip_grad_norm_', 'optimiser'),
                               (pr.Trainer, 'validate', 'validation'), (pr.Trainer, 'save', 'checkpoints'), (ex, 'save_model', 'checkpoints'),
-                              (ex, '_evaluate_cell', 'final evaluation'), (ex, '_example', 'final evaluation'),
+                              (ex, 'evaluate_cell', 'final evaluation'), (ex, 'cell_example', 'final evaluation'),
                               (ex, 'write_dataset', 'cell file'), (pr.Trainer, 'fit', 'trainer (rest)')):
         wrap(clock, owner, attr, name)
     make = ex.cell_model

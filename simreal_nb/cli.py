@@ -188,7 +188,7 @@ def _check_run_dir(out, workers):
         if (out / f).exists(): check_json(out / f, f'the {f} that `simreal run` writes (use another --out)')
     cells = sorted((out / 'cells').glob('*.nc'))
     if cells:
-        from simreal_nb.experiment import is_cell_key
+        from simreal_nb.rundir import is_cell_key
         for cell in cells:  # the run checks its own cells' files (one cut short is computed again); others must be netCDF
             if not is_cell_key(cell.stem): check_netcdf(cell, 'a finished cell of `simreal run` (delete it to compute the cell again)')
 
@@ -216,13 +216,14 @@ def _dask_client(address:str):
 def _check_run_data(data, systems, device):
     "What `run` checks before computing: the netCDF files of the imported pairs it will read, and the device."
     if data is not None:
-        from simreal_nb.experiment import imported_systems
+        from simreal_nb.cell import imported_systems
         for name in (systems or imported_systems(data)):
             for kind in ('sim', 'exp', 'exp_truth'):
                 f = Path(data) / f'{name}_{kind}.nc'
                 if kind != 'exp_truth' or f.exists(): check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
     if device not in ('auto', 'cpu'):
-        from simreal_nb.experiment import check_device, GridError  # the one check of a device: named, and there
+        from simreal_nb.executors import check_device  # the one check of a device: named, and there
+        from simreal_nb.grid import GridError
         try: dev = check_device(device)
         except GridError as e: raise UsageError(f"--device: {e}") from None
         if dev.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
@@ -249,7 +250,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
     from dataclasses import replace
-    from simreal_nb.experiment import run_experiment, PRESETS, GridError
+    from simreal_nb.experiment import run_experiment
+    from simreal_nb.grid import PRESETS, GridError
     name = preset or ('quick' if quick else 'default')
     if name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
     names = lambda s: None if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
@@ -297,7 +299,8 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
     check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
     check_at_least('--exp-trajs', exp_trajs)
-    from simreal_nb.experiment import train_job, PRESETS, GridError
+    from simreal_nb.jobs import train_job
+    from simreal_nb.grid import PRESETS, GridError
     if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
     if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
     _check_run_data(data, None if data is None else [system], device)
@@ -431,7 +434,7 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
     check_at_least('--max-windows', max_windows)
     if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory of `simreal run` (write . for the current folder)")
     if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
-    from simreal_nb.experiment import check_device
+    from simreal_nb.executors import check_device
     check_device(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
     from simreal_nb.physics import physics_check as _check
     _check(run_dir, max_windows=max_windows, device=device, verbose=True)

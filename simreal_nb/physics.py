@@ -13,7 +13,9 @@ import xarray as xr
 from . import __version__
 from .store import write_text, load_torch, CheckpointError
 from .evaluation import rollout, long_windows, Persistence
-from .experiment import GridConfig, Cell, cell_data, is_cell_key, run_config, cell_model
+from .grid import GridConfig, Cell
+from .rundir import is_cell_key, run_config
+from .cell import cell_data, cell_model
 from .models import load_model
 from .align import spread
 from .metrics import BASELINES
@@ -421,7 +423,7 @@ def _jsonable(o):
 # %% ../nbs/80_physics.ipynb #p40
 def load_cell_model(run_dir, # a run directory of `simreal run`
                     cell:Cell, cfg:GridConfig, # the cell and the run's config
-                    data) -> nn.Module: # the cell's DomainData (`experiment.cell_data`)
+                    data) -> nn.Module: # the cell's DomainData (`cell.cell_data`)
     "The trained model of `cell`: `run_dir/cells/<key>/model.pt` as `models.save_model` wrote it, else (a run from before it was saved) rebuilt from the final checkpoint `last.pt`."
     saved = Path(run_dir) / 'cells' / cell.key / 'model.pt'
     if saved.exists():

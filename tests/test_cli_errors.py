@@ -320,9 +320,10 @@ def test_run_exp_trajs_at_or_above_the_count_is_all(tmp_path, capsys):
 ])
 def test_run_dir_json_of_wrong_types_is_a_user_error(tmp_path, capsys, name, edit, says):
     "A manifest.json / timing.json with the right keys but values of the wrong types: exit 2 naming the file and the key, before training."
-    from simreal_nb.experiment import PRESETS, _manifest
+    from simreal_nb.grid import PRESETS
+    from simreal_nb.rundir import manifest_of
     out = tmp_path / 'r'; out.mkdir()
-    man = _manifest(PRESETS['test'].config)
+    man = manifest_of(PRESETS['test'].config)
     (out / 'manifest.json').write_text(json.dumps(edit(man) if name == 'manifest.json' else man))
     if name == 'timing.json': (out / name).write_text(json.dumps(edit({})))
     with pytest.raises(SystemExit) as e:

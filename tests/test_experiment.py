@@ -5,8 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from simreal_nb.experiment import (PRESETS, BASELINES, GridError, Cell, Grid, run_experiment, run_cell, cell_path, collect_results)
-import simreal_nb.experiment as experiment
+from simreal_nb.metrics import BASELINES
+from simreal_nb.grid import PRESETS, GridError, Cell, Grid
+from simreal_nb.rundir import cell_path, collect_results
+from simreal_nb.cell import run_cell
+from simreal_nb.experiment import run_experiment
+import simreal_nb.cell as cellmod
+import simreal_nb.cost as cost
+import simreal_nb.jobs as jobs
 import torch
 
 torch.set_num_threads(1)  # bitwise comparisons between runs need one thread count (an in-process dask worker sets 1)
@@ -124,7 +130,7 @@ def test_nondimensional_scores_do_not_depend_on_pressure_units(tmp_path, monkeyp
     "Pressure and its reference scale in kPa instead of Pa (x 1000): the same nondimensional scores and rankings."
     grid = Grid(['cylinder'], ['S'], ['sim_only', 'exp_only'])
     ref = run_experiment(tmp_path / 'pa', CFG, grid, report=False, verbose=False)
-    load = experiment.load_twins
+    load = cellmod.load_twins
     def milli(*a, **k):
         tw = load(*a, **k)
         scaled = {}
@@ -133,10 +139,10 @@ def test_nondimensional_scores_do_not_depend_on_pressure_units(tmp_path, monkeyp
             if 'p' in ds: ds['p'] = ds['p'] * np.float32(1000)
             scaled[name] = ds.assign_attrs(scale_p=ds.attrs['scale_p'] * 1000)
         return scaled
-    monkeypatch.setattr(experiment, 'load_twins', milli)
-    experiment._DATA.clear()
+    monkeypatch.setattr(cellmod, 'load_twins', milli)
+    cellmod._DATA.clear()
     kpa = run_experiment(tmp_path / 'kpa', CFG, grid, report=False, verbose=False)
-    experiment._DATA.clear()
+    cellmod._DATA.clear()
     xr.testing.assert_allclose(kpa.score, ref.score, rtol=1e-4, atol=1e-7)
     p_phys = kpa.score_phys.sel(field='p', domain='sim', metric='rmse') / ref.score_phys.sel(field='p', domain='sim', metric='rmse')
     np.testing.assert_allclose(p_phys.values, 1000, rtol=1e-3)   # physical pressure scores do change units
@@ -200,10 +206,10 @@ def test_imported_pair_that_cannot_be_aligned_is_refused(tmp_path):
 
 def test_seeds_are_replicates_of_the_data(tmp_path):
     "Each seed trains and scores on its own realisation of the twins; data_seed=K fixes it; seeds stay paired."
-    d0, d1 = (experiment.cell_data('kolmogorov', CFG, seed=s)[0] for s in (0, 1))
+    d0, d1 = (cellmod.cell_data('kolmogorov', CFG, seed=s)[0] for s in (0, 1))
     assert not torch.equal(d0.sim['train'].data, d1.sim['train'].data) and not torch.equal(d0.exp['test'].data, d1.exp['test'].data)
     assert list(d0.exp_ds['test'].traj.values) == list(d1.exp_ds['test'].traj.values)  # the same held-out trajectories
-    key = lambda cfg, s: experiment.cell_data('kolmogorov', cfg, seed=s)[0].exp['train'].data
+    key = lambda cfg, s: cellmod.cell_data('kolmogorov', cfg, seed=s)[0].exp['train'].data
     fixed = replace(CFG, data_seed=0)
     assert torch.equal(key(fixed, 1), d0.exp['train'].data) and fixed.seed_rule().endswith('data of seed 0')
     with pytest.raises(ValueError, match='data_seed'):
@@ -230,22 +236,22 @@ def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
     assert j == float(ns.sel(protocol='joint')) == float(res.steps_done.sel(protocol='joint').squeeze()) == CFG.steps
     assert (nb.sel(protocol=list(controls)) >= j).all() and float(nb.sel(protocol='sim_to_exp')) < j  # the fine-tune's half of the cap
     assert float(ns.sel(protocol='sim_to_exp_eq')) == float(ns.sel(protocol='sim_to_exp')) and float(ns.sel(protocol='exp_only_eq')) == 0
-    p = experiment.exposure_protocol(Cell('kolmogorov', 'S', 'sim_to_exp_eq', 0, CFG.arch), tmp_path / 'run')
+    p = cellmod.exposure_protocol(Cell('kolmogorov', 'S', 'sim_to_exp_eq', 0, CFG.arch), tmp_path / 'run')
     assert p.name == 'sim_to_exp_eq' and p.min_updates == j and [ph.steps for ph in p.phases(CFG.steps)] == [CFG.steps // 2, CFG.steps]
-    cap, typical = experiment._cell_cost(Cell('cylinder', 'S', 'exp_only_eq', 0, 'fno'), PRESETS['default'].config, 1.0)
-    assert (cap, typical) == (0.5 * 4000, 0.5 * experiment.TYPICAL_UPDATES['sim'])  # matched to Joint: at most its cap, typically its typical updates
+    cap, typical = cost.cell_cost(Cell('cylinder', 'S', 'exp_only_eq', 0, 'fno'), PRESETS['default'].config, 1.0)
+    assert (cap, typical) == (0.5 * 4000, 0.5 * cost.TYPICAL_UPDATES['sim'])  # matched to Joint: at most its cap, typically its typical updates
     pool = run_experiment(tmp_path / 'pool', CFG, grid, executor=2, report=False, verbose=False)
     xr.testing.assert_allclose(pool.score, res.score, rtol=1e-4)
     xr.testing.assert_equal(pool.exp_batches, res.exp_batches)
     with pytest.raises(GridError, match="add 'joint'"):
         run_experiment(tmp_path / 'lone', CFG, Grid(['kolmogorov'], ['S'], ['exp_only_eq']), report=False, verbose=False)
     with pytest.raises(GridError, match='Joint cell'):
-        experiment.train_job(tmp_path / 'job', 'kolmogorov', 'exp_only_eq', config=CFG, verbose=False)
+        jobs.train_job(tmp_path / 'job', 'kolmogorov', 'exp_only_eq', config=CFG, verbose=False)
     # a control past the cap keeps a learning curve of the cells' length: evenly subsampled, first and last validation kept
     from simreal_nb.trainer import History
     h, cfg = History('sim_to_exp_eq'), replace(CFG, steps=300, eval_every=10)
     for s in range(10, 450, 10): h.val.add(step=s, phase=0, sim=None, exp=1.0, objective=1 / s)
-    step, val = experiment._curve(h, cfg)
+    step, val = cellmod._curve(h, cfg)
     assert len(step) == 300 // 10 + 3 and step[0] == 10 and step[-1] == 440 and np.isfinite(val).all() and (np.diff(step) > 0).all()
 
 

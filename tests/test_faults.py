@@ -16,8 +16,9 @@ import torch
 import xarray as xr
 from simreal_nb import cli
 from simreal_nb.store import RunFileError
-from simreal_nb.experiment import (PRESETS, GridError, RunLock, Cell, cell_path, foreign_cell, open_cell_file, run_experiment,
-                                   check_cells, run_stamp)
+from simreal_nb.grid import PRESETS, GridError, Cell
+from simreal_nb.rundir import RunLock, cell_path, foreign_cell, open_cell_file, check_cells, run_stamp
+from simreal_nb.experiment import run_experiment
 from simreal_nb.store import write_dataset
 
 torch.set_num_threads(1)
@@ -130,8 +131,8 @@ def test_sigkill_at_random_moments_loses_nothing(reference, tmp_path):
 
 
 def test_pool_workers_exit_with_a_killed_run():
-    "The workers of `--workers N` (`experiment.local_pool`) exit when the run that started them is SIGKILLed: no orphan writes on."
-    code = ("import os, sys, time\nfrom simreal_nb.experiment import local_pool\nex = local_pool(2)\n"
+    "The workers of `--workers N` (`executors.local_pool`) exit when the run that started them is SIGKILLed: no orphan writes on."
+    code = ("import os, sys, time\nfrom simreal_nb.executors import local_pool\nex = local_pool(2)\n"
             "pids = {f.result() for f in [ex.submit(os.getpid) for _ in range(8)]}\n"
             "print(' '.join(map(str, pids)), flush=True)\ntime.sleep(600)")
     p = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True, env=ENV, start_new_session=True)

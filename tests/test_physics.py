@@ -7,7 +7,8 @@ import torch.nn as nn
 from simreal_nb.systems import load_twins
 from simreal_nb.align import make_domain_data
 from simreal_nb.evaluation import Persistence
-from simreal_nb.experiment import run_experiment, Grid
+from simreal_nb.grid import Grid
+from simreal_nb.experiment import run_experiment
 from simreal_nb.physics import (PhysicsCheckError, DIV_FACTOR, EXTREME_C, divergence, vorticity, divergence_check,
                                 causality_check, extreme_check, check_model, physics_check, physics_table, load_cell_model,
                                 Divergent, CommandEcho, Fragile)
@@ -82,7 +83,7 @@ def test_causality_check(ctl):
 def test_causality_future_frames_never_move_the_past(ctl, run):
     "A trained model: the prediction at frame t does not change when only the inputs after t change."
     from simreal_nb.physics import _run_config
-    from simreal_nb.experiment import Cell
+    from simreal_nb.grid import Cell
     cfg, _ = _run_config(run)
     m = load_cell_model(run, Cell.from_key('controlled__S__fno__xall__joint__s0'), cfg, ctl[0])
     r = causality_check(m, ctl[0].exp['test'], horizon=4, k=1, delta=5.0)

@@ -432,7 +432,8 @@ def test_study_uses_exactly_the_published_windows(tmp_path):
 def test_run_on_published_windows_end_to_end(tmp_path):
     "`run_experiment(data=...)` on an imported pair with published windows: trained on them, scored per published test group."
     from dataclasses import replace
-    from simreal_nb.experiment import PRESETS, Grid, run_experiment
+    from simreal_nb.grid import PRESETS, Grid
+    from simreal_nb.experiment import run_experiment
     from simreal_nb.realpdebench import SCENARIOS, write_example_realpdebench
     ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
     groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))

@@ -18,7 +18,7 @@ WINS = {0.1: 0, 0.2: 3, 0.3: 3, 0.4: 6, 0.5: 6, 0.6: 6, 0.7: 6, 0.8: 3, 0.9: 3}
 
 
 def make_results():
-    "A results Dataset as `experiment.collect_results` writes it: 2 systems x 1 capacity x 4 protocols x 1 seed."
+    "A results Dataset as `rundir.collect_results` writes it: 2 systems x 1 capacity x 4 protocols x 1 seed."
     score = xr.concat([synthetic_score(systems=(s,), seeds=(0,), errors=e) for s, e in ERRS.items()], 'system')
     score.loc[dict(domain='exp', field='p')] = np.nan           # the experiment measures no pressure
     score.loc[dict(protocol='exp_only', domain='sim', field='p')] = np.nan  # a cell not scored: rendered as '–'

@@ -16,7 +16,8 @@ import torch
 import xarray as xr
 from simreal_nb import cli
 from simreal_nb.store import load_torch
-from simreal_nb.experiment import GridError, RunLock
+from simreal_nb.grid import GridError
+from simreal_nb.rundir import RunLock
 
 torch.set_num_threads(1)  # the in-process dask worker below trains with one thread, like the OMP_NUM_THREADS=1 subprocesses
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
