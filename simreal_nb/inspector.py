@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .tradeoff import (domain_errors, joint_lam_train, protocol_colors, place_labels, iso_segment,
+from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels, iso_segment,
                                  pareto_mask, text_size, pareto_plot)
 from .metrics import (MetricInputError, LAMS, BASELINES, JOINT, balanced, setting_dims, select_view, check_lam,
                                 check_score, best_non_joint, trained_protocols)
@@ -137,7 +137,7 @@ def _prepare(score, settings=None, metric='rmse', field='all', mode=None, protoc
     sim, n_sim, sim_ci = _t_ci(v[..., 0], level)
     exp, n_exp, exp_ci = _t_ci(v[..., 1], level)
     fin = np.isfinite(sim) & np.isfinite(exp)
-    lt = {p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None}
+    lt = {p: v for p, v in lam_train_of(score).items() if p in protos}  # from the results' `lam_train` coordinate
     jf = [i for i, p in enumerate(protos) if p in lt and fin[i]]
     front = []
     if len(jf) >= 2:  # Joint's own trade-off over λ_train: its non-dominated models, in order of sim error
@@ -171,7 +171,7 @@ class InspectorState:
     n_seeds: dict       # seeds with both errors present
     winner: str         # the trained protocol with the lowest bM(λ) ('' if none); reference baselines never win
     level: float        # bM(λ) of the winner: the iso-λ line λ·x + (1-λ)·y = level passes through it
-    lam_train: dict     # {Joint protocol: its training λ} ('joint' is 0.5, 'joint@0.3' is 0.3)
+    lam_train: dict     # {Joint protocol: its training λ}, from the results' `lam_train` coordinate (`lam_train_of`)
     front: list         # Joint's Pareto front over λ_train (protocol names, by sim error); [] with fewer than 2 Joint models
     best_joint: str     # the Joint model with the lowest bM(λ) ('' if none)
     wins: dict          # {protocol: settings won at λ} over every setting of the score (same metric, field)
@@ -296,7 +296,7 @@ def plane_svg(st:InspectorState, # the state to draw
     x0, x1, y0, y1 = st.limits
     X, xt = _axis(x0, x1, st.scale, L, L + pw)
     Y, yt = _axis(y0, y1, st.scale, T + ph, T)
-    colors = protocol_colors(st.protocols)
+    colors = protocol_colors(st.protocols, st.lam_train)
     cid = f'si-clip-{next(_SVG_IDS)}'
     out = [f'<svg class="simreal-plane" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="sim vs exp error plane" '

@@ -14,13 +14,14 @@ from .store import write_text, RunFileError, read_json, is_temporary, unmarked_f
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS
 from .metrics import PROTOCOLS, BASELINES
-from .protocols import EXPOSURE_CONTROLS
+from .errors import InputError
+from .protocols import EXPOSURE_CONTROLS, Joint, get_protocol
 from .grid import GridConfig, GridError, Cell
 
 # %% auto #0
 __all__ = ['MANIFEST_TYPES', 'cell_path', 'data_digests', 'manifest_of', 'stamp_of', 'run_stamp', 'read_manifest', 'run_config',
            'open_run_dir', 'RunLock', 'foreign_files', 'lock_run_dir', 'is_cell_key', 'open_cell_file', 'foreign_cell',
-           'check_cells', 'remove_stale_tmp', 'collect_results']
+           'check_cells', 'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
 
 # %% ../nbs/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
@@ -233,6 +234,8 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
                       arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(EXPOSURE_CONTROLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
+    res = res.assign_coords(lam_train=('protocol', [protocol_lam_train(p) for p in res.protocol.values]))  # from the protocol objects
+    res['lam_train'].attrs['long_name'] = "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint"
     by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
     kinds = set(by_system.values())
     res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales), field_units=json.dumps(units),
@@ -247,3 +250,11 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
                                               "data have one (attrs exp_target), else against the measurement")
     res['score_phys'].attrs.update(long_name='rollout error per field in its physical units (see the datasets; all: NaN)')
     return res
+
+# %% ../nbs/46_rundir.ipynb #19acac19
+def protocol_lam_train(name) -> float:
+    "λ_train of protocol `name` read from its protocol object: `lam` of a plain Joint ('joint', 'joint@0.3'); NaN for any other protocol or a baseline."
+    if str(name) in BASELINES: return float('nan')
+    try: p = get_protocol(str(name))
+    except InputError: return float('nan')  # not a protocol name ('joint@2' included)
+    return float(p.lam) if type(p) is Joint and p.combiner == 'sum' else float('nan')

@@ -19,8 +19,8 @@ from .metrics import (MetricInputError, LAMS, BASELINES, JOINT, balanced, settin
                                 check_score, best_non_joint, trained_protocols)
 
 # %% auto #0
-__all__ = ['REF_COLOR', 'domain_errors', 'winners', 'protocol_table', 'winner_table', 'joint_lam_train', 'protocol_colors',
-           'text_size', 'place_labels', 'pareto_plot', 'figure_png']
+__all__ = ['REF_COLOR', 'domain_errors', 'winners', 'protocol_table', 'winner_table', 'joint_lam_train', 'lam_train_of',
+           'protocol_colors', 'text_size', 'place_labels', 'pareto_plot', 'figure_png']
 
 # %% ../nbs/60_tradeoff.ipynb #c006
 def _label(v): return '/'.join(map(str, v)) if isinstance(v, tuple) else str(v)
@@ -105,12 +105,25 @@ def joint_lam_train(protocol) -> float|None:
         except MetricInputError: return None
     return None
 
-def protocol_colors(protocols) -> dict:
+def lam_train_of(results) -> dict:
+    "{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), read from its `lam_train` coordinate on `protocol`; only for results written before runs recorded that coordinate, parsed from the names (`joint_lam_train`)."
+    protos = [str(p) for p in results['protocol'].values]
+    if 'lam_train' not in results.coords:
+        return {p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None}
+    lt = results.coords['lam_train']
+    if lt.dims != ('protocol',): raise MetricInputError(f"`lam_train` must be a coordinate on dim 'protocol' alone, got dims {lt.dims}")
+    return {p: float(v) for p, v in zip(protos, lt.values.astype(float)) if np.isfinite(v)}
+
+def protocol_colors(protocols,
+                    lam_train:dict|None=None, # {Joint protocol: its λ_train} (`lam_train_of`); None: read from the names (`joint_lam_train`)
+                   ) -> dict:
     "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in tab10 without red, then tab20's light shades, reference baselines grey."
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
     protos = [str(p) for p in protocols]
-    joints = sorted([p for p in protos if joint_lam_train(p) is not None], key=joint_lam_train)
+    lt = ({p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None} if lam_train is None
+          else {str(k): float(v) for k, v in lam_train.items()})
+    joints = sorted([p for p in protos if p in lt], key=lt.get)
     others = iter(([c for c in _TAB10 if c != '#d62728'] + list(_TAB20_LIGHT)) * 3)  # 18 distinct colours before any repeats
     out = {}
     for p in protos:
@@ -250,13 +263,14 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
     lams = [check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
     ref = np.array([p in BASELINES for p in protos])
-    jl = np.array([joint_lam_train(p) is not None for p in protos])
+    lt = lam_train_of(score)  # Joint's λ_train per protocol, from the results' coordinate
+    jl = np.array([p in lt for p in protos])
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
     width = panel_size[0] * ncols
     fig = Figure(figsize=(width, panel_size[1] * nrows + 0.9), dpi=dpi, layout='constrained')
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    colors = {p: ('0.55' if p in BASELINES else c) for p, c in protocol_colors(protos).items()}
+    colors = {p: ('0.55' if p in BASELINES else c) for p, c in protocol_colors(protos, lt).items()}
     fmt = FuncFormatter(lambda v, _: f'{v:g}')
     labels, blocks, any_front, any_far = {}, {}, False, False
     for ax, st in zip(axes, settings):

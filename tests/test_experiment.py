@@ -10,6 +10,7 @@ from simreal_nb.grid import PRESETS, GridError, Cell, Grid
 from simreal_nb.rundir import cell_path, collect_results
 from simreal_nb.cell import run_cell
 from simreal_nb.experiment import run_experiment
+from simreal_nb.tradeoff import lam_train_of
 import simreal_nb.cell as cellmod
 import simreal_nb.cost as cost
 import simreal_nb.jobs as jobs
@@ -53,6 +54,16 @@ def test_results_layout(baseline):
     assert (floor > 0).all() and (floor.max('protocol') == floor.min('protocol')).all()  # one measurement, whatever the protocol
     assert not np.allclose(res.score.sel(domain='exp'), res.score_measured, equal_nan=True)
     assert 'replicate' in res.attrs['seed_rule'] and (res.data_seed == res.seed).all()
+
+def test_results_carry_lam_train_from_the_protocols(baseline):
+    "Each protocol's λ_train sits on the `protocol` dim, taken from the protocol objects: 0.5 for Joint, NaN for the rest."
+    run_dir, res = baseline
+    lt = res.lam_train
+    assert lt.dims == ('protocol',) and lt.sel(protocol='joint') == 0.5
+    assert lt.sel(protocol='sim_only').isnull() and lt.sel(protocol=list(BASELINES)).isnull().all()
+    assert lam_train_of(res) == {'joint': 0.5}
+    with xr.open_dataset(run_dir / 'results.nc') as saved: assert saved.lam_train.sel(protocol='joint') == 0.5  # the file keeps it
+
 
 def test_finished_cells_are_not_recomputed(baseline, tmp_path):
     base_dir, res = baseline

@@ -2,7 +2,7 @@
 import re
 import numpy as np, pytest, xarray as xr
 from simreal_nb.metrics import MetricInputError, synthetic_score
-from simreal_nb.tradeoff import pareto_plot, protocol_table, joint_lam_train, protocol_colors, place_labels, _overlap
+from simreal_nb.tradeoff import pareto_plot, protocol_table, joint_lam_train, lam_train_of, protocol_colors, place_labels, _overlap
 from simreal_nb.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
                                   INSPECT_LAMS, _num)
 
@@ -134,6 +134,20 @@ def test_joint_names_and_colours():
     c = protocol_colors(['sim_only', 'joint', 'joint@0.1', 'joint@0.9', 'persistence'])
     assert c['persistence'] == '#8c8c8c' and c['sim_only'] == '#1f77b4' and len(set(c.values())) == 5
     assert protocol_colors(['joint'])['joint'] == '#d62728'
+
+
+def test_lam_train_is_read_from_the_coordinate(exact):
+    "A protocol's λ_train comes from the results' `lam_train` coordinate, whatever its name; names are parsed only without it."
+    names = [str(p) for p in exact.protocol.values]
+    lam = [{'joint': 0.5, 'joint@0.1': 0.1, 'joint@0.7': 0.7, 'joint@0.9': 0.9}.get(p, 0.3 if p == 'joint@0.3' else np.nan) for p in names]
+    odd = exact.assign_coords(protocol=['odd_name' if p == 'joint@0.3' else p for p in names], lam_train=('protocol', lam))
+    assert lam_train_of(odd) == {'joint': 0.5, 'joint@0.1': 0.1, 'odd_name': 0.3, 'joint@0.7': 0.7, 'joint@0.9': 0.9}
+    assert lam_train_of(odd.to_dataset(name='score')) == lam_train_of(odd)
+    assert lam_train_of(exact) == {'joint': 0.5, 'joint@0.1': 0.1, 'joint@0.3': 0.3, 'joint@0.7': 0.7, 'joint@0.9': 0.9}  # older results
+    st = state_at(odd, 0.5, system='B', capacity='L')
+    assert st.lam_train['odd_name'] == 0.3 and 'odd_name' in st.front and st.table().loc['odd_name', 'lam_train'] == 0.3
+    nan_joint = exact.assign_coords(lam_train=('protocol', [np.nan] * len(names)))  # the coordinate rules: no Joint at all
+    assert lam_train_of(nan_joint) == {} and state_at(nan_joint, 0.5, system='B', capacity='L').front == []
 
 
 def test_place_labels_avoid_each_other():
