@@ -42,6 +42,9 @@ def differences(a:Path, b:Path) -> list:
     if (a / 'results.nc').exists():
         x, y = (xr.open_dataset(d / 'results.nc', engine='h5netcdf').load() for d in (a, b))
         out = [f'variables {sorted(set(x.data_vars) ^ set(y.data_vars))}'] if set(x.data_vars) != set(y.data_vars) else []
+        extra = sorted(set(x.coords) ^ set(y.coords))     # a coordinate one side adds is one difference, not one per variable
+        if extra: out.append(f'coords {extra}')
+        x, y = x.drop_vars([c for c in extra if c in x.coords]), y.drop_vars([c for c in extra if c in y.coords])
         for v in sorted(set(x.data_vars) & set(y.data_vars)):
             if timing(v): continue
             try: xr.testing.assert_identical(x[v], y[v])
@@ -63,8 +66,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--ref', default='HEAD', help='reference commit (default: the last commit)')
     ap.add_argument('--quick', action='store_true', help='also the quick grid (`simreal run --quick`, minutes)')
+    ap.add_argument('--only', default=None, help=f'semicolon-separated names of the commands to run, among {list(COMMANDS)} and "quick grid"')
     a = ap.parse_args(argv)
     cmds = dict(COMMANDS, **({'quick grid': ['run', '--quick']} if a.quick else {}))
+    if a.only:
+        names = [n.strip() for n in a.only.split(';')]
+        unknown = [n for n in names if n not in cmds]
+        if unknown: raise SystemExit(f"--only: unknown commands {unknown}; expected some of {list(cmds)}")
+        cmds = {n: cmds[n] for n in names}
     ref, tmp, bad = package_at(a.ref), Path(tempfile.mkdtemp(prefix='same_results_runs_')), 0
     for name, args in cmds.items():
         seen = {side: simreal(args, tmp / name / side, ref if side == 'ref' else None, tmp / 'cache' / side) for side in ('ref', 'new')}
