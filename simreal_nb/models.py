@@ -233,6 +233,66 @@ def _dft_matrices(H, W, m1, m2, device='cpu'):
             torch.cat([aw.cos() * hermite, -aw.sin() * hermite], 0).T * s)  # gw @ [(Re|Im, kw), C]: the inverse W transform
     return tuple(t.to(device=device, dtype=torch.float32).contiguous() for t in mats)
 
+def _spectral_products(h, weight, m1, m2):
+    "The W and H transforms of channels-last `h` and the kept modes times `weight`: (mode-major input z, modes out [Re|Im, n, B, cout])."
+    B, H, W, C = h.shape
+    n = 2 * m1 * m2
+    fw, fh, _, _ = (t.to(h.dtype) for t in _dft_matrices(H, W, m1, m2, str(h.device)))
+    wr, wi = weight.reshape(2, n, C, -1).unbind(0)                          # [n, cin, cout] each: views
+    a = fw @ h.reshape(B * H, W, C)                                         # W transform: [B·H, (Re|Im, kw), C]
+    f = (fh @ a.view(B, 2 * H, m2 * C)).view(B, 2, 2 * m1, m2, C)           # H transform: [B, Re|Im, kh, kw, C]
+    z = f.permute(2, 3, 1, 0, 4).reshape(n, 2 * B, C)                       # the kept modes, mode-major: [n, (Re|Im, B), C]
+    zr, zi = torch.bmm(z, wr), torch.bmm(z, wi)                             # the complex product as two real batched products
+    out = h.new_empty(2, n, B, wr.shape[-1])
+    torch.sub(zr[:, :B], zi[:, B:], out=out[0]); torch.add(zi[:, :B], zr[:, B:], out=out[1])
+    return z, out
+
+class _FourierLayer(torch.autograd.Function):
+    "Fourier layer on channels-last fields, plus an optional 1×1 path beside it (`pw`, `pb`) and exact GELU after it, with a hand-written backward."
+    @staticmethod
+    def forward(ctx, h, weight, pw, pb, m1, m2, gelu):
+        B, H, W, C = h.shape
+        _, _, gh, gw = (t.to(h.dtype) for t in _dft_matrices(H, W, m1, m2, str(h.device)))
+        z, out = _spectral_products(h, weight, m1, m2)
+        co = out.shape[-1]
+        y = (gh @ out.view(4 * m1, -1)).view(2, H, m2, B, co).permute(3, 1, 0, 2, 4).reshape(B * H, 2 * m2, co)  # inverse H
+        gwb = gw.expand(B * H, W, 2 * m2)
+        u = torch.bmm(gwb, y) if pb is None else torch.baddbmm(pb, gwb, y)    # inverse W (+ the 1×1 path's bias)
+        if pw is not None: u.view(-1, co).addmm_(h.reshape(-1, C), pw.t())   # + the 1×1 path, accumulated in place
+        u = u.view(B, H, W, co)
+        ctx.save_for_backward(h, z, weight, pw, u if gelu else None)
+        ctx.shape, ctx.has_bias = (m1, m2, gelu), pb is not None
+        return F.gelu(u) if gelu else u
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, g):
+        h, z, weight, pw, u = ctx.saved_tensors
+        (m1, m2, gelu), need = ctx.shape, ctx.needs_input_grad
+        B, H, W, C = h.shape
+        n = 2 * m1 * m2
+        fw, fh, gh, gw = (t.to(h.dtype) for t in _dft_matrices(H, W, m1, m2, str(h.device)))
+        wr, wi = weight.reshape(2, n, C, -1).unbind(0)
+        co = wr.shape[-1]
+        gu = torch.ops.aten.gelu_backward(g, u) if gelu else g.contiguous()
+        gu2 = gu.view(-1, co)
+        g_pw = gu2.t() @ h.reshape(-1, C) if pw is not None and need[2] else None
+        g_pb = gu2.sum(0) if ctx.has_bias and need[3] else None
+        gy = (gw.t() @ gu.view(B * H, W, co)).view(B, H, 2, m2, co).permute(2, 1, 3, 0, 4).reshape(2 * H, -1)
+        go = (gh.t() @ gy).view(2, n, B, co)                                # the modes' gradient: [Re|Im, n, B, cout]
+        gzr, gzi = torch.cat([go[0], go[1]], 1), torch.cat([go[1], -go[0]], 1)
+        g_w = None
+        if need[1]:
+            zt = z.transpose(1, 2)
+            g_w = torch.stack([torch.bmm(zt, gzr), torch.bmm(zt, gzi)]).view_as(weight)
+        if not need[0]: return None, g_w, g_pw, g_pb, None, None, None
+        gz = torch.bmm(gzr, wr.transpose(1, 2)).baddbmm_(gzi, wi.transpose(1, 2))
+        gf = gz.view(2 * m1, m2, 2, B, C).permute(3, 2, 0, 1, 4).reshape(B, 4 * m1, m2 * C)
+        gh_ = fw.t() @ (fh.t() @ gf).view(B * H, 2 * m2, C)
+        if pw is not None: gh_.view(-1, C).addmm_(gu2, pw)
+        return gh_.view(B, H, W, C), g_w, g_pw, g_pb, None, None, None
+
+
+# %% ../nbs/20_models.ipynb #c014s
 class _SpectralConv2d(nn.Module):
     "Fourier layer: multiply the lowest `modes` (both signs in H, non-negative in W) by learned complex weights."
     def __init__(self, cin, cout, m1, m2):
@@ -250,20 +310,13 @@ class _SpectralConv2d(nn.Module):
     def forward(self, x):
         "[B, cin, H, W] → [B, cout, H, W]."
         return self.forward_cl(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-    def forward_cl(self, h):
-        "The layer on channels-last fields: [B, H, W, cin] → [B, H, W, cout]."
-        B, H, W, C = h.shape
-        m1, m2, n = self.m1, self.m2, 2 * self.m1 * self.m2
-        fw, fh, gh, gw = _dft_matrices(H, W, m1, m2, str(h.device))
+    def forward_cl(self, h, pointwise=None, gelu:bool=False):
+        "The layer on channels-last fields, plus a 1×1 `pointwise` layer beside it and a GELU after it if asked: [B, H, W, cin] → [B, H, W, cout]."
+        w, b = (pointwise.weight.flatten(1), pointwise.bias) if pointwise is not None else (None, None)
         with torch.autocast(h.device.type, enabled=False):  # the transforms in fp32 also under autocast
-            a = fw @ h.float().reshape(B * H, W, C)                         # W transform: [B·H, (Re|Im, kw), C]
-            f = (fh @ a.view(B, 2 * H, m2 * C)).view(B, 2, 2 * m1, m2, C)   # H transform: [B, Re|Im, kh, kw, C]
-            z = f.permute(2, 3, 1, 0, 4).reshape(n, 2 * B, C)               # the kept modes, mode-major: [n, (Re|Im, B), C]
-            wr, wi = self.weight.float().reshape(2, n, C, -1).unbind(0)     # [n, cin, cout] each: views
-            zr, zi = torch.bmm(z, wr), torch.bmm(z, wi)                     # the complex product as two real batched products
-            out = torch.stack([zr[:, :B] - zi[:, B:], zi[:, :B] + zr[:, B:]])      # [Re|Im, n, B, cout]
-            y = (gh @ out.view(4 * m1, -1)).view(2, H, m2, B, -1)           # inverse H: [Re|Im, H, kw, B, cout]
-            return (gw @ y.permute(3, 1, 0, 2, 4).reshape(B * H, 2 * m2, -1)).view(B, H, W, -1)  # inverse W
+            dt = torch.float64 if h.dtype == torch.float64 else torch.float32
+            return _FourierLayer.apply(h.to(dt), self.weight.to(dt), None if w is None else w.to(dt), None if b is None else b.to(dt),
+                                       self.m1, self.m2, gelu)
 
 _ELEMENTWISE = (nn.GELU, nn.ReLU, nn.SiLU, nn.Tanh, nn.Identity)
 
@@ -353,9 +406,13 @@ class FNO2d(FieldModel):
         self.check_inputs(x, field_mask, cond)
         B, T, C, H, W = x.shape
         h = _pointwise(self.lift, _aux_channels(self, x, field_mask, cond).permute(0, 2, 3, 1))  # channels-last: [B, H, W, width]
+        fused = not torch.is_autocast_enabled(x.device.type)  # under autocast the 1×1 path runs in its lower precision
         for i, (sc, pw) in enumerate(zip(self.spectral, self.pointwise)):
-            h = sc.forward_cl(h) + _pointwise(pw, h)
-            if i < len(self.spectral) - 1: h = F.gelu(h)
+            gelu = i < len(self.spectral) - 1
+            if fused and _is_1x1(pw): h = sc.forward_cl(h, pw, gelu)
+            else:
+                h = sc.forward_cl(h) + _pointwise(pw, h)
+                if gelu: h = F.gelu(h)
         y = _pointwise(self.head, h).view(B, H, W, self.n_out, C).permute(0, 3, 4, 1, 2).contiguous()
         return y + self.present_last(x, field_mask) if self.residual else y
 
