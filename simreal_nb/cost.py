@@ -17,7 +17,7 @@ from .grid import GridConfig
 from .cell import cell_data
 
 # %% auto #0
-__all__ = ['TYPICAL_UPDATES', 'cell_cost', 'estimate_cost']
+__all__ = ['TYPICAL_UPDATES', 'cell_cost', 'estimate_cost', 'lanes_wall_s']
 
 # %% ../nbs/48_cost.ipynb #c023
 TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
@@ -40,15 +40,25 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
 # %% ../nbs/48_cost.ipynb #c027
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
-                  data_dir=None) -> dict:  # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
-    "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`)."
+                  data_dir=None,          # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
+                  lanes:int=1) -> dict:   # parallel workers the cells will be handed to
+    "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers."
+    from simreal_nb.executors import exposure_waves, heaviest_first  # the pool's own order (executors builds on this module)
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
-    trained = [c for c in cells if c.protocol not in BASELINES]
-    costs = np.array([cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in trained]).reshape(-1, 2)
-    return dict(cells=len(cells), trained_cells=len(trained),
+    cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
+    costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
+    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in heaviest_first(w, cfg)], lanes) for w in exposure_waves(cells))
+    return dict(cells=len(cells), trained_cells=sum(c.protocol not in BASELINES for c in cells),
                 update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
-                max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1))
+                max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1),
+                max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1))
+
+def lanes_wall_s(costs:list, lanes:int=1) -> float:
+    "Seconds until the last of jobs lasting `costs`, handed out in this order to whichever of `lanes` workers is free first (as a pool does), is done."
+    free = [0.] * max(1, lanes)
+    for c in costs: free[free.index(min(free))] += c
+    return max(free)
 
 def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None):
     "Per (system, capacity, arch) of `cells`: seconds per Joint update and per window forward (no gradient), windows per validation of a domain, and window passes of a cell's final evaluation."

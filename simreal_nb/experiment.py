@@ -34,6 +34,10 @@ from .executors import by_data, heaviest_first, exit_with_parent, exposure_waves
 from .jobs import open_job_dir, train_job
 
 # %% ../nbs/50_experiment.ipynb #f6927121
+def _minutes(s:float) -> str:
+    "Seconds as minutes to read: one decimal under ten minutes, whole minutes above."
+    return f"{s / 60:.1f} min" if s < 600 else f"{s / 60:.0f} min"
+
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
                    grid:Grid|None=None,  # the cells (None: the preset's grid, or `Grid()` with a GridConfig)
@@ -77,10 +81,11 @@ def run_experiment(out='runs/default',  # run directory
                 print(f"twin data: {sum(1 for w, _ in made.values() if w)} of {len(made)} realisations generated in "
                       f"{time.perf_counter() - t:.0f} s", flush=True)
         if verbose and todo:
-            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data)
+            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
+                                lanes=lanes)
             print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s; "
-                  f"training, validations and final rollouts): typically {est['typical_train_s'] / 60 / lanes:.0f} min, "
-                  f"at most {est['max_train_s'] / 60 / lanes:.0f} min (every phase at the {config.steps}-update cap)"
+                  f"training, validations and final rollouts): typically {_minutes(est['typical_wall_s'])}, "
+                  f"at most {_minutes(est['max_wall_s'])} (every phase at the {config.steps}-update cap)"
                   + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
         t0 = time.perf_counter()
         own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)

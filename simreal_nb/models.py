@@ -233,11 +233,15 @@ def _dft_matrices(H, W, m1, m2, device='cpu'):
             torch.cat([aw.cos() * hermite, -aw.sin() * hermite], 0).T * s)  # gw @ [(Re|Im, kw), C]: the inverse W transform
     return tuple(t.to(device=device, dtype=torch.float32).contiguous() for t in mats)
 
+def _transforms(h, m1, m2):
+    "`_dft_matrices` for channels-last fields `h` [B, H, W, C]: (fw, fh, gh, gw) on its device, in its dtype."
+    return tuple(t.to(h.dtype) for t in _dft_matrices(h.shape[1], h.shape[2], m1, m2, str(h.device)))
+
 def _spectral_products(h, weight, m1, m2):
     "The W and H transforms of channels-last `h` and the kept modes times `weight`: (mode-major input z, modes out [Re|Im, n, B, cout])."
     B, H, W, C = h.shape
     n = 2 * m1 * m2
-    fw, fh, _, _ = (t.to(h.dtype) for t in _dft_matrices(H, W, m1, m2, str(h.device)))
+    fw, fh, _, _ = _transforms(h, m1, m2)
     wr, wi = weight.reshape(2, n, C, -1).unbind(0)                          # [n, cin, cout] each: views
     a = fw @ h.reshape(B * H, W, C)                                         # W transform: [B·H, (Re|Im, kw), C]
     f = (fh @ a.view(B, 2 * H, m2 * C)).view(B, 2, 2 * m1, m2, C)           # H transform: [B, Re|Im, kh, kw, C]
@@ -252,7 +256,7 @@ class _FourierLayer(torch.autograd.Function):
     @staticmethod
     def forward(ctx, h, weight, pw, pb, m1, m2, gelu):
         B, H, W, C = h.shape
-        _, _, gh, gw = (t.to(h.dtype) for t in _dft_matrices(H, W, m1, m2, str(h.device)))
+        _, _, gh, gw = _transforms(h, m1, m2)
         z, out = _spectral_products(h, weight, m1, m2)
         co = out.shape[-1]
         y = (gh @ out.view(4 * m1, -1)).view(2, H, m2, B, co).permute(3, 1, 0, 2, 4).reshape(B * H, 2 * m2, co)  # inverse H
@@ -270,7 +274,7 @@ class _FourierLayer(torch.autograd.Function):
         (m1, m2, gelu), need = ctx.shape, ctx.needs_input_grad
         B, H, W, C = h.shape
         n = 2 * m1 * m2
-        fw, fh, gh, gw = (t.to(h.dtype) for t in _dft_matrices(H, W, m1, m2, str(h.device)))
+        fw, fh, gh, gw = _transforms(h, m1, m2)
         wr, wi = weight.reshape(2, n, C, -1).unbind(0)
         co = wr.shape[-1]
         gu = torch.ops.aten.gelu_backward(g, u) if gelu else g.contiguous()
@@ -369,16 +373,18 @@ class _RowBlockMLP(torch.autograd.Function):
     def backward(ctx, gy):
         h, w1, b1, w2 = ctx.saved_tensors
         gy, r = gy.contiguous(), _RowBlockMLP.rows
-        gh = torch.empty_like(h) if ctx.needs_input_grad[0] else None
-        gw1, gb1, gw2 = torch.zeros_like(w1), torch.zeros_like(b1), torch.zeros_like(w2)
+        need = ctx.needs_input_grad
+        gh = torch.empty_like(h) if need[0] else None
+        train = any(need[1:])                          # a frozen head (decoder fine-tune) passes only the input gradient
+        gw1, gb1, gw2 = (torch.zeros_like(w1), torch.zeros_like(b1), torch.zeros_like(w2)) if train else (None, None, None)
         for s in range(0, len(h), r):
             hb, gyb = h[s:s + r], gy[s:s + r]
             a = torch.addmm(b1, hb, w1.t())
-            gw2.addmm_(gyb.t(), F.gelu(a))
+            if train: gw2.addmm_(gyb.t(), F.gelu(a))
             ga = torch.ops.aten.gelu_backward(gyb @ w2, a)
-            gw1.addmm_(ga.t(), hb); gb1.add_(ga.sum(0))
+            if train: gw1.addmm_(ga.t(), hb); gb1.add_(ga.sum(0))
             if gh is not None: torch.mm(ga, w1, out=gh[s:s + r])
-        return gh, gw1, gb1, gw2, gy.sum(0)
+        return gh, gw1, gb1, gw2, gy.sum(0) if need[4] else None
 
 # %% ../nbs/20_models.ipynb #c015
 class FNO2d(FieldModel):
