@@ -10,7 +10,7 @@ import torch
 from .systems import torch_threads
 from .models import make_model
 from .metrics import BASELINES
-from .protocols import get_protocol, EXPOSURE_CONTROLS
+from .protocols import get_protocol, fetch_batch, EXPOSURE_CONTROLS
 from .step import resolve_device, Stepper
 from .evaluation import long_windows
 from .grid import GridConfig
@@ -46,35 +46,44 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
     from simreal_nb.executors import exposure_waves, heaviest_first  # the pool's own order (executors builds on this module)
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
-    cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
+    cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **{k: v for k, v in per[(c.system, c.capacity, c.arch)].items() if k != 'start_s'})
+            for c in cells}
     costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
-    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in heaviest_first(w, cfg)], lanes) for w in exposure_waves(cells))
+    start = max((v['start_s'] for v in per.values()), default=0.)  # what a worker pays before its first update
+    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in heaviest_first(w, cfg)], lanes, start if i == 0 else 0.)
+                         for i, w in enumerate(exposure_waves(cells)))
     return dict(cells=len(cells), trained_cells=sum(c.protocol not in BASELINES for c in cells),
                 update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1),
-                max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1))
+                start_s=round(start, 2), max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1))
 
-def lanes_wall_s(costs:list, lanes:int=1) -> float:
-    "Seconds until the last of jobs lasting `costs`, handed out in this order to whichever of `lanes` workers is free first (as a pool does), is done."
-    free = [0.] * max(1, lanes)
+def lanes_wall_s(costs:list, lanes:int=1, start:float=0.) -> float:
+    "Seconds until the last of jobs lasting `costs`, handed out in this order to whichever of `lanes` workers is free first (as a pool does), is done; each worker begins `start` seconds in."
+    free = [start] * max(1, lanes)
     for c in costs: free[free.index(min(free))] += c
     return max(free)
 
 def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None):
-    "Per (system, capacity, arch) of `cells`: seconds per Joint update and per window forward (no gradient), windows per validation of a domain, and window passes of a cell's final evaluation."
+    "Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched) and per window forward (no gradient), windows per validation of a domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
         system, capacity, arch = key
+        t = time.perf_counter()
         dd = cell_data(system, cfg, data_dir, min(c.seed for c in cells if (c.system, c.capacity, c.arch) == key))[0]
+        start_s = time.perf_counter() - t
         torch.manual_seed(0)
         m = make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
                        **({'patch': cfg.patch} if arch == 'fan' else {}))
-        st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)
-        b = {d: getattr(dd, d)['train'].get_batch(list(range(min(cfg.batch_size, len(getattr(dd, d)['train']))))) for d in ('sim', 'exp')}
-        st.step(b, {'sim': .5, 'exp': .5})  # warm-up
         t = time.perf_counter()
-        for _ in range(probe_steps): st.step(b, {'sim': .5, 'exp': .5})
+        st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)  # a process's first optimiser imports torch._dynamo
+        start_s += time.perf_counter() - t
+        sets = {d: getattr(dd, d)['train'] for d in ('sim', 'exp')}
+        batch = lambda k: {d: fetch_batch(s, [(k * cfg.batch_size + i) % len(s) for i in range(cfg.batch_size)]) for d, s in sets.items()}
+        st.step(batch(0), {'sim': .5, 'exp': .5})  # warm-up
+        t = time.perf_counter()
+        for k in range(probe_steps): st.step(batch(k + 1), {'sim': .5, 'exp': .5})
         update_s = (time.perf_counter() - t) / probe_steps
+        b = batch(0)
         x = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b['sim'].items()}
         m.eval()
         with torch.no_grad():
@@ -84,7 +93,7 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None):
         forward_s = (time.perf_counter() - t) / probe_steps / len(x['x'])
         val = [len(getattr(dd, d)['val']) if 'val' in getattr(dd, d) else 0 for d in ('sim', 'exp')]
         val_passes = float(np.mean([n if cfg.val_batches is None else min(n, cfg.val_batches * cfg.batch_size) for n in val]))
-        per[key] = dict(update_s=update_s, forward_s=forward_s, val_passes=val_passes, eval_passes=_eval_passes(dd, cfg))
+        per[key] = dict(update_s=update_s, forward_s=forward_s, val_passes=val_passes, eval_passes=_eval_passes(dd, cfg), start_s=start_s)
     return per
 
 def _eval_passes(dd, cfg) -> int:
