@@ -139,10 +139,11 @@ class GaussianPath(nn.Module):
 def stable_target(x0, x1, xt, t) -> torch.Tensor:
     "The batch's posterior average of the flow-matching target at x_t (stable target field): E[x₁ - x₀ | x_t] over the batch's x₁."
     with torch.no_grad():
-        a, b, s = xt.double(), x1.double(), t.double()
-        logits = -((a ** 2).sum(1, keepdim=True) - 2 * s * (a @ b.T) + s ** 2 * (b ** 2).sum(1)[None]) / (2 * (1 - s).clamp_min(1e-6) ** 2)
-        w = torch.softmax(logits, dim=1)                      # p(x₁ = b_j | x_t) for the path x_t ~ N(t x₁, (1-t)² I)
-        return ((w @ b - b) / (1 - s).clamp_min(1e-6)).float() + x1 - x0   # = Σ_j w_j (b_j - x_t)/(1-t), without the cancellation
+        c = (1 - t).clamp_min(1e-6)
+        # log p(x₁ = b_j | x_t) for the path x_t ~ N(t x₁, (1-t)² I), less the row's constant |x_t|²/(2(1-t)²): no cancellation in float32
+        logits = (t * (2 * xt @ x1.T) - t ** 2 * (x1 ** 2).sum(1)[None]) / (2 * c ** 2)
+        w = torch.softmax(logits, dim=1)
+        return (w @ x1 - x1) / c + x1 - x0                     # = Σ_j w_j (b_j - x_t)/(1-t), without the cancellation
 
 # %% ../nbs/68_flow.ipynb #c020
 def _check_samples(x, name, dim=None):
