@@ -41,17 +41,17 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
                   data_dir=None,          # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
-                  lanes:int=1) -> dict:   # parallel workers the cells will be handed to
+                  lanes:int=1,            # parallel workers the cells will be handed to
+                  waves:list|None=None) -> dict:  # the cells in the pool's hand-out order, wave by wave (None: one wave, costliest first)
     "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers."
-    from simreal_nb.executors import exposure_waves, heaviest_first  # the pool's own order (executors builds on this module)
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
     cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **{k: v for k, v in per[(c.system, c.capacity, c.arch)].items() if k != 'start_s'})
             for c in cells}
     costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
     start = max((v['start_s'] for v in per.values()), default=0.)  # what a worker pays before its first update
-    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in heaviest_first(w, cfg)], lanes, start if i == 0 else 0.)
-                         for i, w in enumerate(exposure_waves(cells)))
+    waves = waves or [sorted(cells, key=lambda c: -cost[c.key][1])]
+    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in w], lanes, start if i == 0 else 0.) for i, w in enumerate(waves))
     return dict(cells=len(cells), trained_cells=sum(c.protocol not in BASELINES for c in cells),
                 update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1),

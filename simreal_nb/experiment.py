@@ -82,7 +82,7 @@ def run_experiment(out='runs/default',  # run directory
                       f"{time.perf_counter() - t:.0f} s", flush=True)
         if verbose and todo:
             est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
-                                lanes=lanes)
+                                lanes=lanes, waves=[heaviest_first(w, config) for w in exposure_waves(todo)])
             print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s; "
                   f"training, validations and final rollouts): typically {_minutes(est['typical_wall_s'])}, "
                   f"at most {_minutes(est['max_wall_s'])} (every phase at the {config.steps}-update cap)"
