@@ -357,6 +357,8 @@ def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50)) -> dict:
     floor = float(np.median([energy_w2(mog_sample('base', n, 20_002 + seed + i), ref, lp) for i in range(5)]))
     return dict(energy_w2=curve, floor=floor, stranded=stranded, energy_w2_kept=kept)
 
+
+# %% ../nbs/72_adabench.ipynb #c053b
 def mog_setup(cfg:MogConfig, seed:int):
     "Seed streams, reference samples of ν, common noise, observables, experiments and the base cache key of one MoG run."
     S = lambda k: 1000 * seed + k                           # every random stream derives from `seed`
