@@ -46,10 +46,9 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
     "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers."
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
-    cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **{k: v for k, v in per[(c.system, c.capacity, c.arch)].items() if k != 'start_s'})
-            for c in cells}
+    start = max((v.pop('start_s') for v in per.values()), default=0.)  # what a worker pays before its first update
+    cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
     costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
-    start = max((v['start_s'] for v in per.values()), default=0.)  # what a worker pays before its first update
     waves = waves or [sorted(cells, key=lambda c: -cost[c.key][1])]
     wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in w], lanes, start if i == 0 else 0.) for i, w in enumerate(waves))
     return dict(cells=len(cells), trained_cells=sum(c.protocol not in BASELINES for c in cells),
