@@ -4,7 +4,8 @@
 
 # %% ../nbs/04b_lbm.ipynb #l003
 from __future__ import annotations
-import math
+import copy, math
+from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 from .schema import FIELD_META
@@ -85,18 +86,25 @@ class _LBM:
         uy = (f[:, 2] + f[:, 5] + f[:, 6] - f[:, 4] - f[:, 7] - f[:, 8]) / rho
         return rho, ux, uy
     def collide(self, f):
-        "BGK relaxation, the equilibrium assembled pairwise (i, opp(i)) to keep memory traffic low."
+        "BGK relaxation, the equilibrium assembled pairwise (i, opp(i)); in place where a temporary is dead, each operation in the order of om1 f_i + w rho om (1 + 3 cu + 4.5 cu cu - 1.5 |u|^2)."
         rho, ux, uy = self.macro(f)
         if self.dragf is not None: ux, uy = ux * self.dragf, uy * self.dragf
         out = torch.empty_like(f)
         orho = self.om * rho
-        base = 1 - 1.5 * (ux * ux + uy * uy)
-        out[:, 0] = self.om1 * f[:, 0] + (4 / 9) * orho * base
+        base = torch.sub(1, (ux * ux).add_(uy * uy).mul_(1.5))            # 1 - 1.5 (ux^2 + uy^2)
+        torch.mul(self.om1, f[:, 0], out=out[:, 0]).add_(((4 / 9) * orho).mul_(base))
         for i, j, cu, w in ((1, 3, ux, 1 / 9), (2, 4, uy, 1 / 9), (5, 7, ux + uy, 1 / 36), (6, 8, uy - ux, 1 / 36)):
-            sym = (w * orho) * (base + 4.5 * cu * cu); anti = (3 * w) * orho * cu
-            out[:, i] = self.om1 * f[:, i] + sym + anti
-            out[:, j] = self.om1 * f[:, j] + sym - anti
+            sym = (4.5 * cu).mul_(cu).add_(base).mul_(w * orho)           # (w orho) (base + 4.5 cu cu)
+            anti = ((3 * w) * orho).mul_(cu)
+            torch.mul(self.om1, f[:, i], out=out[:, i]).add_(sym).add_(anti)
+            torch.mul(self.om1, f[:, j], out=out[:, j]).add_(sym).sub_(anti)
         return out
+    def take(self, rows):
+        "The solver of members `rows` alone."
+        lb, r = copy.copy(self), torch.as_tensor(rows)
+        for k in ('solid', 'om', 'om1', 'dragf', 'inlet', 'wall', 'idx'):
+            if getattr(self, k) is not None: setattr(lb, k, getattr(self, k)[r])
+        return lb
     def stream(self, f):
         "Collision, then streaming with bounce-back on the body: one gather, a permutation of the populations."
         B, _, H, W = f.shape
@@ -207,9 +215,10 @@ def _lbm_start(c, seed, solid, inlet_open, aoa) -> tuple:
     return f, delay, phase
 
 # %% ../nbs/04b_lbm.ipynb #lg14
-def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None) -> tuple:
-    "The time loop of every member from its first step through the last frame (the controlled cylinder commanded by `cmd_of(t)`): (u, v, p [2B, T, ny, nx] in lattice units, the command at each frame)."
-    nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
+def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -> tuple:
+    "The time loop of every member from its first step through the last frame (the controlled cylinder commanded by `cmd_of(t)`; `traj`: which trajectories the B sim and B exp members are, default all): (u, v, p [2B, T, ny, nx] in lattice units, the command at each frame)."
+    nx, ny, D, U, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_frames']), int(c['frame_steps'])
+    B = len(f) // 2
     ctl = cmd_of is not None
     if ctl:
         f_shed = _f_shed(c)
@@ -225,7 +234,8 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None) -> tuple:
     acc, blocks = torch.zeros(2 * B, ny, nx), []
     for t in range(int(first.min()), (T - 1) * fs + max(Wn - h, 1)):
         if t == -h and c['ic_eps']:
-            f[B:] = f[B:] * (1 + c['ic_eps'] * torch.randn(f[B:].shape, generator=torch.Generator().manual_seed(seed)))
+            z = torch.randn((int(c['n_traj']), 9, ny, nx), generator=torch.Generator().manual_seed(seed))  # every trajectory's
+            f[B:] = f[B:] * (1 + c['ic_eps'] * (z if traj is None else z[torch.as_tensor(traj)]))
         if t >= -h:                                         # the recorded stretch (and the pressure average's lead-in)
             if t % fs == 0 and 0 <= t < T * fs:
                 u, v, p = lb.fields(f); Us.append(u); Vs.append(v)
@@ -256,6 +266,25 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None) -> tuple:
             if ctl: act = act_next
     u, v, p = (torch.stack(a, 1) for a in (Us, Vs, Ps))   # [2B, T, ny, nx]
     return u, v, p, cmds
+
+# %% ../nbs/04b_lbm.ipynb #lg15b
+def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=1) -> tuple:
+    "`_lbm_run` with the trajectories dealt out to `parts` threads of one torch thread each: the same numbers, to the bit."
+    B = int(c['n_traj'])
+    groups = [g for g in np.array_split(np.arange(B), max(1, min(int(parts), B)))]
+    if len(groups) == 1: return _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of)
+    def run(g):
+        torch.set_flush_denormal(True)                      # the control word is the thread's own
+        rows = torch.as_tensor(np.concatenate([g, g + B]))
+        sub = None if cmd_of is None else (lambda t: cmd_of(t)[torch.as_tensor(g)])
+        return _lbm_run(lb.take(rows), f[rows], c, seed, {k: v[g] for k, v in modes.items()}, inlet_open[rows], delay[g], sub, traj=g)
+    threads = torch.get_num_threads(); torch.set_num_threads(1)
+    try:
+        with ThreadPoolExecutor(len(groups)) as ex: outs = list(ex.map(run, groups))
+    finally: torch.set_num_threads(threads)
+    n = [len(g) for g in groups]
+    u, v, p = (torch.cat([o[k][:m] for o, m in zip(outs, n)] + [o[k][m:] for o, m in zip(outs, n)]) for k in range(3))
+    return u, v, p, [torch.cat(cs) for cs in zip(*(o[3] for o in outs))]
 
 # %% ../nbs/04b_lbm.ipynb #lg17
 def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) -> dict:
@@ -317,5 +346,5 @@ def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
     if ctl:  # actuation (controlled cylinder): command A sin(2 pi f_c t + phase) as surface speed / U, from the start
         f_shed = _f_shed(c)                             # lattice shedding frequency estimate
         cmd_of = lambda t: torch.as_tensor(A * np.sin(2 * math.pi * fr * f_shed * t + phase), dtype=torch.float32)
-    u, v, p, cmds = _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of)
+    u, v, p, cmds = _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of, parts=torch.get_num_threads())
     return _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa)
