@@ -4,7 +4,8 @@
 
 # %% ../nbs/48_cost.ipynb #k003
 from __future__ import annotations
-import time
+import threading, time
+from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 from .systems import torch_threads
@@ -45,7 +46,7 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
                   waves:list|None=None) -> dict:  # the cells in the pool's hand-out order, wave by wave (None: one wave, costliest first)
     "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers."
     dev = resolve_device(device)
-    with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir)
+    with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir, lanes)
     start = max((v.pop('start_s') for v in per.values()), default=0.)  # what a worker pays before its first update
     cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
     costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
@@ -62,8 +63,19 @@ def lanes_wall_s(costs:list, lanes:int=1, start:float=0.) -> float:
     for c in costs: free[free.index(min(free))] += c
     return max(free)
 
-def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None):
-    "Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched) and per window forward (no gradient), windows per validation of a domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."
+def _timed_updates(steppers:list, batch, n:int) -> float:
+    "Mean seconds per Joint update of `steppers` each making `n` updates on fresh batches at the same time, one Python thread each (torch lets go of the GIL): an update beside its busy neighbours."
+    ready, out = threading.Barrier(len(steppers)), []
+    def run(st):
+        st.step(batch(0), {'sim': .5, 'exp': .5})  # warm-up
+        ready.wait(); t = time.perf_counter()
+        for k in range(n): st.step(batch(k + 1), {'sim': .5, 'exp': .5})
+        out.append((time.perf_counter() - t) / n)
+    with ThreadPoolExecutor(len(steppers)) as ex: list(ex.map(run, steppers))
+    return float(np.mean(out))
+
+def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
+    "Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched; on a CPU beside `lanes - 1` others, as the pool's workers share it) and per window forward (no gradient), windows per validation of a domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
         system, capacity, arch = key
@@ -71,17 +83,17 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None):
         dd = cell_data(system, cfg, data_dir, min(c.seed for c in cells if (c.system, c.capacity, c.arch) == key))[0]
         start_s = time.perf_counter() - t
         torch.manual_seed(0)
-        m = make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
-                       **({'patch': cfg.patch} if arch == 'fan' else {}))
+        model = lambda: make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
+                                   **({'patch': cfg.patch} if arch == 'fan' else {}))
+        m = model()
         t = time.perf_counter()
         st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)  # a process's first optimiser imports torch._dynamo
         start_s += time.perf_counter() - t
         sets = {d: getattr(dd, d)['train'] for d in ('sim', 'exp')}
         batch = lambda k: {d: fetch_batch(s, [(k * cfg.batch_size + i) % len(s) for i in range(cfg.batch_size)]) for d, s in sets.items()}
-        st.step(batch(0), {'sim': .5, 'exp': .5})  # warm-up
-        t = time.perf_counter()
-        for k in range(probe_steps): st.step(batch(k + 1), {'sim': .5, 'exp': .5})
-        update_s = (time.perf_counter() - t) / probe_steps
+        side = [model() for _ in range(max(1, int(lanes)) - 1 if dev.type == 'cpu' else 0)]   # the other workers' load
+        update_s = _timed_updates([st, *(Stepper(s_, torch.optim.AdamW(s_.parameters(), lr=1e-6), device=dev) for s_ in side)],
+                                  batch, probe_steps)
         b = batch(0)
         x = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b['sim'].items()}
         m.eval()
