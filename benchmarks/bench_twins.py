@@ -29,7 +29,9 @@ def worker(pkg:str, system:str, size:str, threads:int, out:str):
 def same(a:str, b:str) -> bool:
     "Whether two pickled twins are identical (values, coordinates and attributes)."
     import xarray as xr
-    x, y = (pickle.load(open(p, 'rb')) for p in (a, b))
+    def read(p):
+        with open(p, 'rb') as f: return pickle.load(f)
+    x, y = read(a), read(b)
     try:
         for k in x: xr.testing.assert_identical(x[k], y[k])
     except AssertionError: return False

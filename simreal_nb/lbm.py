@@ -271,12 +271,12 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
 def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=1) -> tuple:
     "`_lbm_run` with the trajectories dealt out to `parts` threads of one torch thread each: the same numbers, to the bit."
     B = int(c['n_traj'])
-    groups = [g for g in np.array_split(np.arange(B), max(1, min(int(parts), B)))]
+    groups = np.array_split(np.arange(B), max(1, min(int(parts), B)))
     if len(groups) == 1: return _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of)
     def run(g):
         torch.set_flush_denormal(True)                      # the control word is the thread's own
-        rows = torch.as_tensor(np.concatenate([g, g + B]))
-        sub = None if cmd_of is None else (lambda t: cmd_of(t)[torch.as_tensor(g)])
+        rows, gi = torch.as_tensor(np.concatenate([g, g + B])), torch.as_tensor(g)
+        sub = None if cmd_of is None else (lambda t: cmd_of(t)[gi])
         return _lbm_run(lb.take(rows), f[rows], c, seed, {k: v[g] for k, v in modes.items()}, inlet_open[rows], delay[g], sub, traj=g)
     threads = torch.get_num_threads(); torch.set_num_threads(1)
     try:
