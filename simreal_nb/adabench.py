@@ -6,11 +6,11 @@
 __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER_TABLE5', 'MOG_METHODS', 'MOG_GUIDANCE',
            'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'CHAIN_METHODS', 'TWIN_PRESETS', 'mog_params',
            'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
-           'mog_metrics', 'mog_floor', 'pair_stats', 'plot_projections', 'RunConfig', 'start_run', 'finish_run',
-           'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit',
-           'mog_setup', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy', 'chain_langevin',
-           'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'ChainConfig', 'chain_steps', 'chain_table',
-           'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
+           'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'plot_projections', 'RunConfig', 'start_run',
+           'finish_run', 'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables',
+           'base_fit', 'mog_setup', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy',
+           'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'ChainConfig',
+           'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import json, math, os, time
@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from .store import atomic_write, write_text
 from .flow import (ADAInputError, Flow, GuidedFlow, train_flow, train_guided_flow, cached_flow, kl_divergence,
-                             as2d)
-from .ada import AlignConfig, fit_ada, fit_ea
+                             as2d, check_int)
+from .ada import AlignConfig, fit_ada, fit_ea, sliced_w1
 
 # %% ../nbs/72_adabench.ipynb #c041
 _S = {'+': 1., '-': -1.}
@@ -43,8 +43,10 @@ def mog_params(kind:str='target'):
 
 def mog_sample(kind:str, n:int, seed:int=0) -> torch.Tensor:
     "`n` samples [n, 3] of the base or target mixture, reproducible from `seed`."
-    w, m, s = mog_params(kind)
-    g = torch.Generator().manual_seed(seed)
+    return _mix_sample(*mog_params(kind), n, torch.Generator().manual_seed(seed))
+
+def _mix_sample(w, m, s, n:int, g) -> torch.Tensor:
+    "`n` samples of the isotropic mixture (weights `w`, means `m`, sigmas `s`) from generator `g`."
     i = torch.multinomial(w, n, replacement=True, generator=g)
     return m[i] + s[i, None] * torch.randn(n, 3, generator=g)
 
@@ -116,6 +118,27 @@ def pair_stats(x) -> dict:
     for k, (a, b) in enumerate(MOG_PAIRS):
         m = (idx == a) | (idx == b)
         out[f'P{k + 1}'] = dict(weight=float(m.mean()), radius=float(np.sqrt(near[m].mean() / 3)) if m.any() else float('nan'))
+    return out
+
+# %% ../nbs/72_adabench.ipynb #res0
+def heldout_resolution(pair_sigmas:dict,                       # candidate name -> per-pair widths (P1..P4), the target's pair weights
+                       sizes=((256, 256), (2048, 800), (4096, 3200)),  # (generated, measured) sample sizes per projection
+                       reps:int=20, n_dirs:int=32, seed:int=0) -> dict:
+    "Mean and std over `reps` draws of the summed sliced W1 of the three projections between each candidate and ν, per size pair."
+    check_int('reps', reps, 2)
+    target = mog_params('target'); w, m, _ = target
+    g, out = torch.Generator().manual_seed(seed), {}
+    for n_gen, n_exp in sizes:
+        row = {}
+        for name, ps in pair_sigmas.items():
+            s = torch.as_tensor(ps, dtype=torch.float32).repeat_interleave(2)
+            vals = []
+            for _ in range(reps):
+                x, y = _mix_sample(w, m, s, n_gen, g), _mix_sample(*target, n_exp, g)
+                d = torch.randn(2, n_dirs, generator=g); d = d / d.norm(dim=0, keepdim=True)
+                vals.append(sum(float(sliced_w1(x[:, list(ij)], y[:, list(ij)], d)) for ij in MOG_PROJECTIONS.values()))
+            row[name] = dict(mean=float(np.mean(vals)), std=float(np.std(vals, ddof=1)))
+        out[f'{n_gen} vs {n_exp}'] = row
     return out
 
 # %% ../nbs/72_adabench.ipynb #c049
