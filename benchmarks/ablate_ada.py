@@ -1,31 +1,53 @@
 """ADA on the mixture-of-Gaussians benchmark, one change at a time: an ablation table on the same seeds.
 
-    python benchmarks/ablate_ada.py [--seeds 0,1,2] [--rows reference,critic_steps=10,...] [--out DIR] [key=value ...]
+    python benchmarks/ablate_ada.py [--seeds 0,1,2] [--rows reference,critic_steps=10,iters=800+patience=0,...] [--out DIR] [key=value ...]
 
 Every row aligns the same cached base (the benchmark's, `run_mog`'s cache) to the same experiments with ADA on all
 three projections, changing one knob of `MogConfig` against the reference row (the preset `default`, with the
 trailing key=value overrides applied to every row). Each row is scored as `run_mog` scores it (Energy W2, Cluster KL,
 KDE l1 against the reference samples of ν, each pair's weight and radius) and timed; the steps it ran and the step
 its model came from are recorded. One JSON line per (row, seed), then a markdown table of the means over seeds,
-written to DIR/ablation.md and DIR/ablation.json.
+written to DIR/ablation.md and DIR/ablation.json. A row may change several knobs at once, joined by '+'. Every row's
+alignment curves (its losses per step; at every check the held-out score, and against held-out samples of ν the
+Energy W2 and each pair's weight and radius, as `run_mog` records them) go to DIR/curves/<row>_s<seed>.json and .png,
+with the step at which the default holdout rule would have stopped (`--redraw` draws them again from the JSON).
 """
-import argparse, ast, json, os, time
+import argparse, ast, glob, json, os, time
 from dataclasses import replace
 import numpy as np
 import torch
-from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, mog_floor
-from simreal_nb.ada import fit_ada
+from dataclasses import asdict
+from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, mog_floor, mog_monitor, plot_alignment
+from simreal_nb.ada import fit_ada, holdout_stop
 
 DEFAULT_ROWS = ('reference', 'stop=holdout', 'critic_steps=10', 'critic_hidden=128', 'gp_weight=1.0', 'beta=0.03',
                 'ada_lr=0.001', 'batch=1024')
 
 def parse_change(text:str) -> dict:
-    "'reference' -> {}, 'knob=value' -> {knob: value} (value read as a Python literal, else a string)."
+    "'reference' -> {}, 'knob=value[+knob=value...]' -> {knob: value, ...} (each value a Python literal, else a string)."
     if text == 'reference': return {}
-    k, v = text.split('=', 1)
-    try: v = ast.literal_eval(v)
-    except (ValueError, SyntaxError): pass
-    return {k: v}
+    out = {}
+    for part in text.split('+'):
+        k, v = part.split('=', 1)
+        try: v = ast.literal_eval(v)
+        except (ValueError, SyntaxError): pass
+        out[k] = v
+    return out
+
+def save_curves(stem:str, info:dict):
+    "Curves `info` (the `run_info.json` layout `plot_alignment` reads) as stem.json and drawn as stem.png, the default holdout rule replayed on them."
+    import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot as plt
+    rule = (MOG_PRESETS['default'].patience, MOG_PRESETS['default'].tol)
+    checks = info['checks']['ada']
+    stop, best = holdout_stop([c['heldout'] for c in checks], *rule)
+    info = dict(info, default_rule=dict(patience=rule[0], tol=rule[1], stop_at=None if stop is None else checks[stop]['it'],
+                                        best_at=None if best is None else checks[best]['it']))
+    with open(stem + '.json', 'w') as f: json.dump(info, f)
+    fig = plot_alignment(info, 'ada', rule=rule); fig.savefig(stem + '.png'); plt.close(fig)
+
+def curves_stem(out, row:str, seed:int) -> str:
+    d = os.path.join(out, 'curves'); os.makedirs(d, exist_ok=True)
+    return os.path.join(d, f"{row.replace('=', '-').replace('+', '_')}_s{seed}")
 
 def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
     "One ADA alignment per (row, seed); returns the records and writes ablation.json / ablation.md into `out`."
@@ -36,10 +58,12 @@ def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
         S, ref, z, obs, exp, key = mog_setup(base_cfg, seed)
         base = base_cfg.base_flow(mog_sample('base', base_cfg.n_sim, S(1)), S(2), key, cache_dir)
         floor = mog_floor(base_cfg.n_eval, seed)
+        monitor = mog_monitor(mog_sample('target', base_cfg.n_eval, S(55)),   # the curves' truth, as in run_mog
+                              torch.randn(base_cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))), base_cfg.eval_steps or base_cfg.steps)
         for row in rows:
             cfg = replace(base_cfg, **parse_change(row))
             t0 = time.time()
-            model = fit_ada(base, obs, exp, cfg.align_config('ada', S(3)))
+            model = fit_ada(base, obs, exp, cfg.align_config('ada', S(3)), monitor)
             s = cfg.sample(model, z).numpy()
             rec = dict(row=row, seed=seed, seconds=round(time.time() - t0, 1), steps=model.stopped_at,
                        best_at=model.best_at, converged=model.converged, **mog_metrics(s, ref),
@@ -47,6 +71,8 @@ def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
                        radii=[round(v['radius'], 3) for v in pair_stats(s).values()],
                        weights=[round(v['weight'], 3) for v in pair_stats(s).values()])
             print(json.dumps(rec), flush=True)
+            save_curves(curves_stem(out, row, seed), dict(config=asdict(cfg), history=dict(ada=model.history), checks=dict(ada=model.checks),
+                                                          stopped_at=model.stopped_at, best_at=model.best_at))
             recs.append(rec)
     with open(os.path.join(out, 'ablation.json'), 'w') as f: json.dump(dict(seeds=list(seeds), common=common, rows=recs), f, indent=1)
     table = ablation_table(recs)
@@ -69,8 +95,12 @@ if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--seeds', default='0,1,2'); p.add_argument('--rows', default=','.join(DEFAULT_ROWS))
     p.add_argument('--out', default='reports/ada/ablation'); p.add_argument('--threads', type=int, default=1)
+    p.add_argument('--redraw', action='store_true', help="draw DIR/curves/*.json again (the default rule replayed), run nothing")
     p.add_argument('common', nargs='*', help='key=value overrides of MogConfig for every row')
     a = p.parse_args()
+    if a.redraw:
+        for f in sorted(glob.glob(os.path.join(a.out, 'curves', '*.json'))): save_curves(f[:-5], json.load(open(f)))
+        raise SystemExit(0)
     torch.set_num_threads(a.threads)
     common = {k: v for c in a.common for k, v in parse_change(c).items()}
     ablate([int(s) for s in a.seeds.split(',')], a.rows.split(','), a.out, common)

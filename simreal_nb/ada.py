@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['Critic', 'gradient_penalty', 'check_alignment_inputs', 'MomentMatcher', 'AlignConfig', 'sliced_w1', 'split_holdout',
-           'HoldoutCheck', 'fit_ada', 'fit_ea']
+           'HoldoutCheck', 'holdout_stop', 'fit_ada', 'fit_ea']
 
 # %% ../nbs/70_ada.ipynb #c003
 import math, itertools, copy
@@ -155,6 +155,16 @@ class HoldoutCheck:
         s = {f'heldout_{k}': float(sliced_w1(as2d(fn(x)), self.held[k], self.dirs[k])) for k, fn in self.observables.items()}
         return dict(s, heldout=sum(s.values()))
 
+# %% ../nbs/70_ada.ipynb #hs0
+def holdout_stop(scores, patience:int, tol:float) -> tuple:
+    "The holdout rule on a sequence of check scores: (index of the check that ends the alignment, or None; index of the best check, None while no score is finite)."
+    best, best_s, ref, ref_i = None, math.inf, math.inf, 0
+    for i, s in enumerate(scores):
+        if s < best_s: best, best_s = i, s
+        if s < ref * (1 - tol): ref, ref_i = s, i            # the last check that beat the reference by more than tol
+        if patience > 0 and i - ref_i >= patience: return i, best
+    return None, best
+
 # %% ../nbs/70_ada.ipynb #c037c
 def _plateau(hist, cfg, z:float=2.) -> bool:
     "True when every recorded loss term has been flat for `cfg.patience` windows in a row (see above)."
@@ -190,17 +200,16 @@ def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit,
     avg = [p.detach().clone() for p in model.velocity.parameters()] if cfg.ema else None
     fit_term = make_fit(exp_t, model, g)
     hist, checks, converged = [], [], False
-    best = dict(score=math.inf, it=0, weights=None, ref=math.inf, ref_check=0)   # holdout rule: best model, last real gain
+    best = dict(it=0, weights=None)                                  # holdout rule: the best check's step and model
     def judge(it) -> bool:
         "Score the candidate (the weight average when `ema`) at step `it`; True when the holdout rule ends the alignment."
         cand = _with_weights(model, avg) if cfg.ema else model
         rec = dict(it=it, **(check(cand) if check else {}), **(monitor(cand) if monitor else {}))
         checks.append(rec)
         if not check: return False
-        if rec['heldout'] < best['score']:
-            best.update(score=rec['heldout'], it=it, weights=[p.detach().clone() for p in cand.velocity.parameters()])
-        if rec['heldout'] < best['ref'] * (1 - cfg.tol): best.update(ref=rec['heldout'], ref_check=len(checks) - 1)
-        return cfg.patience > 0 and len(checks) - 1 - best['ref_check'] >= cfg.patience
+        stop, b = holdout_stop([c['heldout'] for c in checks], cfg.patience, cfg.tol)
+        if b == len(checks) - 1: best.update(it=it, weights=[p.detach().clone() for p in cand.velocity.parameters()])
+        return stop is not None
     for it in range(cfg.iters):
         if (check or monitor) and it % cfg.window == 0 and judge(it): converged = True; break
         x = model.sample(cfg.batch, generator=g)

@@ -20,7 +20,7 @@ import torch
 from .store import atomic_write, write_text
 from .flow import (ADAInputError, Flow, GuidedFlow, train_flow, train_guided_flow, cached_flow, kl_divergence,
                              as2d, check_int)
-from .ada import AlignConfig, fit_ada, fit_ea, sliced_w1
+from .ada import AlignConfig, fit_ada, fit_ea, sliced_w1, holdout_stop
 
 # %% ../nbs/72_adabench.ipynb #c041
 _S = {'+': 1., '-': -1.}
@@ -300,7 +300,8 @@ def _running_mean(a, w:int) -> np.ndarray:
     a = np.asarray(a, dtype=np.float64)
     return np.convolve(a, np.ones(w) / w, mode='valid') if len(a) >= w else a
 
-def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70):
+def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
+                   rule:tuple=None):  # (patience, tol) of a holdout rule replayed on the checks: where it would stop, marked
     "The alignment curves of `method` from a benchmark run's info (`run_info.json`): losses, KL, held-out checks, radii."
     import matplotlib.pyplot as plt
     hist, checks = info['history'][method], info.get('checks', {}).get(method, [])
@@ -327,6 +328,11 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70):
         for a, _ in MOG_PAIRS: axs[3].axhline(float(s_t[a]), ls='--', lw=0.7, c='grey')
         if 'heldout' in checks[0]:                          # the holdout rule returns its best check's model
             for ax in axs: ax.axvline(min(checks, key=lambda c: c['heldout'])['it'], ls=':', c='k', lw=0.8)
+        if rule is not None and 'heldout' in checks[0]:
+            stop, _ = holdout_stop([c['heldout'] for c in checks], *rule)
+            if stop is not None:
+                for ax in axs: ax.axvline(ci[stop], ls='--', c='r', lw=0.8)
+                axs[2].text(ci[stop], axs[2].get_ylim()[0], f' rule {rule}: stop', color='r', fontsize=6, va='bottom')
         axs[2].legend(fontsize=6); axs[3].legend(fontsize=6)
     axs[2].set_title('checks', fontsize=8); axs[3].set_title('pair radii (dashed: target)', fontsize=8)
     for ax in axs: ax.set_xlabel('generator step', fontsize=7); ax.tick_params(labelsize=6)
