@@ -5,7 +5,7 @@
 Every row aligns the same cached base (the benchmark's, `run_mog`'s cache) to the same experiments with ADA on all
 three projections, changing one knob of `MogConfig` against the reference row (the preset `default`, with the
 trailing key=value overrides applied to every row). Each row is scored as `run_mog` scores it (Energy W2, Cluster KL,
-KDE l1 against the reference samples of ν, each pair's weight and radius) and timed; the steps it ran and the step
+KDE l1 against the reference samples of ν, each pair's weight and radius) and timed (the curves' checks included); the steps it ran and the step
 its model came from are recorded. One JSON line per (row, seed), then a markdown table of the means over seeds,
 written to DIR/ablation.md and DIR/ablation.json. A row may change several knobs at once, joined by '+'. Every row's
 alignment curves (its losses per step; at every check the held-out score, and against held-out samples of ν the
@@ -13,11 +13,10 @@ Energy W2 and each pair's weight and radius, as `run_mog` records them) go to DI
 with the step at which the default holdout rule would have stopped (`--redraw` draws them again from the JSON).
 """
 import argparse, ast, glob, json, os, time
-from dataclasses import replace
+from dataclasses import asdict, replace
 import numpy as np
 import torch
-from dataclasses import asdict
-from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, mog_floor, mog_monitor, plot_alignment
+from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, mog_floor, mog_run_monitor, plot_alignment
 from simreal_nb.ada import fit_ada, holdout_stop
 
 DEFAULT_ROWS = ('reference', 'stop=holdout', 'critic_steps=10', 'critic_hidden=128', 'gp_weight=1.0', 'beta=0.03',
@@ -58,8 +57,7 @@ def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
         S, ref, z, obs, exp, key = mog_setup(base_cfg, seed)
         base = base_cfg.base_flow(mog_sample('base', base_cfg.n_sim, S(1)), S(2), key, cache_dir)
         floor = mog_floor(base_cfg.n_eval, seed)
-        monitor = mog_monitor(mog_sample('target', base_cfg.n_eval, S(55)),   # the curves' truth, as in run_mog
-                              torch.randn(base_cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))), base_cfg.eval_steps or base_cfg.steps)
+        monitor = mog_run_monitor(base_cfg, S)                                  # the curves' truth, as run_mog records it
         for row in rows:
             cfg = replace(base_cfg, **parse_change(row))
             t0 = time.time()

@@ -8,9 +8,9 @@ __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER
            'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
            'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'plot_projections', 'RunConfig', 'start_run',
            'finish_run', 'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables',
-           'base_fit', 'mog_setup', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy',
-           'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'ChainConfig',
-           'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
+           'base_fit', 'mog_setup', 'mog_run_monitor', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep',
+           'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables', 'w1',
+           'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import json, math, os, time
@@ -327,9 +327,10 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
         w_t, _, s_t = mog_params('target')
         for a, _ in MOG_PAIRS: axs[3].axhline(float(s_t[a]), ls='--', lw=0.7, c='grey')
         if 'heldout' in checks[0]:                          # the holdout rule returns its best check's model
-            for ax in axs: ax.axvline(min(checks, key=lambda c: c['heldout'])['it'], ls=':', c='k', lw=0.8)
-        if rule is not None and 'heldout' in checks[0]:
-            stop, _ = holdout_stop([c['heldout'] for c in checks], *rule)
+            scores = [c['heldout'] for c in checks]
+            best, stop = holdout_stop(scores, 0, 0.)[1], holdout_stop(scores, *rule)[0] if rule else None
+            if best is not None:
+                for ax in axs: ax.axvline(ci[best], ls=':', c='k', lw=0.8)
             if stop is not None:
                 for ax in axs: ax.axvline(ci[stop], ls='--', c='r', lw=0.8)
                 axs[2].text(ci[stop], axs[2].get_ylim()[0], f' rule {rule}: stop', color='r', fontsize=6, va='bottom')
@@ -397,6 +398,11 @@ def mog_setup(cfg:MogConfig, seed:int):
     exp = {k: fn(mog_sample('target', cfg.n_exp, S(10 + i))) for i, (k, fn) in enumerate(obs.items())}
     return S, ref, z, obs, exp, dict(bench='mog', n_sim=cfg.n_sim, data_seed=S(1))
 
+def mog_run_monitor(cfg:MogConfig, S):
+    "The MoG run's `mog_monitor`: samples of ν and noise of its own (streams `S(55)`, `S(65)`: held out from the scored reference), the scored ODE steps."
+    return mog_monitor(mog_sample('target', cfg.n_eval, S(55)), torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))),
+                       cfg.eval_steps or cfg.steps)
+
 def run_mog(out,                   # output folder (created if missing)
             seed:int=0,            # every random stream derives from it
             preset:str='default',  # 'test' (tiny: a smoke test of the plumbing, not a result) or 'default'
@@ -412,8 +418,7 @@ def run_mog(out,                   # output folder (created if missing)
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
     info['base_fit'] = base_fit(base, cfg.n_eval, seed, steps=sorted({5, 10, 20, cfg.eval_steps, 50}))
-    monitor = mog_monitor(mog_sample('target', cfg.n_eval, S(55)), torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))),
-                          cfg.eval_steps or cfg.steps)        # the curves' truth: held out from the scored reference
+    monitor = mog_run_monitor(cfg, S)
     models = {'base': base}
     for m, o in (('ada', obs), ('ada1', {'xy': obs['xy']})):
         t0 = time.time(); models[m] = fit_ada(base, o, {k: exp[k] for k in o}, cfg.align_config('ada', S(3)), monitor)
