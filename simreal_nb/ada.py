@@ -102,6 +102,10 @@ class AlignConfig:
     one_sided: bool = True       # ADA: one-sided penalty (WGAN-LP); False: two-sided WGAN-GP
     critic_hidden: int = 64      # ADA: critic width
     critic_warmup: int = 100     # ADA: critic updates against the base before the first generator step
+    fit: str = 'critics'         # ADA's fit term: 'critics' (learnt W1 estimates, the paper's) or 'sliced' (sliced W1, no critic)
+    real_batch: int = None       # ADA: experimental samples per critic step and fit term (None: `batch` for the critics,
+                                 # every sample for 'sliced'; 0: every sample)
+    n_dirs: int = 64             # ADA 'sliced': fresh random directions per step and observable
     moment_weight: float = 10.   # EA: weight of the whitened moment mismatch
     clip: float = 1.0            # generator gradient-norm clip (0: none)
     betas: tuple = (0.5, 0.9)    # generator Adam betas
@@ -117,9 +121,11 @@ class AlignConfig:
     verbose: bool = False        # print the losses now and then
     def __post_init__(self):
         for name, lo in (('iters', 1), ('batch', 2), ('kl_batch', 2), ('critic_steps', 1), ('critic_warmup', 0),
-                         ('window', 2), ('patience', 0)):
+                         ('window', 2), ('patience', 0), ('n_dirs', 1)):
             check_int(name, getattr(self, name), lo)
         if self.kl_steps is not None: check_int('kl_steps', self.kl_steps, 1)
+        if self.real_batch is not None: check_int('real_batch', self.real_batch, 0)
+        if self.fit not in ('critics', 'sliced'): raise ADAInputError(f"fit={self.fit!r}: expected 'critics' or 'sliced'")
         if not (self.tol >= 0): raise ADAInputError(f"tol={self.tol!r}: expected a number >= 0")
         if self.stop not in ('plateau', 'holdout'): raise ADAInputError(f"stop={self.stop!r}: expected 'plateau' or 'holdout'")
         if not (0 < self.holdout < 1): raise ADAInputError(f"holdout={self.holdout!r}: expected a share between 0 and 1")
@@ -194,6 +200,7 @@ def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit,
         exp_t, held = split_holdout(exp_t, cfg.holdout, g)
         check = HoldoutCheck(observables, held, base.dim, cfg.check_batch, cfg.seed + 1)
     model = copy.deepcopy(base)
+    model.implies_score = False                                      # fine-tuned: no longer a flow-matching velocity (no `Corrector`)
     for p in model.velocity.parameters(): p.requires_grad_(True)
     model.train()
     gopt = torch.optim.Adam(model.velocity.parameters(), lr=cfg.lr, betas=tuple(cfg.betas))
@@ -245,19 +252,35 @@ def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit,
     return model
 
 # %% ../nbs/70_ada.ipynb #c037g
+def _sliced_fit(exp_t:dict, cfg:AlignConfig, g):
+    "ADA's critic-free fit term: per observable the sliced W1 between the generated batch and the experimental samples (`n_dirs` fresh directions a step)."
+    def fit(obs, rec):
+        total = 0.
+        for n, e in exp_t.items():
+            if cfg.real_batch: e = e[torch.randint(len(e), (cfg.real_batch,), generator=g)]
+            d = torch.randn(e.shape[1], cfg.n_dirs, generator=g)
+            w = sliced_w1(obs[n], e, d / d.norm(dim=0, keepdim=True))
+            rec[f'sw_{n}'] = w.item()
+            total = total + w
+        return total
+    return fit
+
 def fit_ada(base:Flow,              # the frozen base model μ_base (trained on simulation)
             observables:dict,        # name -> differentiable callable x [n, d] -> o [n, k] or [n]
             exp:dict,                # name -> experimental samples of that observable [N, k] (or [N])
             cfg:AlignConfig=AlignConfig(),  # knobs: β, steps, batches, learning rates, critics, stopping rule
             monitor=None,            # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
            ) -> Flow:
-    "ADA: fine-tune a copy of `base` so that each observable's distribution matches `exp` (one critic each) + β·KL."
+    "ADA: fine-tune a copy of `base` so that each observable's distribution matches `exp` (one critic each, or sliced W1) + β·KL."
     def make_fit(exp_t, model, g):
+        if cfg.fit == 'sliced': return _sliced_fit(exp_t, cfg, g)
         with torch.random.fork_rng(devices=[]):      # seeded critics without touching the global RNG
             torch.manual_seed(cfg.seed)
             critics = {n: Critic(e.shape[1], cfg.critic_hidden) for n, e in exp_t.items()}
         copts = {n: torch.optim.Adam(c.parameters(), lr=cfg.critic_lr, betas=(0.5, 0.9)) for n, c in critics.items()}
-        def real_batch(n): e = exp_t[n]; return e[torch.randint(len(e), (cfg.batch,), generator=g)]
+        def real_batch(n):
+            e = exp_t[n]
+            return e if cfg.real_batch == 0 else e[torch.randint(len(e), (cfg.real_batch or cfg.batch,), generator=g)]
         def critic_updates(k):
             for _ in range(k):
                 with torch.no_grad(): x = model.sample(cfg.batch, generator=g)   # fresh fakes for every critic step

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from .store import atomic_write, write_text
 from .flow import (ADAInputError, Flow, GuidedFlow, train_flow, train_guided_flow, cached_flow, kl_divergence,
-                             as2d, check_int)
+                             as2d, check_int, Corrector)
 from .ada import AlignConfig, fit_ada, fit_ea, sliced_w1, holdout_stop
 
 # %% ../nbs/72_adabench.ipynb #c041
@@ -176,6 +176,7 @@ class RunConfig:
     stable_target: bool = False  # base trained on the batch's stable target field (`flow.stable_target`), not x₁ - x₀
     steps: int = 10              # ODE steps for sampling and likelihoods while aligning
     eval_steps: int = None       # ODE steps for the scored samples (None: `steps`)
+    corrector: tuple = None      # the scored samples' Langevin corrector (t, moves, eps) (see `flow.Corrector`); None: the plain ODE
     ode: str = 'heun'            # ODE solver: 'euler' or 'heun'
     beta: float = 0.1            # KL weight, every method
     iters: int = 200             # generator steps per alignment: the cap of the plateau rule
@@ -192,6 +193,9 @@ class RunConfig:
     critic_lr: float = 2e-3      # ADA critic learning rate
     critic_warmup: int = 100     # ADA critic updates before the first generator step
     critic_hidden: int = 64      # ADA critic width
+    ada_fit: str = 'critics'     # ADA's fit term: 'critics' (the paper's) or 'sliced' (sliced W1, see `AlignConfig.fit`)
+    real_batch: int = None       # ADA experimental samples per critic step / fit term (None: the fit term's default; 0: all)
+    n_dirs: int = 64             # ADA 'sliced': random directions per step and observable
     gp_weight: float = 10.       # ADA gradient-penalty weight
     moment_weight: float = 10.   # EA moment-loss weight
     ema: float = 0.              # > 0: every method returns the moving average of its generator weights (decay)
@@ -218,10 +222,14 @@ class RunConfig:
                            lr=self.ada_lr if method == 'ada' else self.ea_lr, critic_steps=self.critic_steps,
                            critic_lr=self.critic_lr, critic_warmup=self.critic_warmup, gp_weight=self.gp_weight,
                            moment_weight=self.moment_weight, ema=self.ema, window=self.window, patience=self.patience, tol=self.tol,
-                           stop=self.stop, holdout=self.holdout, critic_hidden=self.critic_hidden)
-    def sample(self, model, z, **kw):
-        "The scored samples of `model` from the common noise `z` (`eval_steps` ODE steps)."
-        with torch.no_grad(): return model.sample(z=z, steps=self.eval_steps or self.steps, **kw)
+                           stop=self.stop, holdout=self.holdout, critic_hidden=self.critic_hidden,
+                           fit=self.ada_fit, real_batch=self.real_batch, n_dirs=self.n_dirs)
+    def sample(self, model, z, noise_seed:int=0, **kw):
+        "The scored samples of `model` from the common noise `z` (`eval_steps` ODE steps unless `steps` is given; the `corrector`'s moves, drawn from `noise_seed`, where `model.implies_score`)."
+        c = Corrector(*self.corrector) if self.corrector and model.implies_score else None
+        g = torch.Generator().manual_seed(noise_seed) if c else None
+        kw.setdefault('steps', self.eval_steps or self.steps)
+        with torch.no_grad(): return model.sample(z=z, corrector=c, generator=g, **kw)
 
 def _preset(presets:dict, preset:str, overrides:dict, who:str):
     "The config `presets[preset]` with `overrides` replacing its fields; unknown names raise, naming the valid ones."
@@ -274,6 +282,7 @@ class MogConfig(RunConfig):
     base_lr: float = 2e-3        # base peak learning rate (one-cycle)
     stable_target: bool = True   # base trained on the stable target field (measured: Energy W2 to its own truth 0.30 -> 0.18)
     eval_steps: int = 30         # ODE steps for the scored samples (picked from the metric-vs-steps curve)
+    corrector: tuple = (0.9, 20, 1e-3)  # the scored samples' Langevin corrector (chosen on validation draws: the base at its floor)
     beta: float = 0.3            # KL weight, every method
     iters: int = 400             # generator steps per alignment: the cap (the holdout rule stops earlier)
     stop: str = 'holdout'        # every alignment stops on held-out experimental samples and returns its best check
@@ -372,15 +381,16 @@ def mog_tables(metrics:dict) -> str:
     "The metrics table and the pairs table, one after the other."
     return mog_table(metrics) + '\n\n' + pairs_table(metrics)
 
-def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50)) -> dict:
-    "The base flow against fresh exact base samples per ODE step count: Energy W2 (base energy), the share of samples stranded beyond the exact samples' 99.9 % energy quantile and Energy W2 without them; the two-sample floor."
+def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50), corrector:tuple=None) -> dict:
+    "The base flow (sampled with `corrector` (t, moves, eps) when given) against fresh exact base samples per ODE step count: Energy W2 (base energy), the share of samples stranded beyond the exact samples' 99.9 % energy quantile and Energy W2 without them; the two-sample floor."
     lp = lambda a: mog_logpdf(a, 'base')
     ref = mog_sample('base', n, 20_000 + seed)
     z = torch.randn(n, 3, generator=torch.Generator().manual_seed(20_001 + seed))
     e_ref = -lp(ref); cut = float(torch.quantile(e_ref, 0.999))
     curve, stranded, kept = {}, {}, {}
     for s in steps:
-        with torch.no_grad(): x = flow.sample(z=z, steps=s)
+        g = torch.Generator().manual_seed(20_005 + seed) if corrector else None
+        with torch.no_grad(): x = flow.sample(z=z, steps=s, corrector=Corrector(*corrector) if corrector else None, generator=g)
         far = -lp(x) > cut
         curve[int(s)], stranded[int(s)] = energy_w2(x, ref, lp), float(far.float().mean())
         kept[int(s)] = energy_w2(x[~far], ref[e_ref <= cut], lp)
@@ -417,7 +427,7 @@ def run_mog(out,                   # output folder (created if missing)
     t0 = time.time(); base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir); timings['base'] = time.time() - t0
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
-    info['base_fit'] = base_fit(base, cfg.n_eval, seed, steps=sorted({5, 10, 20, cfg.eval_steps, 50}))
+    info['base_fit'] = base_fit(base, cfg.n_eval, seed, steps=sorted({5, 10, 20, cfg.eval_steps, 50}), corrector=cfg.corrector)
     monitor = mog_run_monitor(cfg, S)
     models = {'base': base}
     for m, o in (('ada', obs), ('ada1', {'xy': obs['xy']})):
@@ -426,11 +436,11 @@ def run_mog(out,                   # output folder (created if missing)
     for k in (1, 2, 3, 4):
         t0 = time.time(); models[f'ea{k}'] = fit_ea(base, obs, exp, cfg.align_config('ea', S(3)), order=k, monitor=monitor)
         timings[f'ea{k}'] = time.time() - t0
-    samples = {m: cfg.sample(model, z) for m, model in models.items()}
+    samples = {m: cfg.sample(model, z, S(75)) for m, model in models.items()}
     g = torch.Generator().manual_seed(S(70))
     for m, names in MOG_GUIDANCE.items():                   # each condition drawn from its own experiment
         given = {n: exp[n][torch.randint(len(exp[n]), (cfg.n_eval,), generator=g)] for n in names}
-        samples[m] = cfg.sample(guide, z, given=given, w=cfg.guide_w)
+        samples[m] = cfg.sample(guide, z, S(75), given=given, w=cfg.guide_w)
     floor = mog_floor(cfg.n_eval, seed)
     metrics = {}
     for m, s in samples.items():
@@ -450,7 +460,7 @@ def run_mog(out,                   # output folder (created if missing)
     import matplotlib.pyplot as plt; plt.close(fig)
     bf = info['base_fit']
     text = (mog_tables(metrics) + '\n\nbase fit (Energy W2 against exact base samples, '
-            f"floor {bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
+            + (f'corrector {cfg.corrector}, ' if cfg.corrector else '') + f"floor {bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
             + '; samples stranded beyond the exact 99.9 % energy: ' + ', '.join(f'{s} steps {v:.1%}' for s, v in bf['stranded'].items()))
     return finish_run(out, metrics, info, text, verbose)
 
@@ -493,7 +503,7 @@ def mog_beta_sweep(out, betas=(0.03, 0.1, 0.3, 1.0), seed:int=0, preset:str='def
     for b in betas:
         m = fit_ada(base, obs, exp, replace(cfg.align_config('ada', S(3)), beta=float(b)))
         with torch.no_grad(): kl, _ = kl_divergence(m, base, 1000, steps=cfg.eval_steps, generator=torch.Generator().manual_seed(S(80)))
-        rows[str(b)] = dict(mog_metrics(cfg.sample(m, z), ref), kl_to_base=float(kl), converged=m.converged, stopped_at=m.stopped_at)
+        rows[str(b)] = dict(mog_metrics(cfg.sample(m, z, S(75)), ref), kl_to_base=float(kl), converged=m.converged, stopped_at=m.stopped_at)
     res = dict(seed=seed, floor=floor, betas=rows)
     write_text(os.path.join(out, 'beta_sweep.json'), json.dumps(res, indent=1))
     if verbose:
