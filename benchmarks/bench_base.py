@@ -29,10 +29,11 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     knobs = {k: v for k, v in dict(hidden=a.hidden, depth=a.depth, base_iters=a.iters, t_power=a.t_power).items() if v is not None}
     if a.corrector is not None:
-        knobs['corrector'] = None if a.corrector == 'none' else tuple(float(v) if '.' in v else int(v) for v in a.corrector.split(','))
+        t, moves, eps = (None, None, None) if a.corrector == 'none' else a.corrector.split(',')
+        knobs['corrector'] = None if t is None else (float(t), int(moves), float(eps))
     cfg = replace(MOG_PRESETS[a.preset], **knobs)
     for seed in (int(s) for s in a.seeds.split(',')):
-        S, key = (lambda r: (r[0], r[-1]))(mog_setup(cfg, seed))
+        S, *_, key = mog_setup(cfg, seed)
         t = time.perf_counter()
         base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key if a.cache else None, a.cache)  # no key: trained here
         train_s = time.perf_counter() - t

@@ -9,8 +9,7 @@ one JSON line per setting with each draw's ratio to the two-sample floor and the
 import argparse, json
 import numpy as np
 import torch
-from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, energy_w2, mog_logpdf
-from simreal_nb.flow import Corrector
+from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, energy_w2, mog_logpdf, corrected
 
 GRID = [None] + [(t, k, e) for t in (0.9, 0.95, 0.98) for k in (5, 10, 20) for e in (2e-4, 5e-4, 1e-3, 2e-3)]
 
@@ -33,8 +32,7 @@ def main(argv=None):
             r = []
             for i in range(a.draws):
                 with torch.no_grad():
-                    x = base.sample(z=zs[i], steps=steps, corrector=Corrector(*c) if c else None,
-                                    generator=torch.Generator().manual_seed(40_000 + i))
+                    x = base.sample(z=zs[i], steps=steps, **corrected(c, 40_000 + i))
                 r.append(energy_w2(x, refs[i], lp) / floor)
             print(json.dumps(dict(seed=a.seed, steps=steps, corrector=c, floor=round(floor, 4), median=round(float(np.median(r)), 2),
                                   max=round(max(r), 2), ratios=[round(v, 2) for v in r])), flush=True)

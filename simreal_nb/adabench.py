@@ -6,11 +6,11 @@
 __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER_TABLE5', 'MOG_METHODS', 'MOG_GUIDANCE',
            'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'CHAIN_METHODS', 'TWIN_PRESETS', 'mog_params',
            'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
-           'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'plot_projections', 'RunConfig', 'start_run',
-           'finish_run', 'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables',
-           'base_fit', 'mog_setup', 'mog_run_monitor', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep',
-           'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables', 'w1',
-           'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
+           'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'plot_projections', 'corrected', 'RunConfig',
+           'start_run', 'finish_run', 'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table',
+           'mog_tables', 'base_fit', 'mog_setup', 'mog_run_monitor', 'run_mog', 'seed_summary', 'run_seeds',
+           'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables',
+           'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import json, math, os, time
@@ -163,6 +163,10 @@ def _save_npy(path, a):
     atomic_write(path, _write)
 
 # %% ../nbs/72_adabench.ipynb #c051d
+def corrected(corrector:tuple, seed:int) -> dict:
+    "`Flow.sample`'s keywords for the Langevin corrector (t, moves, eps), its moves drawn from `seed`; none for `corrector=None` (the plain ODE)."
+    return dict(corrector=Corrector(*corrector), generator=torch.Generator().manual_seed(seed)) if corrector else {}
+
 @dataclass(frozen=True)
 class RunConfig:
     "Knobs every ADA experiment shares: the base flow, the alignments (ADA and EA), the stopping rule and the evaluation."
@@ -226,10 +230,8 @@ class RunConfig:
                            fit=self.ada_fit, real_batch=self.real_batch, n_dirs=self.n_dirs)
     def sample(self, model, z, noise_seed:int=0, **kw):
         "The scored samples of `model` from the common noise `z` (`eval_steps` ODE steps unless `steps` is given; the `corrector`'s moves, drawn from `noise_seed`, where `model.implies_score`)."
-        c = Corrector(*self.corrector) if self.corrector and model.implies_score else None
-        g = torch.Generator().manual_seed(noise_seed) if c else None
         kw.setdefault('steps', self.eval_steps or self.steps)
-        with torch.no_grad(): return model.sample(z=z, corrector=c, generator=g, **kw)
+        with torch.no_grad(): return model.sample(z=z, **corrected(self.corrector if model.implies_score else None, noise_seed), **kw)
 
 def _preset(presets:dict, preset:str, overrides:dict, who:str):
     "The config `presets[preset]` with `overrides` replacing its fields; unknown names raise, naming the valid ones."
@@ -322,8 +324,8 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
         obj = np.array([r['fit'] + beta * r.get('kl', 0.) for r in hist])
         x = it[len(it) - len(_running_mean(obj, w)):]
         axs[0].plot(x, _running_mean(obj, w), 'k', label='objective')
-        for k in [k for k in hist[0] if k.startswith('w1_')]:
-            axs[0].plot(x, _running_mean([r[k] for r in hist], w), label=k.replace('w1_', 'W1 '))
+        for k in [k for k in hist[0] if k.startswith(('w1_', 'sw_'))]:   # the critics' W1 estimates or the sliced W1 terms
+            axs[0].plot(x, _running_mean([r[k] for r in hist], w), label=k.replace('w1_', 'W1 ').replace('sw_', 'sliced W1 '))
         if 'kl' in hist[0]: axs[1].plot(x, _running_mean([r['kl'] for r in hist], w), 'k')
     axs[0].set_title(f'{method}: losses (mean of {w} steps)', fontsize=8); axs[0].legend(fontsize=6)
     axs[1].set_title('KL to the base', fontsize=8)
@@ -389,8 +391,7 @@ def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50), corrector:
     e_ref = -lp(ref); cut = float(torch.quantile(e_ref, 0.999))
     curve, stranded, kept = {}, {}, {}
     for s in steps:
-        g = torch.Generator().manual_seed(20_005 + seed) if corrector else None
-        with torch.no_grad(): x = flow.sample(z=z, steps=s, corrector=Corrector(*corrector) if corrector else None, generator=g)
+        with torch.no_grad(): x = flow.sample(z=z, steps=s, **corrected(corrector, 20_005 + seed))
         far = -lp(x) > cut
         curve[int(s)], stranded[int(s)] = energy_w2(x, ref, lp), float(far.float().mean())
         kept[int(s)] = energy_w2(x[~far], ref[e_ref <= cut], lp)
