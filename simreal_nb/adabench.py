@@ -6,14 +6,15 @@
 __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_PRESETS', 'PAPER_TABLE5', 'MOG_METHODS', 'MOG_GUIDANCE',
            'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'CHAIN_METHODS', 'TWIN_PRESETS', 'mog_params',
            'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy', 'cluster_kl', 'kde2d', 'kde_l1',
-           'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'plot_projections', 'corrected', 'RunConfig',
-           'start_run', 'finish_run', 'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table',
-           'mog_tables', 'base_fit', 'mog_setup', 'mog_run_monitor', 'run_mog', 'seed_summary', 'run_seeds',
-           'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables',
-           'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
+           'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'mog_cells', 'mog_limit', 'grid_sample',
+           'grid_kl', 'plot_projections', 'corrected', 'RunConfig', 'start_run', 'finish_run', 'mog_monitor',
+           'MogConfig', 'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit', 'mog_setup',
+           'mog_run_monitor', 'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy',
+           'chain_langevin', 'chain_to_state', 'state_to_chain', 'chain_observables', 'w1', 'ChainConfig',
+           'chain_steps', 'chain_table', 'run_chain', 'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
-import json, math, os, time
+import functools, json, math, os, time
 from dataclasses import dataclass, asdict, fields, replace
 import numpy as np
 import torch
@@ -141,6 +142,37 @@ def heldout_resolution(pair_sigmas:dict,                       # candidate name 
         out[f'{n_gen} vs {n_exp}'] = row
     return out
 
+# %% ../nbs/72_adabench.ipynb #lim0
+def mog_cells(grid, kind:str='target') -> np.ndarray:
+    "Cell probabilities [n]*3 of the base or target mixture on the grid with cell centres `grid` [n] on every axis."
+    X = torch.tensor(np.stack(np.meshgrid(grid, grid, grid, indexing='ij'), -1).reshape(-1, 3), dtype=torch.float32)
+    q = np.exp(mog_logpdf(X, kind).double().numpy().reshape((len(grid),) * 3))
+    return q / q.sum()
+
+@functools.lru_cache(maxsize=2)
+def mog_limit(lim:float=7., n_grid:int=141, tol:float=1e-9, max_sweeps:int=500) -> tuple:
+    "ADA's β → 0 optimum: the base's I-projection onto ν's three exact projections, by iterative proportional fitting on a grid; (cell centres [n_grid], probabilities [n_grid]*3, sweeps)."
+    check_int('n_grid', n_grid, 8)
+    grid = np.linspace(-lim, lim, n_grid)
+    nu, p = mog_cells(grid, 'target'), mog_cells(grid, 'base')
+    marg = [(2, nu.sum(2)), (0, nu.sum(0)), (1, nu.sum(1))]     # the (x,y), (y,z), (x,z) marginals of ν
+    for sweep in range(1, max_sweeps + 1):
+        for ax, m in marg: p *= np.expand_dims(m / np.maximum(p.sum(ax), 1e-300), ax)
+        if max(np.abs(p.sum(ax) - m).sum() for ax, m in marg) < tol: break
+    p.flags.writeable = False                                  # cached: shared by every caller
+    return grid, p, sweep
+
+def grid_sample(grid, p, n:int, seed:int=0) -> torch.Tensor:
+    "`n` samples [n, 3] of the grid density `p` (cells drawn by probability, uniform within a cell), reproducible from `seed`."
+    r, h = np.random.default_rng(seed), grid[1] - grid[0]
+    i = np.unravel_index(r.choice(p.size, n, p=p.ravel()), p.shape)
+    return torch.tensor(np.stack([grid[k] for k in i], 1) + (r.random((n, 3)) - 0.5) * h, dtype=torch.float32)
+
+def grid_kl(p, q) -> float:
+    "KL(p ‖ q) between two densities on the same grid (cell probabilities)."
+    s = p > 0
+    return float(np.sum(p[s] * np.log(p[s] / np.maximum(q[s], 1e-300))))
+
 # %% ../nbs/72_adabench.ipynb #c049
 def plot_projections(samples:dict, bins:int=60, lim:float=6.5, dpi:int=70):
     "2-D histograms of the (x,y), (y,z), (x,z) projections of each named sample set [n, 3] (one row each)."
@@ -262,11 +294,13 @@ def finish_run(out, metrics:dict, info:dict, table:str, verbose:bool=True) -> di
 
 
 # %% ../nbs/72_adabench.ipynb #99db51ca
-def mog_monitor(ref, z, steps:int):
-    "A `monitor` for the alignments: Energy W2 and each pair's weight and radius of a model's samples from noise `z` against samples `ref` of ν."
+def mog_monitor(ref, z, steps:int, kl_ref=None):
+    "A `monitor` for the alignments: Energy W2 and each pair's weight and radius of a model's samples from noise `z` against samples `ref` of ν; with `kl_ref` (samples of ν) also KL(ν ‖ model) from the model's likelihoods."
     def monitor(model) -> dict:
         with torch.no_grad(): x = model.sample(z=z, steps=steps)
         out = dict(energy_w2=energy_w2(x, ref))
+        if kl_ref is not None:
+            with torch.no_grad(): out['kl_target'] = float((mog_logpdf(kl_ref, 'target') - model.log_prob(kl_ref, steps=steps)).mean())
         for p, v in pair_stats(x).items(): out.update({f'{p}_weight': v['weight'], f'{p}_radius': v['radius']})
         return out
     return monitor
@@ -294,16 +328,18 @@ class MogConfig(RunConfig):
     ada_lr: float = 1e-3         # ADA generator learning rate (the holdout rule keeps the best step, so a faster one is safe)
     critic_steps: int = 5        # ADA critic updates per generator step (fresh samples each)
     ema: float = 0.98            # every method returns its generator's weight average (the last steps' jitter blurs the blobs)
+    monitor_kl: int = 1000       # samples of ν for the curves' truth KL(ν ‖ model) at every check (0: none)
+    limit_grid: int = 141        # `ada_limit`: grid points per axis of the I-projection (cells of 0.1 on [-7, 7])
 
 MOG_PRESETS = {'test': MogConfig(n_sim=4000, n_exp=1000, n_eval=1000, hidden=32, depth=2, base_iters=150, base_batch=256,
                                  eval_steps=10, iters=4, batch=128, kl_batch=32, critic_steps=2, critic_warmup=4, window=2,
-                                 patience=1),
+                                 patience=1, monitor_kl=100, limit_grid=41),
                'default': MogConfig()}
 
 PAPER_TABLE5 = {'base': (1.10, 0.12), 'base_ode': (1.10, 0.12), 'ada': (0.05, 0.01), 'ea1': (1.10, 0.12), 'ea2': (0.90, 0.02),
                 'ea3': (0.90, 0.02), 'ea4': (0.70, 0.05)}
 
-MOG_METHODS = ('base', 'base_ode', 'ada', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance', 'guidance2', 'guidance3')
+MOG_METHODS = ('base', 'base_ode', 'ada_limit', 'ada', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance', 'guidance2', 'guidance3')
 MOG_GUIDANCE = {'guidance': ('xy',), 'guidance2': ('xy', 'yz'), 'guidance3': ('xy', 'yz', 'xz')}
 
 # %% ../nbs/72_adabench.ipynb #76fd6915
@@ -326,11 +362,15 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
         axs[0].plot(x, _running_mean(obj, w), 'k', label='objective')
         for k in [k for k in hist[0] if k.startswith(('w1_', 'sw_'))]:   # the critics' W1 estimates or the sliced W1 terms
             axs[0].plot(x, _running_mean([r[k] for r in hist], w), label=k.replace('w1_', 'W1 ').replace('sw_', 'sliced W1 '))
-        if 'kl' in hist[0]: axs[1].plot(x, _running_mean([r['kl'] for r in hist], w), 'k')
+        if 'kl' in hist[0]: axs[1].plot(x, _running_mean([r['kl'] for r in hist], w), 'k', label='KL(model ‖ base)')
     axs[0].set_title(f'{method}: losses (mean of {w} steps)', fontsize=8); axs[0].legend(fontsize=6)
-    axs[1].set_title('KL to the base', fontsize=8)
+    axs[1].set_title('KL (nats)', fontsize=8)
     if checks:
         ci = [c['it'] for c in checks]
+        if 'kl_target' in checks[0]: axs[1].plot(ci, [c['kl_target'] for c in checks], 's-', c='C1', label='KL(ν ‖ model) (truth)')
+        if 'kl_target' in checks[0] and 'ada_limit' in info:       # the truth's KL at ADA's β → 0 optimum: its floor
+            axs[1].axhline(info['ada_limit']['kl_target'], ls='--', lw=0.7, c='C1', label='KL(ν ‖ ada_limit)')
+        if axs[1].get_legend_handles_labels()[0]: axs[1].legend(fontsize=6)
         if 'heldout' in checks[0]: axs[2].plot(ci, [c['heldout'] for c in checks], 'o-', label='held-out SW1 (rule)')
         if 'energy_w2' in checks[0]: axs[2].plot(ci, [c['energy_w2'] for c in checks], 's-', label='Energy W2 (truth)')
         for p in [k[:-7] for k in checks[0] if k.endswith('_radius')]:
@@ -410,9 +450,9 @@ def mog_setup(cfg:MogConfig, seed:int):
     return S, ref, z, obs, exp, dict(bench='mog', n_sim=cfg.n_sim, data_seed=S(1))
 
 def mog_run_monitor(cfg:MogConfig, S):
-    "The MoG run's `mog_monitor`: samples of ν and noise of its own (streams `S(55)`, `S(65)`: held out from the scored reference), the scored ODE steps."
+    "The MoG run's `mog_monitor`: samples of ν and noise of its own (streams `S(55)`, `S(65)`, `S(56)` for the KL: held out from the scored reference), the scored ODE steps."
     return mog_monitor(mog_sample('target', cfg.n_eval, S(55)), torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))),
-                       cfg.eval_steps or cfg.steps)
+                       cfg.eval_steps or cfg.steps, mog_sample('target', cfg.monitor_kl, S(56)) if cfg.monitor_kl else None)
 
 def run_mog(out,                   # output folder (created if missing)
             seed:int=0,            # every random stream derives from it
@@ -439,6 +479,9 @@ def run_mog(out,                   # output folder (created if missing)
         timings[f'ea{k}'] = time.time() - t0
     samples = {m: cfg.sample(model, z, S(75)) for m, model in models.items()}
     samples['base_ode'] = replace(cfg, corrector=None).sample(base, z)   # the base by the plain ODE, the sampler every aligned flow uses
+    grid, limit, _ = mog_limit(7., cfg.limit_grid)                       # ADA's β → 0 optimum: what its objective can reach
+    samples['ada_limit'] = grid_sample(grid, limit, cfg.n_eval, S(76))
+    info['ada_limit'] = dict(kl_target=grid_kl(mog_cells(grid, 'target'), limit), kl_base=grid_kl(limit, mog_cells(grid, 'base')))
     g = torch.Generator().manual_seed(S(70))
     for m, names in MOG_GUIDANCE.items():                   # each condition drawn from its own experiment
         given = {n: exp[n][torch.randint(len(exp[n]), (cfg.n_eval,), generator=g)] for n in names}

@@ -250,6 +250,9 @@ def test_run_mog_test_preset_writes_files_and_aligns(tmp_path):
     ref = mog_sample('target', n, 50)
     d = {m: w1(np.load(tmp_path / 'a' / f'samples_{m}.npy'), ref) for m in MOG_METHODS}
     assert all(d[m] < d['base_ode'] for m in ('ada', 'ea2', 'ea3', 'ea4')), d     # against the base by the same sampler
+    assert d['ada_limit'] < min(d[m] for m in ('ada', 'ea2', 'ea3', 'ea4')), d   # ADA's β → 0 optimum matches the projections exactly
+    assert 0 < info['ada_limit']['kl_base'] and 0.01 < info['ada_limit']['kl_target']        # closer to the base, and still not ν
+    assert all(np.isfinite(c['kl_target']) for c in info['checks']['ada'])                    # the curves' truth KL at every check
     # warm: both flows come from the cache, and every number is the same
     assert run_mog(tmp_path / 'b', seed=0, preset='test', verbose=False, cache_dir=cache) == met
     assert json.loads((tmp_path / 'b' / 'run_info.json').read_text())['base_cached']
