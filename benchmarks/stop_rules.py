@@ -56,7 +56,7 @@ RULES = {   # name -> (checks -> index of the returned check)
 }
 
 def replay(checks_by_seed:dict) -> list:
-    "Per rule and seed: the returned step, the truth there (KL(ν ‖ model), Energy W2, radii) and the check where the rule stopped."
+    "Per rule and seed: the step of the returned check and the truth there (KL(ν ‖ model), Energy W2, radii)."
     rows = []
     for name, rule in RULES.items():
         for seed, c in checks_by_seed.items():

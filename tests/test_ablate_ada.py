@@ -1,19 +1,12 @@
 "The ablation benchmark's curves: every row's alignment curves written and drawn, the default holdout rule replayed on them."
-import importlib.util, json, os
+import json, os
 from dataclasses import fields
-from pathlib import Path
 from simreal_nb.adabench import MOG_PRESETS
 from simreal_nb.ada import holdout_stop
 
-def _ablate_module():
-    path = Path(__file__).resolve().parents[1] / 'benchmarks' / 'ablate_ada.py'
-    spec = importlib.util.spec_from_file_location('ablate_ada', path)
-    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-    return mod
-
-def test_rows_of_several_changes_and_their_curves(tmp_path, monkeypatch):
+def test_rows_of_several_changes_and_their_curves(tmp_path, monkeypatch, load_benchmark):
     monkeypatch.setenv('SIMREAL_CACHE', str(tmp_path / 'cache'))
-    ab = _ablate_module()
+    ab = load_benchmark('ablate_ada')
     assert ab.parse_change('reference') == {} and ab.parse_change('iters=8+patience=0+stop=holdout') == dict(iters=8, patience=0, stop='holdout')
     test = {f.name: getattr(MOG_PRESETS['test'], f.name) for f in fields(MOG_PRESETS['test'])}   # the test preset's sizes
     recs = ab.ablate([0], ['reference', 'iters=8+patience=0'], str(tmp_path / 'out'), test)
