@@ -16,7 +16,8 @@ import argparse, ast, glob, json, os, time
 from dataclasses import asdict, replace
 import numpy as np
 import torch
-from simreal_nb.adabench import MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, mog_floor, mog_run_monitor, plot_alignment
+from simreal_nb.adabench import (MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, pair_radii, mog_floor, mog_run_monitor,
+                                 plot_alignment)
 from simreal_nb.ada import fit_ada, holdout_stop
 
 DEFAULT_ROWS = ('reference', 'stop=holdout', 'critic_steps=10', 'critic_hidden=128', 'gp_weight=1.0', 'beta=0.03',
@@ -56,7 +57,7 @@ def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
         base_cfg = replace(MOG_PRESETS['default'], **common)
         S, ref, z, obs, exp, key = mog_setup(base_cfg, seed)
         base = base_cfg.base_flow(mog_sample('base', base_cfg.n_sim, S(1)), S(2), key, cache_dir)
-        floor = mog_floor(base_cfg.n_eval, seed)
+        floor = mog_floor(base_cfg.n_eval, seed, kind=base_cfg.target)
         monitor = mog_run_monitor(base_cfg, S)                                  # the curves' truth, as run_mog records it
         for row in rows:
             cfg = replace(base_cfg, **parse_change(row))
@@ -64,23 +65,25 @@ def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
             model = fit_ada(base, obs, exp, cfg.align_config('ada', S(3)), monitor)
             s = cfg.sample(model, z).numpy()
             rec = dict(row=row, seed=seed, seconds=round(time.time() - t0, 1), steps=model.stopped_at,
-                       best_at=model.best_at, converged=model.converged, **mog_metrics(s, ref),
+                       best_at=model.best_at, converged=model.converged, **mog_metrics(s, ref, cfg.target),
                        floor_energy_w2=floor['energy_w2'],
                        radii=[round(v['radius'], 3) for v in pair_stats(s).values()],
-                       weights=[round(v['weight'], 3) for v in pair_stats(s).values()])
+                       weights=[round(v['weight'], 3) for v in pair_stats(s).values()],
+                       radii_xyz=[[round(v[f'radius_{c}'], 3) for c in 'xyz'] for v in pair_stats(s).values()])
             print(json.dumps(rec), flush=True)
             save_curves(curves_stem(out, row, seed), dict(config=asdict(cfg), history=dict(ada=model.history), checks=dict(ada=model.checks),
                                                           stopped_at=model.stopped_at, best_at=model.best_at))
             recs.append(rec)
     with open(os.path.join(out, 'ablation.json'), 'w') as f: json.dump(dict(seeds=list(seeds), common=common, rows=recs), f, indent=1)
-    table = ablation_table(recs)
+    table = ablation_table(recs, base_cfg.target)
     with open(os.path.join(out, 'ablation.md'), 'w') as f: f.write(table + '\n')
     print(table)
     return recs
 
-def ablation_table(recs:list) -> str:
-    "Markdown: one row per change, means (± std over seeds) of Energy W2 and Cluster KL, radii, steps and seconds."
-    rows = ['| change | Energy W2 | Cluster KL | radii P1..P4 (target 0.8/0.6/0.5/0.4) | steps | s |', '|---|---|---|---|---|---|']
+def ablation_table(recs:list, target:str='target') -> str:
+    "Markdown: one row per change, means (± std over seeds) of Energy W2 and Cluster KL, radii (beside the mixture `target`'s), steps and seconds."
+    radii_t = '/'.join(f'{r:.2f}' for r in pair_radii(target))
+    rows = [f'| change | Energy W2 | Cluster KL | radii P1..P4 ({target} {radii_t}) | steps | s |', '|---|---|---|---|---|---|']
     for row in dict.fromkeys(r['row'] for r in recs):
         rs = [r for r in recs if r['row'] == row]
         pm = lambda k, f: f.format(np.mean([r[k] for r in rs])) + (' ± ' + f.format(np.std([r[k] for r in rs], ddof=1)) if len(rs) > 1 else '')

@@ -390,16 +390,20 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             betas:str=None,         # Comma-separated KL weights, e.g. 0.03,0.1,0.3,1: an ADA β sweep (DIR/beta_sweep.json) instead
             quick:store_true=False, # The 'test' preset: a smoke test, a few training steps
             cache:str=None,         # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
+            target:str='target',    # The mixture the experiments sample: target (DESIGN §7) or identifiable (its neighbour the projections determine)
             overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
-    from simreal_nb.adabench import run_mog, mog_beta_sweep, mog_tables
+    from functools import partial
+    from simreal_nb.adabench import run_mog, mog_beta_sweep, mog_tables, MOG_KINDS
+    if target not in MOG_KINDS[1:]: raise UsageError(f"--target: {target!r}; expected one of {', '.join(MOG_KINDS[1:])}")
     preset = 'test' if quick else 'default'
-    if betas is None: return _run_ada(run_mog, out, seed, seeds, table=mog_tables, overwrite=overwrite, preset=preset, cache_dir=cache)
+    if betas is None: return _run_ada(run_mog, out, seed, seeds, table=partial(mog_tables, target=target), overwrite=overwrite,
+                                      preset=preset, cache_dir=cache, target=target)
     try: bs = [float(b) for b in betas.split(',') if b.strip()]
     except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
     if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
     check_at_least('--seed', seed, 0); check_out_dir(out); check_ada_out(out, overwrite)
-    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache)
+    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target)
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
 @call_parse

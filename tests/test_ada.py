@@ -472,3 +472,45 @@ def test_sliced_fit_term_is_seeded_and_matches_the_whole_distribution(flow2d):
     assert a.history[-1]['sw_x0'] < 0.5 * a.history[0]['sw_x0']
     with torch.no_grad(): x = a.sample(4000, generator=torch.Generator().manual_seed(6))[:, 0]
     assert 0.65 < float(x.std()) < 0.95 and abs(float(x.mean()) - 3.0) < 0.15, (x.mean(), x.std())
+
+
+def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
+    "The identifiable neighbour: zero face gaps, exact samples with its per-axis widths, a log-density that is the product of 1-D normals per blob."
+    from simreal_nb.adabench import face_gaps, face_projected, pair_radii
+    sig = face_projected((0.8, 0.6, 0.5, 0.4))
+    assert sig.shape == (4, 3) and torch.allclose(face_gaps(sig), torch.zeros(3, dtype=torch.float64), atol=1e-5)
+    assert (face_gaps((0.8, 0.6, 0.5, 0.4)).abs() > 1).all()           # DESIGN §7's widths break every relation
+    assert torch.allclose(face_projected(sig).double(), sig.double(), atol=1e-5)   # a projection: applied twice, unchanged
+    w, m, s = mog_params('identifiable')
+    np.testing.assert_allclose(w.numpy(), mog_params('target')[0].numpy())
+    x = torch.tensor([[2.5, 3.4, 2.9], [-3.1, 2.6, 3.3]])
+    comp = torch.distributions.Normal(m[None], s[None]).log_prob(x[:, None]).sum(-1) + torch.log(w)
+    torch.testing.assert_close(mog_logpdf(x, 'identifiable'), torch.logsumexp(comp, 1))
+    ps = pair_stats(mog_sample('identifiable', 40000, 3))
+    for k, p in enumerate(ps.values()):
+        assert p['radius'] == pytest.approx(pair_radii('identifiable')[k], abs=0.015)
+        assert [p[f'radius_{c}'] for c in 'xyz'] == pytest.approx(sig[k].tolist(), abs=0.02)
+    with pytest.raises(ADAInputError, match='4 or 4x3'): face_projected((0.8, 0.6))
+    with pytest.raises(ADAInputError, match="'nu'"): mog_params('nu')
+
+
+def test_only_the_identifiable_target_is_its_own_i_projection():
+    "The base's I-projection onto the three projections reproduces the identifiable mixture (up to the grid), not DESIGN §7's."
+    from simreal_nb.adabench import mog_limit, mog_cells, grid_kl
+    kl = {}
+    for kind in ('target', 'identifiable'):
+        grid, limit, _ = mog_limit(7., 61, target=kind)
+        for ax in range(3): assert np.abs(limit.sum(ax) - mog_cells(grid, kind).sum(ax)).sum() < 1e-6
+        kl[kind] = grid_kl(mog_cells(grid, kind), limit)
+    assert kl['identifiable'] < 0.002 < 0.02 < kl['target']
+
+
+def test_run_mog_scores_against_the_chosen_target(tmp_path):
+    met = run_mog(tmp_path / 'i', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache', target='identifiable')
+    info = json.loads((tmp_path / 'i' / 'run_info.json').read_text())
+    assert info['config']['target'] == 'identifiable' and info['ada_limit']['kl_target'] < 0.002
+    assert '*identifiable*' in (tmp_path / 'i' / 'table.md').read_text()
+    from simreal_nb.adabench import mog_floor
+    assert met['ada']['floor_energy_w2'] == mog_floor(1000, 0, kind='identifiable')['energy_w2']
+    with pytest.raises(ADAInputError, match="target='nu'"):
+        run_mog(tmp_path / 'x', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache', target='nu')

@@ -105,6 +105,7 @@ CASES = {
     'ada mog: bad seeds':        (['ada', 'mog', '--quick', '--seeds', '0,x', '--out', '{o}'], ['--seeds', 'integers']),
     'ada mog: repeated seeds':   (['ada', 'mog', '--quick', '--seeds', '1,1', '--out', '{o}'], ['--seeds', 'distinct']),
     'ada mog: negative beta':    (['ada', 'mog', '--quick', '--betas', '0.1,-1', '--out', '{o}'], ['--betas', '>= 0']),
+    'ada mog: unknown target':   (['ada', 'mog', '--quick', '--target', 'nu', '--out', '{o}'], ['--target', "'nu'", 'identifiable']),
     'ada twins: bad seeds':      (['ada', 'twins', '--preset', 'test', '--seeds', '0,0', '--out', '{o}'], ['--seeds', 'distinct']),
     'run: bad lambdas':          (['run', '--preset', 'test', '--lambdas', '0.1,1.5', '--out', '{o}'], ['--lambdas', '[0, 1]']),
     'docs: out is a file':       (['docs', '--out', '{t}/a_file'], ['a_file', 'is a file']),
