@@ -6,13 +6,13 @@
 __all__ = ['MOG_VERTICES', 'MOG_PAIRS', 'MOG_PROJECTIONS', 'MOG_KINDS', 'MOG_PRESETS', 'PAPER_TABLE5', 'MOG_METHODS',
            'MOG_GUIDANCE', 'CHAIN_FORCE_FIELDS', 'CHAIN_OBSERVABLES', 'CHAIN_PRESETS', 'CHAIN_METHODS', 'TWIN_PRESETS',
            'mog_params', 'pair_radii', 'mog_sample', 'mog_logpdf', 'mog_observables', 'energy_w2', 'occupancy',
-           'cluster_kl', 'kde2d', 'kde_l1', 'mog_metrics', 'mog_floor', 'pair_stats', 'heldout_resolution', 'mog_cells',
-           'mog_limit', 'grid_sample', 'grid_kl', 'face_gaps', 'face_projected', 'plot_projections', 'corrected',
-           'RunConfig', 'start_run', 'finish_run', 'mog_monitor', 'MogConfig', 'plot_alignment', 'mog_table',
-           'pairs_table', 'mog_tables', 'base_fit', 'mog_setup', 'mog_run_monitor', 'run_mog', 'seed_summary',
-           'run_seeds', 'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state', 'state_to_chain',
-           'chain_observables', 'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain', 'TwinConfig',
-           'twins_table', 'run_twins']
+           'cluster_kl', 'kde2d', 'kde_l1', 'energy_tail', 'mog_metrics', 'mog_floor', 'pair_stats',
+           'heldout_resolution', 'mog_cells', 'mog_limit', 'grid_sample', 'grid_kl', 'face_gaps', 'face_projected',
+           'plot_projections', 'corrected', 'RunConfig', 'start_run', 'finish_run', 'mog_monitor', 'MogConfig',
+           'plot_alignment', 'mog_table', 'pairs_table', 'mog_tables', 'base_fit', 'mog_setup', 'mog_run_monitor',
+           'run_mog', 'seed_summary', 'run_seeds', 'mog_beta_sweep', 'chain_energy', 'chain_langevin', 'chain_to_state',
+           'state_to_chain', 'chain_observables', 'w1', 'ChainConfig', 'chain_steps', 'chain_table', 'run_chain',
+           'TwinConfig', 'twins_table', 'run_twins']
 
 # %% ../nbs/72_adabench.ipynb #b003
 import functools, json, math, os, time
@@ -110,9 +110,17 @@ def kde_l1(x, ref, bw:float=0.3, lim:float=7., n_grid:int=141) -> float:
     return float(np.mean([np.abs(kde2d(x[:, list(ij)], grid, bw) - kde2d(ref[:, list(ij)], grid, bw)).sum() * da
                           for ij in MOG_PROJECTIONS.values()]))
 
+def energy_tail(x, ref, logpdf, q:float=0.999) -> dict:
+    "Where Energy W2 comes from: the share of samples `x` beyond the reference samples' `q` energy quantile (stranded), and Energy W2 without every sample beyond it."
+    x, ref = torch.as_tensor(_np(x)), torch.as_tensor(_np(ref))
+    ex, er = -logpdf(x), -logpdf(ref)
+    cut = float(torch.quantile(er, q)); far = ex > cut
+    return dict(stranded=int(far.sum()) / len(far), energy_w2_kept=energy_w2(x[~far], ref[er <= cut], logpdf))
+
 def mog_metrics(x, ref, target:str='target') -> dict:
-    "Energy W2 (the energy of the mixture `target`), Cluster KL and KDE l1 of samples `x` against its reference samples `ref`."
-    return dict(energy_w2=energy_w2(x, ref, lambda a: mog_logpdf(a, target)), cluster_kl=cluster_kl(x, ref), kde_l1=kde_l1(x, ref))
+    "Energy W2 (the energy of the mixture `target`) with its `energy_tail`, Cluster KL and KDE l1 of samples `x` against its reference samples `ref`."
+    lp = lambda a: mog_logpdf(a, target)
+    return dict(energy_w2=energy_w2(x, ref, lp), **energy_tail(x, ref, lp), cluster_kl=cluster_kl(x, ref), kde_l1=kde_l1(x, ref))
 
 # %% ../nbs/72_adabench.ipynb #cd08a526
 def mog_floor(n:int=2000, seed:int=0, draws:int=5, kind:str='target') -> dict:
@@ -430,22 +438,24 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
     return fig
 
 # %% ../nbs/72_adabench.ipynb #c053
-_METRICS = ('energy_w2', 'cluster_kl', 'kde_l1')
+_METRICS_TAIL = ('energy_w2', 'energy_w2_kept', 'stranded', 'cluster_kl', 'kde_l1')
+_HEAD = dict(energy_w2='Energy W2', energy_w2_kept='Energy W2 w/o stranded', stranded='stranded', cluster_kl='Cluster KL', kde_l1='KDE l1')
 
 def _cell(v, k):
     "`v[k]` as 'mean ± std' when `v` holds seed spreads (`k`_std), else the plain number."
-    fmt = '{:.4f}' if k == 'cluster_kl' else '{:.3f}'
+    fmt = '{:.4f}' if k in ('cluster_kl', 'stranded') else '{:.3f}'
     return fmt.format(v[k]) + (' ± ' + fmt.format(v[k + '_std']) if k + '_std' in v else '')
 
 def mog_table(metrics:dict) -> str:
-    "Markdown table: Energy W2 / Cluster KL / KDE l1 beside their two-sample floors and the paper's Table 5."
-    rows = ['| method | Energy W2 | Cluster KL | KDE l1 | paper Energy W2 | paper Cluster KL |', '|---|---|---|---|---|---|']
+    "Markdown table: Energy W2 (and without its stranded tail) / Cluster KL / KDE l1 beside their two-sample floors and the paper's Table 5."
+    ks = [k for k in _METRICS_TAIL if k in next(iter(metrics.values()))]    # runs recorded before the tail split have none
+    rows = ['| method | ' + ' | '.join(_HEAD[k] for k in ks) + ' | paper Energy W2 | paper Cluster KL |', '|---' * (len(ks) + 3) + '|']
     for m, v in metrics.items():
         p = PAPER_TABLE5.get(m)
-        rows.append(f"| {m} | " + ' | '.join(_cell(v, k) for k in _METRICS) + ' | '
+        rows.append(f"| {m} | " + ' | '.join(_cell(v, k) for k in ks) + ' | '
                     + (f"{p[0]:.2f} | {p[1]:.2f} |" if p else "– | – |"))
     f = next(iter(metrics.values()))
-    rows.append(f"| *two-sample floor* | " + ' | '.join(_cell(f, 'floor_' + k) for k in _METRICS) + ' | – | – |')
+    rows.append(f"| *two-sample floor* | " + ' | '.join(_cell(f, 'floor_' + k) for k in ks) + ' | – | – |')
     return '\n'.join(rows)
 
 def pairs_table(metrics:dict, target:str='target') -> str:
@@ -466,13 +476,11 @@ def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50), corrector:
     lp = lambda a: mog_logpdf(a, 'base')
     ref = mog_sample('base', n, 20_000 + seed)
     z = torch.randn(n, 3, generator=torch.Generator().manual_seed(20_001 + seed))
-    e_ref = -lp(ref); cut = float(torch.quantile(e_ref, 0.999))
     curve, stranded, kept = {}, {}, {}
     for s in steps:
         with torch.no_grad(): x = flow.sample(z=z, steps=s, **corrected(corrector, 20_005 + seed))
-        far = -lp(x) > cut
-        curve[int(s)], stranded[int(s)] = energy_w2(x, ref, lp), float(far.float().mean())
-        kept[int(s)] = energy_w2(x[~far], ref[e_ref <= cut], lp)
+        tail = energy_tail(x, ref, lp)
+        curve[int(s)], stranded[int(s)], kept[int(s)] = energy_w2(x, ref, lp), tail['stranded'], tail['energy_w2_kept']
     floor = float(np.median([energy_w2(mog_sample('base', n, 20_002 + seed + i), ref, lp) for i in range(5)]))
     return dict(energy_w2=curve, floor=floor, stranded=stranded, energy_w2_kept=kept)
 

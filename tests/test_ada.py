@@ -82,7 +82,8 @@ def test_kl_is_differentiable(flow2d):
 def test_metrics_identical_samples_are_zero():
     ref = mog_sample('target', 2000, 1)
     m = mog_metrics(ref, ref)
-    assert set(m) == {'energy_w2', 'cluster_kl', 'kde_l1'} and all(abs(v) < 1e-9 for v in m.values())
+    assert set(m) == {'energy_w2', 'energy_w2_kept', 'stranded', 'cluster_kl', 'kde_l1'}
+    assert all(abs(v) < 1e-9 for k, v in m.items() if k != 'stranded') and m['stranded'] <= 1e-3
     floor = mog_metrics(mog_sample('target', 2000, 2), ref)
     base = mog_metrics(mog_sample('base', 2000, 3), ref)
     assert floor['cluster_kl'] < 0.02 and base['cluster_kl'] > 0.07
@@ -514,3 +515,14 @@ def test_run_mog_scores_against_the_chosen_target(tmp_path):
     assert met['ada']['floor_energy_w2'] == mog_floor(1000, 0, kind='identifiable')['energy_w2']
     with pytest.raises(ADAInputError, match="target='nu'"):
         run_mog(tmp_path / 'x', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache', target='nu')
+
+
+def test_energy_tail_splits_off_the_stranded_samples():
+    "Samples moved between the blobs: counted as stranded, and Energy W2 without them back near the floor."
+    from simreal_nb.adabench import energy_tail
+    ref, x = mog_sample('target', 2000, 1), mog_sample('target', 2000, 2)
+    x[:20] = 0.                                                  # 1 % at the cube's centre, far from every blob
+    lp = lambda a: mog_logpdf(a, 'target')
+    t, clean = energy_tail(x, ref, lp), energy_w2(x[20:], ref, lp)
+    assert t['stranded'] == pytest.approx(0.01, abs=0.002)
+    assert energy_w2(x, ref, lp) > 3 * clean and t['energy_w2_kept'] < 1.5 * clean
