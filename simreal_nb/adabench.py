@@ -377,16 +377,22 @@ class MogConfig(RunConfig):
     monitor_kl: int = 1000       # samples of ν for the curves' truth KL(ν ‖ model) at every check (0: none)
     limit_grid: int = 141        # `ada_limit`: grid points per axis of the I-projection (cells of 0.1 on [-7, 7])
     target: str = 'target'       # ν, the mixture the experiments sample and every score uses: 'target' (DESIGN §7) or 'identifiable'
+    sliced_beta: float = 0.01    # `ada_sliced`: ADA with the sliced fit term, its KL weight,
+    sliced_batch: int = 4096     #   generated samples per step,
+    sliced_iters: int = 600      #   and steps: a fixed budget (its truth KL is flat from ~300-400), the best held-out check returned
+    def sliced_config(self) -> 'MogConfig':
+        "This run's config for the `ada_sliced` row: the sliced fit term, its own β, batch and budget, the holdout rule's checks without its stop."
+        return replace(self, ada_fit='sliced', beta=self.sliced_beta, batch=self.sliced_batch, iters=self.sliced_iters, patience=0)
 
 MOG_PRESETS = {'test': MogConfig(n_sim=4000, n_exp=1000, n_eval=1000, hidden=32, depth=2, base_iters=150, base_batch=256,
                                  eval_steps=10, iters=4, batch=128, kl_batch=32, critic_steps=2, critic_warmup=4, window=2,
-                                 patience=1, monitor_kl=100, limit_grid=41),
+                                 patience=1, monitor_kl=100, limit_grid=41, sliced_batch=128, sliced_iters=4),
                'default': MogConfig()}
 
 PAPER_TABLE5 = {'base': (1.10, 0.12), 'base_ode': (1.10, 0.12), 'ada': (0.05, 0.01), 'ea1': (1.10, 0.12), 'ea2': (0.90, 0.02),
                 'ea3': (0.90, 0.02), 'ea4': (0.70, 0.05)}
 
-MOG_METHODS = ('base', 'base_ode', 'ada_limit', 'ada', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance', 'guidance2', 'guidance3')
+MOG_METHODS = ('base', 'base_ode', 'ada_limit', 'ada', 'ada_sliced', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance', 'guidance2', 'guidance3')
 MOG_GUIDANCE = {'guidance': ('xy',), 'guidance2': ('xy', 'yz'), 'guidance3': ('xy', 'yz', 'xz')}
 
 # %% ../nbs/72_adabench.ipynb #76fd6915
@@ -395,12 +401,13 @@ def _running_mean(a, w:int) -> np.ndarray:
     return np.convolve(a, np.ones(w) / w, mode='valid') if len(a) >= w else a
 
 def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
-                   rule:tuple=None):  # (patience, tol) of a holdout rule replayed on the checks: where it would stop, marked
+                   rule:tuple=None,   # (patience, tol) of a holdout rule replayed on the checks: where it would stop, marked
+                   beta:float=None):  # the method's KL weight in its objective (default: the run's `beta`)
     "The alignment curves of `method` from a benchmark run's info (`run_info.json`): losses, KL, held-out checks, radii."
     import matplotlib.pyplot as plt
     hist, checks = info['history'][method], info.get('checks', {}).get(method, [])
     w = window or info['config']['window']
-    beta = info['config']['beta']
+    beta = info['config']['beta'] if beta is None else beta
     fig, axs = plt.subplots(1, 4, figsize=(13, 2.8), dpi=dpi)
     it = np.array([r['it'] for r in hist])
     if len(hist):
@@ -518,8 +525,8 @@ def run_mog(out,                   # output folder (created if missing)
     info['base_fit'] = base_fit(base, cfg.n_eval, seed, steps=sorted({5, 10, 20, cfg.eval_steps, 50}), corrector=cfg.corrector)
     monitor = mog_run_monitor(cfg, S)
     models = {'base': base}
-    for m, o in (('ada', obs), ('ada1', {'xy': obs['xy']})):
-        t0 = time.time(); models[m] = fit_ada(base, o, {k: exp[k] for k in o}, cfg.align_config('ada', S(3)), monitor)
+    for m, c, o in (('ada', cfg, obs), ('ada_sliced', cfg.sliced_config(), obs), ('ada1', cfg, {'xy': obs['xy']})):
+        t0 = time.time(); models[m] = fit_ada(base, o, {k: exp[k] for k in o}, c.align_config('ada', S(3)), monitor)
         timings[m] = time.time() - t0
     for k in (1, 2, 3, 4):
         t0 = time.time(); models[f'ea{k}'] = fit_ea(base, obs, exp, cfg.align_config('ea', S(3)), order=k, monitor=monitor)
@@ -548,9 +555,10 @@ def run_mog(out,                   # output folder (created if missing)
                 history={m: models[m].history for m in models if m != 'base'},
                 checks={m: models[m].checks for m in models if m != 'base'},
                 paper_table5={k: dict(energy_w2=a, cluster_kl=b) for k, (a, b) in PAPER_TABLE5.items()})
-    fig = plot_alignment(info, 'ada')
-    atomic_write(os.path.join(out, 'alignment_ada.png'), lambda tmp: fig.savefig(tmp, format='png'))
-    import matplotlib.pyplot as plt; plt.close(fig)
+    import matplotlib.pyplot as plt
+    for m, beta in (('ada', cfg.beta), ('ada_sliced', cfg.sliced_beta)):
+        fig = plot_alignment(info, m, beta=beta)
+        atomic_write(os.path.join(out, f'alignment_{m}.png'), lambda tmp: fig.savefig(tmp, format='png')); plt.close(fig)
     bf = info['base_fit']
     text = (mog_tables(metrics, cfg.target) + '\n\nbase fit (Energy W2 against exact base samples, '
             + (f'corrector {cfg.corrector}, ' if cfg.corrector else '') + f"floor {bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
