@@ -330,8 +330,9 @@ def start_run(presets:dict, preset:str, overrides:dict, seed, who:str) -> tuple:
     return cfg, seed, (lambda k: 1000 * seed + k), time.time()
 
 def finish_run(out, metrics:dict, info:dict, table:str, verbose:bool=True) -> dict:
-    "Write the one layout of a benchmark run into `out` — metrics.json (row -> numbers), run_info.json, table.md — and return `metrics`."
+    "Write the one layout of a benchmark run into `out` — metrics.json (row -> numbers), run_info.json (with torch's thread count), table.md — and return `metrics`."
     write_text(os.path.join(out, 'metrics.json'), json.dumps(metrics, indent=1))
+    info = dict(info, torch_threads=torch.get_num_threads())   # the alignments' float sums, and so their bits, depend on it
     write_text(os.path.join(out, 'run_info.json'), json.dumps(info, indent=1))
     write_text(os.path.join(out, 'table.md'), table + '\n')
     if verbose: print(table); print(f"total {info['timings_s']['total']:.1f} s")
