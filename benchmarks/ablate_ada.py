@@ -64,12 +64,13 @@ def ablate(seeds, rows, out, common:dict, cache_dir=None) -> list:
             t0 = time.time()
             model = fit_ada(base, obs, exp, cfg.align_config('ada', S(3)), monitor)
             s = cfg.sample(model, z).numpy()
+            ps = pair_stats(s).values()
             rec = dict(row=row, seed=seed, seconds=round(time.time() - t0, 1), steps=model.stopped_at,
                        best_at=model.best_at, converged=model.converged, **mog_metrics(s, ref, cfg.target),
                        floor_energy_w2=floor['energy_w2'],
-                       radii=[round(v['radius'], 3) for v in pair_stats(s).values()],
-                       weights=[round(v['weight'], 3) for v in pair_stats(s).values()],
-                       radii_xyz=[[round(v[f'radius_{c}'], 3) for c in 'xyz'] for v in pair_stats(s).values()])
+                       radii=[round(v['radius'], 3) for v in ps],
+                       weights=[round(v['weight'], 3) for v in ps],
+                       radii_xyz=[[round(v[f'radius_{c}'], 3) for c in 'xyz'] for v in ps])
             print(json.dumps(rec), flush=True)
             save_curves(curves_stem(out, row, seed), dict(config=asdict(cfg), history=dict(ada=model.history), checks=dict(ada=model.checks),
                                                           stopped_at=model.stopped_at, best_at=model.best_at))
