@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS
-from .metrics import PROTOCOLS, BASELINES
+from .metrics import PROTOCOLS, BASELINES, POOLED
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
 
@@ -111,7 +111,7 @@ class Grid:
     "Which cells a run holds: systems × capacities × archs × exp_trajs × protocols × seeds, plus the baselines."
     systems: tuple|None = None     # system names (None: all of `list_systems()`)
     capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
-    protocols: tuple = PROTOCOLS   # protocol names, e.g. 'joint@0.3' (default: the paper's four); `EXPOSURE_CONTROLS` run after Joint
+    protocols: tuple = PROTOCOLS + (POOLED,)  # protocol names, e.g. 'joint@0.3' (default: the paper's four and the pooled baseline); `EXPOSURE_CONTROLS` run after Joint
     seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
     archs: tuple|None = None       # architectures (None: the config's `arch`)
     exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
@@ -130,7 +130,7 @@ class Grid:
             if p in BASELINES or p in EXPOSURE_CONTROLS: name = p  # a control's protocol is made when its Joint cell is done
             else:
                 try: name = get_protocol(p).name
-                except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + BEYOND + EXPOSURE_CONTROLS)}, "
+                except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, "
                                                         f"or joint@<λ in [0, 1]> ({e})") from None
             if name not in canon: canon.append(name)
         for n in self.exp_trajs:

@@ -14,13 +14,14 @@ from .errors import InputError
 
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY',
-           'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS',
-           'NON_SETTING_DIMS', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2',
-           'ke_error', 'freq_error', 'frmse_relative', 'score_fields', 'scores_to_xarray', 'upstream_scores',
-           'probe_points', 'probes_outside', 'mvpe', 'trained_protocols', 'train_domains', 'check_lam', 'balanced',
-           'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims', 'check_score', 'select_view', 'balanced_score',
-           'best_non_joint', 'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins',
-           'synthetic_score', 'synthetic_results', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
+           'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'POOLED', 'EXPOSURE_CONTROLS',
+           'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2',
+           'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error', 'frmse_relative', 'score_fields',
+           'scores_to_xarray', 'upstream_scores', 'probe_points', 'probes_outside', 'mvpe', 'trained_protocols',
+           'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims',
+           'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct',
+           'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting',
+           'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../nbs/30_metrics.ipynb #c006
 class MetricInputError(InputError):
@@ -438,10 +439,11 @@ JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.
 SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
 BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
 PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
+POOLED = 'pooled'  # the practitioner's first model: one model on the union of the sim and exp training windows
 EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp whose exp phase runs at least a given number of updates (a grid: the exp batches Joint drew)
 
 # %% ../nbs/30_metrics.ipynb #1c47116c
-TRAIN_DOMAINS = {SIM_ONLY: ('sim',), EXP_ONLY: ('exp',), SIM_TO_EXP: ('exp',), JOINT: ('sim', 'exp')}  # what each protocol ends up trained on
+TRAIN_DOMAINS = {SIM_ONLY: ('sim',), EXP_ONLY: ('exp',), SIM_TO_EXP: ('exp',), JOINT: ('sim', 'exp'), POOLED: ('sim', 'exp')}  # what each protocol ends up trained on
 
 def trained_protocols(names) -> list:
     "The protocol names (strings) of `names` that are trained protocols, i.e. not reference `BASELINES`."
@@ -622,23 +624,28 @@ def joint_reduction_ci(score:xr.DataArray, # results array
     return xr.Dataset(dict(which=which, **out))
 
 # %% ../nbs/30_metrics.ipynb #c057
-def _won(j, b, rule):
-    "(compared, won) per cell from Joint's and the best non-joint bM (with a `seed` dim under the robust rule)."
+WIN_RULES = ('mean', 'robust', 'clear')  # the paper's (lower seed mean); lower in every seed; the paired 95 % interval excludes zero
+
+def _won(j, b, rule, level=0.95):
+    "(compared, won) per cell from Joint's bM and the best non-joint one (`b`; under the clear rule every non-joint protocol's, with a `protocol` dim), with a `seed` dim under the robust and clear rules."
     if rule == 'mean':
         ok = j.notnull() & b.notnull()
         return ok, (j < b) & ok
     both = j.notnull() & b.notnull()
-    return both.any('seed'), (both.sum('seed') >= 2) & ((j < b) | ~both).all('seed')
+    if rule == 'robust': return both.any('seed'), (both.sum('seed') >= 2) & ((j < b) | ~both).all('seed')
+    m, h = mean_ci(np.log(b / j).where(both), 'seed', level)  # the paired log ratio: > 0 where Joint is lower
+    ran = both.any('seed')  # a protocol that was not run in this cell does not compete
+    return ran.any('protocol'), ((m - h > 0) | ~ran).all('protocol') & ran.any('protocol')
 
 def _win_table(score, lams, field, mode, rule):
     "A balanced table with a `lam` dim for `rule` ('mean': seed-averaged; 'robust': per seed)."
-    if rule not in ('mean', 'robust'): raise MetricInputError(f"`rule` must be 'mean' or 'robust', got {rule!r}")
+    if rule not in WIN_RULES: raise MetricInputError(f"`rule` must be one of {WIN_RULES}, got {rule!r}")
     if 'lam' not in score.dims:
         check_score(score, ('domain',), 'win_counts')
         score = balanced_score(score, list(np.atleast_1d(lams).tolist()), field, mode, seed_mean=(rule == 'mean'))
     else: score = select_view(score, field, mode)
     if rule == 'mean' and 'seed' in score.dims: score = score.mean('seed', skipna=True)
-    if rule == 'robust' and 'seed' not in score.dims: raise MetricInputError("rule='robust' needs a `seed` dim in `score`")
+    if rule != 'mean' and 'seed' not in score.dims: raise MetricInputError(f"rule={rule!r} needs a `seed` dim in `score`")
     return score
 
 def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balanced table with a `lam` dim
@@ -648,12 +655,12 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
                field='all',         # field to use when `score` has a `field` dim
                mode=None,           # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                metrics=METRICS,     # the metrics counted (those present)
-               rule='mean',         # 'mean': lower seed-mean bM; 'robust': lower bM in every seed (≥ 2 seeds)
+               rule='mean',         # 'mean': lower seed-mean bM; 'robust': lower bM in every seed (≥ 2 seeds); 'clear': the paired interval vs every baseline excludes zero
               ) -> xr.DataArray:
     "Per λ: number of (setting × metric) cells where Joint wins under `rule`; attrs['total'] = cells compared."
     check_score(score, ('protocol', 'metric'), 'win_counts')
     score = _win_table(score.sel(metric=[m for m in score.metric.values if m in metrics]), lams, field, mode, rule)
-    best = best_non_joint(score, baselines)
+    best = score.sel(protocol=_protocols(score, baselines, 'baseline')) if rule == 'clear' else best_non_joint(score, baselines)
     counts, total = [], 0
     for l in score.lam.values.tolist():
         name = joint_name(l) if joint == 'matched' else joint
@@ -669,12 +676,13 @@ def joint_wins(score:xr.DataArray,  # results array
                baselines=NON_JOINT, # the protocols Joint must beat
                field='all',         # field to use when `score` has a `field` dim
                mode=None,           # evaluation mode when `score` has a `mode` dim
-               rule='mean',         # 'mean' or 'robust', as in `win_counts`
+               rule='mean',         # 'mean', 'robust' or 'clear', as in `win_counts`
               ) -> xr.DataArray:
     "Per (setting, metric): 1.0 where Joint wins under `rule`, 0.0 where it does not, NaN where nothing was compared."
     check_score(score, ('protocol', 'domain', 'metric'), 'joint_wins')
     t = _win_table(score, [lam], field, mode, rule).isel(lam=0, drop=True)
-    ok, won = _won(t.sel(protocol=_protocols(t, joint, 'joint')[0], drop=True), best_non_joint(t, baselines), rule)
+    b = t.sel(protocol=_protocols(t, baselines, 'baseline')) if rule == 'clear' else best_non_joint(t, baselines)
+    ok, won = _won(t.sel(protocol=_protocols(t, joint, 'joint')[0], drop=True), b, rule)
     return won.astype(float).where(ok).rename('wins')
 
 # %% ../nbs/30_metrics.ipynb #c059
@@ -796,7 +804,7 @@ def headline(score:xr.DataArray, # results array
              lams=LAMS,          # λ values of the win-count sweep
              mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
             ) -> dict:
-    "The paper's headline statistics (keys of `PAPER`) measured on a results array, plus the robust win counts (`*_robust`, None with one seed)."
+    "The paper's headline statistics (keys of `PAPER`) measured on a results array, plus the robust and the clear win counts (`*_robust`, `*_clear`; None with one seed)."
     score = score.sel(metric=[m for m in score.metric.values if m in METRICS])
     n_set = int(np.prod([score.sizes[d] for d in setting_dims(score)]))
     red = joint_reduction_ci(score, 0.5, joint, mode=mode).reduction.sel(metric='rmse')
@@ -807,11 +815,12 @@ def headline(score:xr.DataArray, # results array
         return ({str(m): int(jw.sel(metric=m).sum()) for m in jw.metric.values},
                 {round(float(l), 6): int(c) for l, c in zip(w.lam.values, w.values)}, w.attrs['total'])
     best, counts, total = wins('mean')
-    robust = wins('robust') if score.sizes.get('seed', 1) >= 2 else (None, None, None)
+    robust, clear = (wins(r) if score.sizes.get('seed', 1) >= 2 else (None, None, None) for r in ('robust', 'clear'))
     out = dict(n_settings=n_set, joint_best_at_0_5=best, brmse_reduction_pct=_stats(red),
                sim_to_exp_forgets=int(forgetting(score, mode=mode).sum()) if {SIM_ONLY, SIM_TO_EXP} <= protos else None,
                pressure_reduction_pct=None, win_counts=counts, win_total=total,
-               joint_best_at_0_5_robust=robust[0], win_counts_robust=robust[1])
+               joint_best_at_0_5_robust=robust[0], win_counts_robust=robust[1],
+               joint_best_at_0_5_clear=clear[0], win_counts_clear=clear[1])
     if 'field' in score.dims and 'p' in score.field.values and SIM_TO_EXP in protos:
         r = _stats(pressure_reduction(score, joint, mode=mode)); out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
     return out
@@ -820,13 +829,13 @@ def compare_to_paper(score:xr.DataArray, # results array
                      joint=JOINT,        # Joint's protocol name
                      mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                     ):
-    "A pandas DataFrame: one row per headline statistic, columns `paper`, `measured` and `every seed` (the robust win counts)."
+    "A pandas DataFrame: one row per headline statistic, columns `paper`, `measured` (the paper's rule: seed means) and `clear` (the win counts where the paired 95 % interval excludes zero)."
     import pandas as pd
     meas, rows = headline(score, joint, mode=mode), []
     for k, v in PAPER.items():
-        m, rob = meas.get(k), meas.get(f'{k}_robust')
+        m, rob = meas.get(k), meas.get(f'{k}_clear')
         if isinstance(v, dict):
             for kk, vv in v.items():
                 rows.append((f'{k}[{kk}]', vv, None if m is None else m.get(kk), None if rob is None else rob.get(kk)))
         else: rows.append((k, v, m, None))
-    return pd.DataFrame(rows, columns=['statistic', 'paper', 'measured', 'every seed'], dtype=object).set_index('statistic')
+    return pd.DataFrame(rows, columns=['statistic', 'paper', 'measured', 'clear'], dtype=object).set_index('statistic')

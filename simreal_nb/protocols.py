@@ -13,14 +13,15 @@ import torch
 from .store import CheckpointError
 from .schema import never_train
 from .errors import InputError
-from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS
+from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS, POOLED
 from .beyond import masked_mean, HCW_WEIGHTS
 
 
 # %% auto #0
 __all__ = ['DOMAIN_IDS', 'COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'ProtocolError', 'NonFiniteLossError', 'masked_mse',
            'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly',
-           'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'get_protocol', 'split_of', 'check_data']
+           'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'pool_shares', 'split_pool', 'get_protocol',
+           'split_of', 'check_data']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -133,6 +134,7 @@ class Phase:
     freeze_decoder: bool = False  # freeze parameters whose name starts with one of `model.decoder_prefixes`
     causal: float = 0.0  # weight of the causal penalty (`beyond.CausalPenalty`); 0: off
     min_updates: int = 0  # no early stop before this many updates (its best-validation weights are still restored at its end)
+    pool: bool = False  # each update draws one batch of twice `batch_size` windows from the union of the domains' windows (`Pooled`)
 
     @property
     def domains(self): return tuple(self.weights)
@@ -264,6 +266,27 @@ class JointHCW(Protocol):
         return [Phase('joint', steps, {'sim': w['sim'], 'exp': w['exp']}, loss='hcw', consist=w['consist'])]
     def __repr__(self): return 'JointHCW()' if self.trusted is None else f'JointHCW(trusted={self.trusted!r})'
 
+# %% ../nbs/40_protocols.ipynb #pl1
+class Pooled(Protocol):
+    "One model on the union of the sim and exp windows: each update a batch drawn from their union, each window weighted alike."
+    name, needs = POOLED, ('sim', 'exp')
+    def phases(self, steps): return [Phase('pooled', steps, {'sim': 0.5, 'exp': 0.5}, pool=True)]
+
+def pool_shares(sizes:dict) -> dict:
+    "Each domain's share of the union of the training windows, {domain: n_domain / n_total}, from {domain: number of windows}."
+    total = sum(sizes.values())
+    if total <= 0: raise ProtocolError(f"pooled: the domains hold no training window ({sizes}); expected windows to pool")
+    return {d: n / total for d, n in sizes.items()}
+
+def split_pool(idx:Sequence[int], sizes:dict) -> dict:
+    "Indices into the union of the domains' windows (in `sizes` order) as {domain: its own indices}, domains without one left out."
+    out, start = {}, 0
+    for d, n in sizes.items():
+        mine = [i - start for i in idx if start <= i < start + n]
+        if mine: out[d] = mine
+        start += n
+    return out
+
 # %% ../nbs/40_protocols.ipynb #c020
 def _number(name, arg, cast=float):
     "The positive number after '@' in a protocol name."
@@ -295,12 +318,12 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
                  sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),
-                 joint_hcw=JointHCW, joint_causal=JointCausal,
+                 joint_hcw=JointHCW, joint_causal=JointCausal, pooled=Pooled,
                  sim_to_exp_replay=lambda: SimToExp(replay=0.25), sim_to_exp_l2sp=lambda: SimToExp(penalty='l2sp'),
                  sim_to_exp_ewc=lambda: SimToExp(penalty='ewc'), sim_to_exp_lora=lambda: SimToExp(lora_rank=4),
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
     if base not in ctors:
-        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + BEYOND} or 'joint@<λ in [0,1]>'")
+        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
 # %% ../nbs/40_protocols.ipynb #c041

@@ -13,7 +13,7 @@ from .schema import FIELDS
 from .store import write_text, RunFileError, read_json, is_temporary, unmarked_files
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS
-from .metrics import PROTOCOLS, BASELINES
+from .metrics import PROTOCOLS, BASELINES, POOLED
 from .errors import InputError
 from .protocols import EXPOSURE_CONTROLS, Joint, get_protocol
 from .grid import GridConfig, GridError, Cell
@@ -232,7 +232,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
-                      arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + list(EXPOSURE_CONTROLS) + list(BASELINES)),
+                      arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + [POOLED] + list(EXPOSURE_CONTROLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
     res = res.assign_coords(lam_train=('protocol', [protocol_lam_train(p) for p in res.protocol.values]))  # from the protocol objects
     res['lam_train'].attrs['long_name'] = "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint"

@@ -5,7 +5,7 @@
 # %% ../nbs/43_trainer.ipynb #t003
 from __future__ import annotations
 import json, math, random, time
-from dataclasses import dataclass, field, asdict, fields as dc_fields
+from dataclasses import dataclass, field, asdict, replace, fields as dc_fields
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -15,7 +15,7 @@ import torch.nn as nn
 from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .protocols import (ProtocolError, NonFiniteLossError, CyclingSampler, ShardSampler, DOMAIN_IDS, fetch_batch,
-                                  Protocol, get_protocol, split_of, check_data)
+                                  Protocol, get_protocol, split_of, check_data, pool_shares, split_pool)
 from .step import Stepper, resolve_device, dist_info, to_device
 from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty, fisher_diagonal, add_lora, merge_lora,
                               CausalPenalty, box_mask)
@@ -229,6 +229,8 @@ class Trainer:
         self.val_sets = {d: split_of(data, d, 'val') for d in ('sim', 'exp')}
         self.val_sets = {d: v for d, v in self.val_sets.items() if v is not None and len(v) > 0}
         self.phases = [p for p in self.protocol.phases(self.cfg.steps) if p.steps > 0]
+        sizes = {d: len(ds) for d, ds in self.train_sets.items()}  # a pooled phase weighs each domain by its share of the windows
+        self.phases = [replace(p, weights=pool_shares({d: sizes[d] for d in p.weights})) if p.pool else p for p in self.phases]
         self.bounds = np.cumsum([0] + [p.steps for p in self.phases]).tolist()
         self.device = resolve_device(self.cfg.device)
         self.model = model.to(self.device)
@@ -242,6 +244,10 @@ class Trainer:
                             if self.cfg.shard else  # one global batch split over the ranks
                             CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, DOMAIN_IDS.get(d, 9) + 1000 * self.rank)
                          for d, ds in self.train_sets.items()}
+        if any(p.pool for p in self.phases):  # one stream over the union of the domains' windows, Joint's windows per update
+            n, b, s = sum(sizes.values()), 2 * self.cfg.batch_size, DOMAIN_IDS.get('pool', 9)
+            self.samplers['pool'] = (ShardSampler(n, b, self.rank, self.world, self.cfg.seed, s) if self.cfg.shard else
+                                     CyclingSampler(n, b, self.cfg.seed, s + 1000 * self.rank))
         self.ckpt_dir = None if self.cfg.ckpt_dir is None else Path(self.cfg.ckpt_dir)
         self.updates_done, self.phase_idx, self.stepper = 0, -1, None  # phase_idx -1: no phase entered yet
         self.es = _fresh_es()  # early-stopping state of the current phase
@@ -337,11 +343,16 @@ def update(self:Trainer) -> dict:
     i = self.phase_of(self.updates_done)
     if i != self.phase_idx: self._enter_phase(i)
     ph = self.phases[i]
-    diag = len(ph.weights) == 2 and (self.updates_done % self.cfg.log_every == 0)
-    batches = {d: fetch_batch(self.train_sets[d], self.samplers[d].next()) for d in ph.domains}
-    for d in batches: self.history.batches[d] = self.history.batches.get(d, 0) + 1
+    if ph.pool:  # one draw from the union: each domain's loss weighted by its share of the batch
+        parts = split_pool(self.samplers['pool'].next(), {d: len(self.train_sets[d]) for d in ph.domains})
+        n = sum(len(ix) for ix in parts.values())
+        weights, drawn = {d: len(ix) / n for d, ix in parts.items()}, {d: len(ix) / self.cfg.batch_size for d, ix in parts.items()}
+    else: parts, weights, drawn = {d: self.samplers[d].next() for d in ph.domains}, ph.weights, dict.fromkeys(ph.domains, 1)
+    batches = {d: fetch_batch(self.train_sets[d], ix) for d, ix in parts.items()}
+    for d, k in drawn.items(): self.history.batches[d] = self.history.batches.get(d, 0) + k  # in batches of `batch_size` windows
+    diag = len(batches) == 2 and (self.updates_done % self.cfg.log_every == 0)
     try:
-        out = self.stepper.step(batches, ph.weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist,
+        out = self.stepper.step(batches, weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist,
                                 causal_weight=ph.causal)
     except NonFiniteLossError as e:
         ck = self.last_ckpt()

@@ -365,8 +365,11 @@ def test_results_array_errors(score):
 
 def test_headline_and_paper(score):
     h = headline(score)
-    assert set(h) == set(PAPER) | {'joint_best_at_0_5_robust', 'win_counts_robust'}
+    assert set(h) == set(PAPER) | {'joint_best_at_0_5_robust', 'win_counts_robust', 'joint_best_at_0_5_clear', 'win_counts_clear'}
     assert h['joint_best_at_0_5_robust'] == h['joint_best_at_0_5'] and h['win_counts_robust'] == h['win_counts']  # equal seeds
+    assert set(h['win_counts_clear'].values()) == {0}  # Exp-only has one seed here: no interval against it, so no clear win
+    full = headline(synthetic_score())
+    assert full['win_counts_clear'] == full['win_counts']  # identical seeds: an interval of zero width excludes zero
     assert h['n_settings'] == 2 and h['joint_best_at_0_5'] == {'rmse': 2, 'rel_l2': 2, 'frmse': 2}
     assert h['brmse_reduction_pct']['mean'] == pytest.approx(100 * 0.15 / 0.35)
     assert h['sim_to_exp_forgets'] == 2 and bool(forgetting(score).all())
@@ -374,8 +377,8 @@ def test_headline_and_paper(score):
     np.testing.assert_allclose(pressure_reduction(score), 100 * 0.35 / 0.6)
     assert h['win_total'] == 6 and h['win_counts'][0.5] == 6
     df = compare_to_paper(score)
-    assert list(df.columns) == ['paper', 'measured', 'every seed'] and df.loc['brmse_reduction_pct[mean]', 'paper'] == 49.1
-    assert df.loc['win_counts[0.5]', 'every seed'] == 6 and df.loc['brmse_reduction_pct[mean]', 'every seed'] is None
+    assert list(df.columns) == ['paper', 'measured', 'clear'] and df.loc['brmse_reduction_pct[mean]', 'paper'] == 49.1
+    assert df.loc['win_counts[0.5]', 'clear'] == 0 and df.loc['brmse_reduction_pct[mean]', 'clear'] is None
     assert df.loc['win_counts[0.9]', 'paper'] == 21
     assert PAPER['brmse_reduction_pct'] == dict(min=39.0, max=58.4, mean=49.1)
     assert PAPER['pressure_reduction_pct'] == dict(min=52.4, max=86.6)
