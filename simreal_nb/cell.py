@@ -4,7 +4,7 @@
 
 # %% ../nbs/47_cell.ipynb #l003
 from __future__ import annotations
-import json, os, time, math, warnings
+import copy, json, os, time, math, warnings
 from dataclasses import replace
 from pathlib import Path
 import numpy as np
@@ -16,7 +16,7 @@ from .systems import load_twins, fill_entry, fill_cache
 from .align import make_domain_data, WindowDataset, spread
 from .models import make_model, n_params, save_model
 from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
-from .protocols import get_protocol, EXPOSURE_CONTROLS
+from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp
 from .step import resolve_device
 from .trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
@@ -25,8 +25,8 @@ from .rundir import cell_path, read_manifest, stamp_of, run_stamp, open_cell_fil
 
 # %% auto #0
 __all__ = ['BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'resolve_exp_trajs',
-           'prepare_twins', 'cell_example', 'cell_model', 'set_aside_unreadable', 'train_cell', 'exposure_protocol',
-           'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+           'prepare_twins', 'cell_example', 'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell',
+           'exposure_protocol', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../nbs/47_cell.ipynb #c014
 _DATA = {}
@@ -179,11 +179,20 @@ def set_aside_unreadable(ckpt) -> bool:
         warnings.warn(f"{e}: set aside as {ckpt.name}.unreadable; training starts from the beginning", stacklevel=2)
         return True
 
+def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
+    "(the protocol object `cell` trains, with Sim→Exp's tuned fine-tune scale; its tuned learning rate): `GridConfig.settings_of` its system and protocol."
+    p = get_protocol(protocol or cell.protocol)
+    st = cfg.settings_of(cell.system, p.name)
+    if isinstance(p, SimToExp) and st['finetune_lr_scale'] != p.finetune_lr_scale:
+        p = copy.copy(p); p.finetune_lr_scale = st['finetune_lr_scale']
+    return p, st['lr']
+
 def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, **kw):
     "(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and resumed from the last one there."
     model = cell_model(cell, cfg, dd)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
-    hist = train(model, dd, protocol or cell.protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=cfg.lr, seed=cell.seed,
+    protocol, lr = tuned_protocol(cell, cfg, protocol)
+    hist = train(model, dd, protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=lr, seed=cell.seed,
                  ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
                  lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True, **kw)

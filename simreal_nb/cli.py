@@ -13,8 +13,8 @@ from .errors import InputError
 __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'ADA_MARKERS', 'COMMANDS', 'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error',
            'error_line', 'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir', 'check_netcdf',
            'check_json', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train',
-           'report', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins',
-           'physics_check', 'docs', 'usage', 'find_command', 'Terminated', 'main']
+           'report', 'tune', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain',
+           'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'Terminated', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(InputError):
@@ -320,6 +320,22 @@ def report(run_dir:str): # Run directory holding results.nc
     from simreal_nb.report import write_report
     print(write_report(run_dir))
 
+# %% ../nbs/90_cli.ipynb #tune1
+@call_parse
+def tune(preset:str='default',     # Preset whose data, model and budget are tuned (its size names the entry of the tuned file)
+         systems:str=None,         # Comma-separated systems (default: the preset's)
+         seed:int=0,               # The one seed tuning trains
+         out:str='runs/tune',      # Folder of the per-point records and checkpoints (a rerun resumes)
+         into:str=None,            # Tuned settings file to update (default: the package's tuned.json, which the presets read)
+         workers:int=None,         # Processes in parallel (default: one per CPU core)
+         device:str='auto'):       # Torch device: auto, cpu or cuda
+    "Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid; write the choices the presets read."
+    check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--workers', workers)
+    if into is not None and Path(into).exists(): check_json(Path(into), 'the tuned settings that `simreal tune` writes')
+    from simreal_nb.tuning import tune as run_tuning
+    names = None if systems is None else tuple(o.strip() for o in systems.split(',') if o.strip())
+    run_tuning(preset, names, seed, out, into, workers, device)
+
 # %% ../nbs/90_cli.ipynb #c010
 def _print_json(rows):
     for row in ([rows] if isinstance(rows, dict) else rows): print(json.dumps(row), flush=True)
@@ -467,7 +483,7 @@ COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('data','imp
             ('data','import','piv'): data_import_piv, ('run',): run, ('train',): train, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
             ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins,
-            ('physics-check',): physics_check, ('docs',): docs}
+            ('physics-check',): physics_check, ('docs',): docs, ('tune',): tune}
 
 def usage() -> str:
     "The top-level help: one line per subcommand."

@@ -5,16 +5,38 @@
 # %% ../nbs/44_grid.ipynb #g003
 from __future__ import annotations
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from importlib.resources import files
+from pathlib import Path
 import numpy as np
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS
 from .metrics import PROTOCOLS, BASELINES, POOLED
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
+from .store import read_json
 
 # %% auto #0
-__all__ = ['MAX_CELLS', 'PRESETS', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
+__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_systems', 'GridConfig',
+           'GridError', 'Cell', 'Grid', 'Preset']
+
+# %% ../nbs/44_grid.ipynb #tn1
+TUNED_FILE = Path(str(files('simreal_nb') / 'tuned.json'))  # the committed choices of `simreal tune`, read by the presets
+TUNE_FAMILIES = ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled')  # the protocols the tuning rule tunes
+
+def tune_family(protocol:str) -> str:
+    "The tuned protocol whose settings `protocol` trains with: 'exp_only_eq' Exp-only's, 'joint@0.3' and 'joint_mgda' Joint's, 'sim_to_exp_l2sp' Sim→Exp's."
+    p = str(protocol).partition('@')[0]
+    return next((f for f in TUNE_FAMILIES if p == f or p.startswith(f + '_')), p)
+
+def read_tuned(path=None) -> dict:
+    "The tuned settings (`TUNED_FILE`, or `path`): {size: {'grid', 'rule', 'seed', 'systems': {system: {family: settings}}}}; {} when there is no file."
+    p = Path(path) if path is not None else TUNED_FILE
+    return read_json(p, "the tuned settings that `simreal tune` writes", {'*': dict}) if p.exists() else {}
+
+def tuned_systems(size:str, path=None) -> dict|None:
+    "{system: {family: settings}} of size preset `size` in the tuned settings, or None where it has none."
+    return read_tuned(path).get(size, {}).get('systems') or None
 
 # %% ../nbs/44_grid.ipynb #c006
 @dataclass(frozen=True)
@@ -40,11 +62,17 @@ class GridConfig:
     ckpt_every: int = 200     # updates between checkpoints
     eval_every: int = 50      # updates between validations (early stopping / best-weights restore)
     val_batches: int = 8      # validation batches per domain
+    tuned: dict|None = field(default=None, hash=False)  # {system: {protocol family: {'lr': .., 'finetune_lr_scale': ..}}} chosen by `simreal tune` (None: `lr` everywhere)
 
     def __post_init__(self):
         d = self.data_seed
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0):
             raise ValueError(f"GridConfig: data_seed must be None (follow each cell's seed) or an integer >= 0, got {d!r}")
+
+    def settings_of(self, system:str, protocol:str) -> dict:
+        "The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the protocol's family (`tune_family`), else `lr` (and 1)."
+        t = ((self.tuned or {}).get(system) or {}).get(tune_family(protocol)) or {}
+        return dict(lr=float(t.get('lr', self.lr)), finetune_lr_scale=float(t.get('finetune_lr_scale', 1.0)))
 
     def data_seed_of(self, seed:int) -> int:
         "The twin-data seed of a cell with training seed `seed`: the cell's seed, or `data_seed` where that is fixed."
@@ -158,7 +186,7 @@ class Preset:
 
 _TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, schedule='cosine', warmup=0, batch_size=4, horizon=4,
                    eval_windows=4, ckpt_every=4, eval_every=4, val_batches=1)
-_DEFAULT = GridConfig()
+_DEFAULT = GridConfig(tuned=tuned_systems('default'))  # the committed choices of `simreal tune` for this size
 PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
     'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
     'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells"),
