@@ -29,12 +29,13 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     name = cell.protocol
     def phase_s(ph, n):
         k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
-        return n * update_s * k / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
+        return n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
     at_cap, typ = ((get_protocol(f'{name}@{cfg.steps}'), get_protocol(f"{name}@{min(TYPICAL_UPDATES['sim'], cfg.steps)}"))
                    if name in EXPOSURE_CONTROLS else (get_protocol(name),) * 2)
     final = eval_passes * forward_s
     cap = sum(phase_s(ph, ph.steps) for ph in at_cap.phases(cfg.steps)) + final
-    typical = sum(phase_s(ph, min(ph.steps, max(ph.min_updates, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])))
+    typical = sum(phase_s(ph, ph.steps if ph.lr_cuts is not None else  # a control: exactly the updates it copies
+                          min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp']))
                   for ph in typ.phases(cfg.steps)) + final
     return cap, typical
 

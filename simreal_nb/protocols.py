@@ -18,10 +18,10 @@ from .beyond import masked_mean, HCW_WEIGHTS
 
 
 # %% auto #0
-__all__ = ['DOMAIN_IDS', 'COMBINERS', 'STATELESS', 'BEYOND', 'PENALTIES', 'ProtocolError', 'NonFiniteLossError', 'masked_mse',
-           'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly',
-           'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'pool_shares', 'split_pool', 'get_protocol',
-           'split_of', 'check_data']
+__all__ = ['DOMAIN_IDS', 'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'ProtocolError', 'NonFiniteLossError',
+           'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly',
+           'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'pool_shares', 'split_pool',
+           'get_protocol', 'split_of', 'check_data']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -133,7 +133,8 @@ class Phase:
     lora_rank: int = 0  # > 0: train low-rank adapters of this rank only (`beyond.add_lora`), merged at the phase's end
     freeze_decoder: bool = False  # freeze parameters whose name starts with one of `model.decoder_prefixes`
     causal: float = 0.0  # weight of the causal penalty (`beyond.CausalPenalty`); 0: off
-    min_updates: int = 0  # no early stop before this many updates (its best-validation weights are still restored at its end)
+    lr_cuts: tuple|None = None  # replayed schedule: ((update within the phase, learning-rate scale from then on), ...); exactly `steps` updates, no early stop (None: the trainer's own rule)
+    windows: int = 1  # batches of `batch_size` drawn per domain and update (an equal-exposure control: Joint's 2)
     pool: bool = False  # each update draws one batch of twice `batch_size` windows from the union of the domains' windows (`Pooled`)
 
     @property
@@ -166,19 +167,32 @@ class SimOnly(Protocol):
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
 
 
-def _min_updates(v) -> int:
+def _updates(v) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-        raise ProtocolError(f"min_updates: expected an integer >= 0, got {v!r}")
+        raise ProtocolError(f"match: expected a number of updates (an integer >= 0), got {v!r}")
     return int(v)
 
+def _cuts(cuts) -> tuple:
+    "Learning-rate cuts as ((update, scale), ...) in update order, checked."
+    try: out = tuple((int(k), float(s)) for k, s in cuts)
+    except (TypeError, ValueError): raise ProtocolError(f"lr_cuts: expected (update, scale) pairs, got {cuts!r}") from None
+    if any(k < 0 or not 0 < s <= 1 for k, s in out) or list(out) != sorted(out):
+        raise ProtocolError(f"lr_cuts: expected pairs of an update >= 0 and a scale in (0, 1], in update order; got {cuts!r}")
+    return out
+
+JOINT_WINDOWS = 2  # batches of `batch_size` a Joint update draws, one per domain: what an equal-exposure control draws from exp
+
 class ExpOnly(Protocol):
-    "Every update minimises the exp risk; with `min_updates` > 0 it is the equal-exposure control 'exp_only_eq'."
+    "Every update minimises the exp risk; with `match` > 0 it is the equal-exposure control 'exp_only_eq': Joint's updates, windows per update and schedule."
     name, needs = 'exp_only', ('exp',)
-    def __init__(self, min_updates:int=0):  # > 0: no early stop before this many updates (the cap is raised to it where lower)
-        self.min_updates = _min_updates(min_updates)
-        if self.min_updates: self.name = EXPOSURE_CONTROLS[0]
-    def phases(self, steps): return [Phase('exp', max(steps, self.min_updates), {'exp': 1.0}, min_updates=self.min_updates)]
-    def __repr__(self): return f"ExpOnly(min_updates={self.min_updates})" if self.min_updates else super().__repr__()
+    def __init__(self, match:int=0,  # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
+                 lr_cuts=()):  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
+        self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
+        if self.match: self.name = EXPOSURE_CONTROLS[0]
+    def phases(self, steps):
+        if not self.match: return [Phase('exp', steps, {'exp': 1.0})]
+        return [Phase('exp', self.match, {'exp': 1.0}, lr_cuts=self.lr_cuts, windows=JOINT_WINDOWS)]
+    def __repr__(self): return f"ExpOnly(match={self.match}, lr_cuts={self.lr_cuts})" if self.match else super().__repr__()
 
 # %% ../nbs/40_protocols.ipynb #34ad16e8
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
@@ -195,7 +209,8 @@ class SimToExp(Protocol):
                  alpha:float=0.01,  # the penalty's stiffness
                  lora_rank:int=0,  # > 0: fine-tune low-rank adapters of this rank only
                  freeze_decoder:bool=False,  # freeze `model.decoder_prefixes` parameters while fine-tuning
-                 min_updates:int=0):  # > 0: the fine-tune makes at least this many updates (no early stop before; its cap raised to it); name '..._eq'
+                 match:int=0,  # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early stop; name '..._eq'
+                 lr_cuts=()):  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
         if not 0.0 <= float(replay) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in [0, 1), got {replay}")
@@ -215,19 +230,19 @@ class SimToExp(Protocol):
         if self.replay: self.name = 'sim_to_exp_replay' + ('' if self.replay == 0.25 else f'@{self.replay:g}')
         if penalty: self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
         if self.lora_rank: self.name = 'sim_to_exp_lora' + ('' if self.lora_rank == 4 else f'@{self.lora_rank}')
-        self.min_updates = _min_updates(min_updates)
-        if self.min_updates:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
+        self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
+        if self.match:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
             b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
         w = {'sim': self.replay, 'exp': 1.0 - self.replay} if self.replay else {'exp': 1.0}
         return [Phase('pretrain', n1, {'sim': 1.0}),
-                Phase('finetune', max(steps - n1, self.min_updates), w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
+                Phase('finetune', self.match or steps - n1, w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
                       penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank, freeze_decoder=self.freeze_decoder,
-                      min_updates=self.min_updates)]
+                      lr_cuts=self.lr_cuts if self.match else None, windows=JOINT_WINDOWS if self.match else 1)]
     def __repr__(self):
         extra = dict(replay=self.replay, penalty=self.penalty, alpha=self.alpha if self.penalty else None, lora_rank=self.lora_rank,
-                     freeze_decoder=self.freeze_decoder, min_updates=self.min_updates)
+                     freeze_decoder=self.freeze_decoder, match=self.match, lr_cuts=self.lr_cuts)
         return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem}"
                 + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '')
                 + ''.join(f", {k}={v!r}" for k, v in extra.items() if v) + ")")
@@ -306,15 +321,15 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
                  sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a)),  # name@<α>
                  sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a)),
                  sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, int)),  # name@<rank>
-                 exp_only_eq=lambda a: ExpOnly(min_updates=_number(name, a, int)),  # name@<updates its exp phase makes at least>
-                 sim_to_exp_eq=lambda a: SimToExp(min_updates=_number(name, a, int)))
+                 exp_only_eq=lambda a: ExpOnly(match=_number(name, a, int)),  # name@<the updates its exp phase makes: Joint's>
+                 sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, int)))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
         raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), "
                             f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
     if at and base == 'joint_causal': return JointCausal(arg)
     if not at and base in EXPOSURE_CONTROLS:
-        raise ProtocolError(f"protocol {name!r} is an equal-exposure control: it needs the number of updates its exp phase makes at "
-                            f"least, '{base}@<n>' (a grid gives it the exp batches of its Joint cell)")
+        raise ProtocolError(f"protocol {name!r} is an equal-exposure control: it needs the number of updates its exp phase makes, "
+                            f"'{base}@<n>' (a grid gives it the updates and learning-rate cuts of its Joint cell)")
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
                  sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),

@@ -22,8 +22,8 @@ from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty, fisher_di
 
 # %% auto #0
 __all__ = ['AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
-           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'reuse_freed_memory',
-           'train']
+           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'replayed_scale',
+           'reuse_freed_memory', 'train']
 
 # %% ../nbs/43_trainer.ipynb #c034
 def rng_state() -> dict:
@@ -188,6 +188,7 @@ class History:
     resumed_from:list[int] = _rows()  # updates done at each resume
     aux:dict = field(default_factory=dict)  # beyond-Joint statistics per log line (`AUX_KEYS`), each series with its own 'step'
     batches:dict = field(default_factory=dict)  # training batches drawn per domain ('sim', 'exp'): each protocol's exposure
+    lr_cuts:list = _rows()  # per learning-rate cut on a stall: [phase, update within the phase, scale from then on] (what a control replays)
 
     @property
     def grad_conflict_frac(self) -> float|None:
@@ -254,7 +255,8 @@ class Trainer:
         self.best_state, self._acc = None, []  # _acc: update stats since the last log line
         self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps, self.cfg.batch_size, self.cfg.seed,
                                [dict(label=p.label, steps=p.steps, weights=dict(p.weights), freeze_stem=p.freeze_stem)
-                                | ({'min_updates': p.min_updates} if p.min_updates else {}) for p in self.phases])
+                                | ({'lr_cuts': [list(c) for c in p.lr_cuts], 'windows': p.windows} if p.lr_cuts is not None else {})
+                                for p in self.phases])
 
     def phase_of(self, update:int) -> int:
         "Index of the phase that update number `update` (0-based) belongs to."
@@ -337,6 +339,10 @@ def _hcw(self:Trainer) -> HCWLoss:
     except ValueError as e: raise ProtocolError(f"protocol {self.protocol.name!r}: {e}") from None
 
 # %% ../nbs/43_trainer.ipynb #update1
+def replayed_scale(cuts, k:int) -> float:
+    "The learning-rate scale a replayed schedule has after `k` updates of its phase: the product of the cuts made by then."
+    return float(np.prod([s for at, s in cuts if at <= k])) if cuts else 1.0
+
 @patch
 def update(self:Trainer) -> dict:
     "One optimiser update of the current phase; returns the `Stepper.step` statistics."
@@ -347,7 +353,9 @@ def update(self:Trainer) -> dict:
         parts = split_pool(self.samplers['pool'].next(), {d: len(self.train_sets[d]) for d in ph.domains})
         n = sum(len(ix) for ix in parts.values())
         weights, drawn = {d: len(ix) / n for d, ix in parts.items()}, {d: len(ix) / self.cfg.batch_size for d, ix in parts.items()}
-    else: parts, weights, drawn = {d: self.samplers[d].next() for d in ph.domains}, ph.weights, dict.fromkeys(ph.domains, 1)
+    else: parts, weights, drawn = ({d: sum((self.samplers[d].next() for _ in range(ph.windows)), []) for d in ph.domains},
+                                   ph.weights, dict.fromkeys(ph.domains, ph.windows))
+    if ph.lr_cuts is not None: self.es['scale'] = replayed_scale(ph.lr_cuts, self.updates_done - self.bounds[i])
     batches = {d: fetch_batch(self.train_sets[d], ix) for d, ix in parts.items()}
     for d, k in drawn.items(): self.history.batches[d] = self.history.batches.get(d, 0) + k  # in batches of `batch_size` windows
     diag = len(batches) == 2 and (self.updates_done % self.cfg.log_every == 0)
@@ -401,6 +409,7 @@ def _stall(self:Trainer):
     "`patience` validations without improvement: cut the learning rate ('plateau', cuts left) or stop the phase."
     if self.cfg.schedule == 'plateau' and self.es['drops'] < self.cfg.lr_drops:
         self.es.update(drops=self.es['drops'] + 1, scale=self.es['scale'] * self.cfg.lr_factor, bad=0)
+        self.history.lr_cuts.append([self.phase_idx, self.updates_done - self.bounds[self.phase_idx], self.cfg.lr_factor])
     else: self.es['stop'] = True
 
 @patch
@@ -421,7 +430,7 @@ def validate(self:Trainer) -> float|None:
         better = {d: v[d] for d, w in ph.weights.items() if w > 0 and (d not in ref or v[d] < ref[d] * (1 - self.cfg.min_delta))}
         if better: self.es.update(ref={**ref, **better}, bad=0)
         else: self.es['bad'] += 1
-        if self.cfg.patience is not None and self.es['bad'] >= self.cfg.patience: self._stall()
+        if self.cfg.patience is not None and self.es['bad'] >= self.cfg.patience and ph.lr_cuts is None: self._stall()  # a replayed schedule never stalls
     if obj is not None and not math.isfinite(obj):
         raise NonFiniteLossError(f"validation objective is {obj} at step {self.updates_done}", self.updates_done, self.last_ckpt())
     return obj
@@ -541,13 +550,12 @@ def fit(self:Trainer, resume:bool=False,  # continue from ckpt_dir/last.pt when 
             if s < self.updates_done: continue
             self.update()
             i, n = self.phase_idx, self.updates_done
-            end, floor = self.bounds[i + 1], self.bounds[i] + self.phases[i].min_updates
-            held = self.es['stop'] and n == floor > self.bounds[i]  # a stop came before `min_updates`: the phase ends now
-            if n % cfg.log_every == 0 or n == end or held:
+            end = self.bounds[i + 1]
+            if n % cfg.log_every == 0 or n == end:
                 self._log(self._acc); self._acc = []
                 if pb is not None: pb.comment = f"{self.phases[i].label} loss {self.history.train.loss[-1]:.4g}"
-            if n % self.eval_every == 0 or n == end or held: self.validate()
-            if (self.es['stop'] and n >= floor) or n == end:
+            if n % self.eval_every == 0 or n == end: self.validate()
+            if self.es['stop'] or n == end:
                 self._end_phase()
                 self.updates_done = end
             self.history.steps_done = self.updates_done

@@ -248,9 +248,9 @@ def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
     assert (nb.sel(protocol=list(controls)) >= j).all() and float(nb.sel(protocol='sim_to_exp')) < j  # the fine-tune's half of the cap
     assert float(ns.sel(protocol='sim_to_exp_eq')) == float(ns.sel(protocol='sim_to_exp')) and float(ns.sel(protocol='exp_only_eq')) == 0
     p = cellmod.exposure_protocol(Cell('kolmogorov', 'S', 'sim_to_exp_eq', 0, CFG.arch), tmp_path / 'run')
-    assert p.name == 'sim_to_exp_eq' and p.min_updates == j and [ph.steps for ph in p.phases(CFG.steps)] == [CFG.steps // 2, CFG.steps]
+    assert p.name == 'sim_to_exp_eq' and p.match == j and [ph.steps for ph in p.phases(CFG.steps)] == [CFG.steps // 2, j]
     cap, typical = cost.cell_cost(Cell('cylinder', 'S', 'exp_only_eq', 0, 'fno'), PRESETS['default'].config, 1.0)
-    assert (cap, typical) == (0.5 * 4000, 0.5 * cost.TYPICAL_UPDATES['sim'])  # matched to Joint: at most its cap, typically its typical updates
+    assert (cap, typical) == (4000, cost.TYPICAL_UPDATES['sim'])  # Joint's updates at Joint's windows: at most its cap, typically its typical updates
     pool = run_experiment(tmp_path / 'pool', CFG, grid, executor=2, report=False, verbose=False)
     xr.testing.assert_allclose(pool.score, res.score, rtol=1e-4)
     xr.testing.assert_equal(pool.exp_batches, res.exp_batches)

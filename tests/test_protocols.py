@@ -500,38 +500,36 @@ def test_data_parallel_two_ranks(tmp_path):
     assert ck['ranks'][0]['samplers']['sim']['stream'] != ck['ranks'][1]['samplers']['sim']['stream']  # own batches
 
 
-def test_min_updates_holds_an_early_stop(toy, tmp_path):
-    "A phase that would stop at update k runs to `min_updates`, validated there, its best weights restored; equal exposure."
-    from simreal_nb.protocols import ExpOnly, EXPOSURE_CONTROLS
-    kw = KW | dict(steps=40, eval_every=1, patience=1, lr=0.3, warmup=0)
-    h0 = train(net(), toy, 'exp_only', **kw)
-    k = h0.val.step[-1]
-    assert h0.stopped_early == [True] and k < 30 and h0.batches == {'exp': k}
-    m = net()
-    h1 = train(m, toy, ExpOnly(min_updates=k + 5), ckpt_dir=str(tmp_path), **kw)
-    assert h1.val.step[-1] == k + 5 and h1.batches == {'exp': k + 5} and h1.stopped_early == [True]
-    assert h1.val.exp[:len(h0.val.exp)] == h0.val.exp and h1.val.step == list(range(1, k + 6))
-    assert h1.train.step[-1] == k + 5 and h1.phases[0]['min_updates'] == k + 5 and h1.protocol == EXPOSURE_CONTROLS[0]
-    assert h1.best_step[0] == h1.val.step[int(np.argmin(h1.val.exp))]  # the best validation's weights, not the last
-    # the cap is raised to `min_updates` where it is lower; the fine-tune of Sim→Exp gets it, not the pre-training
-    h2 = train(net(), toy, 'sim_to_exp_eq@30', **(kw | dict(steps=20)))
-    assert h2.protocol == 'sim_to_exp_eq' and [p['steps'] for p in h2.phases] == [10, 30]
-    assert h2.batches['exp'] >= 30 and h2.batches['sim'] <= 10
-    assert [p.min_updates for p in get_protocol('sim_to_exp_eq@30').phases(20)] == [0, 30]
+def test_control_copies_joint_updates_windows_and_cuts(toy, tmp_path):
+    "An equal-exposure control makes exactly Joint's updates, at Joint's windows per update, on Joint's replayed schedule."
+    from simreal_nb.protocols import ExpOnly, SimToExp, EXPOSURE_CONTROLS
+    kw = KW | dict(steps=60, eval_every=5, patience=1, min_delta=0.2, schedule='plateau', lr=0.05, warmup=0)
+    hj = train(net(), toy, 'joint', **kw)
+    cuts = [(k, s) for ph, k, s in hj.lr_cuts if ph == 0]
+    assert cuts and all(s == 0.2 for _, s in cuts)
+    hc = train(net(), toy, ExpOnly(match=hj.steps_done, lr_cuts=cuts), ckpt_dir=str(tmp_path), **kw)
+    assert hc.protocol == EXPOSURE_CONTROLS[0] and hc.steps_done == hj.steps_done and hc.stopped_early == [False]
+    assert hc.batches == {'exp': 2 * hj.steps_done} and hc.lr_cuts == []  # Joint's windows; no cut of its own
+    lr_j, lr_c = dict(zip(hj.train.step, hj.train.lr)), dict(zip(hc.train.step, hc.train.lr))
+    assert all(np.isclose(lr_j[s], lr_c[s]) for s in set(lr_j) & set(lr_c))  # Joint's learning rate at every logged update
+    assert hc.best_step[0] == hc.val.step[int(np.argmin(hc.val.exp))]  # the best validation's weights, not the last
+    # the fine-tune of Sim→Exp copies Joint, not the pre-training
+    h2 = train(net(), toy, SimToExp(match=30, lr_cuts=cuts), **(kw | dict(steps=20)))
+    assert h2.protocol == 'sim_to_exp_eq' and [p['steps'] for p in h2.phases] == [10, 30] and h2.batches['exp'] == 60
+    assert [p.lr_cuts for p in get_protocol('sim_to_exp_eq@30').phases(20)] == [None, ()]
     for bad in ('exp_only_eq', 'exp_only_eq@0', 'sim_to_exp_eq@1.5'):
         with pytest.raises(ProtocolError): get_protocol(bad)
-    with pytest.raises(ProtocolError, match='min_updates'): ExpOnly(min_updates=-1)
+    with pytest.raises(ProtocolError, match='match'): ExpOnly(match=-1)
+    with pytest.raises(ProtocolError, match='lr_cuts'): ExpOnly(match=5, lr_cuts=[(3, 0.2), (1, 0.2)])
 
 
-def test_held_phase_resumes_like_an_uninterrupted_one(toy, tmp_path):
-    "Interrupted while an early stop is held by `min_updates`: resuming gives the uninterrupted run, bitwise."
+def test_replayed_control_resumes_like_an_uninterrupted_one(toy, tmp_path):
+    "Interrupted inside a replayed schedule: resuming gives the uninterrupted run, bitwise."
     from simreal_nb.protocols import ExpOnly
-    kw = dict(eval_every=1, patience=1, lr=0.3, warmup=0, steps=40)
-    k = _run(toy, tmp_path / 'probe', 'exp_only', **kw)[1].val.step[-1]
-    p = ExpOnly(min_updates=k + 8)
-    ref, href = _run(toy, tmp_path / 'a', p, **kw)
-    with pytest.raises(KeyboardInterrupt): _run(toy, tmp_path / 'b', p, stop_at=k + 6, **kw)
-    res, hres = _run(toy, tmp_path / 'b', p, resume=True, **kw)
+    p = ExpOnly(match=22, lr_cuts=[(10, 0.2), (15, 0.2)])
+    ref, href = _run(toy, tmp_path / 'a', p, eval_every=1, warmup=0)
+    with pytest.raises(KeyboardInterrupt): _run(toy, tmp_path / 'b', p, stop_at=13, eval_every=1, warmup=0)
+    res, hres = _run(toy, tmp_path / 'b', p, resume=True, eval_every=1, warmup=0)
     for (n, a), b in zip(ref.state_dict().items(), res.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=n)
-    assert href.val == hres.val and href.batches == hres.batches == {'exp': k + 8} and hres.resumed_from
+    assert href.val == hres.val and href.batches == hres.batches == {'exp': 44} and hres.resumed_from
