@@ -16,7 +16,7 @@ from .systems import load_twins, fill_entry, fill_cache
 from .align import make_domain_data, WindowDataset, spread
 from .models import make_model, n_params, save_model
 from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
-from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp
+from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
 from .step import resolve_device
 from .trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
@@ -207,7 +207,7 @@ def _joint_exp_batches(ds:xr.Dataset, path) -> int:
     raise GridError(f"{path}: records no exp batches or updates; delete it to compute the Joint cell again")
 
 def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
-    "The protocol `cell` trains: its name's, or for an equal-exposure control (`EXPOSURE_CONTROLS`) Exp-only / Sim→Exp whose exp phase makes at least as many updates as the Joint cell of the same setting and seed in `run_dir` drew exp batches."
+    "The protocol `cell` trains: its name's, or for an equal-exposure control (`EXPOSURE_CONTROLS`) Exp-only / Sim→Exp whose exp phase copies the Joint cell of the same setting and seed in `run_dir`: its updates, its windows per update and its learning-rate cuts."
     if cell.protocol not in EXPOSURE_CONTROLS: return get_protocol(cell.protocol)
     jc = replace(cell, protocol=JOINT)
     p = cell_path(run_dir, jc)
@@ -217,7 +217,9 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     ds = open_cell_file(p)
     why = foreign_cell(ds, jc, stamp)
     if why: raise GridError(f"{p}: {why}; the control {cell.key} cannot be matched to it")
-    return get_protocol(f'{cell.protocol}@{_joint_exp_batches(ds, p)}')
+    n = _joint_exp_batches(ds, p)
+    cuts = [(k, s) for ph, k, s in json.loads(ds.attrs.get('lr_cuts', '[]')) if ph == 0]  # Joint has one phase
+    return ExpOnly(match=n, lr_cuts=cuts) if cell.protocol == EXPOSURE_CONTROLS[0] else SimToExp(match=n, lr_cuts=cuts)
 
 # %% ../nbs/47_cell.ipynb #a7c9d5df
 def evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
@@ -248,6 +250,9 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
         score_measured=rollout_only(ev['score'].sel(domain=measured, drop=True)),
         noise_floor=rollout_only(ev['noise_floor']),
+        score_window=rollout_only(ev['score'].sel(domain='exp_window' if 'exp_window' in ev.domain.values else 'exp', drop=True)
+                                  .where('exp_window' in ev.domain.values)),
+        noise_floor_window=rollout_only(ev['noise_floor_window']) if 'noise_floor_window' in ev else rollout_only(ev['noise_floor'] * np.nan),
         data_seed=((), float(cfg.data_seed_of(cell.seed)) if data_dir is None else float('nan')),
         frmse_band=sc.sel(mode='rollout', metric=[f'frmse_{b}' for b in BANDS], drop=True)
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
@@ -268,6 +273,9 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     ds['truth_score'].attrs['long_name'] = ("rollout error on the experiment's hidden truth of the fields only the simulation has "
                                             "(a reference baseline, fed exp inputs without them, predicts the sim training mean)")
     ds['score_measured'].attrs['long_name'] = 'rollout error on exp against the measured data (the same windows as `score`)'
+    ds['score_window'].attrs['long_name'] = ("rollout error on exp against the truth averaged over the measurement's own window "
+                                             "(the same windows, fields and points as `score`; NaN: the data have no window truth)")
+    ds['noise_floor_window'].attrs['long_name'] = "the exp measurement's own error against the window truth of `score_window`"
     ds['noise_floor'].attrs['long_name'] = ("the exp measurement's own rollout error against the hidden truth, over the windows, "
                                             "frames, fields and points of `score` (NaN: no truth)")
     for d in ('sim', 'exp'):
@@ -277,7 +285,8 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
     ds.attrs['field_units'] = json.dumps({cell.system: field_units(dd)})
     ds.attrs.update(cell=cell.key, run=stamp,  # which cell of which run: a file from elsewhere is never mixed in
-                    exp_target=ev.attrs.get('exp_target', 'measured'))  # what exp's `score` is against: 'truth' or 'measured'
+                    exp_target=ev.attrs.get('exp_target', 'measured'),  # what exp's `score` is against: 'truth' or 'measured'
+                    lr_cuts=json.dumps(hist.lr_cuts if hist is not None else []))  # [phase, update, scale] of each plateau cut (what a control replays)
     return ds
 
 def field_units(dd) -> dict:

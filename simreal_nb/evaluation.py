@@ -164,8 +164,25 @@ def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool
     return phys, sc, ld, up
 
 # %% ../nbs/45_evaluation.ipynb #ev02
+def window_truth(exp_truth:xr.Dataset) -> xr.Dataset|None:
+    "The exp truth at the measurement's own window: its u, v replaced by its `window_fields` (u_window, v_window); None where it has none."
+    names = str(exp_truth.attrs.get('window_fields', '')).split()
+    if not names: return None
+    out = exp_truth.assign({n.removesuffix('_window'): exp_truth[n] for n in names}).drop_vars(names)
+    out.attrs = {k: v for k, v in exp_truth.attrs.items() if k != 'window_fields'}
+    return out
+
+def truth_windows(data, exp_truth, split:str) -> dict:
+    "{'truth': the exp truth's windows, 'window': those of its window truth or None} of the exp `split` (`exp_truth`: a Dataset, windows, or such a dict)."
+    if isinstance(exp_truth, dict): return dict(truth=exp_truth['truth'], window=exp_truth.get('window'))
+    if not isinstance(exp_truth, xr.Dataset): return dict(truth=exp_truth, window=None)
+    if not hasattr(data, 'truth_windows'):
+        raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (align.DomainData); pass windows instead")
+    w = window_truth(exp_truth)
+    return dict(truth=data.truth_windows(exp_truth, split), window=None if w is None else data.truth_windows(w, split))
+
 def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) -> tuple:
-    "What `evaluate` scores, its arguments checked: (model per domain, normaliser, the data's fields, the fields scored, the scored domains, the exp truth's windows or None)."
+    "What `evaluate` scores, its arguments checked: (model per domain, normaliser, the data's fields, the fields scored, the scored domains, the exp truth's windows `truth_windows` or None)."
     models = dict(model) if isinstance(model, dict) else {'sim': model, 'exp': model}
     if scales is not None:
         miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ()) if f not in scales]
@@ -181,40 +198,39 @@ def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) 
     truth_wd = None
     if exp_truth is not None:
         if split_of(data, 'exp', split) is None: raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
-        if isinstance(exp_truth, xr.Dataset):
-            if not hasattr(data, 'truth_windows'):
-                raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (align.DomainData); pass windows instead")
-            truth_wd = data.truth_windows(exp_truth, split)
-        else: truth_wd = exp_truth
-        doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth']
+        truth_wd = truth_windows(data, exp_truth, split)
+        doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth'] + (['exp_window'] if truth_wd['window'] is not None else [])
     need = sorted({'sim' if d == 'sim' else 'exp' for d in doms} - set(models))
     if need: raise ValueError(f"evaluate: `model` has no model for the domain(s) {need}; it has {sorted(models)}")
     return models, norm, all_fields, want, doms, truth_wd
 
 # %% ../nbs/45_evaluation.ipynb #ev05
+FLOORS = dict(truth='noise_floor', window='noise_floor_window')  # the measurement's own error against each truth
+
 def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_windows, device, amp, all_fields, want, norm, scales) -> tuple:
-    "Predictions of model `m` on the windows `w` of one source domain in one `mode`, scored for each domain of `outs`: ({domain: score block}, the noise floor's block or None, windows scored); `truth_wd`: the exp truth's windows, or None."
+    "Predictions of model `m` on the windows `w` of one source domain in one `mode`, scored for each domain of `outs`: ({domain: score block}, {floor name: the measurement's block against that truth}, windows scored); `truth_wd`: `truth_windows`, or None."
     r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
     probes = probe_index(w)
     block = lambda y, v, fm, up: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes, up)
-    t = None
-    if truth_wd is not None:
-        tw = truth_wd if mode == 'one_step' else long_windows(truth_wd, horizon)
+    def gather(wd):
+        tw = wd if mode == 'one_step' else long_windows(wd, horizon)
         if len(tw) != len(w):
             raise ValueError(f"evaluate: exp_truth has {len(tw)} {mode} windows but the exp inputs have {len(w)}; "
                              "expected the truth of the same trajectories and times")
         t = _gather(tw, r['index'], r['pred'].shape[1])
-        both = r['valid'] & t['valid']  # the measured points, where the truth is defined
+        return t, r['valid'] & t['valid']  # the measured points, where the truth is defined
+    truths = {k: gather(wd) for k, wd in (truth_wd or {}).items() if wd is not None}
     blocks = {}
     for d in outs:
-        if d == 'exp_truth': tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
-        elif d == 'exp' and t is not None: tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
+        if d == 'exp_truth': t, _ = truths['truth']; tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
+        elif d == 'exp_window': t, both = truths['window']; tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, at the window
+        elif d == 'exp' and truths: t, both = truths['truth']; tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
         else: tgt = (r['y'], r['valid'], r['field_mask'][0])  # the measurement (sim: the simulation)
         blocks[d] = block(*tgt, d in ('sim', 'exp'))  # the other numbers: sim and exp only
-    fl = None
-    if t is not None:  # the measurement as a prediction of the truth, over the same windows, frames, fields and points
-        fl = _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False, upstream=False)
-    return blocks, fl, len(r['pred'])
+    # the measurement as a prediction of each truth, over the same windows, frames, fields and points
+    floors = {FLOORS[k]: _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False, upstream=False)
+              for k, (t, both) in truths.items()}
+    return blocks, floors, len(r['pred'])
 
 # %% ../nbs/45_evaluation.ipynb #ev08
 def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth:bool) -> xr.Dataset:
@@ -225,7 +241,8 @@ def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoor
     attrs = dict(split=split, horizon=int(horizon))
     if 'exp' in doms: attrs['exp_target'] = 'truth' if truth else 'measured'
     what = ("error (NaN: field not measured); exp: against the hidden truth where given (attrs exp_target), on the measured "
-            "fields at the measured points; exp_measured: against the measurement; exp_truth: every true field")
+            "fields at the measured points; exp_measured: against the measurement; exp_truth: every true field; exp_window: "
+            "against the truth averaged over the measurement's own window, on the measured fields at the measured points")
     return xr.Dataset(
         dict(score=(dims, score, dict(long_name=what, **unit)),
              score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
@@ -233,9 +250,13 @@ def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoor
                  long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score` (sim and exp; NaN for exp_measured and exp_truth)", **unit)),
              rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
              n_windows=(('domain', 'mode'), nwin),
-             noise_floor=(('mode', 'field', 'metric'), floor,
+             noise_floor=(('mode', 'field', 'metric'), floor['noise_floor'],
                           dict(long_name="the exp measurement's own error against the hidden truth, over the windows, frames, "
-                                         "fields and points of exp's score (NaN: no truth)", **unit))),
+                                         "fields and points of exp's score (NaN: no truth)", **unit)),
+             noise_floor_window=(('mode', 'field', 'metric'), floor['noise_floor_window'],
+                                 dict(long_name="the exp measurement's own error against the truth at its window (noise and "
+                                                "dropout only), over the windows, frames, fields and points of exp_window's score "
+                                                "(NaN: no window truth)", **unit))),
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1), upstream_metric=list(UPSTREAM_METRICS)),
         attrs=attrs)
 
@@ -258,7 +279,7 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
-    phys, floor = score.copy(), np.full((len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
+    phys, floor = score.copy(), {k: np.full((len(modes), len(fcoord), len(SCORE_KEYS)), np.nan) for k in FLOORS.values()}
     upstream = np.full((len(doms), len(modes), len(fcoord), len(UPSTREAM_METRICS)), np.nan)
     lead = np.full((len(doms), len(fcoord), max(horizon, 1)), np.nan)
     nwin = np.zeros((len(doms), len(modes)), np.int64)
@@ -278,7 +299,7 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     try:
         for j, mode in enumerate(modes):
             for src in ('sim', 'exp'):
-                outs = [d for d in doms if (d == 'sim') == (src == 'sim')]  # sim; or exp, exp_measured, exp_truth
+                outs = [d for d in doms if (d == 'sim') == (src == 'sim')]  # sim; or exp, exp_measured, exp_truth, exp_window
                 if not outs: continue
                 wd = split_of(data, src, split)
                 w = wd if mode == 'one_step' else long_windows(wd, horizon)
@@ -287,10 +308,11 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
                 n_out = int(torch.as_tensor(wd[0]['y']).shape[0])
                 m = models[src]
                 if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)  # e.g. `Analog`'s candidates
-                blocks, fl, n = _score_windows(m, w, truth_wd if src == 'exp' else None, mode, horizon, n_out, outs, batch_size,
-                                               max_windows, device, amp, all_fields, want, norm, scales)
+                blocks, fls, n = _score_windows(m, w, truth_wd if src == 'exp' else None, mode, horizon, n_out, outs, batch_size,
+                                                max_windows, device, amp, all_fields, want, norm, scales)
                 for d, b in blocks.items(): put(doms.index(d), j, b, n)
-                for f, vals in (fl[1] if fl is not None else {}).items(): floor[j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
+                for name, fl in fls.items():
+                    for f, vals in fl[1].items(): floor[name][j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
     finally:
         for m, tr in zip(mods, was): m.train(tr)
     return _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth_wd is not None)
@@ -479,14 +501,15 @@ def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
                     **kw) -> xr.Dataset:  # further `evaluate` arguments (horizon, scales, max_windows, device, ...)
     "`evaluate` on each test group (`TEST_GROUPS`, then `remain` where published test windows lie on training trajectories) the data hold, along a dim `group`; a group one domain lacks is NaN there."
     if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an align.DomainData")
-    truth = data.truth_windows(exp_truth, split) if isinstance(exp_truth, xr.Dataset) else exp_truth
+    truth = truth_windows(data, exp_truth, split) if exp_truth is not None else None
     parts, names = [], []
     for g in TEST_GROUPS + ('remain',):
         wins = {d: _in_group(getattr(data, d)[split], g) for d in ('sim', 'exp')}
         if all(w is None for w in wins.values()): continue
         sub = dataclasses.replace(data, **{d: {**getattr(data, d), split: w} for d, w in wins.items() if w is not None})
         doms = tuple(d for d, w in wins.items() if w is not None)
-        tw = None if truth is None or wins['exp'] is None else _in_group(truth, g)
+        tw = None if truth is None or wins['exp'] is None else {k: None if wd is None else _in_group(wd, g) for k, wd in truth.items()}
+        if tw is not None and tw['truth'] is None: tw = None
         parts.append(evaluate(model, sub, split, domains=doms, exp_truth=tw, **kw)); names.append(g)
     if not parts: raise ValueError(f"evaluate_groups: no {split!r} windows in either domain")
     return xr.concat(parts, 'group', join='outer', combine_attrs='override').assign_coords(group=names)

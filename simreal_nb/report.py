@@ -29,9 +29,9 @@ __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'RESULT_DIMS', 'RESULT_
            'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table', 'gap_table',
            'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table', 'control_table',
            'control_verdicts', 'exposure_lines', 'strongest_alternatives', 'alternative_counts', 'answer_lines',
-           'physics_table', 'physics_lines', 'targets_text', 'units_text', 'report_text', 'compact_scores',
-           'write_report', 'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking',
-           'ranking_agreement']
+           'resolution_table', 'resolution_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text',
+           'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns', 'column_glossary',
+           'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -602,13 +602,19 @@ def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     t = control_table(res, metric, level)
     L += ["### Does Joint's exp margin survive equal exposure?", '',
           f"{' and '.join(c for b, c in EXPOSURE_PAIRS if c in have)} are {' and '.join(b for b, c in EXPOSURE_PAIRS if c in have)} "
-          "whose exp phase could not stop before the exp batches of the Joint cell of the same setting and seed (its cap raised to "
-          "them where lower; like every protocol, each keeps its best-validation weights, so more batches need not mean a "
-          f"later model). Held-out exp {metric.upper() if metric == 'rmse' else metric}, exp batches drawn (seed mean), and "
+          "whose exp phase copies the Joint cell of the same setting and seed: exactly its updates, each drawing its windows (two "
+          "batches, where Joint draws one sim and one exp batch), on its schedule (the warm-up, then Joint's learning-rate cuts "
+          "replayed at the updates Joint made them; no stop or cut of their own). Like every protocol each keeps its "
+          f"best-validation weights. Held-out exp {metric.upper() if metric == 'rmse' else metric}, exp batches drawn (seed mean), and "
           "Joint's paired exp margin over each protocol (\"joint margin %\": geometric-mean reduction over the seeds, positive where "
           "Joint is lower, lo/hi its 95 % interval; the verdict is *better*/*worse* only when Joint is lower/higher in every seed "
           'and the interval excludes zero):', '']
     sents = control_verdicts(res, metric, level)
+    n_set = len(t.index.droplevel('protocol').unique())
+    clear = [f"over {c} in {int((t.xs(c, level='protocol')['verdict'] == 'better').sum())} of {n_set} settings"
+             for c in EXPOSURE_CONTROLS if c in have]
+    L += ["Joint's exp margin is clear (lower in every seed, the 95 % interval excluding zero) " + ', '.join(clear)
+          + "; a setting where it is not clear counts for nothing.", '']
     for s in t.index.get_level_values('system').unique():
         L += [f'**{s}**', '', md_table(t.xs(s, level='system')), '']
         L += [f'- {x}' for x in sents if x.startswith(f'**{s}/') or x.startswith(f'**{s}**')] + ['']
@@ -697,6 +703,43 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
                  f"{r[f'{q}: no clear difference']}.")
     table, said = _drop_constant_levels(t)
     return L + ['', (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
+
+# %% ../nbs/55_report.ipynb #rs1
+def _at_window(res:xr.Dataset) -> xr.Dataset:
+    "`res` with exp's `score` against the truth at the measurement's window (`score_window`)."
+    s = res['score'].copy()
+    s.loc[dict(domain='exp')] = res['score_window'].transpose(*s.sel(domain='exp', drop=True).dims)
+    return res.assign(score=s)
+
+def resolution_table(res:xr.Dataset,  # results with `score_window` and `noise_floor_window`
+                     metric:str='rmse', level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, alternative): Joint's paired exp margin against the block-mean truth and against the window truth, the difference (the resolution part, in points), and the measurement's floor against each."
+    if 'score_window' not in res or not bool(res['score_window'].notnull().any()):
+        raise ValueError("resolution_table: the run has no exp score at the measurement's window (`score_window`)")
+    block, window = (strongest_alternatives(r, metric=metric, level=level) for r in (res, _at_window(res)))
+    cols = ['exp %', 'exp lo', 'exp hi']
+    df = pd.concat({'block': block[cols], 'window': window[cols]}, axis=1)
+    df.columns = [f'{c} ({t} truth)' for t, c in df.columns]
+    df.insert(0, 'which', block['which'].str.split(' / ').str[0])
+    df['resolution (points)'] = df['exp % (block truth)'] - df['exp % (window truth)']
+    for name, v in (('floor (block)', 'noise_floor'), ('floor (window)', 'noise_floor_window')):
+        f = res[v].sel(metric=metric, field='all', drop=True).mean([d for d in ('protocol', 'seed') if d in res[v].dims])
+        df[name] = f.to_series().reindex(df.index.droplevel('against')).to_numpy()
+    return df
+
+def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
+    "The report's section on resolution: Joint's exp margins against both truths and the floors (nothing where the run has no window truth)."
+    if JOINT not in res.protocol.values or 'score_window' not in res or not bool(res['score_window'].notnull().any()): return []
+    t = resolution_table(res, metric, level)
+    table, said = _drop_constant_levels(t)
+    med = t['resolution (points)'].groupby(level='against', sort=False).median()
+    return ["## Resolution: how much of Joint's exp margin is the truth's finer grid", '',
+            "Joint's paired exp margin (% lower error, 95 % interval) against the hidden truth as a 2×2 block mean (the exp "
+            "scores of every other table) and against the truth averaged over the measurement's own 4×4 window; "
+            "`resolution (points)` is the part of the margin that disappears at the window, and the floors are the "
+            "measurement's own error against each truth. Median resolution part: "
+            + '; '.join(f'{k} {v:.1f} points' for k, v in med.items()) + '.', '',
+            (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
 
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
@@ -879,7 +922,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
          + f"; seeds: {seeds_text}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
-    L += answer_lines(res)
+    L += answer_lines(res) + resolution_lines(res)
     L += [units_text(res), '', targets_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
@@ -1073,6 +1116,8 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'clear': "the count of cells where Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
     'wins (clear)': "whether Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
     'against': "the alternative Joint is compared with (best single exp-seeing model, two-model pair, pooled)",
+    'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's window: margin against the block-mean truth minus margin against the window truth",
+    'floor (block)': "the measurement's own error against the block-mean truth", 'floor (window)': "the measurement's own error against the truth at its window",
     'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp', 'which': 'the protocol that had it',
     'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed (positive: Joint lower)",
     'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean', 'wins (every seed)': 'whether it has in every seed',
@@ -1115,6 +1160,9 @@ def column_meaning(name:str, protocols=(), archs=()) -> str|None:
     m = re.fullmatch(r'(exp|b\w+@[0-9.]+) (%|verdict)', name)
     if m: return (f"Joint's paired margin over the alternative on {m[1]}, geometric mean over seeds (positive: Joint lower)" if m[2] == '%'
                   else f"verdict on Joint's margin on {m[1]}: better/worse only when every seed agrees and the 95 % interval excludes zero")
+    m = re.fullmatch(r'exp (%|lo|hi) \((block|window) truth\)', name)
+    if m: return (f"Joint's paired exp margin against the {'block-mean' if m[2] == 'block' else 'measurement-window'} truth"
+                  + ('' if m[1] == '%' else f", the {'lower' if m[1] == 'lo' else 'upper'} end of its 95 % interval"))
     m = re.fullmatch(r'(exp|b\w+@[0-9.]+): (Joint better|Joint worse|no clear difference)', name)
     if m: return f"settings where, on {m[1]}, the verdict is: {m[2]}"
     m = re.fullmatch(r'λ=([0-9.]+) (%|verdict)', name)

@@ -240,6 +240,8 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     kinds = set(by_system.values())
     res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales), field_units=json.dumps(units),
                      exp_target=kinds.pop() if len(kinds) == 1 else 'mixed', exp_target_by_system=json.dumps(by_system))
+    if 'score_window' in res:  # the second exp target: the truth at the measurement's own window, and the measurement's floor there
+        res.attrs.update(second_exp_target='score_window', second_exp_floor='noise_floor_window')
     if man is not None:
         cfg = man['config']
         gc = GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])})
