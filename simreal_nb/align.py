@@ -10,12 +10,12 @@ import numpy as np
 import xarray as xr
 import torch
 from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, _check_coord
-from .schema import GROUPS, WINDOW_SPLITS
+from .schema import GROUPS, TEST_GROUPS, WINDOW_SPLITS, drop_window_fields
 
 # %% auto #0
 __all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'published_windows', 'split_windows', 'spread',
-           'WindowDataset', 'DomainData', 'make_domain_data', 'test_groups', 'group_windows', 'resample_time',
-           'event_times', 'ClockMap', 'event_anchor_align', 'probe_series', 'align_clocks']
+           'WindowDataset', 'DomainData', 'make_domain_data', 'test_groups', 'group_windows', 'group_distances',
+           'resample_time', 'event_times', 'ClockMap', 'event_anchor_align', 'probe_series', 'align_clocks']
 
 # %% ../nbs/15_align.ipynb #c006
 def example_pair(n_traj: int = 5,  # trajectories per domain
@@ -552,6 +552,7 @@ class DomainData:
     def truth_windows(self, exp_truth: xr.Dataset,  # the hidden truth (domain 'exp_truth'), same trajs/times as exp
                       split: str = 'test') -> WindowDataset:
         "Evaluation-only windows of `exp_truth` on the common grid, for the trajectories of the exp `split`."
+        exp_truth = drop_window_fields(exp_truth)   # the truth at the measurement's window: not a field
         validate(exp_truth, 'exp_truth')
         ids = self.exp_ds[split]['traj'].values
         missing = sorted(set(ids.tolist()) - set(exp_truth['traj'].values.tolist()))
@@ -647,6 +648,38 @@ def group_windows(wd: WindowDataset,  # windows of one split (e.g. `dd.exp['test
     keep = np.nonzero(np.asarray(wd.ds['group'].values).astype(str) == group)[0]
     return WindowDataset(wd.ds.isel(traj=keep), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
                          cond=wd.cond_names, for_eval=wd.for_eval, windows=wd.windows)
+
+# %% ../nbs/15_align.ipynb #gr15a010
+def _group_split(dd):
+    "The test split that carries the test groups: exp's, else sim's, else None."
+    for d in (dd.exp_ds, dd.sim_ds):
+        if 'group' in d['test'].coords and d['test'].sizes.get('traj', 0): return d['test']
+    return None
+
+def group_distances(dd: DomainData) -> xr.DataArray:
+    "Per test group (`TEST_GROUPS`): min, mean, max over its trajectories of the normalised parameter distance to the nearest training trajectory."
+    out = np.full((len(TEST_GROUPS), 3), np.nan)
+    test, train = _group_split(dd), [d['train'] for d in (dd.sim_ds, dd.exp_ds) if d['train'].sizes.get('traj', 0)]
+    names, logs = [], []
+    if test is not None and train:
+        log = {p for ds in [test, *train] for p in str(ds.attrs.get('log_params', '')).split()}
+        common = [p for p in _param_names(test) if all(p in ds.coords and ds[p].dims == ('traj',) for ds in train)]
+        Ptr, Pte = [], []
+        for p in common:
+            a, b = np.concatenate([ds[p].values for ds in train]).astype(np.float64), test[p].values.astype(np.float64)
+            if p in log and (a > 0).all() and (b > 0).all(): a, b = np.log(a), np.log(b); logs.append(p)
+            if np.ptp(a) > 0: Ptr.append(a / np.ptp(a)); Pte.append(b / np.ptp(a)); names.append(p)
+        logs = [p for p in logs if p in names]
+        if names:
+            Ptr, Pte = np.stack(Ptr, 1), np.stack(Pte, 1)
+            dist = np.sqrt(((Pte[:, None] - Ptr[None]) ** 2).sum(-1)).min(1)   # to the nearest training trajectory
+            g = np.asarray(test['group'].values).astype(str)
+            for i, grp in enumerate(TEST_GROUPS):
+                if (g == grp).any(): out[i] = [dist[g == grp].min(), dist[g == grp].mean(), dist[g == grp].max()]
+    return xr.DataArray(out, dims=('group', 'stat'), coords=dict(group=list(TEST_GROUPS), stat=['min', 'mean', 'max']),
+                        name='test_distance', attrs=dict(
+        long_name='distance of a test trajectory to the nearest training trajectory in parameter space, each parameter '
+                  'in units of its training range', units='1', params=' '.join(names), log_params=' '.join(logs)))
 
 # %% ../nbs/15_align.ipynb #c048
 def resample_time(ds: xr.Dataset,  # a contract dataset

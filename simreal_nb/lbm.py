@@ -10,10 +10,10 @@ import numpy as np
 import torch
 from .schema import FIELD_META
 from .twindata import (GENERATOR, GENERATOR_VERSION, pair_range, contract_dataset, block_mean, centres,
-                                 channel_scales, traj_params, assign_groups, measure)
+                                 channel_scales, traj_design, group_attrs, measure, add_window_truth)
 
 # %% auto #0
-__all__ = ['lbm_tau', 'gen_lbm']
+__all__ = ['lbm_tau', 'lbm_ranges', 'gen_lbm']
 
 # %% ../nbs/04b_lbm.ipynb #l006
 def lbm_tau(U:float, D:float, Re:float) -> float:
@@ -154,24 +154,25 @@ def _f_shed(c) -> float:
     return c.get('St', 0.21) * float(c['U']) / float(c['D'])
 
 # %% ../nbs/04b_lbm.ipynb #lg05
+def lbm_ranges(c:dict, ctl:bool) -> dict:
+    "The parameters a channel twin draws per trajectory, name -> (lo, hi, log): A and f_c (controlled cylinder, one Re), else Re (and the foil's aoa)."
+    if ctl: return dict(A=(*pair_range(c['A'], 'A'), False), f_c=(*pair_range(c['f_c'], 'f_c'), False))
+    r = dict(Re=(*pair_range(c['Re'], 'Re'), False))
+    if c['body'] == 'foil': r['aoa'] = (*pair_range(c['aoa'], 'aoa'), False)
+    return r
+
 def _lbm_params(c, rng, ctl:bool) -> tuple:
     "Per-trajectory parameters drawn from `rng` and the test groups: (Re, aoa or None, A and f_c or None (controlled cylinder), the `traj` coordinates, the groups or None)."
     B = int(c['n_traj'])
-    Re_lo, Re_hi = pair_range(c['Re'], 'Re')
-    Re = np.full(B, float(c['Re_spin'])) if ctl else traj_params(rng, Re_lo, Re_hi, B, log=False)
+    P, group = traj_design(rng, lbm_ranges(c, ctl), B, int(c['n_in_dist']), int(c['n_out_dist']), c['ood_margin'],
+                           c['ood_sides'], shuffle=('f_c',))
+    Re = np.full(B, float(c['Re_spin'])) if ctl else P['Re']
     tc = dict(Re=(Re, dict(units='1', long_name='Reynolds number U D / nu (nominal)')))
-    aoa, design = None, dict(Re=Re)
-    if c['body'] == 'foil':
-        aoa = traj_params(rng, *pair_range(c['aoa'], 'aoa'), B, log=False)
+    aoa = P.get('aoa')
+    if aoa is not None:
         tc['Re'] = (Re, dict(units='1', long_name='chord Reynolds number U c / nu (nominal)'))
         tc['aoa'] = (aoa, dict(units='deg', long_name='angle of attack (nominal)'))
-        design['aoa'] = aoa
-    A = fr = None
-    if ctl:
-        A = traj_params(rng, *pair_range(c['A'], 'A'), B, log=False)
-        fr = rng.permutation(traj_params(rng, *pair_range(c['f_c'], 'f_c'), B, log=False))
-        design.update(A=A, f_c=fr)
-    group = assign_groups(design, int(c['n_in_dist']), int(c['n_out_dist']))
+    A, fr = (P['A'], P['f_c']) if ctl else (None, None)
     return Re, aoa, A, fr, tc, group
 
 # %% ../nbs/04b_lbm.ipynb #lg08
@@ -288,7 +289,7 @@ def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=
 
 # %% ../nbs/04b_lbm.ipynb #lg17
 def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) -> dict:
-    "The run in physical units on the output grid: dict(sim=, exp=, exp_truth=), the measurement taken from the full-resolution exp truth; FloatingPointError if the run diverged."
+    "The run in physical units on the output grid: dict(sim=, exp=, exp_truth=), the measurement (and the window truth, if `window_truth`) taken from the full-resolution exp truth; FloatingPointError if the run diverged."
     nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
     ctl = spec.name == 'controlled'
     if not (torch.isfinite(u).all() and torch.isfinite(p).all()) or u.abs().max() > 0.5:
@@ -309,7 +310,7 @@ def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) ->
         cmd = torch.stack(cmds, 1).numpy() * c['phys_U'] / (c['phys_D'] / 2)
         inputs = dict(omega_cmd=(cmd, dict(units='rad s-1', long_name='commanded cylinder angular velocity')))
     Wp, off = int(c['p_avg']), float(c['offset'])
-    base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
+    base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed), **group_attrs(c, group),
                 periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], body_x=c['body_x'],
                 lattice=f'{nx}x{ny}', lattice_D=D, lattice_U=U, p_avg_frames=Wp, description=spec.summary,
                 spin_up=f"per trajectory: {int(c['spin_steps'])} steps + a seeded delay of up to one shedding period, "
@@ -328,6 +329,7 @@ def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) ->
                   valid=fluid[B:], inputs=inputs, group=group)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], periodic=False, U=c['phys_U'], seed=seed)
+    if c['window_truth']: truth = add_window_truth(truth, full, c['window'], c['stride'], periodic=False)
     return dict(sim=sim, exp=exp, exp_truth=truth)
 
 # %% ../nbs/04b_lbm.ipynb #lg19

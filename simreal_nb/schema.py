@@ -10,8 +10,8 @@ from .errors import InputError
 
 # %% auto #0
 __all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'WINDOW_SPLITS',
-           'DataContractError', 'fields_of', 'input_names', 'validate', 'reference_scales', 'NeverTrainError',
-           'never_train', 'refuse_never_train']
+           'DataContractError', 'fields_of', 'input_names', 'validate', 'drop_window_fields', 'reference_scales',
+           'NeverTrainError', 'never_train', 'refuse_never_train']
 
 # %% ../nbs/00_schema.ipynb #c006
 FIELDS = ('u', 'v', 'p')  # canonical field order everywhere in the package
@@ -140,8 +140,15 @@ def validate(ds: xr.Dataset,  # the dataset to check
     inputs = input_names(ds)
     if len(set(inputs)) != len(inputs): _fail(f"attrs['inputs']={raw!r} repeats a name; expected each conditioning input once")
     fields = fields_of(ds)
+    window = str(ds.attrs.get('window_fields', '') or '').split()  # the truth at the measurement's window (exp_truth only)
+    if window and dom != 'exp_truth': _fail(f"attrs['window_fields']={ds.attrs['window_fields']!r} on a {dom!r} dataset; expected it on 'exp_truth' only")
+    for name in window:
+        if name not in ds.data_vars: _fail(f"window field {name!r} is listed in attrs['window_fields'] but missing; expected a {DIMS} variable")
+        var = ds[name]
+        if var.dims != DIMS or var.dtype != np.float32 or not {'units', 'long_name'} <= set(var.attrs):
+            _fail(f"window field {name!r} has dims {var.dims}, dtype {var.dtype}, attrs {sorted(var.attrs)}; expected {DIMS}, float32, units and long_name")
     for name, var in ds.data_vars.items():
-        if name in FIELDS or name == 'valid' or name in inputs: continue
+        if name in FIELDS or name == 'valid' or name in inputs or name in window: continue
         _fail(f"unknown data variable {name!r} with dims {var.dims}; expected a field among {FIELDS}, "
               f"'valid', or a conditioning input listed in attrs['inputs']")
     if not fields: _fail(f"dataset has no physical field (data vars: {list(ds.data_vars)}); expected at least one of {FIELDS}")
@@ -176,6 +183,14 @@ def validate(ds: xr.Dataset,  # the dataset to check
         n, idx = _nonfinite_where(np.asarray(var.values))
         if n: _fail(f"input {name!r} has {n} NaN/inf values (first at {dict(zip(('traj', 'time'), idx))}); expected finite values")
     return ds
+
+def drop_window_fields(ds:xr.Dataset) -> xr.Dataset:
+    "`ds` without the window fields its attrs['window_fields'] names, nor that attr: the contract's fields alone."
+    names = str(ds.attrs.get('window_fields', '') or '').split()
+    if not names: return ds
+    out = ds.drop_vars(names, errors='ignore')
+    out.attrs = {k: v for k, v in ds.attrs.items() if k != 'window_fields'}
+    return out
 
 # %% ../nbs/00_schema.ipynb #sc000002
 def reference_scales(ds: xr.Dataset,  # a contract dataset

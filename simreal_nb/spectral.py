@@ -9,10 +9,10 @@ import numpy as np
 import torch
 from .schema import FIELD_META
 from .twindata import (GENERATOR, GENERATOR_VERSION, pair_range, contract_dataset, block_mean, centres,
-                                 kolmogorov_scales, traj_params, assign_groups, measure)
+                                 kolmogorov_scales, traj_design, group_attrs, measure, add_window_truth)
 
 # %% auto #0
-__all__ = ['KOL_META', 'gen_kolmogorov']
+__all__ = ['KOL_META', 'kol_ranges', 'gen_kolmogorov']
 
 # %% ../nbs/04a_spectral.ipynb #k006
 KOL_META = dict(FIELD_META, p=dict(units='m2 s-2', long_name='kinematic pressure'))  # spectral solver: p / rho
@@ -69,6 +69,10 @@ def _kol_forcing(sp, chi, k_f, harmonic, B):
     return torch.fft.rfft2(fw[:, :, None].expand(B, sp.n, sp.n).contiguous()).to(torch.complex64)
 
 # %% ../nbs/04a_spectral.ipynb #ca4567d4
+def kol_ranges(c:dict) -> dict:
+    "The parameter Kolmogorov flow draws per trajectory, name -> (lo, hi, log): the viscosity nu, on a log scale."
+    return dict(nu=(*pair_range(c['nu'], 'nu'), True))
+
 def gen_kolmogorov(spec, # the system's `SystemSpec` (its name, summary and gap go into the attrs)
                    c:dict, # resolved parameters: a size preset of `spec` with overrides
                    seed:int) -> dict:
@@ -76,8 +80,8 @@ def gen_kolmogorov(spec, # the system's `SystemSpec` (its name, summary and gap 
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed); g = torch.Generator().manual_seed(int(seed))
     n, B, T = int(c['n']), int(c['n_traj']), int(c['n_frames'])
-    nus = traj_params(rng, *pair_range(c['nu'], 'nu'), B)
-    group = assign_groups(dict(nu=nus), int(c['n_in_dist']), int(c['n_out_dist']))
+    P, group = traj_design(rng, kol_ranges(c), B, int(c['n_in_dist']), int(c['n_out_dist']), c['ood_margin'], c['ood_sides'])
+    nus = P['nu']
     # spin-up: random band-limited vorticity per trajectory, coarse grid, sim physics, then refine and adapt
     ns = max(32, n // 2); sp = _Spectral(ns, c['L'])
     w0 = torch.randn(B, ns, ns, generator=g)
@@ -121,7 +125,7 @@ def gen_kolmogorov(spec, # the system's `SystemSpec` (its name, summary and gap 
     xo = centres(xf, np.arange(n // 2) * 2 + 0.5)
     time_ = np.arange(T) * c['frame_dt']
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
-                size=c.get('_size', ''), periodic=1, alpha=c['alpha'], chi=c['chi'], k_f=c['k_f'],
+                size=c.get('_size', ''), periodic=1, log_params='nu', **group_attrs(c, group), alpha=c['alpha'], chi=c['chi'], k_f=c['k_f'],
                 U_ref=float(torch.sqrt((u[:B] ** 2 + v[:B] ** 2).mean())), description=spec.summary,
                 **kolmogorov_scales(c['chi'], c['k_f'], c['L']))
     tc = dict(nu=(nus, dict(units='m2 s-1', long_name='kinematic viscosity (nominal)')))
@@ -135,4 +139,5 @@ def gen_kolmogorov(spec, # the system's `SystemSpec` (its name, summary and gap 
                   group=group)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], shadow=None, periodic=True, U=base['U_ref'], seed=seed)
+    if c['window_truth']: truth = add_window_truth(truth, full, c['window'], c['stride'], periodic=True)
     return dict(sim=sim, exp=exp, exp_truth=truth)

@@ -13,9 +13,9 @@ import xarray as xr
 from . import __version__
 from .schema import fields_of, validate
 from .store import write_dataset, read_dataset, write_text, is_temporary, cache_folder
-from .twindata import GENERATOR_VERSION, SystemConfigError, pair_range
-from .spectral import gen_kolmogorov
-from .lbm import gen_lbm, lbm_tau
+from .twindata import GENERATOR_VERSION, SystemConfigError, pair_range, design_bounds
+from .spectral import gen_kolmogorov, kol_ranges
+from .lbm import gen_lbm, lbm_tau, lbm_ranges
 
 # %% auto #0
 __all__ = ['SYSTEMS', 'SystemSpec', 'list_systems', 'torch_threads', 'make_twins', 'probe_samples', 'gap_curve', 'plot_twins',
@@ -36,45 +36,47 @@ class SystemSpec:
 # %% ../nbs/05_systems.ipynb #c009
 _MEAS = dict(window=4, stride=2, noise_add=0.03, noise_mult=0.02, dropout=0.02)  # PIV defaults (fractions of U)
 _MEAS['ic_eps'] = 0.0  # relative perturbation of the exp state at the first recorded step (0: the sim's; >0 measures chaos)
-_TEST_GROUPS = dict(n_in_dist=2, n_out_dist=2)  # test trajectories inside / at the edges of the parameter range
+_MEAS['window_truth'] = 1  # 1: exp_truth also holds u_window, v_window, the noise-free measurement (`twindata.add_window_truth`)
+_TEST_GROUPS = dict(n_in_dist=4, n_out_dist=4, ood_margin=(0.15, 0.3))  # test trajectories inside / beyond the parameter
+                   # range; out_dist beyond one end by 15-30 % of the range, at the ends `ood_sides` names (cycled)
 _NO_GROUPS = dict(n_in_dist=0, n_out_dist=0)  # too few trajectories for test groups: the fraction split of `split_trajs`
 
 _KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, frame_dt=0.1, t_spin=20.0,
                  t_adapt=1.0, nu_factor=1.0, alpha_add=0.04, forcing_gain=0.92, harmonic=0.2,
-                 stoch_amp=0.3, stoch_band=(6, 12), **_MEAS, **_TEST_GROUPS)
+                 stoch_amp=0.3, stoch_band=(6, 12), ood_sides=('nu-', 'nu+'), **_MEAS, **_TEST_GROUPS)
 _KOL_SIZES = dict(
     test=dict(_KOL_BASE, n=32, n_traj=4, n_frames=20, dt=0.05, frame_dt=0.2, nu=(6e-3, 9e-3), t_spin=10.0,
               t_adapt=0.5, **_NO_GROUPS),
     quick=dict(_KOL_BASE, n=64, n_traj=4, n_frames=40, dt=0.025, nu=(3e-3, 4.5e-3), **_NO_GROUPS),
-    default=dict(_KOL_BASE, n=128, n_traj=14, n_frames=64, dt=0.0125),
-    paper=dict(_KOL_BASE, n=256, n_traj=24, n_frames=100, dt=0.00625, n_in_dist=3, n_out_dist=4),  # 128² output: for a GPU or a cluster
+    default=dict(_KOL_BASE, n=128, n_traj=18, n_frames=64, dt=0.0125),
+    paper=dict(_KOL_BASE, n=256, n_traj=24, n_frames=100, dt=0.00625),  # 128² output: for a GPU or a cluster
 )
 
 _LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=1.0, walls=1, drag=0.03, turb=0.03, turb_modes=3,
                  offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, p_avg=3, **_MEAS, **_TEST_GROUPS)
 # p_avg: pressure recorded as the mean over this many frame intervals centred on the frame (0: instantaneous)
 # walls: exp channel bounded by no-slip walls (rows y=0 and y=ny-1); sim stays periodic in y
-_CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150.)  # Re_spin: the controlled cylinder's Re
+_CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150., ood_sides=('Re-', 'Re+'))  # Re_spin: the controlled cylinder's Re
 _CYL_SIZES = dict(
     test=dict(_CYL, nx=64, ny=32, D=6, Re=(70., 100.), Re_spin=85., U=0.12, n_traj=4, n_frames=20, frame_steps=10,
               spin_steps=600, **_NO_GROUPS),
     quick=dict(_CYL, nx=96, ny=48, D=6, Re=(80., 140.), Re_spin=110., U=0.12, n_traj=4, n_frames=40, frame_steps=15,
                spin_steps=1500, **_NO_GROUPS),
-    default=dict(_CYL, nx=128, ny=64, n_traj=14, n_frames=80),
-    paper=dict(_CYL, nx=256, ny=128, D=16, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000,  # 64×128 output
-               n_in_dist=3, n_out_dist=4),
+    default=dict(_CYL, nx=128, ny=64, n_traj=18, n_frames=80),
+    paper=dict(_CYL, nx=256, ny=128, D=16, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),  # 64×128 output
 )
-def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85)
+def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85,
+                         ood_sides=('A-', 'f_c+', 'A-', 'f_c-'))  # A above 2: surface speeds near the Mach limit
 _CTL_SIZES = {k: _ctl(v) for k, v in _CYL_SIZES.items()}
-_FOIL = dict(_LBM_BASE, body='foil', D=24, Re=(300., 600.), aoa=(15., 30.), aoa_err=1.5, offset=0.25)
+_FOIL = dict(_LBM_BASE, body='foil', D=24, Re=(300., 600.), aoa=(15., 30.), aoa_err=1.5, offset=0.25,
+             ood_sides=('Re+', 'aoa+'))  # below the ranges the foil's wake is nearly steady: no test of dynamics
 _FOIL_SIZES = dict(
     test=dict(_FOIL, nx=64, ny=32, D=12, Re=(150., 250.), U=0.12, n_traj=4, n_frames=20,
               frame_steps=10, spin_steps=600, **_NO_GROUPS),
     quick=dict(_FOIL, nx=96, ny=48, D=18, Re=(250., 450.), U=0.12, n_traj=4, n_frames=40,
                frame_steps=15, spin_steps=1500, **_NO_GROUPS),
-    default=dict(_FOIL, nx=128, ny=64, n_traj=14, n_frames=80),
-    paper=dict(_FOIL, nx=256, ny=128, D=48, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000,
-               n_in_dist=3, n_out_dist=4),
+    default=dict(_FOIL, nx=128, ny=64, n_traj=18, n_frames=80),
+    paper=dict(_FOIL, nx=256, ny=128, D=48, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),
 )
 
 _WAKE = ((0.35, 0.6), (0.5, 0.6), (0.7, 0.6))  # behind the body (at x = 0.2), off the centreline
@@ -118,12 +120,22 @@ def _resolve(spec, size, overrides):
         if int(cfg[k]) < 0: raise SystemConfigError(f"{k}={cfg[k]!r}: expected an integer >= 0 (test trajectories)")
     for k in ('noise_add', 'noise_mult', 'dropout'):
         if not 0 <= cfg[k] < 1: raise SystemConfigError(f"{k}={cfg[k]!r}: expected a fraction in [0, 1)")
-    (_check_spectral if spec.kind == 'spectral' else _check_lbm)(cfg)
+    if cfg['window_truth'] not in (0, 1): raise SystemConfigError(f"window_truth={cfg['window_truth']!r}: expected 0 or 1")
+    if cfg['window_truth'] and (cfg['stride'] != 2 or cfg['window'] % 2): raise SystemConfigError(
+        f"window_truth=1 with window={cfg['window']}, stride={cfg['stride']}: the window truth lies on the exp truth's grid, "
+        f"which needs stride=2 and an even window")
+    if spec.kind == 'spectral': _check_spectral(cfg)
+    else: _check_lbm(cfg, spec.name == 'controlled')
     return cfg
+
+def _bounds(c, ranges):
+    "name -> (lowest, highest) value drawn per trajectory: the preset's range, widened where out_dist lies beyond it."
+    return design_bounds(ranges, int(c['n_traj']), int(c['n_in_dist']), int(c['n_out_dist']), c['ood_sides'], c['ood_margin'])
 
 def _check_spectral(c):
     lo, hi = pair_range(c['nu'], 'nu')
     if lo <= 0 or hi <= 0: raise SystemConfigError(f"nu={c['nu']!r}: viscosity must be > 0")
+    lo = _bounds(c, kol_ranges(c))['nu'][0]   # the lowest viscosity drawn, out_dist below the range included
     if c['alpha'] < 0: raise SystemConfigError(f"alpha={c['alpha']!r}: drag must be >= 0")
     n = int(c['n'])
     if n < 16 or n % 4: raise SystemConfigError(f"n={n}: expected a grid of at least 16 points, a multiple of 4")
@@ -138,14 +150,15 @@ def _check_spectral(c):
     r = c['frame_dt'] / c['dt']
     if abs(r - round(r)) > 1e-6: raise SystemConfigError(f"frame_dt={c['frame_dt']}: expected a multiple of dt={c['dt']}")
 
-def _check_lbm(c):
+def _check_lbm(c, ctl:bool=False):
     lo, hi = pair_range(c['Re'], 'Re')
     if lo <= 0: raise SystemConfigError(f"Re={c['Re']!r}: Reynolds number must be > 0 (viscosity > 0)")
+    b = _bounds(c, lbm_ranges(c, ctl))   # the widest values drawn: out_dist beyond the preset's ranges included
     nx, ny, D, U = int(c['nx']), int(c['ny']), float(c['D']), float(c['U'])
     if nx % 2 or ny % 2: raise SystemConfigError(f"nx={nx}, ny={ny}: expected even lattice sizes")
     if D < 4: raise SystemConfigError(f"D={D}: body must span >= 4 lattice cells")
     if c['body'] == 'foil':  # projected height of the foil at the largest angle, streamwise room of 4 chords
-        amax = math.radians(pair_range(c['aoa'], 'aoa')[1] + abs(c['aoa_err']))
+        amax = math.radians(max(map(abs, b['aoa'])) + abs(c['aoa_err']))
         h, need_x = D * math.sin(amax) + 0.12 * D * math.cos(amax), 4 * D
     else: h, need_x = D, 6 * D
     if ny < 3 * h or nx < need_x: raise SystemConfigError(
@@ -153,12 +166,22 @@ def _check_lbm(c):
         f"expected ny >= {math.ceil(3 * h)} and nx >= {math.ceil(need_x)}")
     if not 0 < U <= 0.15: raise SystemConfigError(f"U={U}: lattice velocity must be in (0, 0.15] (Mach limit)")
     taus = [lbm_tau(U, D, Re * f) for Re in (lo, hi) for f in (1.0, c['re_factor'])]
-    if c['body'] == 'cylinder' and 'A' in c:
-        amax = pair_range(c['A'], 'A')[1]
-        if amax * U > 0.3: raise SystemConfigError(f"A={c['A']!r}: surface speed A*U = {amax*U:.2f} > 0.3 (Mach limit)")
     if min(taus) < 0.505: raise SystemConfigError(
         f"Re={c['Re']!r} with U={U}, D={D}: LBM relaxation time tau={min(taus):.4f} < 0.505 (unstable); "
         f"lower Re or raise D or U")
+    # out_dist trajectories beyond the preset's ranges: their values must be physical and stable too
+    ood = lambda k, end: (f"{k}={c[k]!r} with ood_margin={c['ood_margin']!r}, ood_sides={c['ood_sides']!r}: out_dist "
+                          f"{k} {'down' if end == 0 else 'up'} to {b[k][end]:.3g}")
+    if 'Re' in b:
+        if b['Re'][0] <= 0: raise SystemConfigError(f"{ood('Re', 0)}; expected > 0 (a smaller margin, or no 'Re-')")
+        t = min(lbm_tau(U, D, Re * f) for Re in b['Re'] for f in (1.0, c['re_factor']))
+        if t < 0.505: raise SystemConfigError(
+            f"{ood('Re', 1)}: LBM relaxation time tau={t:.4f} < 0.505 (unstable); expected a smaller margin, or no 'Re+'")
+    if ctl:
+        if b['A'][0] < 0: raise SystemConfigError(f"{ood('A', 0)}; expected >= 0 (a smaller margin, or no 'A-')")
+        if b['f_c'][0] <= 0: raise SystemConfigError(f"{ood('f_c', 0)}; expected > 0 (a smaller margin, or no 'f_c-')")
+        amax = b['A'][1]
+        if amax * U > 0.3: raise SystemConfigError(f"A={c['A']!r}: surface speed A*U = {amax*U:.2f} > 0.3 (Mach limit)")
     if c['frame_steps'] < 1: raise SystemConfigError(f"frame_steps={c['frame_steps']}: expected >= 1")
 
 # %% ../nbs/05_systems.ipynb #c028

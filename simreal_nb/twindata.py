@@ -9,21 +9,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 import xarray as xr
-from .schema import GROUPS
+from .schema import GROUPS, DIMS
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'RHO', 'SystemConfigError', 'pair_range', 'block_mean', 'centres',
-           'contract_dataset', 'channel_scales', 'kolmogorov_scales', 'measure', 'traj_params', 'assign_groups']
+__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'RHO', 'WINDOW_FIELDS', 'SystemConfigError', 'pair_range', 'block_mean', 'centres',
+           'contract_dataset', 'channel_scales', 'kolmogorov_scales', 'measure', 'window_average', 'add_window_truth',
+           'traj_params', 'ood_sides', 'ood_margin', 'beyond', 'design_bounds', 'traj_design', 'group_attrs']
 
 # %% ../nbs/03_twindata.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
-GENERATOR_VERSION = '4'  # bump when generated data change for the same (system, seed, size, overrides)
+GENERATOR_VERSION = '5'  # bump when generated data change for the same (system, seed, size, overrides)
                          # 2: field units and long names from schema.FIELD_META (arrays unchanged)
                          # 3: reference scales; channel p averaged over 3 frame intervals; exp channel walls at
                          #    nominal Re; Kolmogorov frame_dt 0.1, exp at nominal nu; 12 trajectories by default
                          # 4: channel trajectories spin up independently (own parameters, seeded kick and delay);
                          #    per-trajectory test groups (coord `group`); 14 trajectories by default
+                         # 5: out_dist trajectories beyond the preset range by `ood_margin` in one parameter (remain and
+                         #    in_dist inside it, drawn per group); 4 in_dist + 4 out_dist, 18 trajectories by default
 
 class SystemConfigError(InputError):
     "Bad system name or impossible physical/numerical parameter; raised before any compute."
@@ -46,8 +49,9 @@ def centres(x:np.ndarray, c) -> np.ndarray:
     "Coordinates at fractional indices `c` of the uniform grid `x` (one formula everywhere, so grids match exactly)."
     return np.round(x[0] + np.asarray(c, np.float64) * (x[1] - x[0]), 12)
 
-_GROUP_NOTE = ("coord 'group' (per trajectory): remain (the train/val pool) | in_dist (test, parameters inside the "
-               "remain range) | out_dist (test, outside the remain range in at least one parameter)")
+_GROUP_NOTE = ("coord 'group' (per trajectory): remain (the train/val pool, parameters inside the preset range) | in_dist "
+               "(test, parameters strictly inside the remain range) | out_dist (test, one parameter beyond an end of the "
+               "preset range by attrs['ood_margin'] of that range (of its log for attrs['log_params']), the others inside)")
 
 def contract_dataset(fields:dict, x, y, time, traj_coords:dict, attrs:dict, meta:dict, valid=None, inputs=None, group=None) -> xr.Dataset:
     "Assemble a contract Dataset from [traj,time,y,x] arrays (`fields`, `valid`), per-trajectory coords `traj_coords` {name: (values, attrs)}, inputs {name: ([traj,time], attrs)}; `group`: per-trajectory test group or None."
@@ -95,6 +99,21 @@ def _window_pool(a, window, stride, pad_lo, pad_hi, mode):
     a = F.pad(a[:, None], (pad_lo[1], pad_hi[1], pad_lo[0], pad_hi[0]), mode=mode)
     return F.avg_pool2d(a, window, stride)[:, 0]
 
+def _window_geometry(window, stride, shift, H, W):
+    "Padding below (lo) and above (hi) per axis (y, x) and the (y, x) shift of windows of `window` fine cells moved by `stride` on an H x W grid."
+    if window < stride or stride < 1: raise ValueError(f"window={window}, stride={stride}: expected window >= stride >= 1")
+    if H % stride or W % stride: raise ValueError(f"grid {H}x{W} not divisible by stride={stride}")
+    sy, sx = (int(shift[0]), int(shift[1])) if np.ndim(shift) else (int(shift), int(shift))
+    tot = window - stride
+    lo = (tot // 2 - sy, tot // 2 - sx); hi = (tot - lo[0], tot - lo[1])
+    if min(lo + hi) < 0: raise ValueError(f"shift={shift}: expected |shift| <= (window-stride)/2 = {tot//2}")
+    return lo, hi, (sy, sx)
+
+def _window_coords(ds, h, w, lo, window, stride):
+    "The (y, x) coordinates of h x w window centres on the fine grid of `ds` (padding `lo` below)."
+    cy = np.arange(h) * stride - lo[0] + (window - 1) / 2; cx = np.arange(w) * stride - lo[1] + (window - 1) / 2
+    return centres(ds['y'].values, cy), centres(ds['x'].values, cx)
+
 # %% ../nbs/03_twindata.ipynb #c020
 def measure(ds:xr.Dataset, # dataset with u, v (traj,time,y,x); optional `valid` marks the body (False)
             window:int=4, stride:int=2, # interrogation window and its step, in fine grid cells
@@ -109,17 +128,12 @@ def measure(ds:xr.Dataset, # dataset with u, v (traj,time,y,x); optional `valid`
     "PIV-like measurement of `ds`: window-averaged noisy u, v on a coarser grid, `valid` mask, no pressure."
     for k in ('u', 'v'):
         if k not in ds: raise ValueError(f"measure: dataset lacks field {k!r}; expected u and v")
-    if window < stride or stride < 1: raise ValueError(f"window={window}, stride={stride}: expected window >= stride >= 1")
     for k, v in dict(noise_add=noise_add, noise_mult=noise_mult, dropout=dropout, outliers=outliers).items():
         if not 0 <= v < 1: raise ValueError(f"{k}={v}: expected a fraction in [0, 1)")
     nt, nT, H, W = ds['u'].shape
-    if H % stride or W % stride: raise ValueError(f"grid {H}x{W} not divisible by stride={stride}")
+    lo, hi, (sy, sx) = _window_geometry(window, stride, shift, H, W)
     periodic = bool(ds.attrs.get('periodic', 0)) if periodic is None else periodic
     mode = 'circular' if periodic else 'replicate'
-    sy, sx = (int(shift[0]), int(shift[1])) if np.ndim(shift) else (int(shift), int(shift))
-    tot = window - stride
-    lo = (tot // 2 - sy, tot // 2 - sx); hi = (tot - lo[0], tot - lo[1])
-    if min(lo + hi) < 0: raise ValueError(f"shift={shift}: expected |shift| <= (window-stride)/2 = {tot//2}")
     u = torch.as_tensor(ds['u'].values, dtype=torch.float32).reshape(-1, H, W)
     v = torch.as_tensor(ds['v'].values, dtype=torch.float32).reshape(-1, H, W)
     um = _window_pool(u, window, stride, lo, hi, mode); vm = _window_pool(v, window, stride, lo, hi, mode)
@@ -145,8 +159,7 @@ def measure(ds:xr.Dataset, # dataset with u, v (traj,time,y,x); optional `valid`
         if flag_outliers: valid &= ~o
     if dropout > 0: valid &= torch.rand(um.shape, generator=g) >= dropout
     um = torch.where(valid, um, 0.); vm = torch.where(valid, vm, 0.)
-    ys, xs = ds['y'].values, ds['x'].values
-    cy = np.arange(h) * stride - lo[0] + (window - 1) / 2; cx = np.arange(w) * stride - lo[1] + (window - 1) / 2
+    yc, xc = _window_coords(ds, h, w, lo, window, stride)
     attrs = {k: val for k, val in ds.attrs.items() if k not in ('never_train',) and not k.startswith('gap_')}
     attrs.update(domain='exp', measure_window=window, measure_stride=stride, measure_shift=f'{sy} {sx}',
                  measure_noise_add=noise_add, measure_noise_mult=noise_mult, measure_dropout=dropout,
@@ -156,12 +169,53 @@ def measure(ds:xr.Dataset, # dataset with u, v (traj,time,y,x); optional `valid`
         dict(u=(('traj', 'time', 'y', 'x'), um.reshape(nt, nT, h, w).numpy(), dict(ds['u'].attrs)),
              v=(('traj', 'time', 'y', 'x'), vm.reshape(nt, nT, h, w).numpy(), dict(ds['v'].attrs)),
              valid=(('traj', 'time', 'y', 'x'), valid.reshape(nt, nT, h, w).numpy(), dict(long_name='usable PIV vector'))),
-        coords=dict(traj=ds['traj'], time=ds['time'], y=('y', centres(ys, cy), dict(ds['y'].attrs)),
-                    x=('x', centres(xs, cx), dict(ds['x'].attrs))), attrs=attrs)
+        coords=dict(traj=ds['traj'], time=ds['time'], y=('y', yc, dict(ds['y'].attrs)),
+                    x=('x', xc, dict(ds['x'].attrs))), attrs=attrs)
     for k in ds.data_vars:
         if ds[k].dims == ('traj', 'time'): out[k] = ds[k]
     for k, c in ds.coords.items():
         if c.dims == ('traj',) and k != 'traj': out = out.assign_coords({k: c})
+    return out
+
+# %% ../nbs/03_twindata.ipynb #w016
+def window_average(ds:xr.Dataset, # dataset with u, v (traj,time,y,x) on the full-resolution grid
+                   window:int=4, stride:int=2, shift=(0, 0), # as in `measure`
+                   periodic=None, # wrap the padding; None: from attrs['periodic']
+                  ) -> xr.Dataset:
+    "The noise-free window average of u, v that `measure` takes, without noise, dropout or masks, on its grid."
+    for k in ('u', 'v'):
+        if k not in ds: raise ValueError(f"window_average: dataset lacks field {k!r}; expected u and v")
+    nt, nT, H, W = ds['u'].shape
+    lo, hi, _ = _window_geometry(window, stride, shift, H, W)
+    periodic = bool(ds.attrs.get('periodic', 0)) if periodic is None else periodic
+    mode = 'circular' if periodic else 'replicate'
+    pooled = {k: _window_pool(torch.as_tensor(ds[k].values, dtype=torch.float32).reshape(-1, H, W), window, stride, lo, hi, mode)
+              for k in ('u', 'v')}
+    h, w = pooled['u'].shape[-2:]
+    yc, xc = _window_coords(ds, h, w, lo, window, stride)
+    out = xr.Dataset({k: (DIMS, a.reshape(nt, nT, h, w).numpy(), dict(ds[k].attrs)) for k, a in pooled.items()},
+                     coords=dict(traj=ds['traj'], time=ds['time'], y=('y', yc, dict(ds['y'].attrs)), x=('x', xc, dict(ds['x'].attrs))))
+    for k, c in ds.coords.items():
+        if c.dims == ('traj',) and k != 'traj': out = out.assign_coords({k: c})
+    return out
+
+WINDOW_FIELDS = ('u_window', 'v_window')  # the exp truth's fields at the measurement's window (`add_window_truth`)
+
+def add_window_truth(truth:xr.Dataset, # the exp truth on the output grid (block means)
+                     full:xr.Dataset, # the same truth on the full-resolution grid
+                     window:int=4, stride:int=2, # the measurement's window and stride, as in `measure`
+                     periodic=None) -> xr.Dataset:
+    "`truth` with `u_window`, `v_window`: `full`'s `window_average` on the measurement's grid, which must be truth's grid."
+    w = window_average(full, window, stride, periodic=periodic)
+    for k in ('y', 'x'):
+        if not np.array_equal(w[k].values, truth[k].values): raise SystemConfigError(
+            f"window={window}, stride={stride}: the measurement grid ({w.sizes['y']}x{w.sizes['x']}) is not the exp truth's "
+            f"grid ({truth.sizes['y']}x{truth.sizes['x']}) in {k}; expected stride=2 and an even window")
+    out = truth.assign({f'{f}_window': (DIMS, w[f].values.astype(np.float32),
+                        dict(units=truth[f].attrs['units'], long_name=f"{truth[f].attrs['long_name']} averaged over the "
+                             f"measurement window ({window}x{window} fine cells, stride {stride}), without noise or dropout"))
+                        for f in ('u', 'v')})
+    out.attrs = dict(truth.attrs, window_fields=' '.join(WINDOW_FIELDS))
     return out
 
 # %% ../nbs/03_twindata.ipynb #645970a4
@@ -171,21 +225,81 @@ def traj_params(rng:np.random.Generator, lo:float, hi:float, n:int, log:bool=Tru
     return lo * (hi / lo) ** q if log else lo + (hi - lo) * q
 
 # %% ../nbs/03_twindata.ipynb #g9a1e002
-def assign_groups(params:dict, n_in:int, n_out:int):
-    "Per-trajectory test group (object array over `GROUPS`) from parameter arrays, or None when groups do not fit."
-    names = [k for k, v in params.items() if np.ptp(np.asarray(v, float)) > 0]   # the parameters that vary
-    n = len(next(iter(params.values())))
-    if n_in + n_out == 0 or not names or n < n_in + n_out + 4: return None
-    P = {k: np.asarray(params[k], float) for k in names}
-    g, free = np.full(n, GROUPS[0], dtype=object), np.ones(n, bool)
-    for k in range(n_out):             # (p0, low), (p1, high), (p0, high), (p1, low), ... (one parameter: low, high, ...)
-        p, high = P[names[k % len(names)]], (k // len(names) + k % len(names)) % 2
-        cand = np.nonzero(free)[0]
-        i = cand[np.argmax(p[cand]) if high else np.argmin(p[cand])]
-        g[i], free[i] = 'out_dist', False
-    inner = sorted((i for i in np.nonzero(free)[0] if all(P[k][free].min() < P[k][i] < P[k][free].max() for k in names)),
-                   key=lambda i: P[names[0]][i])
-    if len(inner) < n_in: raise SystemConfigError(
-        f"n_in_dist={n_in}: only {len(inner)} trajectories lie inside the range of {names}; expected at least {n_in}")
-    for j in ((np.arange(n_in) + 0.5) * len(inner) / n_in).astype(int): g[inner[j]] = 'in_dist'
-    return g
+def ood_sides(sides, # ends beyond which out_dist trajectories lie: 'Re-' (below Re's range), 'aoa+' (above aoa's), ...
+              ranges:dict, # name -> (lo, hi, log) of the parameters drawn per trajectory
+             ) -> list:
+    "The (parameter, -1 | +1) of each entry of `sides` whose parameter varies in `ranges`; SystemConfigError for a bad entry."
+    out = []
+    for s in (sides.split() if isinstance(sides, str) else sides):
+        s = str(s)
+        if len(s) < 2 or s[-1] not in '+-' or s[:-1] not in ranges: raise SystemConfigError(
+            f"ood_sides entry {s!r}: expected a parameter among {list(ranges)} followed by '-' (below its range) or '+' (above)")
+        if ranges[s[:-1]][1] > ranges[s[:-1]][0]: out.append((s[:-1], 1 if s[-1] == '+' else -1))
+    return out
+
+def ood_margin(margin) -> tuple[float, float]:
+    "The (lo, hi) fractions of a range that out_dist values lie beyond its end; SystemConfigError unless 0 < lo <= hi."
+    m = pair_range(margin, 'ood_margin')
+    if not 0 < m[0] <= m[1]: raise SystemConfigError(
+        f"ood_margin={margin!r}: expected fractions 0 < lo <= hi of a parameter's range, how far beyond its end out_dist lies")
+    return m
+
+def beyond(lo:float, hi:float, q, side:int, log:bool=False):
+    "Values beyond the end `side` (-1: below lo, +1: above hi) of [lo, hi] by the fractions `q` of its width (in log if `log`)."
+    a, b = (np.log(lo), np.log(hi)) if log else (lo, hi)
+    v = b + np.asarray(q) * (b - a) if side > 0 else a - np.asarray(q) * (b - a)
+    return np.exp(v) if log else v
+
+def _has_groups(ranges, n, n_in, n_out):
+    return n_in + n_out > 0 and any(hi > lo for lo, hi, _ in ranges.values()) and n >= n_in + n_out + 4
+
+def _out_sides(ranges, n_out, sides):
+    "The (parameter, side) of each of `n_out` out_dist trajectories, cycling over `sides`."
+    sd = ood_sides(sides, ranges)
+    if n_out and not sd: raise SystemConfigError(
+        f"ood_sides={sides!r} names no parameter that varies (varying: {[k for k, (lo, hi, _) in ranges.items() if hi > lo]}); "
+        f"expected at least one end for the n_out_dist={n_out} out_dist trajectories")
+    return [sd[j % len(sd)] for j in range(n_out)]
+
+def design_bounds(ranges:dict, n:int, n_in:int, n_out:int, sides, margin) -> dict:
+    "name -> (lowest, highest) value `traj_design` can draw: each range, widened by the largest margin where out_dist lies beyond it."
+    m = ood_margin(margin)
+    out = {k: (lo, hi) for k, (lo, hi, _) in ranges.items()}
+    if not _has_groups(ranges, n, n_in, n_out): return out
+    for k, s in set(_out_sides(ranges, n_out, sides)):
+        e = float(beyond(*ranges[k][:2], m[1], s, ranges[k][2]))
+        out[k] = (min(out[k][0], e), max(out[k][1], e))
+    return out
+
+def traj_design(rng:np.random.Generator, # the generator's parameter stream
+                ranges:dict, # name -> (lo, hi, log): the preset's range of each parameter drawn per trajectory
+                n:int, n_in:int=0, n_out:int=0, # trajectories in all, in_dist and out_dist test trajectories
+                margin=(0.15, 0.3), # out_dist lies beyond a range end by these fractions of its width
+                sides=(), # ends out_dist lies beyond, cycled: 'Re-', 'aoa+', ...
+                shuffle=(), # parameters drawn in a seeded order (not sorted alike with the first)
+               ) -> tuple:
+    "Per-trajectory parameters {name: [n]} and test groups ([n] over `GROUPS`, or None when groups do not fit)."
+    design_bounds(ranges, n, n_in, n_out, sides, margin)   # checks `sides` and `margin` before any draw
+    def draw(k, lo, hi, m):
+        v = traj_params(rng, lo, hi, m, ranges[k][2])
+        return rng.permutation(v) if k in shuffle else v
+    if not _has_groups(ranges, n, n_in, n_out): return {k: draw(k, lo, hi, n) for k, (lo, hi, _) in ranges.items()}, None
+    n_rem, m = n - n_in - n_out, ood_margin(margin)
+    rem = {k: draw(k, lo, hi, n_rem) for k, (lo, hi, _) in ranges.items()}
+    inside = lambda k, c: draw(k, rem[k].min(), rem[k].max(), c)   # strictly inside the remain range (jitter 0.2-0.8)
+    ins = {k: inside(k, n_in) for k in ranges}
+    out = {k: inside(k, n_out) for k in ranges}
+    side_of = _out_sides(ranges, n_out, sides)
+    for k, s in dict.fromkeys(side_of):                  # each end once, stratified over the margin
+        j = [i for i, t in enumerate(side_of) if t == (k, s)]
+        out[k][j] = beyond(*ranges[k][:2], traj_params(rng, *m, len(j), log=False), s, ranges[k][2])
+    g = np.array(['remain'] * n_rem + ['in_dist'] * n_in + ['out_dist'] * n_out, dtype=object)
+    P = {k: np.concatenate([rem[k], ins[k], out[k]]) for k in ranges}
+    order = np.argsort(P[next(k for k, (lo, hi, _) in ranges.items() if hi > lo)], kind='stable')   # by the first varying parameter
+    return {k: v[order] for k, v in P.items()}, g[order]
+
+def group_attrs(c:dict, group) -> dict:
+    "Dataset attrs recording the test-group design of preset `c` (`ood_margin`, `ood_sides`); {} without groups."
+    if group is None: return {}
+    sd = c['ood_sides'].split() if isinstance(c['ood_sides'], str) else c['ood_sides']
+    return dict(ood_margin=' '.join(f'{m:g}' for m in ood_margin(c['ood_margin'])), ood_sides=' '.join(map(str, sd)))

@@ -3,7 +3,7 @@ import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.schema import FIELDS, DIMS, DataContractError, NeverTrainError, validate
 from simreal_nb.align import (example_pair, align_domains, regrid, Normalizer, split_trajs, WindowDataset,
                               make_domain_data, DomainData, resample_time, event_times,
-                              event_anchor_align, ClockMap, test_groups, group_windows)
+                              event_anchor_align, ClockMap, test_groups, group_windows, group_distances)
 from simreal_nb.realpdebench import GROUPS
 
 
@@ -195,10 +195,55 @@ def test_group_windows_on_twins():
     for p in ('Re', 'aoa'):
         v_in = group_windows(dd.exp['test'], 'in_dist').ds[p].values
         assert ((v_in > tr[p].values.min()) & (v_in < tr[p].values.max())).all()
+    out = group_windows(dd.exp['test'], 'out_dist').ds                              # beyond the training range by >= 15 % of it
+    far = np.stack([np.maximum(tr[p].values.min() - out[p].values, out[p].values - tr[p].values.max()) / np.ptp(tr[p].values)
+                    for p in ('Re', 'aoa')])
+    assert (far.max(0) >= 0.15).all() and len(out.traj) == 2
     with pytest.raises(ValueError, match="expected one of"): group_windows(dd.exp['test'], 'test')
     plain = make_domain_data(*example_pair(n_traj=6, nt=10, ny=12, nx=24, seed=1))
     assert test_groups(plain) == ()
     with pytest.raises(ValueError, match="no coord 'group'"): group_windows(plain.exp['test'], 'in_dist')
+
+
+def _grouped_pair(A, groups, B=None, log=None):
+    "example_pair with the given per-trajectory parameter A (and B), test groups and log-drawn parameters."
+    sim, exp = example_pair(n_traj=len(A), nt=4, ny=8, nx=16, seed=2)
+    co = dict(A=('traj', np.asarray(A, float)), group=('traj', np.array(groups, dtype=object)))
+    if B is not None: co['B'] = ('traj', np.asarray(B, float))
+    out = [d.assign_coords(co) for d in (sim, exp)]
+    if log: out = [d.assign_attrs(log_params=log) for d in out]
+    return make_domain_data(*out, fracs=(1.0, 0.0, 0.0))                             # train = every remain trajectory
+
+
+def test_group_distances_known_answers():
+    "Nearest training trajectory in units of the training range: in_dist 0.5/3.2 and 0.2/3.2, out_dist 1/3.2 and 0.8/3.2."
+    A = [0.0, 1.0, 1.5, 2.0, 3.0, 4.0, 4.2, 5.0]
+    g = ['out_dist', 'remain', 'in_dist', 'remain', 'remain', 'in_dist', 'remain', 'out_dist']
+    d = group_distances(_grouped_pair(A, g))
+    assert d.dims == ('group', 'stat') and d.group.values.tolist() == ['in_dist', 'out_dist'] and d.stat.values.tolist() == ['min', 'mean', 'max']
+    np.testing.assert_allclose(d.values, [[0.2 / 3.2, 0.35 / 3.2, 0.5 / 3.2], [0.8 / 3.2, 0.9 / 3.2, 1 / 3.2]], rtol=1e-12)
+    assert d.attrs['params'] == 'A' and d.attrs['log_params'] == '' and d.name == 'test_distance'
+    # a parameter constant over training has no range: left out; a second one that varies adds Euclidean-wise
+    d2 = group_distances(_grouped_pair(A, g, B=[9, 1, 7, 1, 1, 7, 1, 9]))
+    np.testing.assert_allclose(d2.values, d.values, rtol=1e-12)
+    assert d2.attrs['params'] == 'A'
+    B = [0, 0, 0, 0, 1, 0, 2, 0]                                                      # training range of B: 2
+    d3 = group_distances(_grouped_pair(A, g, B=B))
+    near = lambda a, b: min(np.hypot((a - A[j]) / 3.2, (b - B[j]) / 2) for j in (1, 3, 4, 6))
+    np.testing.assert_allclose(d3.sel(group='out_dist').values[[0, 2]], sorted([near(0.0, 0), near(5.0, 0)]), rtol=1e-12)
+    # log-drawn parameters (attrs log_params) are measured in log
+    Al = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 4.2, 6.0]
+    dl = group_distances(_grouped_pair(Al, g, log='A'))
+    w = np.log(4.2)
+    np.testing.assert_allclose(dl.sel(group='out_dist').values[[0, 2]], sorted([np.log(2) / w, np.log(6 / 4.2) / w]), rtol=1e-12)
+    assert dl.attrs['log_params'] == 'A'
+
+
+def test_group_distances_without_groups_is_nan(pair):
+    d = group_distances(make_domain_data(*pair))
+    assert d.shape == (2, 3) and np.isnan(d.values).all() and d.attrs['params'] == ''
+    only_out = group_distances(_grouped_pair([0.0, 1.0, 2.0, 3.0, 4.0, 5.0], ['out_dist'] + ['remain'] * 5))
+    assert np.isnan(only_out.sel(group='in_dist').values).all() and float(only_out.sel(group='out_dist', stat='mean')) == 0.25
 
 
 # --- WindowDataset -------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from simreal_nb import systems
 from simreal_nb.schema import FIELD_META, validate
 from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, twin_key,
                                 cache_root, gap_curve, probe_samples, pressure_hf_fraction, neighbour_ratio)
-from simreal_nb.twindata import GENERATOR_VERSION, SystemConfigError, measure
+from simreal_nb.twindata import GENERATOR_VERSION, SystemConfigError, measure, traj_design
 from simreal_nb.realpdebench import GROUPS
 from simreal_nb.schema import reference_scales
 
@@ -144,7 +144,11 @@ def test_default_sizes():
     for s, spec in SYSTEMS.items():
         c = spec.sizes['default']
         assert c['n_traj'] >= 12 and c['n_frames'] >= 64, s
-        assert c['n_in_dist'] >= 2 and c['n_out_dist'] >= 2 and c['n_traj'] - c['n_in_dist'] - c['n_out_dist'] >= 10, s
+        assert c['n_in_dist'] >= 4 and c['n_out_dist'] >= 4 and c['n_traj'] - c['n_in_dist'] - c['n_out_dist'] >= 10, s
+        p = spec.sizes['paper']
+        assert p['n_in_dist'] >= 4 and p['n_out_dist'] >= 4 and p['n_traj'] - p['n_in_dist'] - p['n_out_dist'] >= 16, s
+        assert all(spec.sizes[k]['n_in_dist'] == spec.sizes[k]['n_out_dist'] == 0 for k in ('test', 'quick')), s
+        assert tuple(c['ood_margin']) == (0.15, 0.3) and c['window_truth'] == 0, s
         if s != 'kolmogorov': assert c['p_avg'] == 3 and c['walls'] == 1 and c['re_factor'] == 1.0
     assert SYSTEMS['kolmogorov'].sizes['default']['frame_dt'] == 0.1
 
@@ -245,6 +249,9 @@ def test_write_twins(tmp_path):
     (lambda: make_twins('cylinder', bogus=1), 'bogus'),
     (lambda: make_twins('cylinder', seed=-1), 'seed'),
     (lambda: make_twins('foil', size='test', n_in_dist=-1), 'n_in_dist'),
+    (lambda: make_twins('foil', ood_margin=(0.0, 0.2)), 'ood_margin'),
+    (lambda: make_twins('foil', ood_sides=('Re',)), 'ood_sides'),
+    (lambda: make_twins('kolmogorov', window_truth=2), 'window_truth'),
     (lambda: load_twins('nope'), 'nope'),
 ])
 def test_bad_input_errors_before_compute(call, match, monkeypatch):
@@ -343,19 +350,77 @@ def test_channel_trajectories_are_independent(twins, s):
 
 @pytest.mark.parametrize('s', NAMES)
 def test_test_groups(s):
-    "in_dist inside the remain range in every parameter, out_dist outside it in one; the same coord in every domain."
+    "in_dist inside the remain range in every parameter, out_dist beyond it by >= 15 % of it in one; the same coord in every domain."
     d = make_twins(s, seed=0, size='test', n_traj=8, n_frames=3, n_in_dist=2, n_out_dist=2)
     g = d['sim'].group.values.astype(str)
     for dom in ('exp', 'exp_truth'): assert d[dom].group.values.astype(str).tolist() == g.tolist()
     assert sorted(g.tolist()) == sorted(['in_dist'] * 2 + ['out_dist'] * 2 + ['remain'] * 4) and set(g) <= set(GROUPS)
     sim = d['sim']
     params = [k for k, c in sim.coords.items() if c.dims == ('traj',) and k not in ('traj', 'group') and np.ptp(c.values) > 0]
-    rem = {p: sim[p].values[g == 'remain'] for p in params}
+    log = set(sim.attrs.get('log_params', '').split())
+    assert log == ({'nu'} if s == 'kolmogorov' else set()) and sim.attrs['ood_margin'] == '0.15 0.3'
+    val = {p: np.log(sim[p].values) if p in log else sim[p].values for p in params}   # log-drawn: measured in log
+    rem = {p: val[p][g == 'remain'] for p in params}
     for i in np.nonzero(g == 'in_dist')[0]:
-        assert all(rem[p].min() < sim[p].values[i] < rem[p].max() for p in params), (s, i)
+        assert all(rem[p].min() < val[p][i] < rem[p].max() for p in params), (s, i)
     for i in np.nonzero(g == 'out_dist')[0]:
-        assert any(sim[p].values[i] < rem[p].min() or sim[p].values[i] > rem[p].max() for p in params), (s, i)
+        far = [max(rem[p].min() - val[p][i], val[p][i] - rem[p].max()) / np.ptp(rem[p]) for p in params]
+        assert max(far) >= 0.15, (s, i, far)
+        assert sum(rem[p].min() < val[p][i] < rem[p].max() for p in params) == len(params) - 1, (s, i)   # the others inside
     assert 'group' not in make_twins(s, seed=0, size='test', n_traj=7, n_frames=2, n_in_dist=2, n_out_dist=2)['sim'].coords
+
+
+@pytest.mark.parametrize('s', ('cylinder', 'controlled', 'foil', 'kolmogorov'))
+def test_default_groups_extrapolate(s):
+    "At the default size (parameters only, no solver): 10 remain inside the preset range, 4 in_dist inside theirs, 4 out_dist beyond it by 15-30 %."
+    spec = SYSTEMS[s]; c = systems._resolve(spec, 'default', {})
+    ranges = systems.kol_ranges(c) if spec.kind == 'spectral' else systems.lbm_ranges(c, s == 'controlled')
+    P, g = traj_design(np.random.default_rng(0), ranges, c['n_traj'], c['n_in_dist'], c['n_out_dist'], c['ood_margin'],
+                               c['ood_sides'], shuffle=('f_c',))
+    assert (g == 'remain').sum() == 10 and (g == 'in_dist').sum() == 4 and (g == 'out_dist').sum() == 4
+    sc = {k: (np.log if log else np.asarray)(np.asarray(P[k], float)) for k, (lo, hi, log) in ranges.items()}
+    end = {k: (np.log([lo, hi]) if log else np.array([lo, hi])) for k, (lo, hi, log) in ranges.items()}
+    far = {k: np.maximum(end[k][0] - v, v - end[k][1]) / np.ptp(end[k]) for k, v in sc.items()}   # beyond the preset range
+    for k in ranges:
+        assert (far[k][g != 'out_dist'] <= 0).all(), (s, k)
+        assert ((far[k][g == 'out_dist'] <= 0) | ((far[k][g == 'out_dist'] >= 0.15) & (far[k][g == 'out_dist'] <= 0.3))).all()
+    assert all(max(far[k][i] for k in ranges) >= 0.15 for i in np.nonzero(g == 'out_dist')[0])
+
+
+def test_design_errors():
+    with pytest.raises(SystemConfigError, match='ood_margin=\\(0.3, 0.1\\)'): make_twins('cylinder', ood_margin=(0.3, 0.1))
+    with pytest.raises(SystemConfigError, match="ood_sides entry 'aoa-'"): make_twins('cylinder', ood_sides=('aoa-',))
+    with pytest.raises(SystemConfigError, match='out_dist A down to'): make_twins('controlled', ood_margin=(0.3, 0.5))
+    with pytest.raises(SystemConfigError, match='out_dist Re up to'): make_twins('cylinder', ood_margin=(1.0, 3.0), ood_sides='Re+')
+    assert 'group' not in make_twins('cylinder', size='test', n_traj=8, n_frames=2, n_in_dist=2, n_out_dist=2,
+                                     Re=150.)['sim'].coords                                  # nothing varies: no groups
+
+
+@pytest.mark.parametrize('s', ('cylinder', 'kolmogorov'))
+def test_window_truth(s, tmp_path):
+    "window_truth=1: the exp truth holds the noise-free measurement on its own grid; zero noise and dropout give it to the bit."
+    spec = SYSTEMS[s]
+    gen = systems.gen_kolmogorov if spec.kind == 'spectral' else systems.gen_lbm
+    c = systems._resolve(spec, 'test', dict(n_traj=2, n_frames=3, window_truth=1, noise_add=0.0, noise_mult=0.0, dropout=0.0))
+    d = gen(spec, c, 0)
+    tr, ex = d['exp_truth'], d['exp']
+    assert tr.attrs['window_fields'] == 'u_window v_window' and 'window_fields' not in ex.attrs
+    for k in ('y', 'x'): np.testing.assert_array_equal(ex[k].values, tr[k].values)   # the exp grid is the truth's
+    ok, fluid = ex.valid.values, tr.valid.values if 'valid' in tr else np.ones(tr.u.shape, bool)   # Kolmogorov: no body
+    assert ok.mean() > 0.5 and (ok <= fluid).all()                                     # measured only where fluid
+    for f in ('u', 'v'):
+        w = tr[f'{f}_window']
+        assert w.dims == tr[f].dims and w.shape == fluid.shape and w.dtype == np.float32 and np.isfinite(w.values).all()
+        assert w.attrs['units'] == tr[f].attrs['units'] and 'measurement window (4x4 fine cells, stride 2)' in w.attrs['long_name']
+        np.testing.assert_array_equal(ex[f].values[ok], w.values[ok])                    # measure(...) without noise/dropout
+    sm = lambda a: float(np.sqrt((np.diff(np.where(ok, a, 0), axis=-1)[ok[..., 1:] & ok[..., :-1]] ** 2).mean()))
+    assert sm(tr.u_window.values) < 0.95 * sm(tr.u.values)      # smoother than the block mean: smaller neighbour differences
+    assert np.abs(tr.u_window.values - tr.u.values)[fluid].max() > 0.01 * float(np.abs(tr.u).max())
+    from simreal_nb.store import write_dataset, read_dataset
+    back = read_dataset(write_dataset(tr, tmp_path / 'exp_truth.nc', validate=False), validate=False)
+    xr.testing.assert_identical(back[['u_window', 'v_window']], tr[['u_window', 'v_window']])
+    assert back.attrs['window_fields'] == 'u_window v_window'
+    with pytest.raises(SystemConfigError, match='needs stride=2 and an even window'): make_twins(s, size='test', window_truth=1, window=5)
 
 
 def _children(pid):
