@@ -13,7 +13,7 @@ import xarray as xr
 from .schema import reference_scales
 from .store import write_dataset, read_dataset, load_torch, CheckpointError
 from .systems import load_twins, fill_entry, fill_cache
-from .align import make_domain_data, WindowDataset, spread
+from .align import make_domain_data, WindowDataset, spread, group_distances
 from .models import make_model, n_params, save_model
 from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
 from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
@@ -258,6 +258,7 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
         rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
         truth_score=_truth_score(ev, hidden),
+        test_distance=group_distances(dd).reindex(group=ev.group.values),  # how far each test group lies from training
         grad_cos_mean=((), cos), grad_conflict_frac=((), frac), capped=((), capped), steps_done=((), steps_done),
         sim_batches=((), sim_batches), exp_batches=((), exp_batches),
         curve_step=(('eval_index',), curve_step), curve_val=(('eval_index',), curve_val),

@@ -13,7 +13,7 @@ import torch.nn as nn
 import xarray as xr
 from fastcore.basics import patch
 from .metrics import score_fields, upstream_scores, SCORE_KEYS, UPSTREAM_METRICS
-from .schema import TEST_GROUPS
+from .schema import TEST_GROUPS, drop_window_fields
 from .protocols import fetch_batch, split_of
 from .step import Stepper, resolve_device, to_device, batch_cond
 from .align import DomainData, group_windows, spread
@@ -168,9 +168,7 @@ def window_truth(exp_truth:xr.Dataset) -> xr.Dataset|None:
     "The exp truth at the measurement's own window: its u, v replaced by its `window_fields` (u_window, v_window); None where it has none."
     names = str(exp_truth.attrs.get('window_fields', '')).split()
     if not names: return None
-    out = exp_truth.assign({n.removesuffix('_window'): exp_truth[n] for n in names}).drop_vars(names)
-    out.attrs = {k: v for k, v in exp_truth.attrs.items() if k != 'window_fields'}
-    return out
+    return drop_window_fields(exp_truth.assign({n.removesuffix('_window'): exp_truth[n] for n in names}))
 
 def truth_windows(data, exp_truth, split:str) -> dict:
     "{'truth': the exp truth's windows, 'window': those of its window truth or None} of the exp `split` (`exp_truth`: a Dataset, windows, or such a dict)."

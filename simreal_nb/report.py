@@ -22,16 +22,17 @@ from .schema import FIELD_META, FIELDS
 from .metrics import EXPOSURE_CONTROLS, PROTOCOLS, POOLED
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'md_table',
-           'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table', 'reduction_table',
-           'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table',
-           'upstream_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells',
-           'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table', 'gap_table',
-           'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table', 'control_table',
-           'control_verdicts', 'exposure_lines', 'strongest_alternatives', 'alternative_counts', 'answer_lines',
-           'resolution_table', 'resolution_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text',
-           'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns', 'column_glossary',
-           'protocol_ranking', 'ranking_agreement']
+__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS',
+           'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
+           'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'units_of',
+           'units_line', 'phys_table', 'upstream_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags',
+           'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table',
+           'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table',
+           'control_table', 'control_verdicts', 'exposure_lines', 'strongest_alternatives', 'alternative_counts',
+           'answer_lines', 'resolution_table', 'resolution_lines', 'distance_table', 'extrapolation_table',
+           'extrapolation_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text', 'report_text',
+           'compact_scores', 'write_report', 'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking',
+           'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -678,7 +679,7 @@ def alternative_counts(t:pd.DataFrame) -> pd.DataFrame:
 
 def _drop_constant_levels(df:pd.DataFrame) -> tuple:
     "(`df` without the index levels that hold one value, those levels and values as 'name value' phrases)."
-    const = [n for n in df.index.names if n != 'against' and df.index.get_level_values(n).nunique() == 1]
+    const = [n for n in df.index.names if n not in ('against', 'model', 'protocol') and df.index.get_level_values(n).nunique() == 1]
     said = [f'{n} {df.index.get_level_values(n)[0]}' for n in const]
     return (df.droplevel(const) if const and len(const) < df.index.nlevels else df), said
 
@@ -740,6 +741,46 @@ def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> lis
             "measurement's own error against each truth. Median resolution part: "
             + '; '.join(f'{k} {v:.1f} points' for k, v in med.items()) + '.', '',
             (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
+
+# %% ../nbs/55_report.ipynb #xd1
+SINGLE_DOMAIN = ((SIM_ONLY, 'sim'), (EXP_ONLY, 'exp'))  # the models a harder out_dist group must show itself on, each on its own domain
+
+def distance_table(res:xr.Dataset) -> pd.DataFrame:
+    "Rows (system, group): the test group's distance to the nearest training parameter (min, mean, max over its trajectories; seed mean), from `test_distance`."
+    d = res['test_distance']
+    d = d.mean([k for k in d.dims if k not in ('system', 'group', 'stat')])
+    return d.to_series().unstack('stat')[['min', 'mean', 'max']]
+
+def extrapolation_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, model): a single-domain model's error on its own domain in_dist and out_dist and the paired change out vs in (positive: out_dist higher)."
+    rows = {}
+    for p, dom in SINGLE_DOMAIN:
+        if p not in res.protocol.values: continue
+        s = select_view(res['score'].sel(protocol=p, domain=dom, metric=metric, drop=True))
+        s = s if 'seed' in s.dims else s.expand_dims(seed=[0])
+        i, o = (s.sel(group=g, drop=True) for g in ('in_dist', 'out_dist'))
+        pc = paired_change(o, i, 'seed', level)  # < 0 where out_dist is higher: harder
+        (mi, hi_), (mo, ho) = mean_ci(i, 'seed', level), mean_ci(o, 'seed', level)
+        rows[f'{p} on {dom}'] = pd.DataFrame({'in_dist': mi.to_series(), 'in_dist ±': hi_.to_series(), 'out_dist': mo.to_series(),
+                                              'out_dist ±': ho.to_series(), 'out vs in %': -pc['mean'].to_series(),
+                                              'out vs in lo': -pc['hi'].to_series(), 'out vs in hi': -pc['lo'].to_series(),
+                                              'out_dist harder': pc['verdict'].to_series().map({'worse': 'yes', 'better': 'no: easier'}).fillna('not clear')})
+    return pd.concat(rows, names=['model'])
+
+def extrapolation_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
+    "The report's section on the test groups: their distances to training and whether out_dist is harder for the single-domain models."
+    if 'group' not in res['score'].dims or not {'in_dist', 'out_dist'} <= set(map(str, res.group.values)): return []
+    L = ['## Extrapolation: how far the test groups lie from training', '']
+    if 'test_distance' in res and bool(res['test_distance'].notnull().any()):
+        L += ["Each test group's distance to the nearest training trajectory in parameter space (each parameter in units of "
+              "its training range; over the group's trajectories, seed mean):", '', md_table(distance_table(res)), '']
+    t = extrapolation_table(res, metric, level)
+    if len(t):
+        t, said = _drop_constant_levels(t)
+        L += [f"Single-domain models on their own domain, in_dist against out_dist ({metric}, mean ± 95 % half-width over seeds; "
+              "`out vs in %` the paired change, positive where out_dist is harder; *yes* only when every seed agrees and the "
+              "interval excludes zero)" + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
+    return L
 
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
@@ -841,9 +882,13 @@ def _hidden_refs(df:pd.DataFrame) -> pd.DataFrame:
 def _figures(res:xr.Dataset) -> list:
     "(name, caption, figure builder) of every figure the Dataset allows, in report order."
     score = res['score']
-    big = score.sizes['protocol'] > 6  # many protocols: wider panels, so the labels and the legend keep their room
-    out = [('pareto_rmse', 'Sim error vs exp error per protocol, with iso-λ lines (grey ×: reference baselines)',
-            lambda: pareto_plot(score, 'rmse', lams=(0.2, 0.5, 0.8), **(dict(panel_size=(6.4, 4.8), log='auto') if big else {})))]
+    protos = list(map(str, score.protocol.values))
+    pair = JOINT in protos and len(_specialists(protos)) >= 2
+    shown = with_two_model_pair(res)['score'] if pair else score  # the pair beside the single models
+    big = shown.sizes['protocol'] > 6  # many protocols: wider panels, so the labels and the legend keep their room
+    out = [('pareto_rmse', 'Sim error vs exp error per protocol and the two-model pair, seed means with 95 % seed intervals, iso-λ lines (grey ×: reference baselines)',
+            lambda: pareto_plot(shown, 'rmse', lams=(0.2, 0.5, 0.8), fontsize=10,
+                                **(dict(panel_size=(6.4, 4.8), log='auto', ncols=1) if big else dict(panel_size=(3.6, 3.1), ncols=2))))]
     if 'curve_val' in res and 'curve_step' in res:
         out.append(('learning_curves', 'Validation loss over training, one panel per objective (sim, exp, both), each phase from its own start (one line per seed; Sim→Exp dashed; ▸ = stopped by the update cap)',
                     lambda: learning_curves(res, **(dict(panel_size=(6.4, 4.0)) if big else {}))))
@@ -922,7 +967,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
          + f"; seeds: {seeds_text}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
-    L += answer_lines(res) + resolution_lines(res)
+    L += answer_lines(res) + resolution_lines(res) + extrapolation_lines(res)
     L += [units_text(res), '', targets_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
@@ -1118,6 +1163,11 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'against': "the alternative Joint is compared with (best single exp-seeing model, two-model pair, pooled)",
     'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's window: margin against the block-mean truth minus margin against the window truth",
     'floor (block)': "the measurement's own error against the block-mean truth", 'floor (window)': "the measurement's own error against the truth at its window",
+    'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group', 'out_dist': 'its error on the out_dist test group',
+    'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: out_dist harder)',
+    'out_dist harder': 'yes only when out_dist is harder in every seed and the 95 % interval excludes zero',
+    'min': "the nearest of the group's trajectories to training (parameter distance, in units of the training range)",
+    'mean': "the mean over the group's trajectories", 'max': "the farthest of the group's trajectories",
     'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp', 'which': 'the protocol that had it',
     'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed (positive: Joint lower)",
     'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean', 'wins (every seed)': 'whether it has in every seed',

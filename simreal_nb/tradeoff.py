@@ -16,7 +16,7 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 from .metrics import (MetricInputError, LAMS, BASELINES, JOINT, balanced, setting_dims, select_view, check_lam,
-                                check_score, best_non_joint, trained_protocols)
+                                check_score, best_non_joint, trained_protocols, mean_ci)
 
 # %% auto #0
 __all__ = ['REF_COLOR', 'domain_errors', 'winners', 'protocol_table', 'winner_table', 'joint_lam_train', 'lam_train_of',
@@ -31,13 +31,15 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
                   field='all',        # field to show (when `score` has a `field` dim)
                   protocols=None,     # protocols to keep (default: all in `score`)
                   mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
+                  half_width=False,   # the 95 % confidence half-width over seeds instead of the mean (NaN with one seed)
                  ) -> xr.DataArray:
-    "Seed-averaged errors with dims (setting, protocol, domain); `setting` labels like 'cylinder/S' (system/capacity)."
+    "Seed-averaged errors (or their 95 % half-widths) with dims (setting, protocol, domain); `setting` labels like 'cylinder/S' (system/capacity)."
     check_score(score, ('protocol', 'domain', 'metric'), 'domain_errors')
     if metric not in score.metric.values:
         raise MetricInputError(f"`metric`={metric!r} is not in the score's metric coordinate {score.metric.values.tolist()}")
     s = select_view(score.sel(metric=metric, drop=True), field, mode)
-    if 'seed' in s.dims: s = s.mean('seed', skipna=True)
+    if half_width: s = mean_ci(s, 'seed')[1] if 'seed' in s.dims else xr.full_like(s, np.nan, dtype=float)
+    elif 'seed' in s.dims: s = s.mean('seed', skipna=True)
     if protocols is not None:
         bad = [p for p in protocols if p not in s.protocol.values]
         if bad: raise MetricInputError(f"`protocols` {bad} not in the score's protocols {s.protocol.values.tolist()}")
@@ -254,12 +256,15 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 log=False,          # log-log axes: True, False or 'auto' (log where a panel's trained points span more than 10×)
                 mode=None,          # evaluation mode (None: 'rollout' if present)
                 clip=1000.0,        # a point more than `clip` × the trained protocols' median error off (either axis) sits on the panel's edge, its value in its label; None: never
+                intervals=True,     # 95 % seed intervals on both axes of every trained protocol's point
+                fontsize=9,         # points, at the figure's size (panel labels, ticks, legend)
                ) -> Figure:
     "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train; reference baselines as grey crosses."
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator, FuncFormatter, LogLocator, NullFormatter
     e = domain_errors(score, metric, field, protocols, mode)
+    hw = domain_errors(score, metric, field, protocols, mode, half_width=True) if intervals else xr.full_like(e, np.nan)
     lams = [check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
     ref = np.array([p in BASELINES for p in protos])
@@ -294,6 +299,11 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
             if not fin[i]: continue
             px, py = (edge(x[i], xmax), edge(y[i], ymax)) if far[i] else (x[i], y[i])
             shape = ('>' if y[i] == py else '^' if x[i] == px else 'D') if far[i] else 'o'
+            hx, hy = (float(hw.sel(setting=st, domain=d)[i]) for d in ('sim', 'exp'))
+            if not far[i] and not ref[i] and (np.isfinite(hx) or np.isfinite(hy)):  # the seeds' 95 % interval on each axis
+                ax.errorbar([px], [py], xerr=[[min(hx, px - xmin * 1.001) if lg else hx]] if np.isfinite(hx) else None,
+                            yerr=[[min(hy, py - ymin * 1.001) if lg else hy]] if np.isfinite(hy) else None,
+                            fmt='none', ecolor=colors[p], elinewidth=0.9, alpha=0.6, capsize=0, zorder=2)
             if ref[i]: ax.scatter([px], [py], s=30, marker='x', color=colors[p], zorder=2, label=p)
             else: ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
                              zorder=3, label=p)
@@ -321,21 +331,21 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
         else:
             ax.set(xlim=(0, xmax), ylim=(0, ymax))
             for a in (ax.xaxis, ax.yaxis): a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
-        ax.set_title(st, fontsize=10); ax.set_xlabel(f'sim {metric}', fontsize=9); ax.set_ylabel(f'exp {metric}', fontsize=9)
-        ax.tick_params(labelsize=8)
+        ax.set_title(st, fontsize=fontsize + 1); ax.set_xlabel(f'sim {metric}', fontsize=fontsize); ax.set_ylabel(f'exp {metric}', fontsize=fontsize)
+        ax.tick_params(labelsize=fontsize)
     for ax in axes[len(settings):]: ax.set_visible(False)
     handles = [Line2D([], [], ls='none', color=colors[p], marker='x' if p in BASELINES else 'o', ms=6) for p in protos]
     names = list(protos)
     if lams: handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9)); names.append('iso-bM(λ) through the best (λ=…: winner)')
     if any_front: handles.append(Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7)); names.append('Joint front over λ_train')
-    per = max(text_size(n, 8)[0] + 30 for n in names)  # points per legend entry
-    fig.legend(handles, names, loc='outside lower center', ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=8,
+    per = max(text_size(n, fontsize)[0] + 30 for n in names)  # points per legend entry
+    fig.legend(handles, names, loc='outside lower center', ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=fontsize,
                frameon=False, handletextpad=0.3, columnspacing=1.0)
     fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error: filled = Pareto-optimal among the trained protocols; '
-                       'grey × = reference baselines (never a winner)'
-                       + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''), width * 72, 9.5), fontsize=9.5)
+                       'grey × = reference baselines (never a winner)' + ('; bars: 95 % seed intervals' if intervals else '')
+                       + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''), width * 72, fontsize + 1), fontsize=fontsize + 1)
     fig.draw_without_rendering()  # fixes the layout, so the labels can be placed in pixels
-    for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], 8, blocks[ax])
+    for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], fontsize, blocks[ax])
     return fig
 
 # %% ../nbs/60_tradeoff.ipynb #c015

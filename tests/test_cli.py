@@ -35,7 +35,7 @@ def test_run_writes_results_report_and_timing(tmp_path):
     with xr.open_dataset(out / 'results.nc', engine='h5netcdf') as res: res = res.load()
     s = res.score
     assert set(s.dims) >= {'system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'metric'}
-    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'persistence', 'mean_field', 'analog']
+    assert list(s.protocol.values) == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled', 'persistence', 'mean_field', 'analog']
     assert s.attrs['units'] == '1'
     assert list(s.metric.values) == ['rmse', 'rel_l2', 'frmse'] and set(s.domain.values) == {'sim', 'exp'}
     assert s.sel(domain='exp', field='p').isnull().all()
@@ -43,13 +43,13 @@ def test_run_writes_results_report_and_timing(tmp_path):
     assert np.isfinite(s.sel(field='all')).all()
     assert json.loads(res.attrs['config'])['size'] == 'test'
     report = (out / 'report.md').read_text()
-    assert f'7 cells (0 already done) -> {out}' in r.stdout and 'estimated cost of 4 trained cells' in r.stdout and 'at most' in r.stdout
+    assert f'8 cells (0 already done) -> {out}' in r.stdout and 'estimated cost of 5 trained cells' in r.stdout and 'at most' in r.stdout
     assert report in r.stdout                                  # the report is printed as written
     assert "## The paper's findings, measured here" in report and '## RMSE per domain and bRMSE at λ = 0.5' in report
     for png in ('pareto_rmse.png', 'rollouts.png'):
         assert (out / 'figures' / png).read_bytes()[:4] == b'\x89PNG'
     timing = json.loads((out / 'timing.json').read_text())
-    assert len([k for k in timing if not k.startswith('_')]) == 7
+    assert len([k for k in timing if not k.startswith('_')]) == 8
     # the report is rebuilt from results.nc alone
     (out / 'report.md').unlink()
     r = simreal('report', str(out))
