@@ -13,9 +13,9 @@ import xarray as xr
 from .schema import reference_scales
 from .store import write_dataset, read_dataset, load_torch, CheckpointError
 from .systems import load_twins, fill_entry, fill_cache
-from .align import make_domain_data, WindowDataset, spread, group_distances
+from .align import make_domain_data, WindowDataset, spread, group_distances, align_domains
 from .models import make_model, n_params, save_model
-from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG
+from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS
 from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
 from .step import resolve_device
 from .trainer import train
@@ -24,9 +24,10 @@ from .grid import GridConfig, GridError, Cell
 from .rundir import cell_path, read_manifest, stamp_of, run_stamp, open_cell_file, foreign_cell
 
 # %% auto #0
-__all__ = ['BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train', 'resolve_exp_trajs',
-           'prepare_twins', 'cell_example', 'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell',
-           'exposure_protocol', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+__all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
+           'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins', 'cell_example',
+           'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell', 'exposure_protocol', 'evaluate_cell',
+           'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../nbs/47_cell.ipynb #c014
 _DATA = {}
@@ -76,6 +77,31 @@ def limit_exp_train(dd, n:int|None):
     pick = spread(N, n)  # the split keeps parameter order
     sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names, windows=wd.windows)
     return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
+
+EXTRA_SEED = 100_000  # a data-quantity control's extra trajectories: the twin of seed EXTRA_SEED + the cell's data seed
+
+def more_trajectories(dd, extra:dict, domain:str):
+    "`dd` whose `domain` training split also holds every trajectory of `extra` (a twin's sim and exp), aligned to `dd`'s grid and read with `dd`'s normaliser."
+    a = dict(zip(('sim', 'exp'), align_domains(extra['sim'], extra['exp'], 'sim')))[domain]
+    base = (dd.sim_ds if domain == 'sim' else dd.exp_ds)['train']
+    if not all(np.array_equal(a[k].values, base[k].values) for k in ('y', 'x', 'time')):
+        raise GridError(f"more_trajectories: the extra {domain} trajectories lie on another grid or clock than the training split's; "
+                        "expected a twin of the same system and size")
+    a = a.assign_coords(traj=a['traj'].values + int(base['traj'].max()) + 1)
+    if 'group' in base.coords: a = a.assign_coords(group=('traj', np.full(a.sizes['traj'], 'remain', dtype=object)))
+    both = xr.concat([base, a[list(base.data_vars)]], 'traj', coords='minimal', compat='override', join='exact', combine_attrs='override')
+    wd = getattr(dd, domain)['train']
+    grown = WindowDataset(both, wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names, windows=wd.windows)
+    return replace(dd, **{domain: {**getattr(dd, domain), 'train': grown}})
+
+def cell_training_data(cell:Cell, cfg:GridConfig, dd, data_dir=None):
+    "The data `cell` trains on: `dd`, or for a data-quantity control (`QUANTITY_CONTROLS`) `dd` with as many training trajectories of its domain as Joint sees of both."
+    if cell.protocol not in QUANTITY_CONTROLS: return dd
+    if data_dir is not None: raise GridError(f"{cell.protocol}: a data-quantity control draws more trajectories from a twin; imported data have no more")
+    domain = 'sim' if cell.protocol == QUANTITY_CONTROLS[0] else 'exp'
+    other = (dd.exp if domain == 'sim' else dd.sim)['train'].ds.sizes['traj']  # what Joint sees beyond this domain's own
+    extra = load_twins(cell.system, seed=EXTRA_SEED + cfg.data_seed_of(cell.seed), size=cfg.size, n_traj=other, n_in_dist=0, n_out_dist=0)
+    return more_trajectories(dd, extra, domain)
 
 def resolve_exp_trajs(cells:list, cfg:GridConfig, data_dir=None, workers:int=1) -> tuple:
     "(`cells` with every count of experimental training trajectories at or above its system's number as None, all of them: one cell per set; {system: that number} where a count was given)."
@@ -305,6 +331,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     t0 = time.perf_counter()
     dd, truth, scales = cell_data(cell.system, cfg, data_dir, cell.seed)
     dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
+    dd = cell_training_data(cell, cfg, dd, data_dir)  # a data-quantity control: more trajectories of its domain
     t_data = time.perf_counter() - t0
     dev = resolve_device(device)
     model = hist = None

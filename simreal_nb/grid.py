@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS
-from .metrics import PROTOCOLS, BASELINES, POOLED
+from .metrics import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
 from .store import read_json
 
 # %% auto #0
-__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_systems', 'GridConfig',
-           'GridError', 'Cell', 'Grid', 'Preset']
+__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_systems',
+           'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
 
 # %% ../nbs/44_grid.ipynb #tn1
 TUNED_FILE = Path(str(files('simreal_nb') / 'tuned.json'))  # the committed choices of `simreal tune`, read by the presets
@@ -186,13 +186,14 @@ class Preset:
 
 _TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, schedule='cosine', warmup=0, batch_size=4, horizon=4,
                    eval_windows=4, ckpt_every=4, eval_every=4, val_batches=1)
+STUDY_PROTOCOLS = PROTOCOLS + (POOLED,) + EXPOSURE_CONTROLS + QUANTITY_CONTROLS  # the study: the paper's four, pooled, the equal-exposure and data-quantity controls
 _DEFAULT = GridConfig(tuned=tuned_systems('default'))  # the committed choices of `simreal tune` for this size
 PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
     'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
-    'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells"),
-    'default': Preset(_DEFAULT, Grid(capacities=('S',), seeds=3),
-                      'every system, capacity S, three replicate seeds: the study on a laptop'),
-    'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), seeds=3), 'every system, both capacities, three seeds'),
+    'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells of the paper's protocols and pooled"),
+    'default': Preset(_DEFAULT, Grid(capacities=('S',), protocols=STUDY_PROTOCOLS, seeds=3),
+                      'every system, capacity S, three replicate seeds, the controls: the study on a laptop'),
+    'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), protocols=STUDY_PROTOCOLS, seeds=3), 'every system, both capacities, three seeds, the controls'),
     'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=20000, patience=3, batch_size=32, lr=1e-4, horizon=20,
                                eval_every=200, ckpt_every=500),
                     Grid(capacities=('Ti', 'MS'), seeds=3), "RealPDEBench's scale (64×128 grids, MORPH-Ti/S widths, batch 32): a GPU or a cluster"),

@@ -16,7 +16,8 @@ from .protocols import EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
 from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir
-from .cell import imported_systems, set_aside_unreadable, cell_data, limit_exp_train, train_cell, evaluate_cell, cell_example, cell_dataset
+from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train, cell_training_data, train_cell, evaluate_cell,
+                             cell_example, cell_dataset)
 from .executors import check_device, exit_with_parent
 
 # %% auto #0
@@ -93,6 +94,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
         rank, world = dist_info()
         dd, truth, scales = cell_data(cell.system, cfg, data, cell.seed)
         dd, n_exp = limit_exp_train(dd, cell.exp_trajs)
+        dd = cell_training_data(cell, cfg, dd, data)  # a data-quantity control: more trajectories of its domain
         t_data = time.perf_counter() - t0
         model, hist = train_cell(cell, cfg, dd, dev, out, check_ckpt=False, shard=True)
         ds = None

@@ -14,9 +14,9 @@ from .errors import InputError
 
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY',
-           'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'POOLED', 'EXPOSURE_CONTROLS',
-           'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'MetricInputError', 'rmse', 'rel_l2',
-           'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error', 'frmse_relative', 'score_fields',
+           'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'POOLED', 'QUANTITY_CONTROLS',
+           'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'MetricInputError', 'rmse',
+           'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error', 'frmse_relative', 'score_fields',
            'scores_to_xarray', 'upstream_scores', 'probe_points', 'probes_outside', 'mvpe', 'trained_protocols',
            'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims',
            'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct',
@@ -440,6 +440,7 @@ SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint 
 BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
 PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
 POOLED = 'pooled'  # the practitioner's first model: one model on the union of the sim and exp training windows
+QUANTITY_CONTROLS = ('sim_only_more', 'exp_only_more')  # data-quantity controls: Sim-only and Exp-only trained on as many trajectories as Joint sees in total
 EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp whose exp phase runs at least a given number of updates (a grid: the exp batches Joint drew)
 
 # %% ../nbs/30_metrics.ipynb #1c47116c
@@ -455,7 +456,8 @@ def train_domains(protocol:str) -> tuple:
     if p == SIM_TO_EXP + '_replay': return ('sim', 'exp')
     if p.startswith(JOINT + '_'): p = JOINT
     elif p.startswith(SIM_TO_EXP + '_'): p = SIM_TO_EXP
-    elif p.startswith(EXP_ONLY + '_'): p = EXP_ONLY  # the equal-exposure control
+    elif p.startswith(EXP_ONLY + '_'): p = EXP_ONLY  # the equal-exposure and data-quantity controls
+    elif p.startswith(SIM_ONLY + '_'): p = SIM_ONLY  # the data-quantity control
     return TRAIN_DOMAINS.get(p, ())
 
 # %% ../nbs/30_metrics.ipynb #c044

@@ -13,7 +13,7 @@ import torch
 from .store import CheckpointError
 from .schema import never_train
 from .errors import InputError
-from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS, POOLED
+from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS, POOLED, QUANTITY_CONTROLS
 from .beyond import masked_mean, HCW_WEIGHTS
 
 
@@ -162,9 +162,12 @@ class Protocol:
     def __hash__(self): return hash(repr(self))
 
 class SimOnly(Protocol):
-    "Every update minimises the sim risk."
-    name, needs = 'sim_only', ('sim',)
+    "Every update minimises the sim risk; with `more` it is the data-quantity control 'sim_only_more', whose cell trains on as many sim trajectories as Joint sees of both domains."
+    name, needs, more = 'sim_only', ('sim',), False
+    def __init__(self, more:bool=False):  # the data-quantity control: the cell adds trajectories to its training split (`cell.more_trajectories`)
+        if more: self.name, self.more = QUANTITY_CONTROLS[0], True
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
+    def __repr__(self): return 'SimOnly(more=True)' if self.more else super().__repr__()
 
 
 def _updates(v) -> int:
@@ -184,15 +187,20 @@ JOINT_WINDOWS = 2  # batches of `batch_size` a Joint update draws, one per domai
 
 class ExpOnly(Protocol):
     "Every update minimises the exp risk; with `match` > 0 it is the equal-exposure control 'exp_only_eq': Joint's updates, windows per update and schedule."
-    name, needs = 'exp_only', ('exp',)
+    name, needs, more = 'exp_only', ('exp',), False
     def __init__(self, match:int=0,  # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
-                 lr_cuts=()):  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
+                 lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
+                 more:bool=False):  # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
+        if more and self.match: raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
         if self.match: self.name = EXPOSURE_CONTROLS[0]
+        if more: self.name, self.more = QUANTITY_CONTROLS[1], True
     def phases(self, steps):
         if not self.match: return [Phase('exp', steps, {'exp': 1.0})]
         return [Phase('exp', self.match, {'exp': 1.0}, lr_cuts=self.lr_cuts, windows=JOINT_WINDOWS)]
-    def __repr__(self): return f"ExpOnly(match={self.match}, lr_cuts={self.lr_cuts})" if self.match else super().__repr__()
+    def __repr__(self):
+        if self.match: return f"ExpOnly(match={self.match}, lr_cuts={self.lr_cuts})"
+        return 'ExpOnly(more=True)' if self.more else super().__repr__()
 
 # %% ../nbs/40_protocols.ipynb #34ad16e8
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
@@ -334,11 +342,12 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
                  sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),
                  joint_hcw=JointHCW, joint_causal=JointCausal, pooled=Pooled,
+                 sim_only_more=lambda: SimOnly(more=True), exp_only_more=lambda: ExpOnly(more=True),
                  sim_to_exp_replay=lambda: SimToExp(replay=0.25), sim_to_exp_l2sp=lambda: SimToExp(penalty='l2sp'),
                  sim_to_exp_ewc=lambda: SimToExp(penalty='ewc'), sim_to_exp_lora=lambda: SimToExp(lora_rank=4),
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
     if base not in ctors:
-        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND} or 'joint@<λ in [0,1]>'")
+        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
 # %% ../nbs/40_protocols.ipynb #c041

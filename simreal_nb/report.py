@@ -19,7 +19,7 @@ from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
 from .store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from .schema import FIELD_META, FIELDS
-from .metrics import EXPOSURE_CONTROLS, PROTOCOLS, POOLED
+from .metrics import EXPOSURE_CONTROLS, PROTOCOLS, POOLED, QUANTITY_CONTROLS
 
 # %% auto #0
 __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS',
@@ -30,9 +30,9 @@ __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESUL
            'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table',
            'control_table', 'control_verdicts', 'exposure_lines', 'strongest_alternatives', 'alternative_counts',
            'answer_lines', 'resolution_table', 'resolution_lines', 'distance_table', 'extrapolation_table',
-           'extrapolation_lines', 'physics_table', 'physics_lines', 'targets_text', 'units_text', 'report_text',
-           'compact_scores', 'write_report', 'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking',
-           'ranking_agreement']
+           'extrapolation_lines', 'quantity_table', 'quantity_lines', 'physics_table', 'physics_lines', 'targets_text',
+           'units_text', 'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns',
+           'column_glossary', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -782,6 +782,38 @@ def extrapolation_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> 
               "interval excludes zero)" + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
     return L
 
+# %% ../nbs/55_report.ipynb #qt1
+def quantity_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
+    "Rows (settings, model): Joint's paired margin over Sim-only on sim and Exp-only on exp, at their own data and with as many trajectories as Joint sees (the data-quantity controls)."
+    protos, rows = set(map(str, res.protocol.values)), {}
+    for dom, names in (('sim', (SIM_ONLY, QUANTITY_CONTROLS[0])), ('exp', (EXP_ONLY, QUANTITY_CONTROLS[1]))):
+        s = select_view(res['score'].sel(domain=dom, metric=metric, drop=True))
+        s = s if 'seed' in s.dims else s.expand_dims(seed=[0])
+        for p in names:
+            if p not in protos or JOINT not in protos: continue
+            pc = paired_change(s.sel(protocol=JOINT, drop=True), s.sel(protocol=p, drop=True), 'seed', level)
+            rows[f'{p} on {dom}'] = pd.DataFrame({'error': s.sel(protocol=p, drop=True).mean('seed').to_series(),
+                                                  'joint': s.sel(protocol=JOINT, drop=True).mean('seed').to_series(),
+                                                  'joint margin %': pc['mean'].to_series(), 'joint margin % lo': pc['lo'].to_series(),
+                                                  'joint margin % hi': pc['hi'].to_series(), 'verdict': pc['verdict'].to_series()})
+    return pd.concat(rows, names=['model']) if rows else pd.DataFrame()
+
+def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
+    "The report's data-quantity section (nothing where the run has no data-quantity control)."
+    if not set(QUANTITY_CONTROLS) & set(map(str, res.protocol.values)): return []
+    full = quantity_table(res, metric, level)
+    t, said = _drop_constant_levels(full)
+    models = full.index.get_level_values('model')
+    clear = {p: int((full[models == f'{p} on {d}']['verdict'] == 'better').sum()) for p, d in zip(QUANTITY_CONTROLS, ('sim', 'exp'))
+             if f'{p} on {d}' in models}
+    n = len(full.index.droplevel('model').unique())
+    return ['## Data quantity: Joint against single-domain models given as many trajectories', '',
+            "Seed-mean errors on the model's own domain and Joint's paired margin over it (positive: Joint lower; *better* only "
+            "when every seed agrees and the 95 % interval excludes zero); `_more` trains on its own domain's trajectories plus "
+            "as many again as Joint sees of the other domain. Joint's margin is clear over "
+            + ', '.join(f'{p} in {k} of {n} settings' for p, k in clear.items())
+            + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
+
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
     "One row per cell of a `physics_check` result: the numbers behind each verdict."
@@ -967,7 +999,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
          + f"; seeds: {seeds_text}; size preset: {cfg.get('size', '?')}, {cfg.get('steps', '?')} updates, "
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
-    L += answer_lines(res) + resolution_lines(res) + extrapolation_lines(res)
+    L += answer_lines(res) + resolution_lines(res) + extrapolation_lines(res) + quantity_lines(res)
     L += [units_text(res), '', targets_text(res), '',
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
