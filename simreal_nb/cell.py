@@ -25,9 +25,9 @@ from .rundir import cell_path, read_manifest, stamp_of, run_stamp, open_cell_fil
 
 # %% auto #0
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
-           'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins', 'cell_example',
-           'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell', 'exposure_protocol', 'evaluate_cell',
-           'cell_dataset', 'field_units', 'run_cell']
+           'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins', 'example_where',
+           'cell_example', 'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell', 'exposure_protocol',
+           'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../nbs/47_cell.ipynb #c014
 _DATA = {}
@@ -124,6 +124,17 @@ def prepare_twins(cells:list, cfg:GridConfig, workers:int=1) -> dict:
 BANDS = ('low', 'mid', 'high')
 
 EXAMPLE_KINDS = ('true', 'measured', 'pred')  # the `kind` of a cell's example frames: the truth, what the domain measured, the prediction
+
+def example_where(dd, horizon:int) -> dict:
+    "Where `cell_example`'s frames lie, per domain: the test group of the first long test window's trajectory and the time of its last rollout frame (s)."
+    out = {}
+    for d in ('sim', 'exp'):
+        w = long_windows(getattr(dd, d)['test'], horizon)
+        if not len(w): out[d] = ('', float('nan')); continue
+        i, t0 = (int(v) for v in w.index[0])
+        g = str(w.ds['group'].values[i]) if 'group' in w.ds.coords else ''
+        out[d] = (g, float(w.ds['time'].values[min(t0 + w.n_in + horizon - 1, w.ds.sizes['time'] - 1)]))
+    return out
 
 def cell_example(model, dd, horizon, device, truth=None):
     "Last rollout frame of the first test window per domain, physical units: the truth (exp: its hidden truth where the data have one), the measured frame (exp), the prediction."
@@ -258,6 +269,7 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     "The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
     curve_step, curve_val = _curve(hist, cfg)
+    where = example_where(dd, cfg.horizon)  # the test group and time of the example frames
     cos = frac = capped = steps_done = sim_batches = exp_batches = float('nan')
     if hist is not None:
         cos, frac = _conflict(hist)
@@ -284,6 +296,8 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
         rmse_lead=ev['rmse_lead'].reindex(field=fields).sel(domain=['sim', 'exp']),
         truth_score=_truth_score(ev, hidden),
+        example_group=(('domain',), np.array([where[d][0] for d in ('sim', 'exp')], dtype=object)),
+        example_time=(('domain',), np.array([where[d][1] for d in ('sim', 'exp')])),
         test_distance=group_distances(dd).reindex(group=ev.group.values),  # how far each test group lies from training
         grad_cos_mean=((), cos), grad_conflict_frac=((), frac), capped=((), capped), steps_done=((), steps_done),
         sim_batches=((), sim_batches), exp_batches=((), exp_batches),

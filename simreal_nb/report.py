@@ -4,13 +4,14 @@
 
 # %% ../nbs/55_report.ipynb #c003
 from __future__ import annotations
-import json
+import json, textwrap
 from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import LogLocator, MaxNLocator
 from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG,
                                 balanced,
                                 balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
@@ -271,46 +272,81 @@ def _extra(da, keep):
     "`da` with every dim not in `keep` reduced to its first entry."
     return da.isel({d: 0 for d in da.dims if d not in keep}, drop=True)
 
-def rollout_figure(res:xr.Dataset, capacity:str|None=None, protocols=(SIM_TO_EXP, JOINT), dpi:int=100) -> Figure:
-    "Per system: the last rollout frame of sim u, sim p and exp u — the truth (exp: its hidden truth, where the data have one), the measured frame (exp) and the given protocols' predictions (first seed and first entry of any extra dim)."
-    ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'domain', 'field', 'kind', 'ey', 'ex'))
-    cap = capacity or str(res.capacity.values[0])
-    protocols = ([p for p in protocols if p in res.protocol.values]
-                 or [str(p) for p in res.protocol.values if p not in BASELINES][:2] or [str(res.protocol.values[0])])
-    kinds = [str(k) for k in ex.kind.values]
-    panels = [('sim', 'u'), ('sim', 'p'), ('exp', 'u')]
-    systems = [str(s) for s in res.system.values]
-    def images(e, d):
-        "[(title, frame)] of one panel group: the truth, the measurement (exp, where the run stored it apart), the predictions."
-        first = e.sel(protocol=protocols[0])
-        meas = first.sel(kind='measured') if 'measured' in kinds else None
-        has_meas = d == 'exp' and meas is not None and bool(np.isfinite(meas.values).any())
-        truth = first.sel(kind='true')
-        head = [('true' if d == 'sim' else ('true (hidden)' if has_meas else 'measured'), truth)]
-        return head + ([('measured', meas)] if has_meas else []) + [(p, e.sel(protocol=p, kind='pred')) for p in protocols]
-    groups = [[images(ex.sel(system=s, capacity=cap, domain=d, field=f), d) for d, f in panels] for s in systems]
-    widths = [max(len(g[j]) for g in groups) for j in range(len(panels))]
-    ncol = sum(widths)
-    fig = Figure(figsize=(1.75 * ncol + 1.2, 1.5 * len(systems) + 0.7), dpi=dpi, layout='constrained')
-    axs = np.atleast_2d(fig.subplots(len(systems), ncol, squeeze=False))
-    for i, s in enumerate(systems):
-        for j, (d, f) in enumerate(panels):
-            imgs = groups[i][j]
-            true = imgs[0][1].dropna('ey', how='all').dropna('ex', how='all')
-            lim = float(np.nanmax(np.abs(true.values))) if true.size and np.isfinite(true.values).any() else 1.0
-            start = sum(widths[:j])
-            group = [axs[i, start + k] for k in range(widths[j])]
-            for ax in group[len(imgs):]: ax.set_visible(False)
-            for ax, (lab, img) in zip(group, imgs):
-                a = img.values
-                a = a[np.isfinite(a).any(1)][:, np.isfinite(a).any(0)] if np.isfinite(a).any() else a
-                im = ax.imshow(a, cmap='RdBu_r', vmin=-lim, vmax=lim, origin='lower', aspect='auto')
-                ax.set_xticks([]); ax.set_yticks([])
-                if i == 0: ax.set_title(f'{d} {f}\n{lab}', fontsize=8)
-            cb = fig.colorbar(im, ax=group[:len(imgs)], shrink=0.85, pad=0.01, aspect=15)          # one scale per field and domain
-            cb.set_label(f"{f} [{units_of(res, s).get(f, '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
-            axs[i, 0].set_ylabel(s, fontsize=9)
-    fig.suptitle(f'Rollouts, last frame (capacity {cap}); white: not measured or not valid', fontsize=9)
+def _trim(a:np.ndarray, like:np.ndarray|None=None) -> np.ndarray:
+    "`a` [H, W] without the rows and columns where `like` (default `a`) holds no finite value (outside the measured window)."
+    m = np.isfinite(a if like is None else like)
+    return a[m.any(1)][:, m.any(0)] if m.any() else a
+
+def _one_signed(a:np.ndarray) -> bool:
+    "Whether a field's finite values keep one sign (beyond 2 % of its range): drawn with a sequential colour map."
+    v = a[np.isfinite(a)]
+    if not v.size: return False
+    tol = 0.02 * float(np.ptp(v) or 1.0)
+    return bool(v.min() >= -tol or v.max() <= tol)
+
+def rollout_figure(res:xr.Dataset,
+                   system:str|None=None,  # the system shown (None: the first)
+                   capacity:str|None=None, seed=None,  # None: the first capacity; the first seed with examples
+                   protocols=None,  # None: every trained protocol the run stored an example of
+                   dpi:int=100) -> Figure:
+    "One system's last rollout frame of sim u, sim p and exp u: the truth (exp: the hidden truth and the measurement) and every protocol's prediction, each with its error map beneath; panels at the grid's aspect ratio, a sequential colour map for one-signed fields; seed, test group and time in the title."
+    ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'kind', 'ey', 'ex'))
+    system, cap = system or str(res.system.values[0]), capacity or str(res.capacity.values[0])
+    e = ex.sel(system=system, capacity=cap)
+    if 'seed' in e.dims:
+        seeds = [s for s in e.seed.values if np.isfinite(e.sel(seed=s, kind='pred').values).any()]
+        seed = seed if seed is not None else (seeds[0] if seeds else e.seed.values[0])
+        e = e.sel(seed=seed)
+    has = lambda p: np.isfinite(e.sel(protocol=p, kind='pred').values).any()
+    protocols = list(protocols) if protocols is not None else [p for p in trained_protocols(e.protocol.values) if has(p)]
+    first = e.sel(protocol=protocols[0]) if protocols else e.isel(protocol=0)
+    panels = [(d, f) for d, f in (('sim', 'u'), ('sim', 'p'), ('exp', 'u'))
+              if f in e.field.values and np.isfinite(first.sel(domain=d, field=f, kind='true').values).any()]
+    measured = 'measured' in e.kind.values and np.isfinite(first.sel(domain='exp', kind='measured').values).any()
+    lead = 2 if measured else 1  # truth (and the measurement): the protocols sit in the same columns in every row
+    ncol = lead + len(protocols)
+    shape = _trim(first.sel(domain=panels[0][0], field=panels[0][1], kind='true').values).shape if panels else (1, 1)
+    w = 1.35; h = w * shape[0] / max(shape[1], 1)
+    fig = Figure(figsize=(w * ncol + 1.6, (h + 0.25) * 2 * max(len(panels), 1) + 0.8), dpi=dpi, layout='constrained')
+    axs = np.atleast_2d(fig.subplots(2 * max(len(panels), 1), ncol, squeeze=False))
+    for ax in axs.ravel(): ax.set_xticks([]); ax.set_yticks([]); ax.set_visible(False)
+    for r, (d, f) in enumerate(panels):
+        q = e.sel(domain=d, field=f)
+        raw = q.sel(protocol=protocols[0] if protocols else q.protocol.values[0], kind='true').values
+        truth = _trim(raw)
+        imgs = [(0, ('true (hidden)' if d == 'exp' and measured else 'true'), truth)]
+        if d == 'exp' and measured: imgs.append((1, 'measured', _trim(q.sel(protocol=protocols[0], kind='measured').values, raw)))
+        imgs += [(lead + k, p, _trim(q.sel(protocol=p, kind='pred').values, raw)) for k, p in enumerate(protocols)]
+        seq = _one_signed(truth)
+        lo, hi = (np.nanmin(truth), np.nanmax(truth)) if seq else (-np.nanmax(np.abs(truth)), np.nanmax(np.abs(truth)))
+        errs = {lab: np.abs(a - truth) for _, lab, a in imgs[1:]}
+        top = float(np.nanpercentile(np.concatenate([v[np.isfinite(v)] for v in errs.values()] or [np.zeros(1)]), 99)) or 1.0
+        unit = units_of(res, system).get(f, '')
+        for k, lab, a in imgs:
+            ax = axs[2 * r, k]; ax.set_visible(True)
+            im = ax.imshow(a, cmap='viridis' if seq else 'RdBu_r', vmin=lo, vmax=hi, origin='lower', aspect='equal')
+            ax.set_title(lab, fontsize=9)
+            if k == 0: ax.set_ylabel(f'{d} {f}', fontsize=9)
+            if lab in errs:
+                ea = axs[2 * r + 1, k]; ea.set_visible(True)
+                em = ea.imshow(errs[lab], cmap='magma', vmin=0, vmax=top, origin='lower', aspect='equal')
+        cb = fig.colorbar(im, ax=list(axs[2 * r, :]), shrink=0.9, pad=0.01, aspect=12)
+        cb.set_label(f'{f} [{unit}]', fontsize=8); cb.ax.tick_params(labelsize=8)
+        cb = fig.colorbar(em, ax=list(axs[2 * r + 1, :]), shrink=0.9, pad=0.01, aspect=12)
+        cb.set_label(f'|error| [{unit}]', fontsize=8); cb.ax.tick_params(labelsize=8)
+        ax = axs[2 * r + 1, 0]; ax.set_visible(True); ax.axis('off')
+        ax.text(0.5, 0.5, f'{d} {f}\n|prediction − truth|', ha='center', va='center', fontsize=8, transform=ax.transAxes)
+    where = []
+    for d in ('sim', 'exp'):
+        g = res['example_group'].sel(system=system, capacity=cap, domain=d) if 'example_group' in res else None
+        t = res['example_time'].sel(system=system, capacity=cap, domain=d) if 'example_time' in res else None
+        pick = lambda v: None if v is None else next((x for x in np.asarray(v.values, dtype=object).ravel() if x == x and x != ''), None)
+        gg, tt = pick(g), pick(t)
+        if gg or tt is not None: where.append(f"{d}: {'test group ' + str(gg) if gg else 'test'}{f', t = {float(tt):.3g} s' if tt is not None else ''}")
+    horizon = json.loads(res.attrs.get('config', '{}') or '{}').get('horizon')
+    title = (f"{system}: the last frame of a{' ' + str(horizon) + '-frame' if horizon else ''} rollout from the first long test window, "
+             f"seed {seed}, capacity {cap}" + (f" ({'; '.join(where)})" if where else '') + '; white: not measured or not valid')
+    fig.suptitle('\n'.join(textwrap.wrap(title, int(fig.get_figwidth() * 72 / 6))), fontsize=10)
     return fig
 
 def _panels(da, inner):
@@ -345,8 +381,8 @@ def _objective(protocol, phase:int) -> str:
     return 'sim + exp'
 
 # %% ../nbs/55_report.ipynb #42d9fd7a
-def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=80) -> Figure:
-    "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one thin line per seed, the Sim→Exp family dashed, ▸ = stopped by the cap; log y."
+def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=80, fontsize:int=11) -> Figure:
+    "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one line per seed, each protocol a width of its own (the first drawn widest, so a line that coincides with another shows beneath it), the Sim→Exp family dashed, ▸ = stopped by the cap; log y with ticks at 1, 2, 5."
     protos = trained_protocols(res['curve_val'].protocol.values)
     inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
     v, st = (res[n].sel(protocol=protos).transpose(..., *inner) for n in ('curve_val', 'curve_step'))
@@ -366,22 +402,25 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(3.3, 2.5), dpi:int=
                     end = cap is not None and cap[a, i, k] == 1 and j == len(parts) - 1
                     pieces.setdefault((a, _objective(p, j)), []).append((p, xs - xs[0] + parts[0][0][0], ys, end))
     objs = [o for o in _OBJECTIVES if any(o == ob for _, ob in pieces)]
-    per = 0.075 * max(len(p) for p in protos) + 0.6  # inches per legend column at fontsize 9
+    per = (0.075 * max(len(p) for p in protos) + 0.6) * fontsize / 9  # inches per legend column
     width = max(panel_size[0] * len(objs), 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
     colors = protocol_colors(protos)
     dash = lambda p: '--' if str(p).startswith(SIM_TO_EXP) else '-'
+    lw = {p: 2.6 - 1.8 * i / max(len(protos) - 1, 1) for i, p in enumerate(protos)}  # widest first: coinciding lines stay visible
     fig = Figure(figsize=(width, panel_size[1] * len(labels) + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(len(labels), max(1, len(objs)), squeeze=False)
     for a, lab in enumerate(labels):
         for o, ob in enumerate(objs):
             ax = axes[a, o]
             for p, xs, ys, end in pieces.get((a, ob), []):
-                ax.plot(xs, ys, color=colors[p], ls=dash(p), lw=0.8, alpha=0.8)
-                if end: ax.plot(xs[-1:], ys[-1:], '>', color=colors[p], ms=4)
-            ax.set_yscale('log'); _plain_log_ticks(ax.yaxis); ax.set_title(f'{lab}: {ob}', fontsize=10); ax.tick_params(which='both', labelsize=8)
-            ax.set_xlabel('updates into the phase', fontsize=9); ax.set_ylabel(f'{ob} validation loss', fontsize=9)
-    handles = [Line2D([], [], color=colors[p], ls=dash(p)) for p in protos]
-    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))), fontsize=9, frameon=False)
+                ax.plot(xs, ys, color=colors[p], ls=dash(p), lw=lw[p], alpha=0.75)
+                if end: ax.plot(xs[-1:], ys[-1:], '>', color=colors[p], ms=5)
+            ax.set_yscale('log'); ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); _plain_log_ticks(ax.yaxis)
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+            ax.set_title(f'{lab}: {ob}', fontsize=fontsize - 1); ax.tick_params(which='both', labelsize=fontsize - 1)
+            ax.set_xlabel('updates into the phase', fontsize=fontsize - 1); ax.set_ylabel(f'{ob} validation loss', fontsize=fontsize - 1)
+    handles = [Line2D([], [], color=colors[p], ls=dash(p), lw=lw[p]) for p in protos]
+    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))), fontsize=fontsize - 1, frameon=False)
     return fig
 
 # %% ../nbs/55_report.ipynb #5ee71da4
@@ -927,7 +966,10 @@ def _figures(res:xr.Dataset) -> list:
     if score.sizes.get('exp_trajs', 1) > 1:
         out.append(('error_vs_n', 'Held-out error against the number of experimental training trajectories',
                     lambda: error_vs_n_figure(score)))
-    if 'example' in res: out.append(('rollouts', 'Example rollouts', lambda: rollout_figure(res)))
+    if 'example' in res:
+        for s_ in map(str, res.system.values):
+            out.append((f'rollouts_{s_}', f'Example rollouts, {s_}: the truth, every protocol, and their errors',
+                        lambda s_=s_: rollout_figure(res, s_)))
     return out
 
 def _flags(res:xr.Dataset) -> list:

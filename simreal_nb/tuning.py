@@ -14,7 +14,7 @@ from .protocols import NonFiniteLossError
 from .step import resolve_device
 from .grid import GridConfig, GridError, Cell, PRESETS, TUNED_FILE, TUNE_FAMILIES, read_tuned
 from .systems import list_systems
-from .cell import cell_data, train_cell, prepare_twins
+from .cell import cell_data, train_cell, prepare_twins, _updates_made
 from .executors import local_pool, stop_pool
 
 # %% auto #0
@@ -52,7 +52,7 @@ def tune_point(system:str, family:str, lr:float, scale:float, cfg:GridConfig, se
         _, hist = train_cell(cell, pcfg, dd, resolve_device(device), out / point_key(system, family, lr, scale))
         val = hist.best_val[-1]
         rec.update(val=float('inf') if val is None or not math.isfinite(val) else float(val),
-                   updates=int(hist.steps_done), stopped_early=[bool(s) for s in hist.stopped_early])
+                   updates=_updates_made(hist), stopped_early=[bool(s) for s in hist.stopped_early])
     except NonFiniteLossError as e: rec.update(val=float('inf'), updates=int(e.step or 0), stopped_early=[], error=str(e)[:300])
     rec['time_s'] = round(time.perf_counter() - t0, 1)
     write_text(path, json.dumps(rec))

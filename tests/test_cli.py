@@ -46,7 +46,7 @@ def test_run_writes_results_report_and_timing(tmp_path):
     assert f'8 cells (0 already done) -> {out}' in r.stdout and 'estimated cost of 5 trained cells' in r.stdout and 'at most' in r.stdout
     assert report in r.stdout                                  # the report is printed as written
     assert "## The paper's findings, measured here" in report and '## RMSE per domain and bRMSE at λ = 0.5' in report
-    for png in ('pareto_rmse.png', 'rollouts.png'):
+    for png in ('pareto_rmse.png', 'rollouts_kolmogorov.png'):
         assert (out / 'figures' / png).read_bytes()[:4] == b'\x89PNG'
     timing = json.loads((out / 'timing.json').read_text())
     assert len([k for k in timing if not k.startswith('_')]) == 8

@@ -121,12 +121,12 @@ def test_write_report(tmp_path, res, monkeypatch):
     assert path == run / 'report.md'
     text = path.read_text()
     assert text == report_text(res, {'_run_s': 12.4})
-    for name in ('pareto_rmse', 'rollouts'):
+    for name in ('pareto_rmse', 'rollouts_A', 'rollouts_B'):
         png = (run / 'figures' / f'{name}.png').read_bytes()
         assert png[:8] == b'\x89PNG\r\n\x1a\n' and len(png) > 1000
         assert f'(figures/{name}.png)' in text
     assert sorted(p.name for p in run.rglob('*')) == ['figures', 'pareto_rmse.png', 'report.md', 'results.nc',
-                                                       'rollouts.png', 'scores.nc', 'timing.json']  # no temporary file left
+                                                       'rollouts_A.png', 'rollouts_B.png', 'scores.nc', 'timing.json']  # no temporary file left
     with xr.open_dataset(run / 'scores.nc', engine='h5netcdf') as sc:  # the compact copy: every per-cell number, no curves or frames
         xr.testing.assert_identical(sc['score'].load(), res['score']) and None
         assert 'example' not in sc and 'curve_val' not in sc
