@@ -31,9 +31,9 @@ __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESUL
            'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'exposure_table',
            'control_table', 'control_verdicts', 'exposure_lines', 'strongest_alternatives', 'alternative_counts',
            'answer_lines', 'resolution_table', 'resolution_lines', 'distance_table', 'extrapolation_table',
-           'extrapolation_lines', 'quantity_table', 'quantity_lines', 'physics_table', 'physics_lines', 'targets_text',
-           'units_text', 'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns',
-           'column_glossary', 'protocol_ranking', 'ranking_agreement']
+           'extrapolation_lines', 'quantity_table', 'quantity_lines', 'tuning_lines', 'physics_table', 'physics_lines',
+           'targets_text', 'units_text', 'report_text', 'compact_scores', 'write_report', 'column_meaning',
+           'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -853,6 +853,27 @@ def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
             + ', '.join(f'{p} in {k} of {n} settings' for p, k in clear.items())
             + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
 
+# %% ../nbs/55_report.ipynb #tu1
+def tuning_lines(res:xr.Dataset) -> list:
+    "The report's section on tuning: the grid, the rule and the settings each system's protocol families trained with (from the run's `config`)."
+    from simreal_nb.tuning import TUNE_GRID, TUNE_RULE
+    cfg = json.loads(res.attrs.get('config', '{}') or '{}')
+    if not cfg: return []
+    tuned, lr = cfg.get('tuned') or {}, cfg.get('lr')
+    L = ['## Tuning', '']
+    if not tuned:
+        return L + [f"No protocol was tuned in this run: every protocol trained at learning rate {lr} (a fine-tune at the same rate).", '']
+    rows = {(s, f): dict(lr=v.get('lr', lr), **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if f == SIM_TO_EXP else {}))
+            for s, fams in tuned.items() for f, v in fams.items()}
+    df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'family']
+    untuned = sorted(set(map(str, res.system.values)) - set(tuned))
+    return L + [f"Grid: learning rate {', '.join(f'{v:g}' for v in TUNE_GRID['lr'])}; Sim→Exp's fine-tune scale "
+                f"{', '.join(f'{v:g}' for v in TUNE_GRID['finetune_lr_scale'])}. Rule: {TUNE_RULE}. Controls and variants train with "
+                "their family's settings (an equal-exposure or data-quantity control its base protocol's, Joint at any λ or "
+                "combiner Joint's, a Sim→Exp variant Sim→Exp's)."
+                + (f" Not tuned, at learning rate {lr}: {', '.join(untuned)}." if untuned else ''), '',
+                'The settings each system trained with:', '', md_table(df), '']
+
 # %% ../nbs/55_report.ipynb #ph1
 def physics_table(res:dict) -> 'pd.DataFrame':
     "One row per cell of a `physics_check` result: the numbers behind each verdict."
@@ -1042,7 +1063,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
          f"batch {cfg.get('batch_size', '?')}, rollout horizon {cfg.get('horizon', '?')} frames."
          + (f" Wall time of the grid: {timing['_run_s']:.0f} s." if timing and '_run_s' in timing else ''), '']
     L += answer_lines(res) + resolution_lines(res) + extrapolation_lines(res) + quantity_lines(res)
-    L += [units_text(res), '', targets_text(res), '',
+    L += [units_text(res), '', targets_text(res), ''] + tuning_lines(res) + [
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
           + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and seeds_text == str(seeds) else
@@ -1237,6 +1258,8 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'against': "the alternative Joint is compared with (best single exp-seeing model, two-model pair, pooled)",
     'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's window: margin against the block-mean truth minus margin against the window truth",
     'floor (block)': "the measurement's own error against the block-mean truth", 'floor (window)': "the measurement's own error against the truth at its window",
+    'family': 'a tuned protocol family (its controls and variants train with its settings)', 'lr': 'the peak learning rate it trains with',
+    'fine-tune scale': "Sim→Exp's fine-tune learning rate as a fraction of its learning rate",
     'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group', 'out_dist': 'its error on the out_dist test group',
     'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: out_dist harder)',
     'out_dist harder': 'yes only when out_dist is harder in every seed and the 95 % interval excludes zero',

@@ -1,0 +1,56 @@
+#!/usr/bin/env python
+"""Is out_dist harder? The single-domain models a tuning run trained, scored on both test groups.
+
+For each system of a `simreal tune` folder, the Sim-only and Exp-only points with the lowest validation error (the
+tuned choice) are rebuilt from their `model.pt` and rolled out on the test trajectories of the data seed tuning used:
+Sim-only on sim, Exp-only on exp (against the hidden truth), per test group, beside each group's distance to the
+nearest training trajectory. One seed: a first look, not a replicated result (the report's extrapolation section
+has the paired comparison over every seed of a run).
+
+    python benchmarks/check_groups.py runs/tune [--preset default] [--out reports/groups.json]
+"""
+import argparse, json
+from pathlib import Path
+from simreal_nb.grid import PRESETS
+from simreal_nb.cell import cell_data
+from simreal_nb.align import group_distances
+from simreal_nb.models import load_model
+from simreal_nb.evaluation import evaluate_groups
+from simreal_nb.tuning import point_key
+
+
+def best_point(folder:Path, system:str, family:str) -> dict|None:
+    "The record of `family` on `system` with the lowest validation value in a tuning folder, or None."
+    recs = [json.loads(p.read_text()) for p in folder.glob(f'{system}__{family}__*.json')]
+    return min(recs, key=lambda r: r['val']) if recs else None
+
+
+def check(folder, preset='default') -> list:
+    "Rows: system, model, domain, in_dist and out_dist rollout RMSE (all fields, nondimensional), their ratio, the farthest in_dist and the nearest out_dist trajectory's distance to training."
+    folder, cfg = Path(folder), PRESETS[preset].config
+    rows = []
+    for system in sorted({p.name.split('__')[0] for p in folder.glob('*.json')}):
+        for family, domain in (('sim_only', 'sim'), ('exp_only', 'exp')):
+            r = best_point(folder, system, family)
+            path = None if r is None else folder / point_key(system, family, r['lr'], r['finetune_lr_scale']) / 'model.pt'
+            if path is None or not path.exists(): continue
+            dd, truth, scales = cell_data(system, cfg, None, r['seed'])
+            ev = evaluate_groups(load_model(path), dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows,
+                                 exp_truth=truth, scales=scales, device='cpu')
+            s = ev['score'].sel(domain=domain, mode='rollout', field='all', metric='rmse')
+            dist = group_distances(dd)
+            e_in, e_out = (float(s.sel(group=g)) for g in ('in_dist', 'out_dist'))
+            rows.append(dict(system=system, model=family, domain=domain, lr=r['lr'], seed=r['seed'], in_dist=round(e_in, 5),
+                             out_dist=round(e_out, 5), out_over_in=round(e_out / e_in, 3),
+                             farthest_in=round(float(dist.sel(group='in_dist', stat='max')), 3),
+                             nearest_out=round(float(dist.sel(group='out_dist', stat='min')), 3)))
+            print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument('folder'); ap.add_argument('--preset', default='default'); ap.add_argument('--out', default=None)
+    a = ap.parse_args()
+    rows = check(a.folder, a.preset)
+    if a.out: Path(a.out).parent.mkdir(parents=True, exist_ok=True); Path(a.out).write_text(json.dumps(rows, indent=1))
