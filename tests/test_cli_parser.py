@@ -29,7 +29,8 @@ STUBS = [('simreal_nb.systems', 'write_twins'), ('simreal_nb.realpdebench', 'imp
          ('simreal_nb.jobs', 'train_job'), ('simreal_nb.report', 'write_report'), ('simreal_nb.bench', 'bench_models'),
          ('simreal_nb.bench', 'bench_joint'), ('simreal_nb.bench', 'bench_systems'), ('simreal_nb.adabench', 'run_mog'),
          ('simreal_nb.adabench', 'mog_beta_sweep'), ('simreal_nb.adabench', 'run_chain'), ('simreal_nb.adabench', 'run_twins'),
-         ('simreal_nb.physics', 'physics_check'), ('simreal_nb.docs', 'build_docs'), ('simreal_nb.cli', '_dask_client')]
+         ('simreal_nb.physics', 'physics_check'), ('simreal_nb.docs', 'build_docs'), ('simreal_nb.cli', '_dask_client'),
+         ('simreal_nb.tuning', 'tune')]
 
 HOSTILE = ['', ' ', '-1', '0', '1', '2', '3', '0.5', '-0.5', '1e400', 'nan', 'inf', '-inf', str(2 ** 64), str(-2 ** 70), '007',
            'all', ',', ',,', '1,all', '100,all', '0,0', '1,1', 'a,b', '1,-2', 'cylinder', 'cylindre', 'cylinder,foil', 'S', 'XL',
