@@ -335,6 +335,7 @@ def field_units(dd) -> dict:
     sets = [next(iter(d.values()), None) for d in (dd.sim_ds, dd.exp_ds)]
     return {f: str(next((ds_[f].attrs.get('units', '') for ds_ in sets if ds_ is not None and f in ds_), '')) for f in dd.fields}
 
+# %% ../nbs/47_cell.ipynb #rc1
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
     "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
     path = cell_path(run_dir, cell)

@@ -349,6 +349,7 @@ def rollout_figure(res:xr.Dataset,
     fig.suptitle('\n'.join(textwrap.wrap(title, int(fig.get_figwidth() * 72 / 6))), fontsize=10)
     return fig
 
+# %% ../nbs/55_report.ipynb #pn1
 def _panels(da, inner):
     "(labels, array [setting, *inner]) with every dim not in `inner` stacked to one `setting` axis."
     sd = [d for d in da.dims if d not in inner]
@@ -769,7 +770,9 @@ def resolution_table(res:xr.Dataset,  # results with `score_window` and `noise_f
 
 def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     "The report's section on resolution: Joint's exp margins against both truths and the floors (nothing where the run has no window truth)."
-    if JOINT not in res.protocol.values or 'score_window' not in res or not bool(res['score_window'].notnull().any()): return []
+    protos = list(map(str, res.protocol.values))
+    if JOINT not in protos or not (_exp_seeing(protos) or POOLED in protos): return []  # nothing to compare Joint with
+    if 'score_window' not in res or not bool(res['score_window'].notnull().any()): return []
     t = resolution_table(res, metric, level)
     table, said = _drop_constant_levels(t)
     med = t['resolution (points)'].groupby(level='against', sort=False).median()
@@ -1326,6 +1329,7 @@ def column_meaning(name:str, protocols=(), archs=()) -> str|None:
     if base in protocols or base in BASELINES or base in PROTOCOLS: return f"the error of `{base}`" + (' (a reference baseline)' if base in BASELINES else '')
     return None
 
+# %% ../nbs/55_report.ipynb #tc1
 def table_columns(text:str) -> list:
     "Column names of the markdown tables in `text`, in order of first appearance."
     import re

@@ -244,6 +244,15 @@ def _measure(fig, text, size):
     w, h, _ = fig.canvas.get_renderer().get_text_width_height_descent(text, FontProperties(size=size), ismath=False)
     return w + 3, h + 3
 
+# %% ../nbs/60_tradeoff.ipynb #sb1
+def _seed_bars(ax, x:float, y:float, hx:float, hy:float, floor=None, color='k'):
+    "The seeds' 95 % interval of a point on each axis (NaN: none), kept above `floor` (x, y) on log axes."
+    if not (np.isfinite(hx) or np.isfinite(hy)): return
+    lo = lambda v, h, f: [[min(h, v - f * 1.001) if f is not None else h], [h]]  # below (clipped), above
+    ax.errorbar([x], [y], xerr=lo(x, hx, floor and floor[0]) if np.isfinite(hx) else None,
+                yerr=lo(y, hy, floor and floor[1]) if np.isfinite(hy) else None,
+                fmt='none', ecolor=color, elinewidth=0.9, alpha=0.6, capsize=0, zorder=2)
+
 # %% ../nbs/60_tradeoff.ipynb #c014
 def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metric + seed, field, settings)
                 metric='rmse',      # metric on both axes
@@ -257,7 +266,7 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 mode=None,          # evaluation mode (None: 'rollout' if present)
                 clip=1000.0,        # a point more than `clip` × the trained protocols' median error off (either axis) sits on the panel's edge, its value in its label; None: never
                 intervals=True,     # 95 % seed intervals on both axes of every trained protocol's point
-                fontsize=9,         # points, at the figure's size (panel labels, ticks, legend)
+                fontsize=8,         # points, at the figure's size (panel labels, ticks, legend)
                ) -> Figure:
     "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train; reference baselines as grey crosses."
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -299,11 +308,8 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
             if not fin[i]: continue
             px, py = (edge(x[i], xmax), edge(y[i], ymax)) if far[i] else (x[i], y[i])
             shape = ('>' if y[i] == py else '^' if x[i] == px else 'D') if far[i] else 'o'
-            hx, hy = (float(hw.sel(setting=st, domain=d)[i]) for d in ('sim', 'exp'))
-            if not far[i] and not ref[i] and (np.isfinite(hx) or np.isfinite(hy)):  # the seeds' 95 % interval on each axis
-                ax.errorbar([px], [py], xerr=[[min(hx, px - xmin * 1.001) if lg else hx]] if np.isfinite(hx) else None,
-                            yerr=[[min(hy, py - ymin * 1.001) if lg else hy]] if np.isfinite(hy) else None,
-                            fmt='none', ecolor=colors[p], elinewidth=0.9, alpha=0.6, capsize=0, zorder=2)
+            if not far[i] and not ref[i]: _seed_bars(ax, px, py, *(float(hw.sel(setting=st, domain=d)[i]) for d in ('sim', 'exp')),
+                                                     (xmin, ymin) if lg else None, colors[p])
             if ref[i]: ax.scatter([px], [py], s=30, marker='x', color=colors[p], zorder=2, label=p)
             else: ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
                              zorder=3, label=p)

@@ -148,7 +148,7 @@ def test_default_sizes():
         p = spec.sizes['paper']
         assert p['n_in_dist'] >= 4 and p['n_out_dist'] >= 4 and p['n_traj'] - p['n_in_dist'] - p['n_out_dist'] >= 16, s
         assert all(spec.sizes[k]['n_in_dist'] == spec.sizes[k]['n_out_dist'] == 0 for k in ('test', 'quick')), s
-        assert tuple(c['ood_margin']) == (0.15, 0.3) and c['window_truth'] == 0, s
+        assert tuple(c['ood_margin']) == (0.15, 0.3) and c['window_truth'] == 1, s
         if s != 'kolmogorov': assert c['p_avg'] == 3 and c['walls'] == 1 and c['re_factor'] == 1.0
     assert SYSTEMS['kolmogorov'].sizes['default']['frame_dt'] == 0.1
 
