@@ -17,7 +17,7 @@ from .errors import InputError
 from .store import read_json
 
 # %% auto #0
-__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_systems',
+__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_entry',
            'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
 
 # %% ../nbs/44_grid.ipynb #tn1
@@ -34,9 +34,10 @@ def read_tuned(path=None) -> dict:
     p = Path(path) if path is not None else TUNED_FILE
     return read_json(p, "the tuned settings that `simreal tune` writes", {'*': dict}) if p.exists() else {}
 
-def tuned_systems(size:str, path=None) -> dict|None:
-    "{system: {family: settings}} of size preset `size` in the tuned settings, or None where it has none."
-    return read_tuned(path).get(size, {}).get('systems') or None
+def tuned_entry(size:str, path=None) -> dict|None:
+    "How size preset `size` was tuned and what was chosen (the tuned file's 'grid', 'rule', 'seed' and 'systems'), or None where it has none."
+    e = read_tuned(path).get(size, {})
+    return {k: e[k] for k in ('grid', 'rule', 'seed', 'systems') if k in e} if e.get('systems') else None
 
 # %% ../nbs/44_grid.ipynb #c006
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class GridConfig:
     ckpt_every: int = 200     # updates between checkpoints
     eval_every: int = 50      # updates between validations (early stopping / best-weights restore)
     val_batches: int = 8      # validation batches per domain
-    tuned: dict|None = field(default=None, hash=False)  # {system: {protocol family: {'lr': .., 'finetune_lr_scale': ..}}} chosen by `simreal tune` (None: `lr` everywhere)
+    tuned: dict|None = field(default=None, hash=False)  # how `simreal tune` chose (grid, rule, seed) and, under 'systems', {system: {protocol family: {'lr', 'finetune_lr_scale'}}} (None: `lr` everywhere)
 
     def __post_init__(self):
         d = self.data_seed
@@ -71,7 +72,7 @@ class GridConfig:
 
     def settings_of(self, system:str, protocol:str) -> dict:
         "The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the protocol's family (`tune_family`), else `lr` (and 1)."
-        t = ((self.tuned or {}).get(system) or {}).get(tune_family(protocol)) or {}
+        t = (((self.tuned or {}).get('systems') or {}).get(system) or {}).get(tune_family(protocol)) or {}
         return dict(lr=float(t.get('lr', self.lr)), finetune_lr_scale=float(t.get('finetune_lr_scale', 1.0)))
 
     def data_seed_of(self, seed:int) -> int:
@@ -187,7 +188,7 @@ class Preset:
 _TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, schedule='cosine', warmup=0, batch_size=4, horizon=4,
                    eval_windows=4, ckpt_every=4, eval_every=4, val_batches=1)
 STUDY_PROTOCOLS = PROTOCOLS + (POOLED,) + EXPOSURE_CONTROLS + QUANTITY_CONTROLS  # the study: the paper's four, pooled, the equal-exposure and data-quantity controls
-_DEFAULT = GridConfig(tuned=tuned_systems('default'))  # the committed choices of `simreal tune` for this size
+_DEFAULT = GridConfig(tuned=tuned_entry('default'))  # the committed choices of `simreal tune` for this size
 PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
     'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
     'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells of the paper's protocols and pooled"),

@@ -859,10 +859,10 @@ def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
 # %% ../nbs/55_report.ipynb #tu1
 def tuning_lines(res:xr.Dataset) -> list:
     "The report's section on tuning: the grid, the rule and the settings each system's protocol families trained with (from the run's `config`)."
-    from simreal_nb.tuning import TUNE_GRID, TUNE_RULE
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     if not cfg: return []
-    tuned, lr = cfg.get('tuned') or {}, cfg.get('lr')
+    how, lr = cfg.get('tuned') or {}, cfg.get('lr')
+    tuned, grid = how.get('systems') or {}, how.get('grid') or {}
     L = ['## Tuning', '']
     if not tuned:
         return L + [f"No protocol was tuned in this run: every protocol trained at learning rate {lr} (a fine-tune at the same rate).", '']
@@ -870,8 +870,9 @@ def tuning_lines(res:xr.Dataset) -> list:
             for s, fams in tuned.items() for f, v in fams.items()}
     df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'family']
     untuned = sorted(set(map(str, res.system.values)) - set(tuned))
-    return L + [f"Grid: learning rate {', '.join(f'{v:g}' for v in TUNE_GRID['lr'])}; Sim→Exp's fine-tune scale "
-                f"{', '.join(f'{v:g}' for v in TUNE_GRID['finetune_lr_scale'])}. Rule: {TUNE_RULE}. Controls and variants train with "
+    return L + [f"Grid: learning rate {', '.join(f'{v:g}' for v in grid.get('lr', []))}; Sim→Exp's fine-tune scale "
+                f"{', '.join(f'{v:g}' for v in grid.get('finetune_lr_scale', []))}; seed {how.get('seed', '?')}. "
+                f"Rule: {how.get('rule', 'not recorded')}. Controls and variants train with "
                 "their family's settings (an equal-exposure or data-quantity control its base protocol's, Joint at any λ or "
                 "combiner Joint's, a Sim→Exp variant Sim→Exp's)."
                 + (f" Not tuned, at learning rate {lr}: {', '.join(untuned)}." if untuned else ''), '',

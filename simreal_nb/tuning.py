@@ -46,7 +46,7 @@ def tune_point(system:str, family:str, lr:float, scale:float, cfg:GridConfig, se
     t0 = time.perf_counter()
     cell = Cell(system, capacity, family, seed, cfg.arch)
     dd, _, _ = cell_data(system, cfg, None, seed)
-    pcfg = replace(cfg, tuned={system: {family: dict(lr=lr, finetune_lr_scale=scale)}})
+    pcfg = replace(cfg, tuned=dict(systems={system: {family: dict(lr=lr, finetune_lr_scale=scale)}}))
     rec = dict(system=system, family=family, lr=lr, finetune_lr_scale=scale, seed=seed, capacity=capacity, arch=cfg.arch)
     try:
         _, hist = train_cell(cell, pcfg, dd, resolve_device(device), out / point_key(system, family, lr, scale))
