@@ -7,7 +7,7 @@ Sim-only on sim, Exp-only on exp (against the hidden truth), per test group, bes
 nearest training trajectory. One seed: a first look, not a replicated result (the report's extrapolation section
 has the paired comparison over every seed of a run).
 
-    python benchmarks/check_groups.py runs/tune [--preset default] [--out reports/groups.json]
+    python benchmarks/check_groups.py runs/tune [--preset default] [--systems cylinder] [--out reports/tune/groups.json]
 """
 import argparse, json
 from pathlib import Path
@@ -25,11 +25,11 @@ def best_point(folder:Path, system:str, family:str) -> dict|None:
     return min(recs, key=lambda r: r['val']) if recs else None
 
 
-def check(folder, preset='default') -> list:
+def check(folder, preset='default', systems=None) -> list:
     "Rows: system, model, domain, in_dist and out_dist rollout RMSE (all fields, nondimensional), their ratio, the farthest in_dist and the nearest out_dist trajectory's distance to training."
     folder, cfg = Path(folder), PRESETS[preset].config
     rows = []
-    for system in sorted({p.name.split('__')[0] for p in folder.glob('*.json')}):
+    for system in systems or sorted({p.name.split('__')[0] for p in folder.glob('*.json')}):
         for family, domain in (('sim_only', 'sim'), ('exp_only', 'exp')):
             r = best_point(folder, system, family)
             path = None if r is None else folder / point_key(system, family, r['lr'], r['finetune_lr_scale']) / 'model.pt'
@@ -51,6 +51,7 @@ def check(folder, preset='default') -> list:
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('folder'); ap.add_argument('--preset', default='default'); ap.add_argument('--out', default=None)
+    ap.add_argument('--systems', default=None, help='comma-separated systems (default: every system of the folder)')
     a = ap.parse_args()
-    rows = check(a.folder, a.preset)
+    rows = check(a.folder, a.preset, a.systems.split(',') if a.systems else None)
     if a.out: Path(a.out).parent.mkdir(parents=True, exist_ok=True); Path(a.out).write_text(json.dumps(rows, indent=1))
