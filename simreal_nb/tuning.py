@@ -21,7 +21,7 @@ from .executors import local_pool, stop_pool
 __all__ = ['TUNE_GRID', 'TUNE_RULE', 'tune_points', 'point_key', 'tune_point', 'choose', 'tune']
 
 # %% ../nbs/51_tuning.ipynb #u006
-TUNE_GRID = dict(lr=(4e-3, 2e-3, 1e-3), finetune_lr_scale=(1.0, 0.3, 0.1))  # the same grid for every protocol family
+TUNE_GRID = dict(lr=(8e-3, 4e-3, 2e-3, 1e-3), finetune_lr_scale=(1.0, 0.3, 0.1))  # the same grid for every protocol family
 TUNE_RULE = ("each protocol family is trained at every learning rate of the grid (Sim→Exp at every learning rate and "
              "fine-tune scale), per system on one seed, under the preset's budget and convergence rule; the point with the "
              "lowest best validation error of the protocol's own objective is kept (Sim-only: sim; Exp-only: exp; Sim→Exp: "
