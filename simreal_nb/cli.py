@@ -406,7 +406,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             betas:str=None,         # Comma-separated KL weights, e.g. 0.03,0.1,0.3,1: an ADA β sweep (DIR/beta_sweep.json) instead
             quick:store_true=False, # The 'test' preset: a smoke test, a few training steps
             cache:str=None,         # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
-            target:str='target',    # The mixture the experiments sample: target (DESIGN §7) or identifiable (its neighbour the projections determine)
+            target:str='target',    # The mixture the experiments sample: target (the ADA paper's) or identifiable (its neighbour the projections determine)
             overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
     from functools import partial

@@ -30,7 +30,7 @@ WINDOW_SPLITS = ('train', 'val', 'test')  # values 1, 2, 3 of the optional coord
 
 # %% ../nbs/00_schema.ipynb #c007
 class DataContractError(InputError):
-    "A Dataset violates the `simreal_nb` data contract (DESIGN.md §3)."
+    "A Dataset violates the `simreal_nb` data contract (`simreal_nb.schema`)."
 
 # %% ../nbs/00_schema.ipynb #c008
 def fields_of(ds: xr.Dataset) -> tuple:

@@ -480,7 +480,7 @@ def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
     from simreal_nb.adabench import face_gaps, face_projected, pair_radii
     sig = face_projected((0.8, 0.6, 0.5, 0.4))
     assert sig.shape == (4, 3) and torch.allclose(face_gaps(sig), torch.zeros(3, dtype=torch.float64), atol=1e-5)
-    assert (face_gaps((0.8, 0.6, 0.5, 0.4)).abs() > 1).all()           # DESIGN §7's widths break every relation
+    assert (face_gaps((0.8, 0.6, 0.5, 0.4)).abs() > 1).all()           # the paper's widths break every relation
     assert torch.allclose(face_projected(sig).double(), sig.double(), atol=1e-5)   # a projection: applied twice, unchanged
     w, m, s = mog_params('identifiable')
     np.testing.assert_allclose(w.numpy(), mog_params('target')[0].numpy())
@@ -496,7 +496,7 @@ def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
 
 
 def test_only_the_identifiable_target_is_its_own_i_projection():
-    "The base's I-projection onto the three projections reproduces the identifiable mixture (up to the grid), not DESIGN §7's."
+    "The base's I-projection onto the three projections reproduces the identifiable mixture (up to the grid), not the paper's."
     from simreal_nb.adabench import mog_limit, mog_cells, grid_kl
     kl = {}
     for kind in ('target', 'identifiable'):
