@@ -25,7 +25,12 @@ def readme_text(nb_path=ROOT/'nbs'/'index.ipynb') -> str:
     nb.metadata['language_info'] = {'name': 'python'}  # fenced code blocks marked as python
     body, _ = MarkdownExporter().from_notebook_node(nb)
     body = re.sub(r'\n{3,}', '\n\n', body).strip() + '\n'
-    return body
+    return re.sub(r'\]\(([^)#:\s]+)(#[^)]*)?\)', _from_root, body)
+
+def _from_root(m) -> str:
+    "A link written for the docs site (relative to nbs/), rewritten relative to the repository root where it names a page."
+    target, anchor = m.group(1), m.group(2) or ''
+    return f'](nbs/{target}{anchor})' if (ROOT/'nbs'/target).exists() else m.group(0)
 
 def main():
     text, readme = readme_text(), ROOT/'README.md'
