@@ -15,6 +15,7 @@ from .metrics import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
 from .store import read_json
+from .trainer import TRAIN_DEFAULTS
 
 # %% auto #0
 __all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_entry',
@@ -49,20 +50,20 @@ class GridConfig:
     fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
     arch: str = 'fno'         # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
     patch: int = 8            # patch size of the field-attention net
-    steps: int = 4000         # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
-    patience: int|None = 2    # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
-    min_delta: float = 0.05   # relative drop of a validation loss (sim or exp) that counts as progress
-    lr_drops: int = 2         # learning-rate cuts (×0.2 each) before a stall ends the phase
-    schedule: str = 'plateau' # 'plateau': train until converged; 'cosine': warm-up then cosine over the cap
-    warmup: int = 100         # updates of linear warm-up at the start of every phase
-    batch_size: int = 8       # windows per domain mini-batch
-    lr: float = 2e-3          # peak learning rate (AdamW)
+    steps: int = TRAIN_DEFAULTS['steps']  # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
+    patience: int|None = TRAIN_DEFAULTS['patience']  # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
+    min_delta: float = TRAIN_DEFAULTS['min_delta']  # relative drop of a validation loss (sim or exp) that counts as progress
+    lr_drops: int = TRAIN_DEFAULTS['lr_drops']  # learning-rate cuts (×0.2 each) before a stall ends the phase
+    schedule: str = TRAIN_DEFAULTS['schedule']  # 'plateau': train until converged; 'cosine': warm-up then cosine over the cap
+    warmup: int = TRAIN_DEFAULTS['warmup']  # updates of linear warm-up at the start of every phase
+    batch_size: int = TRAIN_DEFAULTS['batch_size']  # windows per domain mini-batch
+    lr: float = TRAIN_DEFAULTS['lr']  # peak learning rate (AdamW)
     horizon: int = 16         # autoregressive rollout length scored on the test trajectories
     eval_windows: int|None = None  # evenly spaced test windows scored per domain (None: every window)
     data_seed: int|None = None  # seed of the twin data: None follows each cell's seed (a seed is a replicate); an int fixes the data
-    ckpt_every: int = 200     # updates between checkpoints
-    eval_every: int = 50      # updates between validations (early stopping / best-weights restore)
-    val_batches: int = 8      # validation batches per domain
+    ckpt_every: int = TRAIN_DEFAULTS['ckpt_every']  # updates between checkpoints
+    eval_every: int = TRAIN_DEFAULTS['eval_every']  # updates between validations (early stopping / best-weights restore)
+    val_batches: int = TRAIN_DEFAULTS['val_batches']  # validation batches per domain
     tuned: dict|None = field(default=None, hash=False)  # how `simreal tune` chose (grid, rule, seed) and, under 'systems', {system: {protocol family: {'lr', 'finetune_lr_scale'}}} (None: `lr` everywhere)
 
     def __post_init__(self):

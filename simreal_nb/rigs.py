@@ -11,7 +11,7 @@ import torch
 from .systems import make_twins
 from .align import make_domain_data
 from .models import make_model
-from .trainer import train
+from .trainer import train, FIXED_BUDGET
 from .evaluation import evaluate, Persistence
 from .schema import reference_scales
 from .errors import InputError
@@ -155,7 +155,7 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
         for seed in seeds:
             torch.manual_seed(seed)
             m = make_model(arch, capacity, fields=dd.fields, grid=dd.grid, n_cond=dd.n_cond, n_in=dd.n_in, n_out=dd.n_out)
-            h = train(m, dd, protocol, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=False, device='cpu')
+            h = train(m, dd, protocol, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=False, device='cpu', **FIXED_BUDGET)
             rows.append(dict(fingerprint=use, seed=seed, heldout_rmse=score_heldout(m, dh), seen_rmse=score(m, dd, 'test'), updates=h.steps_done))
     ref = Persistence(1)  # the same trajectories, the last input frame repeated (fingerprints change no field it repeats)
     return pd.DataFrame(rows).assign(heldout_persistence=score_heldout(ref, dh), seen_persistence=score(ref, dd, 'test'))

@@ -21,9 +21,9 @@ from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty, fisher_di
                               CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'rng_state', 'set_rng_state', 'seed_everything', 'TrainConfig',
-           'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer', 'adamw', 'replayed_scale',
-           'reuse_freed_memory', 'train']
+__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'rng_state', 'set_rng_state',
+           'seed_everything', 'TrainConfig', 'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer',
+           'adamw', 'replayed_scale', 'reuse_freed_memory', 'train']
 
 # %% ../nbs/43_trainer.ipynb #c034
 def rng_state() -> dict:
@@ -49,28 +49,33 @@ def seed_everything(seed:int):
     "Seed python, numpy and torch (all devices)."
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
+# %% ../nbs/43_trainer.ipynb #dflt1
+TRAIN_DEFAULTS = dict(steps=4000, batch_size=8, lr=2e-3, warmup=100, schedule='plateau', patience=2, min_delta=0.05, lr_drops=2,
+                      eval_every=50, val_batches=8, ckpt_every=200)  # the training defaults of `TrainConfig` and `GridConfig`: one definition
+FIXED_BUDGET = dict(schedule='cosine', patience=None, min_delta=0.0, warmup=0.05, eval_every=None)  # exactly `steps` updates: warm-up 5 %, cosine decay
+
 # %% ../nbs/43_trainer.ipynb #c038
 @dataclass
 class TrainConfig:
     "Knobs shared by every protocol (equal budgets: same `steps`, `batch_size` and `seed` across protocols)."
-    steps:int = 1000  # optimiser updates in total (all phases)
-    batch_size:int = 8  # windows per domain batch
-    lr:float = 1e-3  # peak learning rate
+    steps:int = TRAIN_DEFAULTS['steps']  # optimiser updates in total (all phases); with `patience`, the cap
+    batch_size:int = TRAIN_DEFAULTS['batch_size']  # windows per domain batch
+    lr:float = TRAIN_DEFAULTS['lr']  # peak learning rate
     weight_decay:float = 1e-4  # AdamW weight decay
-    warmup:float = 0.05  # linear warm-up: fraction of each phase's updates (or a number of updates if >= 1)
+    warmup:float = TRAIN_DEFAULTS['warmup']  # linear warm-up: fraction of each phase's updates (or a number of updates if >= 1)
     min_lr:float = 0.02  # final learning rate as a fraction of `lr`
     grad_clip:float|None = 1.0  # max gradient norm (None: no clipping)
-    eval_every:int|None = None  # updates between validations (None: steps // 10)
-    val_batches:int|None = 8  # validation batches per domain (fixed, in order; None: the whole split)
+    eval_every:int|None = TRAIN_DEFAULTS['eval_every']  # updates between validations (None: steps // 10)
+    val_batches:int|None = TRAIN_DEFAULTS['val_batches']  # validation batches per domain (fixed, in order; None: the whole split)
     val_domains:str = 'objective'  # validate the domains the phase optimises ('objective') or always both ('both')
-    patience:int|None = None  # early stopping after this many evaluations without improvement (None: off)
-    min_delta:float = 0.0  # relative drop of the validation objective that counts as an improvement
-    schedule:str = 'cosine'  # 'cosine': warm-up, then cosine to `min_lr` over each phase; 'plateau': warm-up, then cut on stalls
-    lr_drops:int = 2  # 'plateau': learning-rate cuts (one per stall) before a stall stops the phase
+    patience:int|None = TRAIN_DEFAULTS['patience']  # evaluations without improvement before a stall: a cut ('plateau') or the stop (None: off)
+    min_delta:float = TRAIN_DEFAULTS['min_delta']  # relative drop of the validation objective that counts as an improvement
+    schedule:str = TRAIN_DEFAULTS['schedule']  # 'cosine': warm-up, then cosine to `min_lr` over each phase; 'plateau': warm-up, then cut on stalls
+    lr_drops:int = TRAIN_DEFAULTS['lr_drops']  # 'plateau': learning-rate cuts (one per stall) before a stall stops the phase
     lr_factor:float = 0.2  # 'plateau': multiplier of each cut
     restore_best:bool = True  # end each phase with its best-validation weights
     log_every:int = 10  # updates between logged losses and gradient-conflict diagnostics
-    ckpt_every:int|None = None  # updates between checkpoints (None: only at the end if ckpt_dir is set)
+    ckpt_every:int|None = TRAIN_DEFAULTS['ckpt_every']  # updates between checkpoints into `ckpt_dir` (None: only at the end; no `ckpt_dir`: none)
     ckpt_dir:str|None = None  # where last.pt and history.json go
     seed:int = 0  # seeds the samplers and the global RNGs at the start of a fresh run
     device:str = 'auto'  # 'auto', 'cpu', 'cuda', ...
@@ -90,8 +95,6 @@ class TrainConfig:
                 raise ProtocolError(f"{k}: expected a positive integer or None, got {v!r}")
         if not (self.lr > 0): raise ProtocolError(f"lr: expected a positive number, got {self.lr!r}")
         if self.warmup < 0: raise ProtocolError(f"warmup: expected >= 0, got {self.warmup!r}")
-        if self.ckpt_every is not None and self.ckpt_dir is None:
-            raise ProtocolError(f"ckpt_every={self.ckpt_every} needs ckpt_dir: expected a directory for the checkpoints")
         if self.schedule not in ('cosine', 'plateau'):
             raise ProtocolError(f"schedule: expected 'cosine' or 'plateau', got {self.schedule!r}")
         if self.schedule == 'plateau' and self.patience is None:
@@ -539,11 +542,10 @@ def fit(self:Trainer, resume:bool=False,  # continue from ckpt_dir/last.pt when 
             for t in self.model.state_dict().values(): dist.broadcast(t, 0)
     if self.history.done: return self.history
     total, cfg = self.bounds[-1], self.cfg
+    from simreal_nb.progress import Bar, reporters
     it = range(total)
-    pb = None
-    if cfg.progress:
-        from fastprogress.fastprogress import progress_bar
-        pb = progress_bar(it, total=total); it = pb
+    pb = Bar(total, 'train') if cfg.progress else None
+    callbacks = (*callbacks, *reporters())  # and whoever watches this process's training (`progress.reporting`)
     t_prev = self.history.time_s
     try:
         for s in it:
@@ -562,7 +564,9 @@ def fit(self:Trainer, resume:bool=False,  # continue from ckpt_dir/last.pt when 
             self.history.time_s = t_prev + time.perf_counter() - t0
             if cfg.ckpt_every and self.updates_done % cfg.ckpt_every == 0 and self.updates_done < total: self.save()
             for cb in callbacks: cb(self)
+            if pb is not None: pb.update(self.updates_done)
     finally:
+        if pb is not None: pb.close()
         for p in self.model.parameters(): p.requires_grad_(True)
     self.history.done = True
     self.history.time_s = t_prev + time.perf_counter() - t0

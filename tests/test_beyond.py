@@ -11,7 +11,7 @@ from simreal_nb.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SN
 from simreal_nb.metrics import train_domains
 from simreal_nb.protocols import BEYOND, ProtocolError, SimToExp, collate, get_protocol, masked_mse
 from simreal_nb.step import Stepper, combine_grads
-from simreal_nb.trainer import Trainer, train
+from simreal_nb.trainer import FIXED_BUDGET, Trainer, train
 from simreal_nb.store import load_torch
 from test_protocols import KW, ToyNet, net, toy, one_thread  # noqa: F401  (fixtures)
 
@@ -363,7 +363,7 @@ def test_joint_causal_trains_on_the_controlled_twin():
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     torch.manual_seed(0)
     m = make_model('fno', 'S', fields=dd.fields, grid=dd.grid, n_cond=dd.n_cond, n_in=2, n_out=1, width=8, modes=4, layers=1)
-    h = train(m, dd, 'joint_causal', steps=4, batch_size=8, log_every=2, progress=False)
+    h = train(m, dd, 'joint_causal', steps=4, batch_size=8, log_every=2, progress=False, **FIXED_BUDGET)
     assert len(h.aux['causal_gap_exp']) == 2 and all(-2 <= g <= 2 for g in h.aux['causal_gap_sim'])
 
 

@@ -11,7 +11,7 @@ from simreal_nb.metrics import MetricInputError, PROTOCOLS
 from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, collate, get_protocol,
                                   masked_mse)
 from simreal_nb.step import Stepper, combine_grads
-from simreal_nb.trainer import History, Trainer, train
+from simreal_nb.trainer import FIXED_BUDGET, History, Trainer, train
 from simreal_nb.store import CheckpointError, load_torch
 
 
@@ -85,7 +85,7 @@ def one_thread():
 def toy(): return toy_data()
 
 
-KW = dict(batch_size=4, lr=3e-3, log_every=4, eval_every=5, progress=False)
+KW = FIXED_BUDGET | dict(batch_size=4, lr=3e-3, log_every=4, eval_every=5, progress=False)  # exactly `steps` updates, cosine
 
 
 def net(seed=0):
