@@ -32,8 +32,8 @@ __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESUL
            'control_table', 'control_verdicts', 'exposure_lines', 'strongest_alternatives', 'alternative_counts',
            'answer_lines', 'resolution_table', 'resolution_lines', 'distance_table', 'extrapolation_table',
            'extrapolation_lines', 'quantity_table', 'quantity_lines', 'tuning_lines', 'physics_table', 'physics_lines',
-           'targets_text', 'units_text', 'report_text', 'compact_scores', 'write_report', 'column_meaning',
-           'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
+           'targets_text', 'units_text', 'opening_lines', 'report_text', 'compact_scores', 'write_report',
+           'column_meaning', 'table_columns', 'column_glossary', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55_report.ipynb #c006
 def _fmt(v):
@@ -1043,6 +1043,59 @@ def _seeds_text(score:xr.DataArray) -> str:
         groups.setdefault((setting, int(k)), []).append(str(idx['protocol']))
     return f"{n_all} (fewer where not all were run — " + '; '.join(f"{s}: {k} for {', '.join(ps)}" for (s, k), ps in groups.items()) + ')'
 
+# %% ../nbs/55_report.ipynb #op1
+def _said(counts:pd.Series, n:int, q:str) -> str:
+    "How one alternative fares against Joint on quantity `q`, in words: where Joint is clearly lower, clearly higher, neither."
+    b, w = int(counts[f'{q}: Joint better']), int(counts[f'{q}: Joint worse'])
+    if b == n: return f'clearly lower in all {n} settings'
+    if w == n: return f'clearly higher in all {n} settings'
+    if not b and not w: return f'no clear difference in any of the {n} settings'
+    return ', '.join(s for s in (f'clearly lower in {b}' if b else '', f'clearly higher in {w}' if w else '',
+                                  f'no clear difference in {n - b - w}' if n - b - w else '') if s) + f' of {n} settings'
+
+def _margin_cell(r, q:str) -> str:
+    "'+6.6 [2.1, 11.0]' (Joint's paired % margin and its interval, where there is one), bold where the verdict is clear."
+    if not np.isfinite(r[f'{q} %']): return '–'
+    lo, hi = r[f'{q} lo'], r[f'{q} hi']
+    s = f"{r[f'{q} %']:+.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if np.isfinite(lo) and np.isfinite(hi) else '')
+    return f'**{s}**' if r[f'{q} verdict'] in ('better', 'worse') else s
+
+def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:str='rmse', level:float=0.95) -> list:
+    "The report's first screen: the finding in words, the settings every row shares, the headline table, the figure, where the detail is."
+    protos = list(map(str, res.protocol.values))
+    cfg = json.loads(res.attrs.get('config', '{}') or '{}')
+    wall = f"; wall time of the grid {timing['_run_s'] / 60:.0f} min" if timing and '_run_s' in timing else ''
+    shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset {cfg.get('size', '?')}, "
+              f"at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, {cfg.get('horizon', '?')}-frame rollouts{wall}")
+    L = ['# Sim+Real on the twin systems', '']
+    if JOINT not in protos or not (_exp_seeing(protos) or POOLED in protos):
+        return L + [f"Protocols: {', '.join(trained_protocols(protos))}. No Joint with an alternative to compare it with: the "
+                    "sections below give each protocol's errors.", '', shared + '.', '']
+    t = strongest_alternatives(res, lam, metric, level)
+    counts, q = alternative_counts(t), f'b{metric}@{lam:g}'
+    n = len(t.index.droplevel('against').unique())
+    name = f"b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g})"
+    L += [f"**Finding.** On {name}, the balanced error over held-out sim and exp, Joint's error against "
+          + '; against '.join(f"the {a if a != POOLED else 'pooled model'}: {_said(counts.loc[a], n, q)}" for a in counts.index)
+          + '. On exp alone: ' + '; '.join(f"vs {a}: {_said(counts.loc[a], n, 'exp')}" for a in counts.index)
+          + f". *Clearly* means every seed agrees and the paired {level * 100:.0f} % interval excludes zero.", '']
+    b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
+    b = b if 'seed' in b.dims else b.expand_dims(seed=[0])
+    m, h = (s.to_series() for s in mean_ci(b.sel(protocol=JOINT, drop=True), 'seed', level))
+    lead = [n_ for n_ in t.index.names if n_ != 'against']
+    if len(lead) > 1: m, h = m.reorder_levels(lead), h.reorder_levels(lead)
+    cols = {f"Joint {name}": [_pm(m.loc[k], h.loc[k]) for k in t.index.droplevel('against').unique()]}
+    for a in counts.index:
+        cols[f"vs {a if a != POOLED else 'pooled'} %"] = [_margin_cell(r, q) for _, r in t.xs(a, level='against').iterrows()]
+    table = pd.DataFrame(cols, index=t.index.droplevel('against').unique())
+    table, said = _drop_constant_levels(table)
+    L += [f"{shared}; {', '.join(said)} throughout. Joint's {name} (mean ± {level * 100:.0f} % half-width over seeds) and its "
+          "paired margin over each alternative (% lower error, geometric mean over seeds [interval]; bold: clear):", '',
+          md_table(table), '', '![Sim error against exp error per protocol](figures/pareto_rmse.png)', '',
+          'Detail below: the same margins on exp, resolution, extrapolation, data quantity, tuning, the paper\'s statistics, '
+          'every protocol per metric, exposure controls, figures; the meaning of every column at the end.', '']
+    return L
+
 # %% ../nbs/55_report.ipynb #531bf553
 def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -> str:
     "The markdown report of a results Dataset (with the physics checks of a `physics.json`, when given)."
@@ -1057,7 +1110,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     seeds_text = _seeds_text(score)
     pair = JOINT in protos and len(_specialists(protos)) >= 2  # the two-model pair: beside Joint in every bM table
     resP = with_two_model_pair(res) if pair else res
-    L = [f"# Sim+Real on the twin systems", '',
+    L = opening_lines(res, timing) + ['## The run', '',
          f"simreal_nb {res.attrs.get('version', '?')}; systems: {', '.join(map(str, res.system.values))}; capacities: "
          f"{', '.join(map(str, res.capacity.values))}; "
          + ''.join(f"{d}: {', '.join(map(str, score[d].values))}; " for d in extra)
@@ -1316,6 +1369,11 @@ def column_meaning(name:str, protocols=(), archs=()) -> str|None:
                   + ('' if m[1] == '%' else f", the {'lower' if m[1] == 'lo' else 'upper'} end of its 95 % interval"))
     m = re.fullmatch(r'(exp|b\w+@[0-9.]+): (Joint better|Joint worse|no clear difference)', name)
     if m: return f"settings where, on {m[1]}, the verdict is: {m[2]}"
+    m = re.fullmatch(r'Joint b(\w+)\(λ = ([0-9.]+)\)', name)
+    if m: return f"Joint's balanced error b{m[1]}(λ = {m[2]}), mean ± 95 % half-width over the seeds"
+    m = re.fullmatch(r'vs (.+) %', name)
+    if m and not m[1].startswith(('sim', 'joint')): return (f"Joint's paired margin over the {m[1]} on the balanced error (% lower, geometric mean over "
+                                                             "seeds) with its 95 % interval; bold where every seed agrees and the interval excludes zero")
     m = re.fullmatch(r'λ=([0-9.]+) (%|verdict)', name)
     if m: return f"{'paired change of bM' if m[2] == '%' else 'verdict on the change of bM'}(λ = {m[1]}) against Joint"
     m = re.fullmatch(r'(sim|exp) (\w+)', name)
