@@ -18,7 +18,7 @@ from .grid import GridConfig
 from .cell import cell_data
 
 # %% auto #0
-__all__ = ['TYPICAL_UPDATES', 'cell_cost', 'estimate_cost', 'lanes_wall_s']
+__all__ = ['TYPICAL_UPDATES', 'cell_cost', 'cell_plan', 'estimate_cost', 'lanes_wall_s', 'describe_estimate']
 
 # %% ../nbs/48_cost.ipynb #c023
 TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
@@ -39,13 +39,27 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
                   for ph in typ.phases(cfg.steps)) + final
     return cap, typical
 
+# %% ../nbs/48_cost.ipynb #c023p
+def cell_plan(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0) -> dict:
+    "The typical course of `cell` (`cell_cost`'s): `phases`, a list of (updates, seconds) of the phases it trains, and `final_s`, its evaluation."
+    if cell.protocol in BASELINES: return dict(phases=[], final_s=0.0)
+    name = cell.protocol
+    p = get_protocol(f"{name}@{min(TYPICAL_UPDATES['sim'], cfg.steps)}") if name in EXPOSURE_CONTROLS else get_protocol(name)
+    out = []
+    for ph in p.phases(cfg.steps):
+        if ph.steps <= 0: continue
+        n = ph.steps if ph.lr_cuts is not None else min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
+        k = len([w for w in ph.weights.values() if w > 0])
+        out.append((n, n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s))
+    return dict(phases=out, final_s=eval_passes * forward_s)
+
 # %% ../nbs/48_cost.ipynb #c027
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
                   data_dir=None,          # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
                   lanes:int=1,            # parallel workers the cells will be handed to
                   waves:list|None=None) -> dict:  # the cells in the pool's hand-out order, wave by wave (None: one wave, costliest first)
-    "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers."
+    "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers; each cell's `cell_plan`."
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir, lanes)
     start = max((v.pop('start_s') for v in per.values()), default=0.)  # what a worker pays before its first update
@@ -56,7 +70,9 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
     return dict(cells=len(cells), trained_cells=sum(c.protocol not in BASELINES for c in cells),
                 update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1),
-                start_s=round(start, 2), max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1))
+                start_s=round(start, 2), max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1),
+                plans={c.key: cell_plan(c, cfg, **per[(c.system, c.capacity, c.arch)]) if c.protocol not in BASELINES else cell_plan(c, cfg, 0.)
+                       for c in cells})
 
 def lanes_wall_s(costs:list, lanes:int=1, start:float=0.) -> float:
     "Seconds until the last of jobs lasting `costs`, handed out in this order to whichever of `lanes` workers is free first (as a pool does), is done; each worker begins `start` seconds in."
@@ -113,3 +129,20 @@ def _eval_passes(dd, cfg) -> int:
     cap = lambda n: n if cfg.eval_windows is None else min(n, cfg.eval_windows)
     steps = -(-cfg.horizon // cfg.n_out)
     return sum(cap(len(w)) + cap(len(long_windows(w, cfg.horizon))) * steps for w in (dd.sim['test'], dd.exp['test']))
+
+# %% ../nbs/48_cost.ipynb #c028
+def _mins(s:float) -> str:
+    "Seconds as minutes to read: seconds under a minute, one decimal under ten minutes, whole minutes above."
+    return f"{s:.0f} s" if s < 60 else f"{s / 60:.1f} min" if s < 600 else f"{s / 60:.0f} min"
+
+def describe_estimate(est:dict, cfg:GridConfig, lanes:int=1) -> str:
+    "`estimate_cost`'s answer in words: expected wall time on `lanes` workers, the cells, the measured update time, the most it may take."
+    n, k = est['cells'], est['trained_cells']
+    ups = sorted(est['update_s'].values())
+    up = '' if not ups else f"{ups[0]:.2g} s" if ups[0] == ups[-1] else f"{ups[0]:.2g}–{ups[-1]:.2g} s"
+    on = f"on {lanes} workers" if lanes > 1 else "in this process"
+    base = n - k
+    what = f"{n} cells, {k} trained" + (f" and {base} baseline{'s' * (base != 1)}" if base else '')
+    return (f"estimate: about {_mins(est['typical_wall_s'])} {on}: {what}; "
+            + (f"a Joint update takes {up} here, a phase typically converges in {min(TYPICAL_UPDATES['sim'], cfg.steps)} updates "
+               f"(at most {_mins(est['max_wall_s'])} if every phase runs to the {cfg.steps}-update cap)" if k else 'no training'))

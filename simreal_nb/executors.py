@@ -5,21 +5,22 @@
 # %% ../nbs/49_executors.ipynb #x003
 from __future__ import annotations
 import os, time
-from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLETED
 from multiprocessing import get_context
 from pathlib import Path
 import torch
-from fastprogress.fastprogress import progress_bar
 from .metrics import BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import resolve_device
 from .grid import GridConfig, GridError
 from .cell import run_cell
-from .cost import cell_cost
+from .cost import cell_cost, cell_plan
+from .rundir import cell_path
+from .progress import Bar, ProgressFile, PROGRESS_FILE, read_progress, reporting
 
 # %% auto #0
-__all__ = ['check_device', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool', 'exposure_waves',
-           'map_cells']
+__all__ = ['check_device', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool', 'progress_path',
+           'run_cell_reporting', 'cell_work', 'exposure_waves', 'map_cells']
 
 # %% ../nbs/49_executors.ipynb #dev1
 def check_device(device='auto') -> torch.device:
@@ -68,30 +69,87 @@ def stop_pool(ex:ProcessPoolExecutor, wait_s:float=5.0):
         if p.is_alive(): p.terminate()
     for p in procs: p.join(wait_s)
 
+# %% ../nbs/49_executors.ipynb #prog1
+def progress_path(run_dir, cell) -> Path:
+    "Where `cell`'s trainer reports its progress: `PROGRESS_FILE` in the cell's folder, beside its checkpoints."
+    return cell_path(run_dir, cell).parent / cell.key / PROGRESS_FILE
+
+def run_cell_reporting(cell, cfg, run_dir, device='auto', threads=None, data_dir=None, every:float=1.0) -> dict:
+    "`run_cell` whose trainer writes its progress to `progress_path` (a `ProgressFile`) at most every `every` seconds."
+    with reporting(ProgressFile(progress_path(run_dir, cell), every)): return run_cell(cell, cfg, run_dir, device, threads, data_dir)
+
+def cell_work(plan:dict, rec:dict|None, finished:bool=False) -> tuple:
+    "(done, expected) seconds of work of a cell with `plan` (`cell_plan`) whose trainer last reported `rec` (`ProgressFile`)."
+    ph, final = plan['phases'], plan['final_s']
+    if rec is None:
+        planned = sum(s for _, s in ph) + final
+        return (planned, planned) if finished else (0., planned)
+    n, b, made = rec['updates'], rec['bounds'], rec.get('made') or []
+    if len(b) - 1 != len(ph):  # the trainer's phases are not the plan's: its updates against the plan's in all
+        ph, b, made = [(sum(t for t, _ in ph), sum(s for _, s in ph))], [b[0], b[-1]], [n - b[0]]
+    done = exp = 0.
+    for j, ((t, s), lo, hi) in enumerate(zip(ph, b[:-1], b[1:])):
+        per = s / t if t else 0.
+        k = made[j] if j < len(made) and made[j] is not None else max(0, min(n, hi) - lo)
+        if n >= hi or (finished and n > lo): done += k * per; exp += k * per  # ended, early or at its cap: the updates it made
+        elif n > lo: done += k * per; exp += max(t, k / .9) * per  # running: at least a tenth more to go
+        elif not finished: exp += s
+    return (exp + final, exp + final) if finished else (done, exp + final)
+
 # %% ../nbs/49_executors.ipynb #map1
 def exposure_waves(cells:list) -> list:
     "`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each reads its Joint cell's exp batches)."
     waves = [[c for c in cells if c.protocol not in EXPOSURE_CONTROLS], [c for c in cells if c.protocol in EXPOSURE_CONTROLS]]
     return [w for w in waves if w]
 
-def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None):
-    "Run `cells` (sequentially in-process when `executor` is None) in their `exposure_waves`, yielding each cell's timing as it finishes."
+def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None,
+              plans:dict|None=None,  # per cell key its `cell_plan` in seconds (`estimate_cost`'s plans; None: a Joint update counted as a second)
+              start_s:float=0.,      # seconds a worker takes to start (its data, its first optimiser)
+              cell_s:float=1.0,      # seconds any cell takes beside its updates and evaluation (checkpoints, its example rollout, its file: 0.6–1.5 s at the test size on two cores)
+              bar:Bar|None=None,     # the bar to move (None: a new one, shown when `verbose`)
+              poll:float=1.0):       # seconds between readings of the workers' progress files
+    "Run `cells` (sequentially in-process when `executor` is None) in their `exposure_waves`, moving a bar over their expected work as their trainers report it, and yielding each cell's timing as it finishes."
     if not cells: return
     run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())  # workers elsewhere
     waves = exposure_waves(cells)
+    plans = dict(plans or {})
+    for c in cells:
+        if c.key not in plans: plans[c.key] = cell_plan(c, cfg, 1.0)
+    plans = {k: dict(p, final_s=p['final_s'] + cell_s) for k, p in plans.items()}  # a baseline: just that
+    for c in cells: progress_path(run_dir, c).unlink(missing_ok=True)  # a killed run's: the cell reports afresh
+    n_workers = None if executor is None else getattr(executor, '_max_workers', None)
+    lanes = min(len(cells), n_workers or 1)
+    recs, fin = {}, set()
+    def work():
+        w = [cell_work(plans[c.key], recs.get(c.key), c.key in fin) for c in cells]
+        started = min(lanes, sum(1 for c in cells if c.key in recs or c.key in fin))
+        return sum(d for d, _ in w) + started * start_s, sum(e for _, e in w) + lanes * start_s
+    bar = bar or Bar(work()[1], display=verbose)
+    def refresh():
+        d, e = work()
+        bar.update(d, e, comment=f"{len(fin)}/{len(cells)} cells")
     if executor is None:
-        pb = progress_bar([c for w in waves for c in by_data(w, cfg)], display=verbose)
-        for c in pb:
-            pb.comment = c.key
-            yield run_cell(c, cfg, run_dir, device, data_dir=data_dir)
+        for c in [c for w in waves for c in by_data(w, cfg)]:
+            pf = ProgressFile(progress_path(run_dir, c), poll / 2, on_write=lambda rec, k=c.key: (recs.__setitem__(k, rec), refresh()))
+            with reporting(pf): r = run_cell(c, cfg, run_dir, device, data_dir=data_dir)
+            fin.add(c.key); refresh()
+            yield r
+        bar.close()
         return
-    n_workers = getattr(executor, '_max_workers', None)
     threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
-    def done():
-        for w in waves:  # a wave starts when the one before has finished
-            futs = [executor.submit(run_cell, c, cfg, str(run_dir), device, threads, data_dir) for c in heaviest_first(w, cfg)]
-            for f in as_completed(futs): yield f.result()
-    pb = progress_bar(done(), total=len(cells), display=verbose)
-    for r in pb:
-        pb.comment = r['key']
-        yield r
+    for w in waves:  # a wave starts when the one before has finished
+        futs = {executor.submit(run_cell_reporting, c, cfg, str(run_dir), device, threads, data_dir): c for c in heaviest_first(w, cfg)}
+        pending = set(futs)
+        while pending:
+            ended, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)
+            for f in pending:
+                c = futs[f]; rec = read_progress(progress_path(run_dir, c))
+                if rec is not None: recs[c.key] = rec
+            refresh()
+            for f in ended:
+                r, c = f.result(), futs[f]  # a failed cell raises here
+                rec = read_progress(progress_path(run_dir, c))
+                if rec is not None: recs[c.key] = rec
+                fin.add(c.key); refresh()
+                yield r
+    bar.close()

@@ -16,11 +16,12 @@ from .protocols import EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results
 from .cell import imported_systems, resolve_exp_trajs, prepare_twins
-from .cost import estimate_cost
+from .cost import estimate_cost, describe_estimate
+from .progress import clock
 from .executors import check_device, local_pool, stop_pool, map_cells
 
 # %% auto #0
-__all__ = ['run_experiment']
+__all__ = ['run_summary', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #e002
 from .metrics import PROTOCOLS, BASELINES
@@ -34,9 +35,17 @@ from .executors import by_data, heaviest_first, exit_with_parent, exposure_waves
 from .jobs import open_job_dir, train_job
 
 # %% ../nbs/50_experiment.ipynb #f6927121
-def _minutes(s:float) -> str:
-    "Seconds as minutes to read: one decimal under ten minutes, whole minutes above."
-    return f"{s / 60:.1f} min" if s < 600 else f"{s / 60:.0f} min"
+def run_summary(run_dir, seconds:float|None=None) -> str:
+    "What a finished run left, in a few lines: its folder, report.md, the figures, the results; what rebuilds the report."
+    run_dir = Path(run_dir)
+    figs = sorted(p.name for p in (run_dir / 'figures').glob('*.png'))
+    n = len(list((run_dir / 'cells').glob('*.nc')))
+    lines = [f"done{' in ' + clock(seconds) if seconds is not None else ''}: {n} cells in {run_dir}"]
+    if (run_dir / 'report.md').exists(): lines.append(f"  report:  {run_dir / 'report.md'}")
+    if figs: lines.append(f"  figures: {run_dir / 'figures'}/ ({len(figs)}: {', '.join(figs[:3])}{', …' if len(figs) > 3 else ''})")
+    lines.append(f"  results: {run_dir / 'results.nc'}, timing.json beside it")
+    if (run_dir / 'report.md').exists(): lines.append(f"  `simreal report {run_dir}` rebuilds report.md and figures/ from results.nc")
+    return '\n'.join(lines)
 
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
@@ -48,6 +57,7 @@ def run_experiment(out='runs/default',  # run directory
                    data=None,     # folder of NAME_sim.nc / NAME_exp.nc pairs to run on instead of the twins
                    overwrite:bool=False) -> xr.Dataset:  # write into an `out` that holds files no run wrote (else refused)
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
+    t_call = time.perf_counter()
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
         config, grid = PRESETS[config].config, grid or PRESETS[config].grid
@@ -80,18 +90,17 @@ def run_experiment(out='runs/default',  # run directory
             if verbose and any(w for w, _ in made.values()):
                 print(f"twin data: {sum(1 for w, _ in made.values() if w)} of {len(made)} realisations generated in "
                       f"{time.perf_counter() - t:.0f} s", flush=True)
+        est = None
         if verbose and todo:
             est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
                                 lanes=lanes, waves=[heaviest_first(w, config) for w in exposure_waves(todo)])
-            print(f"estimated cost of {est['trained_cells']} trained cells (Joint update time measured here {est['update_s']} s; "
-                  f"training, validations and final rollouts): typically {_minutes(est['typical_wall_s'])}, "
-                  f"at most {_minutes(est['max_wall_s'])} (every phase at the {config.steps}-update cap)"
-                  + (f" over {lanes} parallel workers" if lanes > 1 else ''), flush=True)
+            print(describe_estimate(est, config, lanes), flush=True)
         t0 = time.perf_counter()
         own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
         ex = (local_pool(executor) if executor > 1 else None) if own else executor
         try:
-            for r in map_cells(todo, config, run_dir, device, ex, verbose, data):
+            for r in map_cells(todo, config, run_dir, device, ex, verbose, data,  # the bar: the estimate's seconds of work
+                               plans=est and est['plans']):
                 if not r['skipped']: timing[r['key']] = {**{k: round(v, 3) for k, v in r.items() if k.endswith('_s')},
                                                          'done_at_s': round(time.perf_counter() - t0, 3)}  # since this call's grid began
                 write_text(tfile, json.dumps(timing, indent=1))
@@ -108,7 +117,8 @@ def run_experiment(out='runs/default',  # run directory
         write_dataset(res, run_dir / 'results.nc', validate=False)  # atomic: a full disk leaves the previous results
         if report:
             from simreal_nb.report import write_report
-            write_report(run_dir, verbose=verbose)
+            write_report(run_dir)  # not printed: the summary below says where it is
+        if verbose: print(run_summary(run_dir, time.perf_counter() - t_call), flush=True)
     finally:
         lock.release()
     return res

@@ -43,8 +43,11 @@ def test_run_writes_results_report_and_timing(tmp_path):
     assert np.isfinite(s.sel(field='all')).all()
     assert json.loads(res.attrs['config'])['size'] == 'test'
     report = (out / 'report.md').read_text()
-    assert f'8 cells (0 already done) -> {out}' in r.stdout and 'estimated cost of 5 trained cells' in r.stdout and 'at most' in r.stdout
-    assert report in r.stdout                                  # the report is printed as written
+    assert f'8 cells (0 already done) -> {out}' in r.stdout and 'estimate: about ' in r.stdout and 'at most' in r.stdout
+    assert 'in this process: 8 cells, 5 trained and 3 baselines' in r.stdout and '{' not in r.stdout  # in words, not a dict
+    summary = r.stdout[r.stdout.index('done in '):].splitlines()  # the run ends with a summary, not the report
+    assert len(summary) <= 15 and summary[0].endswith(f'8 cells in {out}') and report not in r.stdout
+    assert f"report:  {out / 'report.md'}" in summary[1] and f"figures: {out / 'figures'}/" in summary[2]
     assert "## The paper's findings, measured here" in report and '## RMSE per domain and bRMSE at λ = 0.5' in report
     for png in ('pareto_rmse.png', 'rollouts_kolmogorov.png'):
         assert (out / 'figures' / png).read_bytes()[:4] == b'\x89PNG'
