@@ -100,9 +100,10 @@ def page_name(rel) -> str:
 def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the repository's `nbs/`)
                    notebooks=None,  # a subset: paths relative to `nbs_path`, with or without '.ipynb', or page names ('tradeoff')
                   ) -> list:
-    "The site's notebooks (paths relative to `nbs_path`) in navigation order: index, tutorials, then the modules by number."
+    "The site's notebooks (paths relative to `nbs_path`) in navigation order: index, the guides (the other unnumbered pages), tutorials, then the modules by number."
     nbs = Path(nbs_path) if nbs_path else default_nbs_path()
     allnb = ([Path('index.ipynb')] if (nbs / 'index.ipynb').exists() else []) + \
+            sorted(p.relative_to(nbs) for p in nbs.glob('[!0-9_]*.ipynb') if p.name != 'index.ipynb') + \
             sorted(p.relative_to(nbs) for p in (nbs / 'tutorials').glob('*.ipynb')) + \
             sorted(p.relative_to(nbs) for p in nbs.glob('[0-9]*.ipynb'))
     if notebooks is None: return allnb
@@ -158,9 +159,27 @@ def prepare_for_page(nb):
         if d.get('echo') == 'false': c.metadata['transient'] = {'remove_source': True}
         c.source = '\n'.join(l for l in c.source.splitlines() if not _DIRECTIVE.match(l)).strip('\n')
         if d.get('output') == 'false': c.outputs = []
+        if not _widget_state(nb): c.outputs = [_widget_note(o) if _is_widget(o) else o for o in c.outputs]
         cells.append(c)
     nb.cells = cells
     return nb
+
+_WIDGET_REPR = re.compile(r'^\w+\(children=\(')  # how ipywidgets containers print themselves
+
+def _widget_state(nb) -> bool: return bool(nb.metadata.get('widgets', {}).get('application/vnd.jupyter.widget-state+json'))
+
+def _is_widget(o) -> bool:
+    "An output that is a widget view (or its printed repr): without saved widget state a page can only show its text."
+    data = o.get('data', {})
+    return 'application/vnd.jupyter.widget-view+json' in data or bool(_WIDGET_REPR.match(''.join(data.get('text/plain', ''))))
+
+def _widget_note(o):
+    "A note in place of a widget a page cannot show: what it is and how to use it."
+    import nbformat
+    name = ''.join(o.get('data', {}).get('text/plain', 'A widget')).split('(')[0]
+    return nbformat.v4.new_output('display_data', data={'text/markdown': (
+        f"*An interactive widget (`{name}`) is shown here when the notebook runs: open it in Jupyter or Voilà, or build "
+        "the site executed (`simreal docs`), which saves every widget's state into its page.*")})
 
 # %% ../nbs/92_docs.ipynb #d014
 def execute_notebook(path,            # the notebook
@@ -298,7 +317,10 @@ def _titled(nb, rel):
     t, d = nb_title(nb)
     return t or rel.stem, d
 
-def _group(rel): return 'Tutorials' if rel.parts[0] == 'tutorials' else ('Home' if rel.name == 'index.ipynb' else 'Library')
+def _group(rel):
+    "The navigation group of a page: Home, Guides (unnumbered pages), Tutorials or Library (the modules)."
+    if rel.parts[0] == 'tutorials': return 'Tutorials'
+    return 'Home' if rel.name == 'index.ipynb' else ('Library' if rel.name[0].isdigit() else 'Guides')
 
 def _one(nbs, rel, out, pages, small, timeout, execute, env):
     "Execute (optionally) and render one notebook; returns its `PageResult`."
