@@ -7,14 +7,16 @@ from __future__ import annotations
 import errno, json, os, re, sys
 from pathlib import Path
 from fastcore.script import call_parse, anno_parser, store_true, Param
+from . import __version__
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'ADA_MARKERS', 'COMMANDS', 'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error',
-           'error_line', 'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir', 'check_netcdf',
-           'check_json', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train',
-           'report', 'tune', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain',
-           'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'Terminated', 'main']
+__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'UsageError', 'UserExit',
+           'is_user_error', 'error_line', 'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir',
+           'check_netcdf', 'check_json', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run',
+           'train', 'report', 'tune', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog',
+           'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'command_parser', 'Terminated',
+           'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(InputError):
@@ -102,8 +104,8 @@ def check_json(path, expected:str) -> Path:
 @call_parse
 def data_list():
     "Print the names of the embedded twin systems, one per line."
-    from simreal_nb.systems import list_systems
-    for name in list_systems(): print(name)
+    from simreal_nb.names import SYSTEM_NAMES  # not `systems`: that imports torch and xarray, seconds for four names
+    for name in SYSTEM_NAMES: print(name)
 
 @call_parse
 def data_make(system:str,          # Twin system name (see `simreal data list`)
@@ -232,7 +234,8 @@ def _check_run_data(data, systems, device):
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
         quick:store_true=False,       # The quick preset: a subset of the default grid (same cells, same numbers), minutes
-        preset:str=None,              # Preset: test, quick, default, full or paper (default: default, or quick with --quick)
+        preset:str=None,              # Preset: test, quick, default, full or paper (default: the --config file's, else default, or quick with --quick)
+        config:str=None,              # TOML settings file ([config]: GridConfig, [grid]: the cells) over the preset; the options below win over it; e.g. configs/default.toml, or a run's config.toml
         systems:str=None,             # Comma-separated systems (default: the preset's)
         capacities:str=None,          # Comma-separated capacities (default: the preset's)
         protocols:str=None,           # Comma-separated protocols (default: the paper's four and pooled): sim_only, exp_only, sim_to_exp, joint, pooled, joint@0.3; beyond Joint: joint_pcgrad, joint_mgda, joint_cagrad, joint_adaptive, joint_snr, joint_hcw, sim_to_exp_replay, sim_to_exp_l2sp, sim_to_exp_ewc, sim_to_exp_lora (@λ for joint_*, @rank for lora)
@@ -252,34 +255,40 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment
     from simreal_nb.grid import PRESETS, GridError
-    name = preset or ('quick' if quick else 'default')
-    if name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
+    name = preset or ('quick' if quick else None)
+    if name is not None and name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
+    if config is None: name = name or 'default'; cfg, base, in_file = PRESETS[name].config, PRESETS[name].grid, {}
+    else:  # the file over the preset (--preset, else the file's own, else default); the options below over both
+        from simreal_nb.runconfig import read_toml, settings_from
+        settings = read_toml(config)
+        name, cfg, base = settings_from(settings, config, name)
+        in_file = settings.get('grid', {})
     names = lambda s: None if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
     def counts(s):
         try: return tuple(None if o == 'all' else int(o) for o in names(s))
         except ValueError: raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
     given = dict(systems=names(systems), capacities=names(capacities), protocols=names(protocols), seeds=seeds,
                  archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
-    if data is not None and given['systems'] is None: given['systems'] = ()  # every imported pair, not the preset's twins
+    if data is not None and given['systems'] is None and 'systems' not in in_file: given['systems'] = ()  # every imported pair, not the preset's twins
     if lambdas is not None:
         try: lams = [float(o) for o in names(lambdas)]
         except ValueError: raise UsageError(f"--lambdas: {lambdas!r} is not a list of numbers; expected e.g. 0.1,0.3,0.5,0.7,0.9") from None
         if not lams or not all(0 <= l <= 1 for l in lams): raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
-        base = given['protocols'] or PRESETS[name].grid.protocols
-        given['protocols'] = tuple(base) + tuple(f'joint@{l:g}' for l in lams if f'joint@{l:g}' not in base)
+        have = given['protocols'] or base.protocols
+        given['protocols'] = tuple(have) + tuple(f'joint@{l:g}' for l in lams if f'joint@{l:g}' not in have)
     if exposure_control:
         from simreal_nb.protocols import EXPOSURE_CONTROLS
-        base = given['protocols'] or PRESETS[name].grid.protocols
-        given['protocols'] = tuple(base) + tuple(p for p in EXPOSURE_CONTROLS if p not in base)
-    grid = replace(PRESETS[name].grid, **{k: v for k, v in given.items() if v is not None})
+        have = given['protocols'] or base.protocols
+        given['protocols'] = tuple(have) + tuple(p for p in EXPOSURE_CONTROLS if p not in have)
+    grid = replace(base, **{k: v for k, v in given.items() if v is not None})
     _check_run_data(data, given['systems'], device)
     if executor == 'dask':
         client = _dask_client(scheduler)
-        try: run_experiment(out, PRESETS[name].config, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
+        try: run_experiment(out, cfg, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
         finally: client.close()
         return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
-    run_experiment(out, PRESETS[name].config, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
+    run_experiment(out, cfg, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
 
 @call_parse
 def train(out:str=None,                # Job directory (job.json, checkpoints last.pt + history.json, scores.nc), required
@@ -489,7 +498,7 @@ def usage() -> str:
     "The top-level help: one line per subcommand."
     width = max(len(' '.join(k)) for k in COMMANDS)
     lines = [f"  {' '.join(k):<{width}}  {(f.__doc__ or '').splitlines()[0]}" for k,f in COMMANDS.items()]
-    return ('usage: simreal COMMAND [ARGS]  (simreal COMMAND --help for its options)\n\ncommands:\n' + '\n'.join(lines) +
+    return ('usage: simreal COMMAND [ARGS]  (simreal COMMAND --help for its options; simreal --version)\n\ncommands:\n' + '\n'.join(lines) +
             '\n\nexit status: 0 done, 2 user error (one line on stderr), 1 internal error (traceback)')
 
 def find_command(argv:list):
@@ -498,6 +507,22 @@ def find_command(argv:list):
         if tuple(argv[:len(k)]) == k: return k, COMMANDS[k]
     known = sorted({' '.join(k) for k in COMMANDS})
     raise UsageError(f"unknown command {' '.join(argv[:2])!r}; expected one of: {', '.join(known)}")
+
+REQUIRED = {('train',): ('out',), ('ada','twins'): ('out',), ('data','import','realpdebench'): ('scenario',)}  # options without a default
+
+def command_parser(words:tuple, prog:str|None=None):
+    "The argparse parser of command `words`; its usage and help show the `REQUIRED` options as required (the command itself refuses their absence, naming what it expects)."
+    parser = anno_parser(COMMANDS[words], prog=prog or 'simreal ' + ' '.join(words))
+    req = [a for a in parser._actions if a.dest in REQUIRED.get(words, ())]
+    def shown(fmt):
+        def f():
+            for a in req: a.required = True  # for the text only: parsing leaves the refusal to the command's own check
+            try: return fmt()
+            finally:
+                for a in req: a.required = False
+        return f
+    parser.format_usage, parser.format_help = shown(parser.format_usage), shown(parser.format_help)
+    return parser
 
 # %% ../nbs/90_cli.ipynb #c013
 def _option_token(a:str) -> str:
@@ -520,6 +545,7 @@ def main(argv:list=None):
     import signal, threading
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
+    if argv[0] in ('--version', '-V'): print(f'simreal {__version__}'); return
     prog = 'simreal'
     main_thread = threading.current_thread() is threading.main_thread()
     # SIGINT as KeyboardInterrupt even where the shell started us with it ignored (a background job): a stop request stops
@@ -529,7 +555,7 @@ def main(argv:list=None):
         argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
-        parser = anno_parser(func, prog=prog)
+        parser = command_parser(words, prog)
         def refuse(msg): raise UsageError(f"{msg} (see {prog} --help)")
         parser.error = refuse  # argparse's complaints: one line and status 2, like every other user error
         args = vars(parser.parse_args(argv[len(words):]))

@@ -14,6 +14,7 @@ from .store import write_dataset, write_text, read_json, TIMING_TYPES
 from .metrics import JOINT
 from .protocols import EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
+from .runconfig import write_run_config
 from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results
 from .cell import imported_systems, resolve_exp_trajs, prepare_twins
 from .cost import estimate_cost, describe_estimate
@@ -67,6 +68,7 @@ def run_experiment(out='runs/default',  # run directory
     lock = lock_run_dir(out, overwrite)  # one process per run directory; released however this one ends
     try:
         run_dir = open_run_dir(out, config, data)
+        write_run_config(run_dir, config, grid or Grid())  # config.toml: the settings, as `simreal run --config` reads them back
         stale = remove_stale_tmp(run_dir)
         lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
         asked = sorted({(c.system, c.exp_trajs) for c in cells if c.exp_trajs is not None})
