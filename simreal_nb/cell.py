@@ -259,6 +259,11 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     return ExpOnly(match=n, lr_cuts=cuts) if cell.protocol == EXPOSURE_CONTROLS[0] else SimToExp(match=n, lr_cuts=cuts)
 
 # %% ../nbs/47_cell.ipynb #a7c9d5df
+def _window_score(ev:xr.Dataset, rollout_only) -> xr.DataArray:
+    "Exp's rollout scores against the truth at the measurement's window; NaN (shaped like exp's) where the data have no window truth."
+    if 'exp_window' in ev.domain.values: return rollout_only(ev['score'].sel(domain='exp_window', drop=True))
+    return rollout_only(ev['score'].sel(domain='exp', drop=True)) * np.nan
+
 def evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
     "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories, per test group (`in_dist`, `out_dist`)."
     if model is None: return _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
@@ -288,9 +293,8 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
         score_measured=rollout_only(ev['score'].sel(domain=measured, drop=True)),
         noise_floor=rollout_only(ev['noise_floor']),
-        score_window=rollout_only(ev['score'].sel(domain='exp_window' if 'exp_window' in ev.domain.values else 'exp', drop=True)
-                                  .where('exp_window' in ev.domain.values)),
-        noise_floor_window=rollout_only(ev['noise_floor_window']) if 'noise_floor_window' in ev else rollout_only(ev['noise_floor'] * np.nan),
+        score_window=_window_score(ev, rollout_only),
+        noise_floor_window=rollout_only(ev['noise_floor_window']),  # NaN where the data have no window truth
         data_seed=((), float(cfg.data_seed_of(cell.seed)) if data_dir is None else float('nan')),
         frmse_band=sc.sel(mode='rollout', metric=[f'frmse_{b}' for b in BANDS], drop=True)
                       .assign_coords(metric=list(BANDS)).rename(metric='band'),
