@@ -1,4 +1,4 @@
-"PIV import checked against the raw files pivpy ships (Insight, OpenPIV, PIVlab, LaVision VC7)."
+"PIV import checked against real PIV files (Insight, OpenPIV, PIVlab, LaVision VC7): pivpy's samples, shipped in tests/data/piv."
 from simreal_nb.cli import is_user_error
 import importlib.util, os, shutil
 from pathlib import Path
@@ -10,19 +10,11 @@ from simreal_nb.store import read_dataset
 from simreal_nb.align import example_pair
 
 
-def _pivpy_data():
-    spec = importlib.util.find_spec('pivpy')  # locates the package without importing it
-    if spec is None or not spec.submodule_search_locations: return None
-    d = Path(list(spec.submodule_search_locations)[0]) / 'data'
-    return d if d.is_dir() else None
-
-DATA = _pivpy_data()
-if DATA is None:
-    pytest.skip("pivpy's sample PIV files are absent (pip install pivpy==0.4.0 provides them)", allow_module_level=True)
+DATA = Path(__file__).resolve().parent / 'data' / 'piv'  # a few of pivpy 0.4.0's sample files (README.md there)
 
 def data(rel):
     p = DATA / rel
-    if not p.exists(): pytest.skip(f"pivpy's sample file {rel} is absent")
+    assert p.exists(), f"sample PIV file {rel} is missing from {DATA}"
     return p
 
 INSIGHT = 'Insight/Run000001.T000.D000.P000.H001.L.vec'
@@ -240,7 +232,7 @@ def test_to_sim_grid_maps_by_similarity():
 
 def test_pivpy_0_4_0_readers_disagree_with_the_raw_files():
     "Why the package has its own readers: pivpy 0.4.0 against the same raw numbers the tests above check."
-    pivpy = pytest.importorskip('pivpy', reason='pivpy is not installed')
+    pivpy = pytest.importorskip('pivpy', reason='pivpy is not installed (pip install pivpy==0.4.0 to compare)')
     if pivpy.__version__ != '0.4.0': pytest.skip(f'checks pivpy 0.4.0, found {pivpy.__version__}')
     from pivpy import io
     mine = lambda p, **kw: read_frames(data(p), **kw)[0]
