@@ -125,6 +125,24 @@ def nb_title(nb) -> tuple:
         if t: return t.group(1).strip(), (d.group(1).strip() if d else '')
     return '', ''
 
+# %% ../nbs/92_docs.ipynb #d011w
+_WIDGET_REPR = re.compile(r'^\w+\(children=\(')  # how ipywidgets containers print themselves
+
+def _widget_state(nb) -> bool: return bool(nb.metadata.get('widgets', {}).get('application/vnd.jupyter.widget-state+json'))
+
+def _is_widget(o) -> bool:
+    "An output that is a widget view (or its printed repr): without saved widget state a page can only show its text."
+    data = o.get('data', {})
+    return 'application/vnd.jupyter.widget-view+json' in data or bool(_WIDGET_REPR.match(''.join(data.get('text/plain', ''))))
+
+def _widget_note(o):
+    "A note in place of a widget a page cannot show: what it is and how to use it."
+    import nbformat
+    name = ''.join(o.get('data', {}).get('text/plain', 'A widget')).split('(')[0]
+    return nbformat.v4.new_output('display_data', data={'text/markdown': (
+        f"*An interactive widget (`{name}`) is shown here when the notebook runs: open it in Jupyter or Voilà, or build "
+        "the site executed (`simreal docs`), which saves every widget's state into its page.*")})
+
 # %% ../nbs/92_docs.ipynb #d011
 _DIRECTIVE = re.compile(r'^\s*#\s*\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
 
@@ -163,23 +181,6 @@ def prepare_for_page(nb):
         cells.append(c)
     nb.cells = cells
     return nb
-
-_WIDGET_REPR = re.compile(r'^\w+\(children=\(')  # how ipywidgets containers print themselves
-
-def _widget_state(nb) -> bool: return bool(nb.metadata.get('widgets', {}).get('application/vnd.jupyter.widget-state+json'))
-
-def _is_widget(o) -> bool:
-    "An output that is a widget view (or its printed repr): without saved widget state a page can only show its text."
-    data = o.get('data', {})
-    return 'application/vnd.jupyter.widget-view+json' in data or bool(_WIDGET_REPR.match(''.join(data.get('text/plain', ''))))
-
-def _widget_note(o):
-    "A note in place of a widget a page cannot show: what it is and how to use it."
-    import nbformat
-    name = ''.join(o.get('data', {}).get('text/plain', 'A widget')).split('(')[0]
-    return nbformat.v4.new_output('display_data', data={'text/markdown': (
-        f"*An interactive widget (`{name}`) is shown here when the notebook runs: open it in Jupyter or Voilà, or build "
-        "the site executed (`simreal docs`), which saves every widget's state into its page.*")})
 
 # %% ../nbs/92_docs.ipynb #d014
 def execute_notebook(path,            # the notebook
