@@ -323,6 +323,7 @@ def _group(rel):
     if rel.parts[0] == 'tutorials': return 'Tutorials'
     return 'Home' if rel.name == 'index.ipynb' else ('Library' if rel.name[0].isdigit() else 'Guides')
 
+# %% ../nbs/92_docs.ipynb #d018b
 def _one(nbs, rel, out, pages, small, timeout, execute, env):
     "Execute (optionally) and render one notebook; returns its `PageResult`."
     import nbformat
