@@ -4,7 +4,7 @@
 
 # %% ../nbs/02_progress.ipynb #p003
 from __future__ import annotations
-import json, os, sys, time
+import json, os, sys, time, uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
@@ -95,8 +95,9 @@ PROGRESS_FILE = 'progress.json'  # in a cell's folder, beside its checkpoints
 def write_progress(path, **rec) -> Path:
     "Write `rec` as JSON to `path` atomically (no fsync: progress is rewritten within seconds)."
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(rec)); os.replace(tmp, path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # named as `store.atomic_write` names them: a killed run's are removed
+    try: tmp.write_text(json.dumps(rec)); os.replace(tmp, path)
+    finally: tmp.unlink(missing_ok=True)
     return path
 
 def read_progress(path) -> dict|None:
