@@ -1064,7 +1064,8 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     "The report's first screen: the finding in words, the settings every row shares, the headline table, the figure, where the detail is."
     protos = list(map(str, res.protocol.values))
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
-    wall = f"; wall time of the grid {timing['_run_s'] / 60:.0f} min" if timing and '_run_s' in timing else ''
+    run_s = (timing or {}).get('_run_s')
+    wall = '' if run_s is None else f"; wall time of the grid {run_s / 60:.0f} min" if run_s >= 120 else f"; wall time of the grid {run_s:.0f} s"
     shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset {cfg.get('size', '?')}, "
               f"at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, {cfg.get('horizon', '?')}-frame rollouts{wall}")
     L = ['# Sim+Real on the twin systems', '']
