@@ -1,0 +1,128 @@
+"""MORPH itself: its outputs against MORPH's own (tests/data/morph), its checkpoint forms, the refusal, shape inference."""
+from pathlib import Path
+import pytest
+import torch
+from simreal_nb.errors import InputError
+from simreal_nb.store import CheckpointError
+from simreal_nb.morph import (MORPH, MORPH_SIZES, MorphCheckpointError, MorphInputError, morph, load_morph,
+                              infer_morph_config, morph_layout, to_morph, from_morph, patch_rule)
+
+DATA = Path(__file__).parent / 'data' / 'morph'
+IO = torch.load(DATA / 'morph_tiny_io.pt', weights_only=True)
+HEADS = dict(heads=IO['config']['heads'], heads_xa=IO['config']['heads_xa'])  # 16-wide tokens: not MORPH's default heads
+
+
+def rel(a, b): return ((a - b).abs().max() / b.abs().max()).item()
+
+
+@pytest.mark.parametrize('case', ['2d', '3d', '1d'])
+def test_reproduces_morph(case):
+    net = load_morph(DATA / 'morph_tiny_dp.pt', **HEADS)
+    with torch.no_grad(): y = net(IO['x' + case])
+    assert y.shape[1] == 1 and rel(y[:, 0], IO['y' + case]) <= 1e-5
+
+
+def test_reproduces_morph_L_position_table():
+    net = load_morph(DATA / 'morph_tiny_ckpt.pt', model_size='L', **HEADS)
+    with torch.no_grad(): assert rel(net(IO['x2d'])[:, 0], IO['y2d_L']) <= 1e-5
+    plain = load_morph(DATA / 'morph_tiny_ckpt.pt', **HEADS)
+    with torch.no_grad(): assert rel(plain(IO['x2d'])[:, 0], IO['y2d_L']) > 1e-3   # the two tables differ
+
+
+def test_checkpoint_forms(tmp_path):
+    ck = torch.load(DATA / 'morph_tiny_ckpt.pt', weights_only=True)
+    dp = torch.load(DATA / 'morph_tiny_dp.pt', weights_only=True)
+    assert set(ck) >= {'epoch', 'model_state_dict'} and all(k.startswith('module.') for k in dp['model_state_dict'])
+    torch.save(ck['model_state_dict'], tmp_path / 'bare.pt')
+    torch.save(dp['model_state_dict'], tmp_path / 'bare_dp.pt')
+    forms = [DATA / 'morph_tiny_ckpt.pt', DATA / 'morph_tiny_dp.pt', tmp_path / 'bare.pt', tmp_path / 'bare_dp.pt',
+             ck, ck['model_state_dict'], dp['model_state_dict']]
+    with torch.no_grad():
+        outs = [load_morph(f, **HEADS)(IO['x2d']) for f in forms]
+    for y in outs: torch.testing.assert_close(y, outs[0], rtol=0, atol=0)
+    assert not load_morph(ck, **HEADS).training
+
+
+def test_refusal_names_every_bad_key():
+    sd = dict(torch.load(DATA / 'morph_tiny_dp.pt', weights_only=True)['model_state_dict'])
+    del sd['module.transformer_blocks.1.norm1.weight']
+    sd['module.extra.weight'] = torch.zeros(2)
+    sd['module.decoder.norm.bias'] = torch.zeros(17)
+    with pytest.raises(MorphCheckpointError) as e: load_morph(sd, **HEADS)
+    msg = str(e.value)
+    assert "missing keys ['transformer_blocks.1.norm1.weight']" in msg
+    assert "unexpected keys ['extra.weight']" in msg
+    assert 'decoder.norm.bias (17,) (expected (16,))' in msg
+    assert isinstance(e.value, InputError)
+
+
+def test_refuses_a_checkpoint_of_another_size():
+    sd = torch.load(DATA / 'morph_tiny_ckpt.pt', weights_only=True)['model_state_dict']
+    with pytest.raises(MorphCheckpointError, match='mis-shaped'): load_morph(sd, dim=32, heads=2, heads_xa=4)
+    with pytest.raises(MorphCheckpointError, match='missing keys'): load_morph(sd, depth=3, **HEADS)
+    with pytest.raises(MorphCheckpointError, match='heads'): load_morph(sd)   # dim 16: no MORPH default for heads
+    with pytest.raises(CheckpointError, match='weights_only'): load_morph(DATA / 'README.md')   # not a torch file
+
+
+def test_shape_inference_tiny():
+    sd = torch.load(DATA / 'morph_tiny_dp.pt', weights_only=True)['model_state_dict']
+    cfg = infer_morph_config(sd)
+    want = {k: v for k, v in IO['config'].items() if k not in ('heads', 'heads_xa')}
+    assert {k: cfg[k] for k in want} == want
+
+
+@pytest.mark.parametrize('size,ar', [('Ti', 1), ('S', 4), ('M', 1), ('L', 16)])
+def test_shape_inference_sizes(size, ar):
+    with torch.device('meta'): sd = morph(size, max_ar=ar, lora_r_attn=8, lora_r_mlp=4).state_dict()
+    cfg = infer_morph_config(sd)
+    assert {k: cfg[k] for k in MORPH_SIZES[size]} == MORPH_SIZES[size]
+    assert (cfg['max_ar'], cfg['max_patches'], cfg['patch_size'], cfg['max_fields'], cfg['max_components']) == (ar, 4096, 8, 3, 3)
+    assert (cfg['lora_r_attn'], cfg['lora_r_mlp'], cfg['heads_xa'], cfg['model_size']) == (8, 4, 32, size)
+
+
+def test_parameter_counts_match_morph():
+    counts = {('Ti', 1): 9_864_408, ('S', 1): 32_829_656, ('M', 1): 125_602_008, ('L', 1): 420_378_840,
+              ('L', 16): 483_293_400}   # MORPH's own ViT3DRegression at the foundation model's settings
+    for (size, ar), n in counts.items():
+        with torch.device('meta'): m = morph(size, max_ar=ar)
+        assert sum(p.numel() for p in m.parameters()) == n
+
+
+def test_lora_on_a_plain_checkpoint_starts_fresh():
+    sd = {k: v for k, v in torch.load(DATA / 'morph_tiny_ckpt.pt', weights_only=True)['model_state_dict'].items()
+          if not k.endswith(('.A', '.B'))}
+    plain = load_morph(sd, lora_r_attn=0, lora_r_mlp=0, **HEADS)
+    lora = load_morph(sd, lora_r_attn=4, lora_r_mlp=2, **HEADS)
+    assert sum(k.endswith('.A') for k in lora.state_dict()) > 0
+    with torch.no_grad(): torch.testing.assert_close(lora(IO['x2d']), plain(IO['x2d']))
+
+
+def test_mask_equals_dropping_the_field():
+    net = load_morph(DATA / 'morph_tiny_ckpt.pt', **HEADS)
+    x = IO['x2d']
+    mask = torch.tensor([[True, False], [True, True]])
+    with torch.no_grad():
+        y = net(x, mask)
+        torch.testing.assert_close(y[:1], net(x[:1, :, :1], n_fields=2))
+        torch.testing.assert_close(y[1:], net(x[1:]))
+
+
+def test_patch_rule_and_input_errors():
+    assert patch_rule((1, 16, 32), (8, 8, 8)) == ((1, 8, 8), (1, 2, 4))
+    net = MORPH(patch_size=4, dim=16, depth=1, heads=2, heads_xa=4, mlp_dim=16, max_ar=1, max_patches=8)
+    with pytest.raises(MorphInputError, match='not a multiple'): net(torch.zeros(1, 1, 1, 1, 1, 6, 8))
+    with pytest.raises(MorphInputError, match='max_ar=1'): net(torch.zeros(1, 2, 1, 1, 1, 4, 8))
+    with pytest.raises(MorphInputError, match='at most 3 of 3'): net(torch.zeros(1, 1, 4, 1, 1, 4, 8))
+    with pytest.raises(MorphInputError, match='7-D'): net(torch.zeros(1, 1, 1, 4, 8))
+
+
+def test_contract_layout():
+    lay = morph_layout(('u', 'v', 'p'))
+    x = torch.randn(3, 2, 3, 4, 8)
+    x[2, :, 2] = float('nan')  # an absent pressure may hold anything
+    mask = torch.tensor([[True, True, True], [True, True, True], [True, True, False]])
+    vol, present = to_morph(x, mask, lay)
+    assert vol.shape == (3, 2, 2, 2, 1, 4, 8) and present.tolist() == [[True, True]] * 2 + [[True, False]]
+    assert torch.isfinite(vol).all() and (vol[2, :, 1] == 0).all()
+    torch.testing.assert_close(from_morph(vol[:2], lay, 3), x[:2])
+    assert morph_layout(('u', 'v')) == ((0, 1),) and morph_layout(('p', 'u', 'v')) == ((1, 2), (0,))
