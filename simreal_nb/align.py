@@ -9,7 +9,7 @@ from dataclasses import dataclass, field as dc_field
 import numpy as np
 import xarray as xr
 import torch
-from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, _check_coord
+from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, check_coord
 from .schema import GROUPS, TEST_GROUPS, WINDOW_SPLITS, drop_window_fields
 
 # %% auto #0
@@ -106,7 +106,7 @@ def _interp_weighted(ds, min_weight=0.5, **coords):
     "Valid-weighted linear interpolation of every field of `ds` to `coords` (subset of time/y/x)."
     if not _positive(min_weight, 1.0):
         raise ValueError(f"`min_weight`={min_weight!r}; expected the share of valid interpolation weight a kept point needs, in (0, 1]")
-    for k in coords: _check_coord(ds, k)  # the source axes: finite and strictly increasing, else the weights are wrong
+    for k in coords: check_coord(ds, k)  # the source axes: finite and strictly increasing, else the weights are wrong
     coords = {k: np.asarray(v, float) for k, v in coords.items() if not _is_same(v, ds[k].values)}
     valid = _valid_of(ds)
     fields = fields_of(ds)
@@ -688,7 +688,7 @@ def resample_time(ds: xr.Dataset,  # a contract dataset
                   min_weight: float = 0.5,  # see `regrid`
                  ) -> xr.Dataset:
     "Resample every field (and input) of `ds` onto a regular clock with step `dt` (or onto `times`)."
-    _check_coord(ds, 'time')
+    check_coord(ds, 'time')
     t = ds['time'].values.astype(float)
     if times is None:
         if not _positive(dt):

@@ -21,7 +21,7 @@ from .step import resolve_device
 from .trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 from .grid import GridConfig, GridError, Cell
-from .rundir import cell_path, read_manifest, stamp_of, run_stamp, open_cell_file, foreign_cell
+from .rundir import cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of, run_stamp, open_cell_file, foreign_cell
 
 # %% auto #0
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
@@ -233,7 +233,7 @@ def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=Tru
                  ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
                  lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True, **kw)
-    if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / 'model.pt')  # the final model, rebuildable alone (`models.load_model`)
+    if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / MODEL_FILE)  # the final model, rebuildable alone (`models.load_model`)
     return model, hist
 
 def _joint_exp_batches(ds:xr.Dataset, path) -> int:
@@ -356,7 +356,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     model = hist = None
     if cell.protocol not in BASELINES:
         protocol = exposure_protocol(cell, run_dir, stamp)  # a control: matched to its Joint cell
-        model, hist = train_cell(cell, cfg, dd, dev, path.parent / cell.key, protocol=protocol)
+        model, hist = train_cell(cell, cfg, dd, dev, cell_folder(run_dir, cell), protocol=protocol)
     ev = evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
     t_train = time.perf_counter() - t0 - t_data
     ex = cell_example(model, dd, cfg.horizon, dev, truth) if model is not None else np.full((2, len(dd.fields), len(EXAMPLE_KINDS), *dd.grid), np.nan, np.float32)

@@ -15,7 +15,7 @@ from .step import resolve_device
 from .grid import GridConfig, GridError
 from .cell import run_cell
 from .cost import cell_cost, cell_plan
-from .rundir import cell_path
+from .rundir import cell_folder
 from .progress import Bar, ProgressFile, PROGRESS_FILE, read_progress, reporting
 
 # %% auto #0
@@ -72,7 +72,7 @@ def stop_pool(ex:ProcessPoolExecutor, wait_s:float=5.0):
 # %% ../nbs/49_executors.ipynb #prog1
 def progress_path(run_dir, cell) -> Path:
     "Where `cell`'s trainer reports its progress: `PROGRESS_FILE` in the cell's folder, beside its checkpoints."
-    return cell_path(run_dir, cell).parent / cell.key / PROGRESS_FILE
+    return cell_folder(run_dir, cell) / PROGRESS_FILE
 
 def run_cell_reporting(cell, cfg, run_dir, device='auto', threads=None, data_dir=None, every:float=1.0) -> dict:
     "`run_cell` whose trainer writes its progress to `progress_path` (a `ProgressFile`) at most every `every` seconds."

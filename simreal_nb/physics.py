@@ -14,7 +14,7 @@ from . import __version__
 from .store import write_text, load_torch, CheckpointError
 from .evaluation import rollout, long_windows, Persistence
 from .grid import GridConfig, Cell
-from .rundir import is_cell_key, run_config
+from .rundir import is_cell_key, run_config, cell_folder, MODEL_FILE
 from .cell import cell_data, cell_model
 from .models import load_model
 from .align import spread
@@ -425,7 +425,7 @@ def load_cell_model(run_dir, # a run directory of `simreal run`
                     cell:Cell, cfg:GridConfig, # the cell and the run's config
                     data) -> nn.Module: # the cell's DomainData (`cell.cell_data`)
     "The trained model of `cell`: `run_dir/cells/<key>/model.pt` as `models.save_model` wrote it, else (a run from before it was saved) rebuilt from the final checkpoint `last.pt`."
-    saved = Path(run_dir) / 'cells' / cell.key / 'model.pt'
+    saved = cell_folder(run_dir, cell) / MODEL_FILE
     if saved.exists():
         try: return load_model(saved).eval()
         except CheckpointError as e: _fail(f"{saved}: {e}; expected the final model `simreal run` saves for a trained cell")

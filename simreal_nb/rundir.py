@@ -19,14 +19,20 @@ from .protocols import EXPOSURE_CONTROLS, Joint, get_protocol
 from .grid import GridConfig, GridError, Cell
 
 # %% auto #0
-__all__ = ['MANIFEST_TYPES', 'cell_path', 'data_digests', 'manifest_of', 'stamp_of', 'run_stamp', 'read_manifest', 'run_config',
-           'open_run_dir', 'RunLock', 'foreign_files', 'lock_run_dir', 'is_cell_key', 'open_cell_file', 'foreign_cell',
-           'check_cells', 'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
+__all__ = ['MODEL_FILE', 'MANIFEST_TYPES', 'cell_path', 'cell_folder', 'data_digests', 'manifest_of', 'stamp_of', 'run_stamp',
+           'read_manifest', 'run_config', 'open_run_dir', 'RunLock', 'foreign_files', 'lock_run_dir', 'is_cell_key',
+           'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
 
 # %% ../nbs/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
     "The file of `cell`'s scores in `run_dir`: `cells/<key>.nc`."
     return Path(run_dir) / 'cells' / f'{cell.key}.nc'
+
+MODEL_FILE = 'model.pt'  # a trained cell's final model (`models.save_model`), in the cell's folder
+
+def cell_folder(run_dir, cell:Cell) -> Path:
+    "The folder of `cell`'s checkpoints, final model (`MODEL_FILE`) and progress in `run_dir`: `cells/<key>/`."
+    return Path(run_dir) / 'cells' / cell.key
 
 # %% ../nbs/46_rundir.ipynb #c021
 def data_digests(data_dir) -> dict:

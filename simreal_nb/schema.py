@@ -45,7 +45,8 @@ def input_names(ds: xr.Dataset) -> tuple:
 # %% ../nbs/00_schema.ipynb #c013
 def _fail(msg): raise DataContractError(msg)
 
-def _check_coord(ds, name, increasing=True):
+def check_coord(ds, name, increasing=True):
+    "Refuse (`DataContractError`) a coordinate `name` of `ds` that is missing, off its own dim, not real and finite, or (`increasing`) not strictly increasing; `traj`: unique integers."
     if name not in ds.coords: _fail(f"coordinate {name!r} is missing; expected a 1-D coordinate on dim {name!r}")
     c = ds.coords[name]
     if c.dims != (name,): _fail(f"coordinate {name!r} has dims {c.dims}; expected ({name!r},)")
@@ -129,7 +130,7 @@ def validate(ds: xr.Dataset,  # the dataset to check
     if missing: _fail(f"dataset is missing dims {missing} (has {tuple(ds.dims)}); expected dims {DIMS}")
     for d in DIMS:
         if ds.sizes[d] == 0: _fail(f"dim {d!r} has length 0; expected at least one entry")
-        _check_coord(ds, d)
+        check_coord(ds, d)
     for name, c in ds.coords.items():
         if name not in DIMS and c.dims not in ((), ('traj',), ('time',), ('traj', 'time')):
             _fail(f"coordinate {name!r} has dims {c.dims}; expected per-trajectory parameters on ('traj',)")
