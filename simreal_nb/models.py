@@ -14,10 +14,11 @@ from .schema import FIELDS
 import simreal_nb
 from .store import CheckpointError, save_torch, load_torch
 from .errors import InputError
+from .morph import MORPH, MORPH_SIZES, morph_layout, to_morph, from_morph
 
 # %% auto #0
 __all__ = ['CAPACITIES', 'ARCHS', 'MODEL_CLASSES', 'ModelInputError', 'FieldModel', 'FieldAttentionNet', 'FNO2d', 'UNet2d',
-           'make_model', 'n_params', 'save_model', 'load_model']
+           'MorphField', 'make_model', 'n_params', 'save_model', 'load_model']
 
 # %% ../nbs/20_models.ipynb #c006
 class ModelInputError(InputError):
@@ -462,18 +463,66 @@ class UNet2d(FieldModel):
         y = self.out(h).view(B, self.n_out, C, H, W)
         return y + self.present_last(x, field_mask) if self.residual else y
 
+# %% ../nbs/20_models.ipynb #c017n
+class MorphField(FieldModel):
+    "MORPH behind the shared interface: u, v one MORPH field of two components, p one of one, D = 1, the n_in frames its time."
+    stem_prefixes, decoder_prefixes = ('net.patch_embedding.',), ('net.decoder.',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    def __init__(self, fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
+                 conv_filter=8, dim=256, heads=4, depth=4, mlp_dim=1024,  # MORPH's widths (Ti's here; `CAPACITIES` holds the others)
+                 patch_size=8, heads_xa=32, max_patches=4096, max_fields=3, max_components=3,  # MORPH FM's data settings (its checkpoints' shapes)
+                 dropout=0.1, emb_dropout=0.1, lora_r_attn=0, lora_r_mlp=0, lora_alpha=None, lora_p=0.0,  # MORPH's regularisation and LoRA
+                 model_size=None,  # 'L': MORPH-L's bilinear space-time position table (with n_in > 1)
+                 residual=False):  # False: MORPH's target, the next frame itself; True: last present frame + increment
+        _check_ints(patch_size=(patch_size, 1))
+        super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch_size, multiple_name='patch_size')
+        self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond, conv_filter=conv_filter,
+                                dim=dim, heads=heads, depth=depth, mlp_dim=mlp_dim, patch_size=patch_size, heads_xa=heads_xa,
+                                max_patches=max_patches, max_fields=max_fields, max_components=max_components, dropout=dropout,
+                                emb_dropout=emb_dropout, lora_r_attn=lora_r_attn, lora_r_mlp=lora_r_mlp, lora_alpha=lora_alpha,
+                                lora_p=lora_p, model_size=model_size, residual=residual)
+        self.layout, self.residual = morph_layout(self.fields), residual
+        self.n_components = max(map(len, self.layout))
+        self.net = MORPH(patch_size=patch_size, dim=dim, depth=depth, heads=heads, heads_xa=heads_xa, mlp_dim=mlp_dim,
+                         max_components=max_components, conv_filter=conv_filter, max_ar=n_in, max_patches=max_patches,
+                         max_fields=max_fields, dropout=dropout, emb_dropout=emb_dropout, lora_r_attn=lora_r_attn,
+                         lora_r_mlp=lora_r_mlp, lora_alpha=lora_alpha, lora_p=lora_p, model_size=model_size)
+        self.cond_mlp = nn.Sequential(nn.Linear(n_cond, dim), nn.GELU(), nn.Linear(dim, dim)) if n_cond else None
+        if n_cond:  # zero last layer: at the start the conditioning adds nothing (MORPH has none of its own)
+            nn.init.zeros_(self.cond_mlp[-1].weight); nn.init.zeros_(self.cond_mlp[-1].bias)
+
+    def _next(self, vol, present, cond):
+        "MORPH's next frame [B, 1, F, C, 1, H, W] of every MORPH field; a batch whose samples share their fields sees only those."
+        if bool((present == present[:1]).all()): vol, present = vol[:, :, present[0]], None   # MORPH's own F axis, no mask
+        x, grid, patch = self.net.embed(vol, present)
+        if self.cond_mlp is not None: x = x + self.cond_mlp(cond.to(x.dtype))[:, None, None]
+        return self.net.decode(self.net.backbone(x, grid)[:, -1], grid, patch, len(self.layout), self.n_components)
+
+    def forward(self, x, field_mask, cond=None):
+        self.check_inputs(x, field_mask, cond)
+        vol, present = to_morph(x, field_mask, self.layout)            # [B, n_in, F, C, 1, H, W], [B, F]
+        frames = []
+        for k in range(self.n_out):  # more than one frame: MORPH's own rollout, each prediction fed back
+            y = self._next(vol, present, cond)
+            if self.residual: y = y + vol[:, -1:]
+            frames.append(y)
+            vol = torch.cat([vol[:, 1:], y], 1)
+        return from_morph(torch.cat(frames, 1), self.layout, self.C)
+
 # %% ../nbs/20_models.ipynb #c019
 CAPACITIES = {
-    'S':  dict(fan=dict(dim=192, depth=4, heads=3, mlp=768),   fno=dict(width=32, modes=12, layers=4), unet=dict(base=24, levels=3)),
-    'M':  dict(fan=dict(dim=384, depth=4, heads=6, mlp=1536),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3)),
-    'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024)),   # MORPH-Ti widths
+    'S':  dict(fan=dict(dim=192, depth=4, heads=3, mlp=768),   fno=dict(width=32, modes=12, layers=4), unet=dict(base=24, levels=3),
+          morph=dict(MORPH_SIZES['S'])),
+    'M':  dict(fan=dict(dim=384, depth=4, heads=6, mlp=1536),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3),
+          morph=dict(MORPH_SIZES['M'])),
+    'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024), morph=dict(MORPH_SIZES['Ti'])),   # MORPH-Ti widths
     'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048)),   # MORPH-S widths
+    'L':  dict(morph=dict(MORPH_SIZES['L'], model_size='L')),   # MORPH-L (its bilinear space-time position table)
 }
-ARCHS = {'fan': FieldAttentionNet, 'fno': FNO2d, 'unet': UNet2d}
+ARCHS = {'fan': FieldAttentionNet, 'fno': FNO2d, 'unet': UNet2d, 'morph': MorphField}
 MODEL_CLASSES = {c.__name__: c for c in ARCHS.values()}
 
 # %% ../nbs/20_models.ipynb #c020
-def make_model(arch:str='fan',         # 'fan' (FieldAttentionNet), 'fno' (FNO2d) or 'unet' (UNet2d)
+def make_model(arch:str='fan',         # 'fan' (FieldAttentionNet), 'fno' (FNO2d), 'unet' (UNet2d) or 'morph' (MorphField)
                capacity:str='S',       # a key of `CAPACITIES`
                fields=FIELDS,          # field names (C axis order)
                n_in:int=1,             # input frames

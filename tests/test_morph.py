@@ -126,3 +126,65 @@ def test_contract_layout():
     assert torch.isfinite(vol).all() and (vol[2, :, 1] == 0).all()
     torch.testing.assert_close(from_morph(vol[:2], lay, 3), x[:2])
     assert morph_layout(('u', 'v')) == ((0, 1),) and morph_layout(('p', 'u', 'v')) == ((1, 2), (0,))
+
+
+# ---- MORPH behind the shared interface (models.MorphField, make_model('morph', ...)) ----
+
+def test_capacities_hold_morph_sizes():
+    from simreal_nb.models import CAPACITIES, ARCHS, MorphField
+    assert ARCHS['morph'] is MorphField
+    for cap in ('Ti', 'S', 'M', 'L'):
+        assert {k: CAPACITIES[cap]['morph'][k] for k in MORPH_SIZES[cap]} == MORPH_SIZES[cap]
+    assert CAPACITIES['L']['morph']['model_size'] == 'L'
+    assert CAPACITIES['Ti']['fan'] == dict(dim=256, depth=4, heads=4, mlp=1024)   # existing entries unchanged
+    assert CAPACITIES['S']['fan'] == dict(dim=192, depth=4, heads=3, mlp=768)
+
+
+def test_morph_field_mixed_batch_equals_each_sample_alone(tmp_path):
+    from simreal_nb.models import MorphField, save_model, load_model
+    torch.manual_seed(0)
+    m = MorphField(grid=(16, 32), n_in=2, n_out=2, n_cond=1, dim=32, heads=2, heads_xa=4, depth=1, mlp_dim=32).eval()
+    x, cond = torch.randn(3, 2, 3, 16, 32), torch.randn(3, 1)
+    mask = torch.tensor([[True, True, True], [True, True, False], [True, True, True]])
+    x[1, :, 2] = float('nan')
+    with torch.no_grad():
+        y = m(x, mask, cond)
+        alone = torch.cat([m(x[i:i + 1], mask[i:i + 1], cond[i:i + 1]) for i in range(3)])
+    assert y.shape == (3, 2, 3, 16, 32) and torch.isfinite(y).all()
+    torch.testing.assert_close(y, alone)
+    save_model(m, tmp_path / 'm.pt')
+    back = load_model(tmp_path / 'm.pt').eval()
+    with torch.no_grad(): torch.testing.assert_close(back(x, mask, cond), y)
+
+
+def test_morph_field_is_morph_on_one_field_set():
+    "Without conditioning and with every sample's fields alike, MorphField is MORPH on the contract's MORPH layout."
+    from simreal_nb.models import MorphField
+    torch.manual_seed(0)
+    m = MorphField(fields=('u', 'v'), grid=(16, 16), n_in=2, dim=32, heads=2, heads_xa=4, depth=1, mlp_dim=32).eval()
+    x = torch.randn(2, 2, 2, 16, 16)
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    with torch.no_grad():
+        torch.testing.assert_close(m(x, mask), m.net(x[:, :, None, :, None])[:, :, 0, :, 0])
+
+
+def test_make_model_morph_Ti_trains_on_cylinder_windows():
+    from torch.utils.data import default_collate
+    from simreal_nb.systems import make_twins
+    from simreal_nb.align import make_domain_data
+    from simreal_nb.models import make_model
+    from simreal_nb.trainer import train, FIXED_BUDGET
+    tw = make_twins('cylinder', size='test')
+    dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
+    torch.manual_seed(0)
+    m = make_model('morph', 'Ti', fields=dd.fields, n_in=dd.n_in, n_out=dd.n_out, grid=dd.grid, n_cond=dd.n_cond)
+    sb = default_collate([dd.sim['train'][i] for i in range(2)])
+    eb = default_collate([dd.exp['train'][i] for i in range(2)])
+    jb = {k: torch.cat([sb[k], eb[k]]) for k in ('x', 'y', 'field_mask', 'cond')}
+    y = m(jb['x'], jb['field_mask'], jb['cond'])
+    assert y.shape == jb['y'].shape and torch.isfinite(y).all()
+    ((y - torch.nan_to_num(jb['y'])) ** 2).mean().backward()
+    unused = {n for n, p in m.named_parameters() if p.grad is None}
+    assert all('attn_d.q.' in n or 'attn_d.k.' in n for n in unused)   # depth 1: one token per depth sequence, as in MORPH
+    h = train(m, dd, 'joint', steps=5, batch_size=2, progress=False, **FIXED_BUDGET)
+    assert h.steps_done == 5 and all(torch.isfinite(torch.tensor(h.val.objective)))
