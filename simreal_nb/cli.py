@@ -11,12 +11,12 @@ from . import __version__
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'UsageError', 'UserExit',
-           'is_user_error', 'error_line', 'check_at_least', 'check_positive', 'refuse_existing', 'check_out_dir',
-           'check_netcdf', 'check_json', 'data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'run',
-           'train', 'report', 'tune', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog',
-           'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'command_parser', 'Terminated',
-           'main']
+__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'OWNERS', 'ADA_STAMP', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS',
+           'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least', 'check_positive',
+           'refuse_existing', 'check_out_dir', 'check_netcdf', 'check_json', 'written_by', 'check_owner', 'data_list',
+           'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models',
+           'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs',
+           'usage', 'find_command', 'command_parser', 'Terminated', 'main']
 
 # %% ../nbs/90_cli.ipynb #e002
 class UsageError(InputError):
@@ -99,6 +99,40 @@ def check_json(path, expected:str) -> Path:
     from simreal_nb.store import read_json
     read_json(path, expected)
     return Path(path)
+
+# %% ../nbs/90_cli.ipynb #own1
+OWNERS = {'manifest.json': 'simreal run', 'job.json': 'simreal train', 'build.json': 'simreal docs'}  # the file a command writes first into its folder -> that command
+ADA_STAMP = 'ada.json'  # what an `ada` command writes into its --out when it ends: {"command": "simreal ada mog"}
+
+def _ada_command(folder:Path) -> str|None:
+    "The `ada` command that wrote `folder`: its `ADA_STAMP`, else (a folder of an older version) read from its results; 'simreal ada' where they do not say."
+    from simreal_nb.store import read_json
+    if (folder / ADA_STAMP).exists():
+        cmd = read_json(folder / ADA_STAMP, 'the ada.json that `simreal ada` writes', dict(command=str)).get('command')
+        if cmd in ('simreal ada mog', 'simreal ada chain', 'simreal ada twins'): return cmd
+        raise UsageError(f"{folder / ADA_STAMP}: names {cmd!r}; expected the ada.json that `simreal ada` writes (use another --out)")
+    if (folder / 'beta_sweep.json').exists(): return 'simreal ada mog'
+    for p in [folder / 'run_info.json', *sorted(folder.glob('seed*/run_info.json'))]:
+        try: info = json.loads(p.read_text())
+        except (OSError, ValueError): continue
+        if isinstance(info, dict): return 'simreal ada ' + ('chain' if 'order' in info else 'twins' if 'system' in info else 'mog')
+    return 'simreal ada' if any((folder / m).exists() for m in ('metrics.json', 'summary.json')) else None
+
+def written_by(folder) -> str|None:
+    "The command that wrote `folder` (its `OWNERS` file, or an `ada` command's); None where no command did, or there is no folder."
+    f = Path(folder)
+    if not f.is_dir(): return None
+    for marker, cmd in OWNERS.items():
+        if (f / marker).exists(): return cmd
+    return _ada_command(f)
+
+def check_owner(folder, ours:str, flag:str='--out'):
+    "Refuse `folder` where another command wrote it, naming that command: a command writes only into new folders, its own, or (`--overwrite`) plain ones."
+    theirs = written_by(folder)
+    if theirs is None or theirs == ours or (theirs == 'simreal ada' and ours.startswith('simreal ada')): return
+    sign = next((m for m, c in OWNERS.items() if c == theirs), ADA_STAMP if (Path(folder) / ADA_STAMP).exists() else 'its results')
+    raise UsageError(f"{flag} {folder}: a folder `{theirs}` wrote ({sign}); `{ours}` does not write into another command's "
+                     f"folder: expected a new folder or one `{ours}` wrote")
 
 # %% ../nbs/90_cli.ipynb #c006
 @call_parse
@@ -186,6 +220,7 @@ def _check_run_dir(out, workers):
     "What `run` checks first: the run folder, and the files a resumed run reads back from it."
     out = check_out_dir(out); check_at_least('--workers', workers, 0)
     if not out.is_dir(): return
+    check_owner(out, 'simreal run')
     for f in ('manifest.json', 'timing.json'):
         if (out / f).exists(): check_json(out / f, f'the {f} that `simreal run` writes (use another --out)')
     cells = sorted((out / 'cells').glob('*.nc'))
@@ -290,6 +325,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
     run_experiment(out, cfg, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
 
+# %% ../nbs/90_cli.ipynb #trn1
 @call_parse
 def train(out:str=None,                # Job directory (job.json, checkpoints last.pt + history.json, scores.nc), required
           system:str='cylinder',       # Twin system (see `simreal data list`), or a NAME of the pairs in --data
@@ -307,7 +343,7 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
     "Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`; resumable."
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
     check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
-    check_at_least('--exp-trajs', exp_trajs)
+    check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
     from simreal_nb.jobs import train_job
     from simreal_nb.grid import PRESETS, GridError
     if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
@@ -317,8 +353,9 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
               batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite)
 
 @call_parse
-def report(run_dir:str): # Run directory holding results.nc
-    "Rebuild report.md and figures/ of a run from its results.nc alone."
+def report(run_dir:str,                 # Run directory holding results.nc
+           overwrite:store_true=False):  # Write report.md, figures/ and scores.nc into a folder no `simreal run` wrote
+    "Rebuild report.md, figures/ and scores.nc of a run from its results.nc alone."
     if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory written by `simreal run` (write . for the current folder)")
     d = Path(run_dir)
     if not d.is_dir(): raise UsageError(f"{run_dir}: {'not a directory' if d.exists() else 'no such directory'}; "
@@ -326,6 +363,12 @@ def report(run_dir:str): # Run directory holding results.nc
     check_netcdf(d / 'results.nc', 'the results of `simreal run` (run it again into this folder to rewrite them)', ('score',))
     if (d / 'timing.json').exists(): check_json(d / 'timing.json', 'the timing.json that `simreal run` writes (or none)')
     check_out_dir(d, 'RUN_DIR')
+    if written_by(d) != 'simreal run' and not overwrite:
+        from simreal_nb.report import _read_results
+        _read_results(d / 'results.nc')  # a damaged results.nc is named first
+        mine = ', '.join(n for n in ('report.md', 'figures/', 'scores.nc') if (d / n).exists())
+        raise UsageError(f"{run_dir}: no manifest.json, so not a folder `simreal run` wrote{f' (its {mine} would be replaced)' if mine else ''}; "
+                         "expected a run directory of `simreal run` (or --overwrite to write the report there)")
     from simreal_nb.report import write_report
     print(write_report(run_dir))
 
@@ -383,12 +426,12 @@ def _seed_list(flag:str, text:str) -> list:
         raise UsageError(f"{flag}: {text!r}; expected distinct integers >= 0, e.g. 0,1,2")
     return seeds
 
-ADA_MARKERS = ('metrics.json', 'summary.json', 'beta_sweep.json')  # what an `ada` command writes into its --out (all at its end)
+ADA_MARKERS = ('metrics.json', 'summary.json', 'beta_sweep.json', ADA_STAMP)  # what an `ada` command writes into its --out (all at its end)
 
-def check_ada_out(out, overwrite:bool=False):
-    "Refuse an --out that holds files no `ada` command wrote (none of `ADA_MARKERS`, nor seed<k>/ folders of a multi-seed run), unless `overwrite`."
+def check_ada_out(out, overwrite:bool=False, command:str='simreal ada'):
+    "Refuse an --out another command wrote (`check_owner`), or that holds files no `ada` command wrote (none of `ADA_MARKERS`, nor seed<k>/ folders of a multi-seed run) unless `overwrite`."
     from simreal_nb.store import unmarked_files
-    out = Path(out)
+    out = Path(out); check_owner(out, command)
     seeds = tuple(p.name for p in out.glob('seed*') if (p / 'metrics.json').exists()) if out.is_dir() else ()  # a killed --seeds run's
     theirs = unmarked_files(out, ADA_MARKERS, seeds)
     if theirs and not overwrite:
@@ -396,16 +439,21 @@ def check_ada_out(out, overwrite:bool=False):
         raise UsageError(f"--out {out}: holds files no `simreal ada` wrote ({shown}); expected a new folder or an earlier "
                          "run's (use another --out, or --overwrite to write beside them and replace any of the same name)")
 
-def _run_ada(run, out, seed, seeds, table=None, overwrite=False, **kw):
+def _stamp_ada(out, command:str):
+    "Write `ada.json` into `out`, naming the `ada` command that owns it (at its end: a refused command leaves no folder)."
+    from simreal_nb.store import write_text
+    write_text(Path(out) / ADA_STAMP, json.dumps(dict(command=command)))
+
+def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simreal ada', **kw):
     "Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it wrote."
     check_at_least('--seed', seed, 0); check_out_dir(out)
     seed_list = None if seeds is None else _seed_list('--seeds', seeds)
-    check_ada_out(out, overwrite)
+    check_ada_out(out, overwrite, command)
     if seeds is None:
-        run(out, seed=seed, **kw); print(f"metrics: {Path(out) / 'metrics.json'}")
+        run(out, seed=seed, **kw); _stamp_ada(out, command); print(f"metrics: {Path(out) / 'metrics.json'}")
     else:
         from simreal_nb.adabench import run_seeds
-        run_seeds(run, out, seed_list, table=table, **kw); print(f"summary: {Path(out) / 'summary.json'}")
+        run_seeds(run, out, seed_list, table=table, **kw); _stamp_ada(out, command); print(f"summary: {Path(out) / 'summary.json'}")
 
 # %% ../nbs/90_cli.ipynb #82ca4901
 @call_parse
@@ -423,12 +471,12 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
     if target not in MOG_TARGETS: raise UsageError(f"--target: {target!r}; expected one of {', '.join(MOG_TARGETS)}")
     preset = 'test' if quick else 'default'
     if betas is None: return _run_ada(run_mog, out, seed, seeds, table=partial(mog_tables, target=target), overwrite=overwrite,
-                                      preset=preset, cache_dir=cache, target=target)
+                                      command='simreal ada mog', preset=preset, cache_dir=cache, target=target)
     try: bs = [float(b) for b in betas.split(',') if b.strip()]
     except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
     if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
-    check_at_least('--seed', seed, 0); check_out_dir(out); check_ada_out(out, overwrite)
-    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target)
+    check_at_least('--seed', seed, 0); check_out_dir(out); check_ada_out(out, overwrite, 'simreal ada mog')
+    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target); _stamp_ada(out, 'simreal ada mog')
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
 @call_parse
@@ -440,7 +488,8 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json, run_in
               overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the bead-chain toy, observables added one at a time."
     from simreal_nb.adabench import run_chain, chain_table
-    _run_ada(run_chain, out, seed, seeds, table=chain_table, overwrite=overwrite, preset='test' if quick else 'default', cache_dir=cache)
+    _run_ada(run_chain, out, seed, seeds, table=chain_table, overwrite=overwrite, command='simreal ada chain', preset='test' if quick else 'default',
+             cache_dir=cache)
 
 @call_parse
 def ada_twins(out:str=None,             # Output directory (metrics.json, run_info.json, table.md), required
@@ -453,7 +502,8 @@ def ada_twins(out:str=None,             # Output directory (metrics.json, run_in
     "ADA vs expectation alignment on twin flow data: the fields exp never measures, at the system's probes."
     if out is None: raise UsageError("--out: required; expected the directory that receives metrics.json")
     from simreal_nb.adabench import run_twins, twins_table
-    _run_ada(run_twins, out, seed, seeds, table=twins_table, overwrite=overwrite, system=system, preset=preset, cache_dir=cache)
+    _run_ada(run_twins, out, seed, seeds, table=twins_table, overwrite=overwrite, command='simreal ada twins', system=system, preset=preset,
+             cache_dir=cache)
 
 @call_parse
 def physics_check(run_dir:str,             # A run directory of `simreal run` (manifest.json, cells/)
@@ -478,7 +528,7 @@ def docs(out:str='runs/docs',        # Site folder: index.html, one page per not
          no_execute:store_true=False, # Render the outputs stored in the notebooks instead of executing them
          overwrite:store_true=False):  # Build into an --out that holds files no docs build wrote (replacing any of the same name)
     "Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local widget JavaScript."
-    check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers)
+    check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers); check_owner(out, 'simreal docs')
     from simreal_nb.docs import build_docs, DocsError
     names = None if notebooks is None else [o.strip() for o in notebooks.split(',') if o.strip()]
     build = build_docs(out, small=not full, notebooks=names, timeout=timeout, workers=workers, execute=not no_execute, overwrite=overwrite)
@@ -555,6 +605,8 @@ def main(argv:list=None):
         argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
+        if os.environ.get('SIMREAL_CACHE') is not None and not os.environ['SIMREAL_CACHE'].strip():  # else a cache in the current folder
+            raise UsageError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user cache folder)")
         parser = command_parser(words, prog)
         def refuse(msg): raise UsageError(f"{msg} (see {prog} --help)")
         parser.error = refuse  # argparse's complaints: one line and status 2, like every other user error

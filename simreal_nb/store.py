@@ -12,8 +12,9 @@ from .schema import validate as _validate, DIMS, FIELD_META
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'cache_folder', 'unmarked_files', 'CheckpointError', 'RunFileError',
-           'read_json', 'write_text', 'save_torch', 'load_torch', 'write_dataset', 'read_dataset', 'BlockWriter']
+__all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'CacheError', 'cache_folder', 'broken_link', 'unmarked_files',
+           'CheckpointError', 'RunFileError', 'read_json', 'write_text', 'save_torch', 'load_torch', 'write_dataset',
+           'read_dataset', 'BlockWriter']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -60,13 +61,35 @@ def is_temporary(name:str) -> bool:
     "Whether `name` is a temporary file of `atomic_write` (left behind only by a killed process)."
     return bool(_TMP_NAME.match(name))
 
+class CacheError(InputError):
+    "The cache folder named (`cache=`, `--cache`, $SIMREAL_CACHE) is empty or cannot be a folder."
+
 def cache_folder(part:str, cache=None) -> Path:
-    "The package's cache folder `part` (twins, web, ada): under `cache`, else $SIMREAL_CACHE, else the user cache dir."
-    if cache is None: cache = os.environ.get('SIMREAL_CACHE')
+    "The package's cache folder `part` (twins, web, ada): under `cache`, else $SIMREAL_CACHE, else the user cache dir; an empty name is refused."
+    if cache is None:
+        cache = os.environ.get('SIMREAL_CACHE')
+        if cache is not None and not cache.strip():
+            raise CacheError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user cache folder)")
+    elif not str(cache).strip(): raise CacheError("cache: empty; expected a folder path (or none for $SIMREAL_CACHE, else the user cache folder)")
     if cache is None:
         import platformdirs
         cache = platformdirs.user_cache_dir('simreal_nb')
     return Path(cache) / part
+
+def broken_link(path) -> str|None:
+    "'P: a symbolic link to nothing (a loop ...)' or '(dangling ...)' for the first link P on `path` (itself or a folder above it) that leads nowhere; None when there is none."
+    parts = Path(path).parts
+    for i in range(len(parts)):
+        q = Path(*parts[:i + 1])
+        if q.is_symlink():
+            try: os.stat(q)
+            except OSError as e:
+                if e.errno == errno.ELOOP: return f"{q}: a symbolic link to nothing (a loop: following it leads back to itself)"
+                if e.errno in (errno.ENOENT, errno.ENOTDIR):
+                    return f"{q}: a symbolic link to nothing (dangling: its target {os.readlink(q)} does not exist)"
+                raise
+        elif not q.exists(): return None  # nothing below a missing name
+    return None
 
 def unmarked_files(folder, markers:tuple, own:tuple=()) -> list:
     "Names in `folder` (but `own`) where it holds none of the `markers`, the files a command writes to say a folder is its own: what that command must not replace."

@@ -400,3 +400,91 @@ def test_train_refuses_a_folder_it_did_not_write(tmp_path, capsys):
     with pytest.raises(SystemExit) as e: cli.main(['train', '--preset', 'test', '--protocol', 'sim_only', '--out', str(out)])
     err = capsys.readouterr().err
     assert e.value.code == 2 and 'notes.txt' in err and '--overwrite' in err and sorted(p.name for p in out.iterdir()) == ['notes.txt']
+
+
+# ---------------------------------------------------------------------------------------------------- ownership
+def _fail(argv, capsys, *says):
+    "`cli.main(argv)` ends with status 2 and one stderr line holding every one of `says`; that line."
+    with pytest.raises(SystemExit) as e: cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1, (e.value.code, err)
+    for s in says: assert s in err, (s, err)
+    return err
+
+
+def _results_nc(path):
+    "A results.nc whose `score` has the dims `simreal run` writes (enough for the checks before the report is built)."
+    import numpy as np, xarray as xr
+    from simreal_nb.report import RESULT_DIMS
+    dims = sorted(RESULT_DIMS)
+    xr.Dataset(dict(score=(dims, np.zeros([1] * len(dims))))).to_netcdf(path, engine='h5netcdf')
+
+
+def test_report_refuses_a_folder_no_run_wrote(tmp_path, capsys):
+    "`simreal report DIR` on a folder without a run's manifest.json: exit 2 naming the files it would replace, all untouched."
+    d = tmp_path / 'mine'; d.mkdir(); _results_nc(d / 'results.nc')
+    (d / 'report.md').write_text('my notes'); (d / 'scores.nc').write_bytes(b'my scores')
+    _fail(['report', str(d)], capsys, 'no manifest.json', 'simreal run', 'report.md, scores.nc would be replaced', '--overwrite')
+    assert (d / 'report.md').read_text() == 'my notes' and (d / 'scores.nc').read_bytes() == b'my scores'
+    assert sorted(p.name for p in d.iterdir()) == ['report.md', 'results.nc', 'scores.nc']
+
+
+def test_train_and_run_refuse_each_others_folders(tmp_path, capsys):
+    "`simreal train --out` a run's folder and `simreal run --out` a job's: exit 2 naming the command that wrote it, nothing written."
+    from simreal_nb.grid import PRESETS
+    from simreal_nb.rundir import manifest_of
+    run_dir = tmp_path / 'run'; run_dir.mkdir(); (run_dir / 'manifest.json').write_text(json.dumps(manifest_of(PRESETS['test'].config)))
+    job_dir = tmp_path / 'job'; job_dir.mkdir(); (job_dir / 'job.json').write_text('{}')
+    for overwrite in ([], ['--overwrite']):  # --overwrite is for plain folders, never another command's
+        _fail(['train', '--preset', 'test', '--protocol', 'sim_only', '--out', str(run_dir), *overwrite], capsys,
+              'a folder `simreal run` wrote (manifest.json)', 'expected a new folder or one `simreal train` wrote')
+        _fail(['run', '--preset', 'test', '--workers', '0', '--out', str(job_dir), *overwrite], capsys,
+              'a folder `simreal train` wrote (job.json)', 'expected a new folder or one `simreal run` wrote')
+    assert sorted(p.name for p in run_dir.iterdir()) == ['manifest.json'] and sorted(p.name for p in job_dir.iterdir()) == ['job.json']
+
+
+def test_ada_refuses_another_commands_folder(tmp_path, monkeypatch, capsys):
+    "`simreal ada mog --out` an `ada chain` folder (stamped, or of an older version: its run_info.json), a run's: exit 2 naming it, nothing run."
+    import simreal_nb.adabench as ada
+    ran = []
+    monkeypatch.setattr(ada, 'run_mog', lambda out, **kw: ran.append(out))
+    def chain_run(out, **kw): ran.append(out); Path(out).mkdir(exist_ok=True); Path(out, 'metrics.json').write_text('{}')
+    monkeypatch.setattr(ada, 'run_chain', chain_run)
+    chain = tmp_path / 'chain'
+    cli.main(['ada', 'chain', '--quick', '--out', str(chain)])  # stamps the folder as its own
+    assert json.loads((chain / 'ada.json').read_text()) == {'command': 'simreal ada chain'}
+    old = tmp_path / 'old'; old.mkdir()  # an ada chain folder of a version before the stamp
+    (old / 'metrics.json').write_text('{}'); (old / 'run_info.json').write_text(json.dumps(dict(order=['x'], seed=0)))
+    run = tmp_path / 'run'; run.mkdir(); (run / 'manifest.json').write_text('{}')
+    for d, sign in ((chain, 'ada.json'), (old, 'its results'), (run, 'manifest.json')):
+        theirs = 'simreal run' if d == run else 'simreal ada chain'
+        for args in ([], ['--overwrite'], ['--betas', '0.1']):
+            _fail(['ada', 'mog', '--quick', '--out', str(d), *args], capsys, f'a folder `{theirs}` wrote ({sign})', 'simreal ada mog')
+    _fail(['ada', 'twins', '--preset', 'test', '--out', str(chain)], capsys, 'a folder `simreal ada chain` wrote')
+    cli.main(['ada', 'chain', '--quick', '--out', str(old)])  # its own command resumes into it
+    assert len(ran) == 2 and not (tmp_path / 'run' / 'ada.json').exists()
+
+
+def test_empty_simreal_cache_is_a_user_error(tmp_path):
+    "SIMREAL_CACHE set but empty (it would put a cache into the current folder): exit 2, one line, nothing written."
+    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', 'data', 'make', 'cylinder', '--size', 'test',
+                        '--out', 'twins'], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, 'SIMREAL_CACHE': '', 'SIMREAL_DEBUG': ''}, timeout=300)
+    check_user_error(r, 'SIMREAL_CACHE: set but empty', 'expected a folder path')
+    assert list(tmp_path.iterdir()) == []
+    from simreal_nb.store import cache_folder, CacheError
+    with pytest.raises(CacheError): cache_folder('twins', '')
+
+
+def test_report_overwrite_writes_into_a_folder_no_run_wrote(tmp_path, capsys):
+    "A run's results.nc copied into a folder of one's own: `report` refuses it, `report --overwrite` replaces the report there; a run's own folder needs no flag."
+    import shutil
+    run = tmp_path / 'run'
+    cli.main(['run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'sim_only', '--seeds', '1', '--workers', '0', '--out', str(run)])
+    mine = tmp_path / 'mine'; mine.mkdir(); shutil.copy(run / 'results.nc', mine / 'results.nc')
+    (mine / 'report.md').write_text('my notes')
+    _fail(['report', str(mine)], capsys, 'no manifest.json', '(its report.md would be replaced)')
+    assert (mine / 'report.md').read_text() == 'my notes' and not (mine / 'scores.nc').exists()
+    cli.main(['report', str(mine), '--overwrite'])
+    assert (mine / 'report.md').read_text() != 'my notes' and (mine / 'scores.nc').exists()
+    cli.main(['report', str(run)])
