@@ -17,7 +17,8 @@ from .models import make_model, n_params
 from .protocols import ProtocolError
 from .step import Stepper, resolve_device
 from .align import make_domain_data, spread
-from .systems import list_systems, load_twins, cache_root, fill_cache, fill_entry, torch_threads
+from .systems import list_systems, load_twins, cache_root, fill_cache, fill_entry
+from .twindata import torch_threads
 
 # %% auto #0
 __all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'BenchInputError', 'bench_models', 'bench_joint', 'bench_systems', 'bench_tta',

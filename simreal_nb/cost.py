@@ -8,7 +8,7 @@ import threading, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
-from .systems import torch_threads
+from .twindata import torch_threads
 from .models import make_model
 from .metrics import BASELINES
 from .protocols import get_protocol, fetch_batch, EXPOSURE_CONTROLS

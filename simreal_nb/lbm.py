@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 from .schema import FIELD_META
-from .twindata import (GENERATOR, GENERATOR_VERSION, pair_range, contract_dataset, block_mean, centres,
+from .twindata import (torch_threads, GENERATOR, GENERATOR_VERSION, pair_range, contract_dataset, block_mean, centres,
                                  channel_scales, traj_design, group_attrs, measure, add_window_truth)
 
 # %% auto #0
@@ -279,10 +279,7 @@ def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=
         rows, gi = torch.as_tensor(np.concatenate([g, g + B])), torch.as_tensor(g)
         sub = None if cmd_of is None else (lambda t: cmd_of(t)[gi])
         return _lbm_run(lb.take(rows), f[rows], c, seed, {k: v[g] for k, v in modes.items()}, inlet_open[rows], delay[g], sub, traj=g)
-    threads = torch.get_num_threads(); torch.set_num_threads(1)
-    try:
-        with ThreadPoolExecutor(len(groups)) as ex: outs = list(ex.map(run, groups))
-    finally: torch.set_num_threads(threads)
+    with torch_threads(1), ThreadPoolExecutor(len(groups)) as ex: outs = list(ex.map(run, groups))
     n = [len(g) for g in groups]
     u, v, p = (torch.cat([o[k][:m] for o, m in zip(outs, n)] + [o[k][m:] for o, m in zip(outs, n)]) for k in range(3))
     return u, v, p, [torch.cat(cs) for cs in zip(*(o[3] for o in outs))]

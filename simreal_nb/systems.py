@@ -13,14 +13,14 @@ import xarray as xr
 from . import __version__
 from .schema import fields_of, validate
 from .store import write_dataset, read_dataset, write_text, is_temporary, cache_folder
-from .twindata import GENERATOR_VERSION, SystemConfigError, pair_range, design_bounds
+from .twindata import torch_threads, GENERATOR_VERSION, SystemConfigError, pair_range, design_bounds
 from .spectral import gen_kolmogorov, kol_ranges
 from .lbm import gen_lbm, lbm_tau, lbm_ranges
 
 # %% auto #0
-__all__ = ['SYSTEMS', 'SystemSpec', 'list_systems', 'torch_threads', 'make_twins', 'probe_samples', 'gap_curve', 'plot_twins',
-           'neighbour_ratio', 'pressure_hf_fraction', 'cache_root', 'twin_key', 'load_twins', 'write_twins',
-           'fill_entry', 'fill_cache', 'load_all_twins']
+__all__ = ['SYSTEMS', 'SystemSpec', 'list_systems', 'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'neighbour_ratio',
+           'pressure_hf_fraction', 'cache_root', 'twin_key', 'load_twins', 'write_twins', 'fill_entry', 'fill_cache',
+           'load_all_twins']
 
 # %% ../nbs/05_systems.ipynb #c007
 @dataclass(frozen=True)
@@ -183,15 +183,6 @@ def _check_lbm(c, ctl:bool=False):
         amax = b['A'][1]
         if amax * U > 0.3: raise SystemConfigError(f"A={c['A']!r}: surface speed A*U = {amax*U:.2f} > 0.3 (Mach limit)")
     if c['frame_steps'] < 1: raise SystemConfigError(f"frame_steps={c['frame_steps']}: expected >= 1")
-
-# %% ../nbs/05_systems.ipynb #c028
-class torch_threads:
-    "Temporarily set torch's intra-op threads (restored on exit); None leaves them alone."
-    def __init__(self, n): self.n = n
-    def __enter__(self):
-        self.old = torch.get_num_threads()
-        if self.n: torch.set_num_threads(int(self.n))
-    def __exit__(self, *a): torch.set_num_threads(self.old)
 
 # %% ../nbs/05_systems.ipynb #c030
 def _check_seed(seed):

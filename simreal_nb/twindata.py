@@ -13,9 +13,10 @@ from .schema import GROUPS, DIMS
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'RHO', 'WINDOW_FIELDS', 'SystemConfigError', 'pair_range', 'block_mean', 'centres',
-           'contract_dataset', 'channel_scales', 'kolmogorov_scales', 'measure', 'window_average', 'add_window_truth',
-           'traj_params', 'ood_sides', 'ood_margin', 'beyond', 'design_bounds', 'traj_design', 'group_attrs']
+__all__ = ['GENERATOR', 'GENERATOR_VERSION', 'RHO', 'WINDOW_FIELDS', 'SystemConfigError', 'pair_range', 'torch_threads',
+           'block_mean', 'centres', 'contract_dataset', 'channel_scales', 'kolmogorov_scales', 'measure',
+           'window_average', 'add_window_truth', 'traj_params', 'ood_sides', 'ood_margin', 'beyond', 'design_bounds',
+           'traj_design', 'group_attrs']
 
 # %% ../nbs/03_twindata.ipynb #c006
 GENERATOR = 'simreal_nb.systems'
@@ -38,6 +39,15 @@ def pair_range(v, name:str) -> tuple[float, float]:
     if len(v) != 2: raise SystemConfigError(f"{name}={v!r}: expected a number or a (lo, hi) pair")
     return (float(v[0]), float(v[1]))
 
+
+# %% ../nbs/03_twindata.ipynb #c028
+class torch_threads:
+    "Temporarily set torch's intra-op threads (restored on exit); None leaves them alone."
+    def __init__(self, n): self.n = n
+    def __enter__(self):
+        self.old = torch.get_num_threads()
+        if self.n: torch.set_num_threads(int(self.n))
+    def __exit__(self, *a): torch.set_num_threads(self.old)
 
 # %% ../nbs/03_twindata.ipynb #c015
 def block_mean(a:torch.Tensor, k:int=2) -> torch.Tensor:
