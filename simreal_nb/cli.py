@@ -11,10 +11,11 @@ from . import __version__
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'OWNERS', 'ADA_STAMP', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS',
-           'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least', 'check_positive',
-           'refuse_existing', 'check_out_dir', 'check_netcdf', 'check_json', 'written_by', 'check_owner', 'data_list',
-           'data_make', 'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models',
+__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'SEED_END', 'OWNERS', 'ADA_STAMP', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED',
+           'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
+           'check_positive', 'check_seed', 'check_names', 'check_device_flag', 'refuse_existing', 'check_out_dir',
+           'check_netcdf', 'check_json', 'written_by', 'check_owner', 'data_list', 'data_make',
+           'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models',
            'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs',
            'usage', 'find_command', 'command_parser', 'Terminated', 'main']
 
@@ -54,6 +55,28 @@ def check_positive(flag:str, value):
     import math
     if value is not None and not (math.isfinite(value) and value > 0): raise UsageError(f"{flag}: expected a number > 0, got {value}")
     return value
+
+SEED_END = 2 ** 32  # seeds of train, tune and ada: [0, 2**32), so that every stream they derive (ada's 1000·seed + k) stays in numpy's and torch's range
+
+def check_seed(flag:str, value, end:int=SEED_END):
+    "`value`, refused unless it is an integer in [0, `end`) (None passes)."
+    if value is not None and not 0 <= value < end:
+        raise UsageError(f"{flag}: expected an integer in [0, 2**{end.bit_length() - 1}), got {value}")
+    return value
+
+def check_names(flag:str, text:str|None) -> tuple|None:
+    "A comma-separated option as a tuple of its names (None passes: the default applies); one that names nothing (`,`) is refused."
+    if text is None: return None
+    names = tuple(o.strip() for o in text.split(',') if o.strip())
+    if not names: raise UsageError(f"{flag}: {text!r} names nothing; expected comma-separated values, e.g. {flag} a,b (or no {flag} for the default)")
+    return names
+
+def check_device_flag(device:str, flag:str='--device'):
+    "`device` checked by the one rule of a device (`executors.check_device`: auto, cpu, cuda or cuda:N, and there), before any work."
+    from simreal_nb.executors import check_device
+    from simreal_nb.grid import GridError
+    try: return check_device(device)
+    except GridError as e: raise UsageError(f"{flag}: {e}") from None
 
 def refuse_existing(paths, overwrite:bool=False, flag:str='--overwrite'):
     "`UsageError` naming the first of `paths` that exists, unless `overwrite`: a command never replaces a file it was not told to."
@@ -180,11 +203,11 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     for flag, v in (('--grid', grid), ('--clock', clock)):
         if v not in ('file', 'index'): raise UsageError(f"{flag}: expected file or index, got {v!r}")
     step = sub_s if sub_s == 'upstream' else _steps(sub_s)
-    names = lambda s: None if s is None else [o.strip() for o in s.split(',') if o.strip()]
+    names = lambda flag, s: None if s is None else list(check_names(flag, s))
     from simreal_nb.realpdebench import import_realpdebench
     for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite, sub_s=step,
-                                       frames=None if frames is None else _frame_range(frames), sim_ids=names(sim_ids),
-                                       groups=names(groups), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
+                                       frames=None if frames is None else _frame_range(frames), sim_ids=names('--sim-ids', sim_ids),
+                                       groups=names('--groups', groups), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
 
 def _steps(text:str):
     "`--sub-s N` or `--sub-s sim=2,exp=1` as an int or a dict per domain."
@@ -300,10 +323,11 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         in_file = settings.get('grid', {})
     names = lambda s: None if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
     def counts(s):
-        try: return tuple(None if o == 'all' else int(o) for o in names(s))
+        given = check_names('--exp-trajs', s)
+        try: return tuple(None if o == 'all' else int(o) for o in given)
         except ValueError: raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
-    given = dict(systems=names(systems), capacities=names(capacities), protocols=names(protocols), seeds=seeds,
-                 archs=names(archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
+    given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities), protocols=names(protocols),
+                 seeds=seeds, archs=check_names('--archs', archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
     if data is not None and given['systems'] is None and 'systems' not in in_file: given['systems'] = ()  # every imported pair, not the preset's twins
     if lambdas is not None:
         try: lams = [float(o) for o in names(lambdas)]
@@ -342,13 +366,13 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
           overwrite:store_true=False): # Write into an --out that holds files no job wrote (replacing any of the same name)
     "Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`; resumable."
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
-    check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
+    check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
     check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
     from simreal_nb.jobs import train_job
     from simreal_nb.grid import PRESETS, GridError
     if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
     if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
-    _check_run_data(data, None if data is None else [system], device)
+    _check_run_data(data, None if data is None else [system], device); check_device_flag(device)
     train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
               batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite)
 
@@ -382,11 +406,10 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
          workers:int=None,         # Processes in parallel (default: one per CPU core)
          device:str='auto'):       # Torch device: auto, cpu or cuda
     "Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid; write the choices the presets read."
-    check_out_dir(out); check_at_least('--seed', seed, 0); check_at_least('--workers', workers)
+    check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--workers', workers); check_device_flag(device)
     if into is not None and Path(into).exists(): check_json(Path(into), 'the tuned settings that `simreal tune` writes')
     from simreal_nb.tuning import tune as run_tuning
-    names = None if systems is None else tuple(o.strip() for o in systems.split(',') if o.strip())
-    run_tuning(preset, names, seed, out, into, workers, device)
+    run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device)
 
 # %% ../nbs/90_cli.ipynb #c010
 def _print_json(rows):
@@ -424,6 +447,7 @@ def _seed_list(flag:str, text:str) -> list:
     except ValueError: raise UsageError(f"{flag}: {text!r} is not a list of integers; expected e.g. 0,1,2") from None
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise UsageError(f"{flag}: {text!r}; expected distinct integers >= 0, e.g. 0,1,2")
+    for s in seeds: check_seed(flag, s)
     return seeds
 
 ADA_MARKERS = ('metrics.json', 'summary.json', 'beta_sweep.json', ADA_STAMP)  # what an `ada` command writes into its --out (all at its end)
@@ -446,7 +470,7 @@ def _stamp_ada(out, command:str):
 
 def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simreal ada', **kw):
     "Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it wrote."
-    check_at_least('--seed', seed, 0); check_out_dir(out)
+    check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out)
     seed_list = None if seeds is None else _seed_list('--seeds', seeds)
     check_ada_out(out, overwrite, command)
     if seeds is None:
@@ -475,7 +499,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
     try: bs = [float(b) for b in betas.split(',') if b.strip()]
     except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
     if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
-    check_at_least('--seed', seed, 0); check_out_dir(out); check_ada_out(out, overwrite, 'simreal ada mog')
+    check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out); check_ada_out(out, overwrite, 'simreal ada mog')
     mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target); _stamp_ada(out, 'simreal ada mog')
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
@@ -513,8 +537,7 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
     check_at_least('--max-windows', max_windows)
     if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory of `simreal run` (write . for the current folder)")
     if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
-    from simreal_nb.executors import check_device
-    check_device(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
+    check_device_flag(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
     from simreal_nb.physics import physics_check as _check
     _check(run_dir, max_windows=max_windows, device=device, verbose=True)
     print(f"physics: {Path(run_dir) / 'physics.json'}")
@@ -574,7 +597,7 @@ def command_parser(words:tuple, prog:str|None=None):
     parser.format_usage, parser.format_help = shown(parser.format_usage), shown(parser.format_help)
     return parser
 
-# %% ../nbs/90_cli.ipynb #c013
+# %% ../nbs/90_cli.ipynb #dash1
 def _option_token(a:str) -> str:
     "`--exp-trajs` as `--exp_trajs` (argparse's names); only the name: a value after `=` stays as typed (`--out=runs/my-dir`)."
     if not a.startswith('--') or a == '--': return a
@@ -583,6 +606,27 @@ def _option_token(a:str) -> str:
         raise UsageError(f"--{name}=--: '--' cannot be a value here (it ends the options); expected --{name}=VALUE")
     return '--' + name.replace('-', '_') + eq + value
 
+def _dash_values(parser, args:list) -> list:
+    "`--out -dir` as `--out=-dir`: a value that starts with '-' reads the same in both spellings; an option of the command is no value in either."
+    opts, out, i = parser._option_string_actions, [], 0
+    key = lambda t: '--' + t[2:].replace('-', '_') if t.startswith('--') else t  # argparse's name of an option as typed
+    while i < len(args):
+        a = args[i]
+        if a == '--': out += args[i:]; break
+        name, eq, value = a.partition('=')
+        act = opts.get(key(name)) if a.startswith('--') else None
+        if act is not None and act.nargs is None:  # an option that takes one value
+            if eq and key(value) in opts:
+                raise UsageError(f"{a}: {value} is an option of {parser.prog}, not a value; expected {name}=VALUE (a path: ./{value})")
+            nxt = args[i + 1] if i + 1 < len(args) and not eq else None
+            k = None if nxt is None else key(nxt.partition('=')[0])
+            if nxt is not None and nxt.startswith('-') and nxt != '--' and k not in opts \
+               and not (nxt.startswith('--') and any(o.startswith(k) for o in opts)):  # not an option, nor argparse's abbreviation of one
+                out.append(f'{a}={nxt}'); i += 2; continue
+        out.append(a); i += 1
+    return out
+
+# %% ../nbs/90_cli.ipynb #c013
 class Terminated(KeyboardInterrupt):
     "SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every `finally` runs: workers stopped, lock released."
 
@@ -602,7 +646,6 @@ def main(argv:list=None):
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
-        argv = [_option_token(a) for a in argv]  # --exp-trajs == --exp_trajs
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
         if os.environ.get('SIMREAL_CACHE') is not None and not os.environ['SIMREAL_CACHE'].strip():  # else a cache in the current folder
@@ -610,7 +653,7 @@ def main(argv:list=None):
         parser = command_parser(words, prog)
         def refuse(msg): raise UsageError(f"{msg} (see {prog} --help)")
         parser.error = refuse  # argparse's complaints: one line and status 2, like every other user error
-        args = vars(parser.parse_args(argv[len(words):]))
+        args = vars(parser.parse_args([_option_token(a) for a in _dash_values(parser, argv[len(words):])]))  # --exp-trajs == --exp_trajs
         for k in ('pdb','xtra'): args.pop(k, None)
         getattr(func, '__wrapped__', func)(**args)
     except KeyboardInterrupt as e:  # Ctrl-C or SIGINT, or SIGTERM: the command has stopped what it ran (its `finally` blocks)

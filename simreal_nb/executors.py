@@ -26,6 +26,8 @@ __all__ = ['check_device', 'by_data', 'heaviest_first', 'exit_with_parent', 'loc
 def check_device(device='auto') -> torch.device:
     "The torch device `device` names; `GridError` when it is not here ('cuda' without a visible CUDA device)."
     dev = resolve_device(device)
+    if dev.type not in ('cpu', 'cuda'):  # the one rule of a device: the package runs on these (not meta, mps, xpu, ...)
+        raise GridError(f"device {str(device)!r}: a {dev.type} device; expected 'auto', 'cpu', 'cuda' or 'cuda:N'")
     if dev.type == 'cuda':
         n = torch.cuda.device_count()
         if n == 0:

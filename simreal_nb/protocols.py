@@ -18,10 +18,10 @@ from .beyond import masked_mean, HCW_WEIGHTS
 
 
 # %% auto #0
-__all__ = ['DOMAIN_IDS', 'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'ProtocolError', 'NonFiniteLossError',
-           'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly',
-           'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'pool_shares', 'split_pool',
-           'get_protocol', 'split_of', 'check_data']
+__all__ = ['DOMAIN_IDS', 'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'ProtocolError',
+           'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase',
+           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'pool_shares',
+           'split_pool', 'get_protocol', 'split_of', 'check_data']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -311,11 +311,24 @@ def split_pool(idx:Sequence[int], sizes:dict) -> dict:
     return out
 
 # %% ../nbs/40_protocols.ipynb #c020
-def _number(name, arg, cast=float):
-    "The positive number after '@' in a protocol name."
+AT_PARAMS = {  # protocol family -> (what its '@' sets, type, smallest, largest): the values it can train with
+    'joint': ('λ, the weight of the sim risk', float, 0, 1),  # and joint_causal and every joint_<combiner>: `check_lam`
+    'sim_to_exp_replay': ('the share of sim in the fine-tune loss', float, 1e-6, 0.99),
+    'sim_to_exp_l2sp': ('α, the weight of the L2-SP penalty', float, 1e-12, 1e3),
+    'sim_to_exp_ewc': ('α, the weight of the EWC penalty', float, 1e-12, 1e3),
+    'sim_to_exp_lora': ('the LoRA rank', int, 1, 256),
+    'exp_only_eq': ("the updates its exp phase makes (its Joint cell's)", int, 1, 10 ** 7),
+    'sim_to_exp_eq': ("the updates its exp phase makes (its Joint cell's)", int, 1, 10 ** 7),
+}
+
+def _number(name, arg, base:str):
+    "The number after '@' in protocol `name` of family `base`, refused unless finite and in its `AT_PARAMS` range."
+    what, cast, lo, hi = AT_PARAMS[base]
     try: v = cast(arg)
-    except (TypeError, ValueError): v = None
-    if v is None or not v > 0: raise ProtocolError(f"protocol {name!r}: expected a positive number after '@', got {arg!r}")
+    except (TypeError, ValueError, OverflowError): v = None
+    if v is None or not (math.isfinite(v) and lo <= v <= hi):
+        raise ProtocolError(f"protocol {name!r}: expected {what} after '@', {'an integer' if cast is int else 'a number'} "
+                            f"in [{lo:g}, {hi:g}], got {arg!r}")
     return v
 
 def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, 'exp_only_eq@<n>', 'sim_to_exp_eq@<n>', or a Protocol
@@ -325,12 +338,12 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     if not isinstance(name, str): raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
     base, at, arg = name.strip().partition('@')
     joints = {_joint_name(0.5, c): c for c in COMBINERS}
-    tuned = dict(sim_to_exp_replay=lambda a: SimToExp(replay=_number(name, a)),  # name@<share of sim in the fine-tune loss>
-                 sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a)),  # name@<α>
-                 sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a)),
-                 sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, int)),  # name@<rank>
-                 exp_only_eq=lambda a: ExpOnly(match=_number(name, a, int)),  # name@<the updates its exp phase makes: Joint's>
-                 sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, int)))
+    tuned = dict(sim_to_exp_replay=lambda a: SimToExp(replay=_number(name, a, 'sim_to_exp_replay')),  # name@<share of sim in the fine-tune loss>
+                 sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a, 'sim_to_exp_l2sp')),  # name@<α>
+                 sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a, 'sim_to_exp_ewc')),
+                 sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, 'sim_to_exp_lora')),  # name@<rank>
+                 exp_only_eq=lambda a: ExpOnly(match=_number(name, a, 'exp_only_eq')),  # name@<the updates its exp phase makes: Joint's>
+                 sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
         raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), "
                             f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")

@@ -122,6 +122,30 @@ CASES = {
     'report: empty run dir':     (['report', ''], ['RUN_DIR: empty']),
     'physics-check: empty dir':  (['physics-check', ' '], ['RUN_DIR: empty']),
     'run: baselines only':       (['run', '--preset', 'test', '--protocols', 'persistence', '--out', '{o}'], ['trains nothing', 'persistence']),
+    # every value checked at the boundary: devices by the one rule, seeds in numpy's and torch's range, '@' settings in
+    # their family's range, lists that name nothing
+    'physics-check: meta device': (['physics-check', '{t}', '--device', 'meta'], ["device 'meta': a meta device", "'cuda'"]),
+    'physics-check: mps device': (['physics-check', '{t}', '--device', 'mps'], ["device 'mps': a mps device", "'cpu'"]),
+    'run: meta device':          (['run', '--preset', 'test', '--device', 'meta', '--out', '{o}'], ['--device', "'meta'"]),
+    'train: mps device':         (['train', '--preset', 'test', '--device', 'mps', '--out', '{o}'], ['--device', "'mps'"]),
+    'tune: meta device':         (['tune', '--preset', 'test', '--device', 'meta', '--out', '{o}'], ['--device', "'meta'"]),
+    'ada mog: seed 2**63':       (['ada', 'mog', '--quick', '--seed', str(2 ** 63), '--out', '{o}'], ['--seed', 'in [0, 2**32)']),
+    'ada mog: betas seed 2**63': (['ada', 'mog', '--quick', '--betas', '0.1', '--seed', str(2 ** 63), '--out', '{o}'], ['--seed', '2**32']),
+    'ada chain: seeds 2**40':    (['ada', 'chain', '--quick', '--seeds', f'0,{2 ** 40}', '--out', '{o}'], ['--seeds', '2**32']),
+    'train: seed 2**64':         (['train', '--preset', 'test', '--seed', str(2 ** 64), '--out', '{o}'], ['--seed', '2**32']),
+    'run: l2sp 1e308':           (['run', '--preset', 'test', '--protocols', 'sim_to_exp_l2sp@1e308', '--out', '{o}'],
+                                  ["'sim_to_exp_l2sp@1e308'", 'in [1e-12, 1000]']),
+    'train: ewc inf':            (['train', '--preset', 'test', '--protocol', 'sim_to_exp_ewc@inf', '--out', '{o}'], ['in [1e-12, 1000]']),
+    'train: lora rank 10**6':    (['train', '--preset', 'test', '--protocol', f'sim_to_exp_lora@{10 ** 6}', '--out', '{o}'],
+                                  ['the LoRA rank', 'in [1, 256]']),
+    'run: empty systems':        (['run', '--preset', 'test', '--systems', ',', '--out', '{o}'], ['--systems', 'names nothing']),
+    'run: empty capacities':     (['run', '--preset', 'test', '--capacities', ',', '--out', '{o}'], ['--capacities', 'names nothing']),
+    'run: empty archs':          (['run', '--preset', 'test', '--archs', ' , ', '--out', '{o}'], ['--archs', 'names nothing']),
+    'run: empty exp-trajs':      (['run', '--preset', 'test', '--exp-trajs', ',', '--out', '{o}'], ['--exp-trajs', 'names nothing']),
+    'tune: empty systems':       (['tune', '--preset', 'test', '--systems', ',', '--out', '{o}'], ['--systems', 'names nothing']),
+    'realpdebench: empty sim ids': (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'cylinder', '--sim-ids', ',',
+                                     '--out', '{o}'], ['--sim-ids', 'names nothing']),
+    'data make: out = an option': (['data', 'make', 'cylinder', '--out=-h'], ['--out=-h', 'an option', 'not a value']),
 }
 
 @pytest.mark.parametrize('case', list(CASES))
@@ -488,3 +512,33 @@ def test_report_overwrite_writes_into_a_folder_no_run_wrote(tmp_path, capsys):
     cli.main(['report', str(mine), '--overwrite'])
     assert (mine / 'report.md').read_text() != 'my notes' and (mine / 'scores.nc').exists()
     cli.main(['report', str(run)])
+
+
+@pytest.mark.parametrize('value', ['-dir', '-1', '--not-an-option'])
+def test_a_value_starting_with_a_dash_reads_the_same_in_both_spellings(monkeypatch, tmp_path, value):
+    "`--out -dir` and `--out=-dir` reach the command with the same value (one used to write, the other to refuse)."
+    import simreal_nb.experiment as ex
+    seen = []
+    monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.append(str(out)))
+    monkeypatch.chdir(tmp_path)
+    cli.main(['run', '--preset', 'test', '--workers', '0', '--out', value])
+    cli.main(['run', '--preset', 'test', '--workers', '0', f'--out={value}'])
+    assert seen == [value, value]
+
+
+def test_exp_valid_in_one_trajectory_is_refused_before_training(tmp_path, capsys):
+    "Imported exp data valid in one trajectory only: exit 2 naming the splits left without a valid point, before any update (no checkpoint)."
+    import numpy as np, xarray as xr
+    d = tmp_path / 'd'
+    cli.main(['data', 'make', 'cylinder', '--size', 'test', '--out', str(d)])
+    with xr.open_dataset(d / 'cylinder_exp.nc', engine='h5netcdf') as e: e = e.load()
+    ok = np.zeros([e.sizes[k] for k in ('traj', 'time', 'y', 'x')], bool); ok[0] = True
+    for f in ('u', 'v'): e[f] = e[f].where(ok)
+    e['valid'] = (('traj', 'time', 'y', 'x'), ok)
+    (d / 'cylinder_exp.nc').unlink(); (d / 'cylinder_exp_truth.nc').unlink()
+    e.to_netcdf(d / 'cylinder_exp.nc', engine='h5netcdf')
+    capsys.readouterr()
+    job = tmp_path / 'job'
+    _fail(['train', '--preset', 'test', '--data', str(d), '--out', str(job)], capsys, 'cylinder_exp.nc', 'the exp data leave the',
+          'without a valid point', 'expected valid points')
+    assert not list(job.glob('*.pt')) and not (job / 'scores.nc').exists()
