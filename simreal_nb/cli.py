@@ -13,8 +13,8 @@ from .errors import InputError
 # %% auto #0
 __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'SEED_END', 'OWNERS', 'ADA_STAMP', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED',
            'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
-           'check_positive', 'check_seed', 'check_names', 'check_device_flag', 'refuse_existing', 'check_out_dir',
-           'check_netcdf', 'check_json', 'written_by', 'check_owner', 'data_list', 'data_make',
+           'check_positive', 'check_seed', 'check_names', 'check_device_flag', 'refuse_existing', 'check_links',
+           'check_out_dir', 'check_netcdf', 'check_json', 'written_by', 'check_owner', 'data_list', 'data_make',
            'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models',
            'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs',
            'usage', 'find_command', 'command_parser', 'Terminated', 'main']
@@ -30,7 +30,7 @@ class UserExit(SystemExit):
 
 USER_ERRORS = (InputError,  # every input error of the package (`errors.InputError`), the CLI's own `UsageError` among them
                FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
-USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG') if hasattr(errno, n)}  # unwritable outputs
+USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG', 'ELOOP') if hasattr(errno, n)}  # unwritable outputs, a symbolic link loop
 
 def is_user_error(e:BaseException) -> bool:
     "Whether `e` is the user's mistake (one line, exit 2) rather than a bug (traceback, exit 1)."
@@ -85,12 +85,17 @@ def refuse_existing(paths, overwrite:bool=False, flag:str='--overwrite'):
         raise UsageError(f"{there[0]}: exists{f' (and {len(there) - 1} more)' if len(there) > 1 else ''}; expected a new file "
                          f"(use another --out, or {flag} to replace it)")
 
+def check_links(path, flag:str, expected:str):
+    "Refuse `path` where it, or a folder above it, is a symbolic link loop or a dangling link (`store.broken_link`), naming that link."
+    from simreal_nb.store import broken_link
+    bad = broken_link(path)
+    if bad: raise UsageError(f"{f'{flag} {path}: ' if flag else ''}{bad}; expected {expected}")
+
 def check_out_dir(path, flag:str='--out') -> Path:
     "`path` as a folder that exists or can be created, and written to; checked without creating anything."
     if not str(path).strip(): raise UsageError(f"{flag}: empty; expected a folder path (write {flag} . for the current folder)")
     p = Path(path)
-    if p.is_symlink() and not p.exists():
-        raise UsageError(f"{flag} {path}: a symbolic link to nothing (dangling, or a loop); expected a directory or a new path")
+    check_links(path, flag, 'a directory or a new path')
     if p.exists() and not p.is_dir():
         raise UsageError(f"{flag} {path}: is a file; expected a directory (or a path that does not exist yet)")
     q = p
@@ -105,6 +110,7 @@ def check_out_dir(path, flag:str='--out') -> Path:
 def check_netcdf(path, expected:str, variables=()) -> Path:
     "`path`, refused unless it opens as netCDF (h5netcdf, as the library reads it) and holds `variables`."
     p = Path(path)
+    check_links(p, '', expected)
     if not p.is_file(): raise UsageError(f"{p}: {'not a file' if p.exists() else 'no such file'}; expected {expected}")
     import xarray as xr
     try:
@@ -199,7 +205,7 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     if layout not in ('auto', 'hdf5', 'arrow'): raise UsageError(f"--layout: expected auto, hdf5 or arrow, got {layout!r}")
     if name is not None and not re.fullmatch(r'[\w.-]+', name):
         raise UsageError(f"--name: expected a plain file stem (letters, digits, _ . -), got {name!r}")
-    check_out_dir(out); check_at_least('--horizon', horizon)
+    check_links(path, 'PATH', 'a RealPDEBench download'); check_out_dir(out); check_at_least('--horizon', horizon)
     for flag, v in (('--grid', grid), ('--clock', clock)):
         if v not in ('file', 'index'): raise UsageError(f"{flag}: expected file or index, got {v!r}")
     step = sub_s if sub_s == 'upstream' else _steps(sub_s)
@@ -233,6 +239,7 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
     "Import a lab PIV sequence (LaVision VC7, Insight, OpenPIV, PIVlab) into the experiment contract as piv_exp.nc."
     u = None if units is None else tuple(o.strip() for o in units.split(','))
     if u is not None and (len(u) != 2 or not all(u)): raise UsageError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
+    for p in paths: check_links(p, 'PATHS', 'PIV files or folders')
     check_positive('--dt', dt); check_out_dir(out); refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
     from simreal_nb.piv import import_piv, READERS
     if fmt is not None and fmt not in READERS: raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
@@ -276,6 +283,7 @@ def _dask_client(address:str):
 def _check_run_data(data, systems, device):
     "What `run` checks before computing: the netCDF files of the imported pairs it will read, and the device."
     if data is not None:
+        check_links(data, '--data', 'a folder of NAME_sim.nc / NAME_exp.nc pairs')
         from simreal_nb.cell import imported_systems
         for name in (systems or imported_systems(data)):
             for kind in ('sim', 'exp', 'exp_truth'):
@@ -381,7 +389,7 @@ def report(run_dir:str,                 # Run directory holding results.nc
            overwrite:store_true=False):  # Write report.md, figures/ and scores.nc into a folder no `simreal run` wrote
     "Rebuild report.md, figures/ and scores.nc of a run from its results.nc alone."
     if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory written by `simreal run` (write . for the current folder)")
-    d = Path(run_dir)
+    d = Path(run_dir); check_links(d, 'RUN_DIR', 'a run directory written by `simreal run`')
     if not d.is_dir(): raise UsageError(f"{run_dir}: {'not a directory' if d.exists() else 'no such directory'}; "
                                         "expected a run directory written by `simreal run`")
     check_netcdf(d / 'results.nc', 'the results of `simreal run` (run it again into this folder to rewrite them)', ('score',))
@@ -408,6 +416,7 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
     "Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid; write the choices the presets read."
     check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--workers', workers); check_device_flag(device)
     if into is not None and Path(into).exists(): check_json(Path(into), 'the tuned settings that `simreal tune` writes')
+    if into is not None: check_out_dir(Path(into).parent, '--into')  # written at the end: its folder checked before any training
     from simreal_nb.tuning import tune as run_tuning
     run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device)
 
@@ -471,6 +480,7 @@ def _stamp_ada(out, command:str):
 def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simreal ada', **kw):
     "Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it wrote."
     check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out)
+    if kw.get('cache_dir') is not None: check_out_dir(kw['cache_dir'], '--cache')  # the trained flows go there
     seed_list = None if seeds is None else _seed_list('--seeds', seeds)
     check_ada_out(out, overwrite, command)
     if seeds is None:
@@ -500,6 +510,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
     except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
     if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
     check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out); check_ada_out(out, overwrite, 'simreal ada mog')
+    if cache is not None: check_out_dir(cache, '--cache')
     mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target); _stamp_ada(out, 'simreal ada mog')
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
@@ -536,7 +547,9 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
     "Physics stress tests of every trained cell: divergence residual, causality, extreme inputs -> RUN_DIR/physics.json."
     check_at_least('--max-windows', max_windows)
     if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory of `simreal run` (write . for the current folder)")
+    check_links(run_dir, 'RUN_DIR', 'a run directory of `simreal run`')
     if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
+    check_out_dir(run_dir, 'RUN_DIR')  # physics.json goes there: a read-only folder is refused before any check runs
     check_device_flag(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
     from simreal_nb.physics import physics_check as _check
     _check(run_dir, max_windows=max_windows, device=device, verbose=True)

@@ -15,13 +15,13 @@ from .metrics import PROTOCOLS, BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
-from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir
+from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files
 from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train, cell_training_data, train_cell, evaluate_cell,
                              cell_example, cell_dataset)
 from .executors import check_device, exit_with_parent
 
 # %% auto #0
-__all__ = ['open_job_dir', 'train_job']
+__all__ = ['check_job_dir', 'open_job_dir', 'train_job']
 
 # %% ../nbs/49a_jobs.ipynb #job1
 def _join_process_group(dev:torch.device) -> bool:
@@ -38,15 +38,27 @@ def _leave_process_group(own:bool):
     try: dist.barrier()  # gloo: a rank that leaves while another is still talking to it makes that one fail
     finally: dist.destroy_process_group()
 
+def _job_of(cfg:GridConfig, cell:Cell, data_dir=None) -> dict:
+    return {**manifest_of(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell)))}
+
+def check_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None, overwrite:bool=False):
+    "What every rank checks of the job directory `out` before joining the others, writing nothing: no one else's files (unless `overwrite`), no other job."
+    out = Path(out)
+    theirs = foreign_files(out) if out.is_dir() else []
+    if theirs and not overwrite:
+        shown = ', '.join(theirs[:5]) + (f', … ({len(theirs)} in all)' if len(theirs) > 5 else '')
+        raise GridError(f"job directory {out} holds files no `simreal train` wrote ({shown}): use another --out, "
+                        f"or --overwrite to let this job write beside them and replace any of the same name")
+    if (out / 'job.json').exists():
+        have, want = read_manifest(out, 'job.json'), _job_of(cfg, cell, data_dir)
+        diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
+        if diff: raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the same arguments")
+
 def open_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None) -> Path:
     "Create the job directory `out` (or check that it holds this very job) and write `job.json`."
     out = Path(out); f = out / 'job.json'
-    want = {**manifest_of(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell)))}
-    if f.exists():
-        have = read_manifest(out, 'job.json')
-        diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
-        if diff: raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the same arguments")
-    else: write_text(f, json.dumps(want, indent=1))
+    check_job_dir(out, cfg, cell, data_dir, overwrite=True)
+    if not f.exists(): write_text(f, json.dumps(_job_of(cfg, cell, data_dir), indent=1))
     return out
 
 # %% ../nbs/49a_jobs.ipynb #job1b
@@ -84,6 +96,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
     cell, = Grid([system], [capacity], [protocol], [seed], None if arch is None else [arch], (exp_trajs,), baselines=False).cells(
         cfg.arch, None if data is None else imported_systems(data))
     out, lock = Path(out), None
+    check_job_dir(out, cfg, cell, data, overwrite)  # on every rank, before the process group: all refuse alike, none waits for the others
     if int(os.environ.get('RANK', '0')) == 0:  # rank 0 owns the directory; the others only read last.pt to resume
         lock = lock_run_dir(out, overwrite)
         try: open_job_dir(out, cfg, cell, data); set_aside_unreadable(out / 'last.pt')

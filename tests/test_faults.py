@@ -325,3 +325,59 @@ def test_sigterm_stops_the_pool_workers_within_seconds(tmp_path):
     assert not left, f'workers outlived the stopped run: {left}'
     assert 'SIGTERM' in err.strip().splitlines()[-1], err[-1000:]
     with RunLock(out): pass  # released
+
+
+# ---------------------------------------------------------------------------------------------------- stops and messages
+def _refused(argv, capsys, *says):
+    with pytest.raises(SystemExit) as e: cli.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and 'Traceback' not in err, (e.value.code, err)
+    for s in says: assert s in err, (s, err)
+    return err
+
+
+def test_symlink_loops_and_dangling_links_are_named_as_such(tmp_path, capsys):
+    "A symbolic link loop or a dangling link given as an input or above an --out: exit 2 naming the link as a loop / dangling, not 'no such file'."
+    loop = tmp_path / 'loop'; loop.symlink_to(loop)
+    gone = tmp_path / 'gone'; gone.symlink_to(tmp_path / 'nowhere')
+    out = tmp_path / 'out'
+    for link, says in ((loop, 'a loop'), (gone, 'dangling')):
+        for argv in (['report', str(link)], ['physics-check', str(link)],
+                     ['run', '--preset', 'test', '--data', str(link), '--out', str(out)],
+                     ['data', 'import', 'realpdebench', str(link), '--scenario', 'cylinder', '--out', str(out)],
+                     ['data', 'import', 'piv', str(link / 'frames'), '--dt', '1', '--out', str(out)],
+                     ['data', 'make', 'cylinder', '--size', 'test', '--out', str(link / 'sub')],
+                     ['run', '--preset', 'test', '--out', str(link / 'sub')],
+                     ['ada', 'chain', '--quick', '--cache', str(link), '--out', str(out)]):
+            err = _refused(argv, capsys, f'{link}: a symbolic link to nothing', says)
+            assert 'no such file' not in err and 'not a directory' not in err and 'is a file' not in err, err
+    assert not out.exists()
+
+
+def test_physics_check_refuses_a_read_only_run_folder_before_any_check(tmp_path, capsys, monkeypatch):
+    "physics-check on a run folder it cannot write physics.json into: exit 2 naming it at once, no physics check run (a read-only file system here)."
+    import simreal_nb.physics as physics
+    ran = []
+    monkeypatch.setattr(physics, 'physics_check', lambda *a, **kw: ran.append(a))
+    out = tmp_path / 'run'; out.mkdir(); (out / 'manifest.json').write_text('{}')  # the checks stubbed: a run's folder in name only
+    real_access = os.access
+    monkeypatch.setattr(os, 'access', lambda p, mode, **kw: False if Path(p) == out and mode & os.W_OK else real_access(p, mode, **kw))
+    t = time.perf_counter()
+    _refused(['physics-check', str(out)], capsys, 'RUN_DIR', 'not writable', 'expected a folder you can write to')
+    assert not ran and time.perf_counter() - t < 5
+
+
+def test_every_torchrun_rank_refuses_a_foreign_out_within_seconds(tmp_path):
+    "Under torchrun, an --out holding someone else's files: every rank refuses it with the one line before joining the others, within seconds."
+    import shutil as sh
+    if sh.which('torchrun') is None: pytest.skip('torchrun is not installed here')
+    out = tmp_path / 'job'; out.mkdir(); (out / 'notes.txt').write_text('mine')
+    t = time.perf_counter()
+    r = subprocess.run(['torchrun', '--nproc_per_node', '2', '--no-python', 'simreal', 'train', '--preset', 'test', '--protocol', 'sim_only',
+                        '--device', 'cpu', '--out', str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**ENV, 'PATH': str(Path(sys.executable).parent) + os.pathsep + os.environ.get('PATH', '')})
+    took = time.perf_counter() - t
+    ours = [l for l in r.stderr.splitlines() if l.startswith('simreal train:')]
+    assert r.returncode != 0 and took < 30, (took, r.stderr[-2000:])
+    assert len(ours) == 2 and all('holds files no `simreal train` wrote (notes.txt)' in l for l in ours), r.stderr[-2000:]
+    assert 'init_process_group' not in r.stderr and sorted(p.name for p in out.iterdir()) == ['notes.txt']
