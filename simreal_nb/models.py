@@ -4,7 +4,7 @@
 
 # %% ../nbs/20_models.ipynb #c003
 from __future__ import annotations
-import functools, inspect, math, warnings
+import functools, hashlib, inspect, math, warnings
 from pathlib import Path
 import torch
 import torch.nn as nn
@@ -14,11 +14,12 @@ from .schema import FIELDS
 import simreal_nb
 from .store import CheckpointError, save_torch, load_torch
 from .errors import InputError
-from .morph import MORPH, MORPH_SIZES, morph_layout, to_morph, from_morph
+from .morph import (MORPH, MORPH_SIZES, MORPH_LEVELS, MORPH_FT_LORA, MorphCheckpointError, morph_layout, to_morph, from_morph,
+                              level_parameters, add_lora, merge_lora, fold_lora, fit_time_rows, morph_state)
 
 # %% auto #0
 __all__ = ['CAPACITIES', 'ARCHS', 'MODEL_CLASSES', 'ModelInputError', 'FieldModel', 'FieldAttentionNet', 'FNO2d', 'UNet2d',
-           'MorphField', 'make_model', 'n_params', 'save_model', 'load_model']
+           'MorphField', 'make_model', 'n_params', 'save_model', 'load_model', 'checkpoint_digest', 'init_weights']
 
 # %% ../nbs/20_models.ipynb #c006
 class ModelInputError(InputError):
@@ -467,6 +468,7 @@ class UNet2d(FieldModel):
 class MorphField(FieldModel):
     "MORPH behind the shared interface: u, v one MORPH field of two components, p one of one, D = 1, the n_in frames its time."
     stem_prefixes, decoder_prefixes = ('net.patch_embedding.',), ('net.decoder.',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    tune_levels = tuple(MORPH_LEVELS)  # MORPH's fine-tuning levels (`morph.level_parameters`): what a fine-tune may train
     def __init__(self, fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
                  conv_filter=8, dim=256, heads=4, depth=4, mlp_dim=1024,  # MORPH's widths (Ti's here; `CAPACITIES` holds the others)
                  patch_size=8, heads_xa=32, max_patches=4096, max_fields=3, max_components=3,  # MORPH FM's data settings (its checkpoints' shapes)
@@ -489,6 +491,26 @@ class MorphField(FieldModel):
         self.cond_mlp = nn.Sequential(nn.Linear(n_cond, dim), nn.GELU(), nn.Linear(dim, dim)) if n_cond else None
         if n_cond:  # zero last layer: at the start the conditioning adds nothing (MORPH has none of its own)
             nn.init.zeros_(self.cond_mlp[-1].weight); nn.init.zeros_(self.cond_mlp[-1].bias)
+        self._adapters = []  # the adapters `tune_level` added, folded in by `end_level`
+
+    def tune_level(self, level:str) -> list:
+        "Train only MORPH's fine-tuning `level` (MORPH's adapters added where missing) and the conditioning MLP; the names of what trains."
+        level_parameters(self.net, level)  # an unknown level is refused before anything changes
+        if level != 'full': self._adapters += add_lora(self.net, **MORPH_FT_LORA)
+        keep = {'net.' + k for k in level_parameters(self.net, level)}
+        keep |= {k for k, _ in self.named_parameters() if k.startswith('cond_mlp.')}  # ours, not MORPH's: trained at every level
+        for k, p in self.named_parameters(): p.requires_grad_(k in keep)
+        return [k for k, _ in self.named_parameters() if k in keep]
+
+    def end_level(self):
+        "Fold the adapters `tune_level` added into the weights: MORPH's plain keys, the same function."
+        merge_lora(self._adapters); self._adapters = []
+
+    def fit_state(self, sd:dict) -> dict:
+        "`sd` with its position table's time rows fitted to `n_in` (`morph.fit_time_rows`: MORPH's own rule)."
+        k = 'net.pos_encoding.pos_embedding'
+        if k not in sd or sd[k].dim() != 4 or sd[k].shape[1] == self.n_in: return sd
+        return {**sd, k: fit_time_rows(sd[k], self.n_in, bilinear=self.net.config['model_size'] == 'L')}
 
     def _next(self, vol, present, cond):
         "MORPH's next frame [B, 1, F, C, 1, H, W] of every MORPH field; a batch whose samples share their fields sees only those."
@@ -515,7 +537,7 @@ CAPACITIES = {
     'M':  dict(fan=dict(dim=384, depth=4, heads=6, mlp=1536),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3),
           morph=dict(MORPH_SIZES['M'])),
     'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024), morph=dict(MORPH_SIZES['Ti'])),   # MORPH-Ti widths
-    'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048)),   # MORPH-S widths
+    'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048), morph=dict(MORPH_SIZES['S'])),   # MORPH-S widths (morph: MORPH-S itself)
     'L':  dict(morph=dict(MORPH_SIZES['L'], model_size='L')),   # MORPH-L (its bilinear space-time position table)
 }
 ARCHS = {'fan': FieldAttentionNet, 'fno': FNO2d, 'unet': UNet2d, 'morph': MorphField}
@@ -578,4 +600,41 @@ def load_model(path,                  # a file written by `save_model`
     model = MODEL_CLASSES[ckpt['cls']](**kw)
     model.load_state_dict(ckpt['state_dict'])
     if isinstance(map_location, (str, torch.device)): model.to(map_location)
+    return model
+
+# %% ../nbs/20_models.ipynb #c040b
+def checkpoint_digest(path) -> str:
+    "SHA-256 of the file `path` (hex): what a run that starts from it records."
+    h = hashlib.sha256()
+    try:
+        with open(path, 'rb') as fh:
+            for block in iter(lambda: fh.read(1 << 22), b''): h.update(block)
+    except OSError as e: raise CheckpointError(f"{path}: cannot be read ({e.strerror}); expected a checkpoint file") from None
+    return h.hexdigest()
+
+def init_weights(model:FieldModel,  # a model built for the cell it starts (`make_model`)
+                 path,              # a `save_model` file of the same class; for `MorphField` also a MORPH checkpoint
+                ) -> FieldModel:
+    "`model` (in place) with the weights of checkpoint `path`; one `CheckpointError` naming every missing, unexpected and mis-shaped key."
+    ck, name = load_torch(path, 'cpu'), type(model).__name__
+    fresh, err, what = (), CheckpointError, 'simreal_nb model'
+    if isinstance(ck, dict) and ck.get('format') == 'simreal_nb.model/1':
+        if ck.get('cls') != name: raise CheckpointError(f"{path}: holds a {ck.get('cls')} (saved by save_model); expected a {name}, the model it starts")
+        sd = dict(ck['state_dict'])
+    elif isinstance(model, MorphField) and (ms := morph_state(ck)) is not None:
+        lora = any(k.endswith('.A') for k in model.state_dict())
+        sd = {'net.' + k: v for k, v in (ms if lora else fold_lora(ms)).items()}
+        fresh, err, what = ('cond_mlp.',), MorphCheckpointError, 'MORPH checkpoint'  # MORPH has no conditioning: ours keeps its zero start
+    else:
+        also = ' or a MORPH checkpoint' if isinstance(model, MorphField) else ''
+        raise CheckpointError(f"{path}: not a model saved by save_model{also}; expected one of those for a {name}")
+    if isinstance(model, MorphField): sd = model.fit_state(sd)
+    want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    missing = sorted(k for k in set(want) - set(sd) if not k.startswith(fresh))
+    unexpected = sorted(set(sd) - set(want))
+    shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd) if tuple(sd[k].shape) != want[k])
+    if missing or unexpected or shaped:
+        raise err(f"{path}: this {what} does not fit the {name} it starts (fields {model.fields}, n_in={model.n_in}, grid {model.grid}, "
+                  f"n_cond={model.n_cond}): missing keys {missing or 'none'}; unexpected keys {unexpected or 'none'}; mis-shaped {shaped or 'none'}")
+    model.load_state_dict(sd, strict=False)
     return model

@@ -13,8 +13,10 @@ from .store import CheckpointError, load_torch
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['MORPH_SIZES', 'CONTRACT_GROUPS', 'MorphInputError', 'MorphCheckpointError', 'patch_rule', 'LoRALinear', 'MORPH',
-           'morph', 'infer_morph_config', 'load_morph', 'morph_layout', 'to_morph', 'from_morph']
+__all__ = ['MORPH_SIZES', 'MORPH_LEVELS', 'MORPH_FT_LORA', 'MORPH_MODULES', 'CONTRACT_GROUPS', 'MorphInputError',
+           'MorphCheckpointError', 'patch_rule', 'LoRALinear', 'MORPH', 'morph', 'infer_morph_config', 'load_morph',
+           'level_parameters', 'add_lora', 'merge_lora', 'fold_lora', 'morph_state', 'fit_time_rows', 'morph_layout',
+           'to_morph', 'from_morph']
 
 # %% ../nbs/21_morph.ipynb #m006
 MORPH_SIZES = {  # MORPH's model sizes: convolution filters, token width, heads, depth, MLP width
@@ -289,6 +291,77 @@ def load_morph(path,               # a MORPH checkpoint file, or its dict / a st
     model = MORPH(**cfg)
     model.load_state_dict(sd, strict=False)
     return model.to(next(iter(sd.values())).device).eval()
+
+# %% ../nbs/21_morph.ipynb #m029b
+MORPH_LEVELS = {'latent': 1, 'encoder': 2, 'decoder': 3, 'full': 4}  # MORPH's fine-tuning levels (its --ft_level1..4), each training more than the one before
+MORPH_FT_LORA = dict(r_attn=16, r_mlp=12, p=0.05)  # the adapters of MORPH's fine-tune script (its --rank_lora_attn, --rank_lora_mlp, --lora_p)
+
+def level_parameters(net:nn.Module, level:str) -> list:
+    "Names of the parameters of `net` (a `MORPH`, or a module holding one) that MORPH's fine-tuning `level` trains."
+    if level not in MORPH_LEVELS: _fail(f"level: unknown fine-tuning level {level!r}; expected one of {tuple(MORPH_LEVELS)}")
+    names, n = [k for k, _ in net.named_parameters()], MORPH_LEVELS[level]
+    if n == 4: return names
+    keep = set()
+    for mn, m in net.named_modules():
+        pre = mn + '.' if mn else ''
+        if isinstance(m, LoRALinear) and m.rank: keep |= {pre + 'A', pre + 'B'}
+        if isinstance(m, nn.LayerNorm): keep |= {pre + k for k, _ in m.named_parameters(recurse=False)}
+    parts = ['pos_encoding.'] + ['patch_embedding.'] * (n >= 2) + ['decoder.linear.'] * (n >= 3)
+    keep |= {k for k in names if any(k == p[:-1] or k.startswith(p) or f'.{p}' in k for p in parts)}
+    return [k for k in names if k in keep]
+
+def add_lora(net:nn.Module, r_attn:int=16, r_mlp:int=12, p:float=0.05) -> list:
+    "Fresh adapters (`B = 0`) on every encoder `LoRALinear` of `net` without one: rank `r_attn` in attention, `r_mlp` in the MLP; the layers given them."
+    out = []
+    for name, m in net.named_modules():
+        r = r_attn if 'axial_attn.' in name else r_mlp
+        if not isinstance(m, LoRALinear) or m.rank or not r: continue
+        w = m.base.weight
+        m.rank, m.scaling = int(r), 2.0   # MORPH's α = 2·rank
+        m.A = nn.Parameter(torch.empty(r, w.shape[1], device=w.device, dtype=w.dtype))
+        m.B = nn.Parameter(torch.zeros(w.shape[0], r, device=w.device, dtype=w.dtype))
+        nn.init.kaiming_uniform_(m.A, a=math.sqrt(5))
+        m.drop = (nn.Dropout(p) if p > 0 else nn.Identity()).train(m.training)
+        out.append(m)
+    return out
+
+def merge_lora(layers) -> None:
+    "Fold the adapters of `layers` (`LoRALinear`s) into their base weights and remove them: the same function, MORPH's plain keys."
+    for m in layers:
+        with torch.no_grad(): m.base.weight += m.scaling * (m.B @ m.A)
+        del m.A, m.B, m.drop
+        m.rank = 0
+
+def fold_lora(state_dict:Mapping, scaling:float=2.0) -> dict:
+    "A MORPH state dict with every adapter folded into its base weight (`W + scaling·B·A`; MORPH's default α = 2·rank gives 2)."
+    sd = dict(state_dict)
+    for k in [k for k in sd if k.endswith('.A') and k[:-1] + 'B' in sd and k[:-1] + 'base.weight' in sd]:
+        a, b = sd.pop(k), sd.pop(k[:-1] + 'B')
+        sd[k[:-1] + 'base.weight'] = sd[k[:-1] + 'base.weight'] + scaling * (b.to(a.dtype) @ a)
+    return sd
+
+MORPH_MODULES = ('patch_embedding.', 'pos_encoding.', 'transformer_blocks.', 'decoder.')  # the top-level modules of MORPH's state dict
+
+def morph_state(ckpt) -> dict|None:
+    "The model state dict of a MORPH checkpoint (its dict, or a bare state dict; `module.` stripped), or None when `ckpt` is neither."
+    sd = ckpt.get('model_state_dict', ckpt) if isinstance(ckpt, Mapping) else None
+    if not isinstance(sd, Mapping) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()): return None
+    sd = _strip(sd)
+    return sd if any(k.startswith(MORPH_MODULES) for k in sd) else None
+
+def fit_time_rows(table:torch.Tensor,  # a position table [1, T, max_patches, dim]
+                  n:int,               # the time steps the model takes
+                  bilinear:bool=False, # MORPH-L's table (resampled bilinearly)
+                 ) -> torch.Tensor:
+    "The table with `n` time rows: fewer repeated as MORPH's extend_pos_embd does (the remainder from the last row), more cut to the first `n` (L: resampled in time)."
+    T = table.shape[1]
+    if T == n: return table
+    if T < n:
+        reps, rem = divmod(n, T)
+        return torch.cat([table.repeat(1, reps, 1, 1), table[:, -1:].repeat(1, rem, 1, 1)], 1)
+    if not bilinear: return table[:, :n].clone()
+    pe = F.interpolate(table.permute(0, 3, 1, 2), size=(n, table.shape[2]), mode='bilinear', align_corners=False, antialias=True)
+    return pe.permute(0, 2, 3, 1).contiguous()
 
 # %% ../nbs/21_morph.ipynb #m031
 CONTRACT_GROUPS = (('u', 'v'), ('p',))  # the data contract's fields as MORPH fields: velocity (two components), pressure (one)

@@ -83,6 +83,8 @@ class TrainConfig:
     concat:bool = True  # Joint: one forward pass for both domain batches
     shard:bool = False  # data parallel: ranks split global batches of `world × batch_size` (`ShardSampler`) instead of each drawing its own
     progress:bool = True  # show a progress bar
+    level:str = 'full'  # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in every phase that starts from trained weights
+    pretrained:bool = False  # the model starts from trained weights (a checkpoint): `level` applies from the first phase, not only after another phase (Sim→Exp's fine-tune)
 
     def __post_init__(self):
         for k in ('steps', 'batch_size', 'log_every'):
@@ -103,6 +105,8 @@ class TrainConfig:
         if not 0 < self.lr_factor < 1: raise ProtocolError(f"lr_factor: expected a number in (0, 1), got {self.lr_factor!r}")
         if not isinstance(self.lr_drops, (int, np.integer)) or self.lr_drops < 0:
             raise ProtocolError(f"lr_drops: expected a non-negative integer, got {self.lr_drops!r}")
+        if not isinstance(self.level, str) or not self.level:
+            raise ProtocolError(f"level: expected the name of a fine-tuning level ('full': every parameter), got {self.level!r}")
         if self.val_domains not in ('objective', 'both'):
             raise ProtocolError(f"val_domains: expected 'objective' or 'both', got {self.val_domains!r}")
 
@@ -112,7 +116,8 @@ class TrainConfig:
                     warmup=self.warmup, min_lr=self.min_lr, grad_clip=self.grad_clip, seed=self.seed,
                     eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
                     min_delta=self.min_delta, schedule=self.schedule, lr_drops=self.lr_drops, lr_factor=self.lr_factor,
-                    log_every=self.log_every, concat=self.concat, **({'shard': True} if self.shard else {}))
+                    log_every=self.log_every, concat=self.concat, **({'shard': True} if self.shard else {}),
+                    **({'level': self.level} if self.level != 'full' else {}), **({'pretrained': True} if self.pretrained else {}))
 
 # %% ../nbs/43_trainer.ipynb #c039
 def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[int], float]:
@@ -240,6 +245,7 @@ class Trainer:
         self.model = model.to(self.device)
         for part in ('stem', 'decoder'):  # fail early
             if any(getattr(p, f'freeze_{part}') for p in self.phases): self._part_params(part)
+        self._check_level()
         if any(p.combiner == 'snr' for p in self.phases) and self.cfg.batch_size < 2:
             raise ProtocolError(f"protocol {self.protocol.name!r} splits each exp batch in two halves: expected batch_size >= 2, got {self.cfg.batch_size}")
         self.eval_every = self.cfg.eval_every or max(1, self.cfg.steps // 10)
@@ -259,7 +265,8 @@ class Trainer:
         self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps, self.cfg.batch_size, self.cfg.seed,
                                [dict(label=p.label, steps=p.steps, weights=dict(p.weights), freeze_stem=p.freeze_stem)
                                 | ({'lr_cuts': [list(c) for c in p.lr_cuts], 'windows': p.windows} if p.lr_cuts is not None else {})
-                                for p in self.phases])
+                                | ({'level': self.level_of(i)} if self.level_of(i) else {})
+                                for i, p in enumerate(self.phases)])
 
     def phase_of(self, update:int) -> int:
         "Index of the phase that update number `update` (0-based) belongs to."
@@ -268,6 +275,25 @@ class Trainer:
     def last_ckpt(self) -> Path|None:
         "`ckpt_dir/last.pt`, or None without a checkpoint directory."
         return None if self.ckpt_dir is None else self.ckpt_dir / 'last.pt'
+
+# %% ../nbs/43_trainer.ipynb #lvl1
+@patch
+def level_of(self:Trainer, i:int) -> str|None:
+    "The fine-tuning level phase `i` trains at: `cfg.level` where the phase starts from trained weights (after another phase, or `pretrained`), else None (every parameter)."
+    return self.cfg.level if self.cfg.level != 'full' and (self.cfg.pretrained or i > 0) else None
+
+@patch
+def _check_level(self:Trainer):
+    "Refuse, before training, a level the model does not have, or one beside a phase's frozen part or adapters."
+    at = [i for i in range(len(self.phases)) if self.level_of(i)]
+    if not at: return
+    have = tuple(getattr(self.model, 'tune_levels', ()))
+    if self.cfg.level not in have:
+        raise ProtocolError(f"level: {type(self.model).__name__} " + (f"has no fine-tuning level {self.cfg.level!r}; expected one of {have}" if have else
+                            f"has no fine-tuning levels (MORPH's: arch morph); expected level 'full'"))
+    clash = [self.phases[i].label for i in at if self.phases[i].lora_rank or self.phases[i].freeze_stem or self.phases[i].freeze_decoder]
+    if clash: raise ProtocolError(f"protocol {self.protocol.name!r} freezes or adapts its {clash} phase itself; a fine-tuning level "
+                                  f"({self.cfg.level!r}) is another way: choose one (level 'full' beside it)")
 
 # %% ../nbs/43_trainer.ipynb #stem1
 @patch
@@ -297,6 +323,7 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     for part in ('stem', 'decoder'):
         if getattr(ph, f'freeze_{part}'):
             for p in self._part_params(part): p.requires_grad_(False)
+    if self.level_of(i): self.model.tune_level(self.level_of(i))  # only the level's parameters train
     penalty = None
     if ph.penalty:  # anchored at the weights the phase starts from; EWC weighs them by the sim loss's Fisher there
         penalty = AnchorPenalty(self.model, ph.penalty_weight, self._sim_fisher() if ph.penalty == 'ewc' and fresh else None)
@@ -447,6 +474,7 @@ def _end_phase(self:Trainer):
     if self.cfg.restore_best and self.best_state is not None:
         self.model.load_state_dict(self.best_state)
     if self.phases[self.phase_idx].lora_rank: merge_lora(self.model)
+    if self.level_of(self.phase_idx): self.model.end_level()  # the level's adapters folded into the weights
 
 # %% ../nbs/43_trainer.ipynb #ckpt1
 @patch

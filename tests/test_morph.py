@@ -188,3 +188,95 @@ def test_make_model_morph_Ti_trains_on_cylinder_windows():
     assert all('attn_d.q.' in n or 'attn_d.k.' in n for n in unused)   # depth 1: one token per depth sequence, as in MORPH
     h = train(m, dd, 'joint', steps=5, batch_size=2, progress=False, **FIXED_BUDGET)
     assert h.steps_done == 5 and all(torch.isfinite(torch.tensor(h.val.objective)))
+
+
+# ---- MORPH's fine-tuning levels and starting from a checkpoint (models.init_weights) ----
+
+TINY = dict(patch_size=4, dim=16, depth=2, heads=2, heads_xa=4, mlp_dim=32, conv_filter=16, max_patches=16)  # the fixture's MORPH
+
+
+def test_init_from_morph_checkpoint_is_morph(tmp_path):
+    "MORPH's fine-tuned checkpoint (adapters folded in) into a MorphField of its widths: MORPH's own output, every checkpoint form."
+    from simreal_nb.models import MorphField, init_weights, checkpoint_digest
+    for f in (DATA / 'morph_tiny_ckpt.pt', DATA / 'morph_tiny_dp.pt'):
+        m = init_weights(MorphField(grid=(8, 12), n_in=2, **TINY), f).eval()
+        assert not any(k.endswith(('.A', '.B')) for k in m.state_dict())
+        with torch.no_grad(): assert rel(m.net(IO['x2d'])[:, 0], IO['y2d']) <= 1e-5
+    assert checkpoint_digest(DATA / 'morph_tiny_ckpt.pt') != checkpoint_digest(DATA / 'morph_tiny_dp.pt')
+
+
+def test_init_widens_the_time_table_as_morph_does():
+    from simreal_nb.models import MorphField, init_weights
+    sd = torch.load(DATA / 'morph_tiny_ckpt.pt', weights_only=True)['model_state_dict']
+    table = sd['pos_encoding.pos_embedding']                                  # 2 time rows
+    for n_in, rows in ((1, [0]), (2, [0, 1]), (3, [0, 1, 1]), (5, [0, 1, 0, 1, 1])):
+        m = init_weights(MorphField(grid=(8, 12), n_in=n_in, **TINY), DATA / 'morph_tiny_ckpt.pt')
+        torch.testing.assert_close(m.net.pos_encoding.pos_embedding.detach(), table[:, rows], rtol=0, atol=0)
+
+
+def test_init_refuses_what_does_not_fit(tmp_path):
+    from simreal_nb.models import MorphField, init_weights, make_model, save_model
+    with pytest.raises(MorphCheckpointError) as e:
+        init_weights(MorphField(grid=(8, 12), n_in=2, **{**TINY, 'depth': 1, 'max_patches': 32}), DATA / 'morph_tiny_ckpt.pt')
+    msg = str(e.value)
+    assert "unexpected keys ['net.transformer_blocks.1." in msg and 'net.pos_encoding.pos_embedding (1, 2, 16, 16) (expected (1, 2, 32, 16))' in msg
+    fno = make_model('fno', 'S', n_in=2, grid=(16, 32))
+    with pytest.raises(CheckpointError, match='not a model saved by save_model; expected'): init_weights(fno, DATA / 'morph_tiny_ckpt.pt')
+    save_model(fno, tmp_path / 'fno.pt')
+    with pytest.raises(CheckpointError, match="missing keys none; unexpected keys none; mis-shaped \\['lift.weight"):
+        init_weights(make_model('fno', 'S', n_in=1, grid=(16, 32)), tmp_path / 'fno.pt')
+    with pytest.raises(CheckpointError, match='holds a FNO2d'): init_weights(make_model('unet', 'S', n_in=2, grid=(16, 32)), tmp_path / 'fno.pt')
+    with pytest.raises(CheckpointError, match='weights_only'): init_weights(fno, DATA / 'README.md')
+    torch.manual_seed(1)
+    back = init_weights(make_model('fno', 'S', n_in=2, grid=(16, 32)), tmp_path / 'fno.pt')
+    for a, b in zip(back.state_dict().values(), fno.state_dict().values()): assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize('level', ['latent', 'encoder', 'decoder', 'full'])
+def test_tune_level_trains_morphs_groups(level):
+    from simreal_nb.models import MorphField
+    m = MorphField(grid=(8, 12), n_in=2, n_cond=1, **TINY)
+    names = set(m.tune_level(level))
+    assert names == {k for k, p in m.named_parameters() if p.requires_grad}
+    groups = dict(
+        lora={k for k, _ in m.named_parameters() if k.endswith(('.A', '.B'))},
+        norms={k for k, _ in m.named_parameters() if '.norm' in k}, table={'net.pos_encoding.pos_embedding'},
+        cond={k for k, _ in m.named_parameters() if k.startswith('cond_mlp.')},
+        embed={k for k, _ in m.named_parameters() if k.startswith('net.patch_embedding.')},
+        dec={'net.decoder.linear.weight', 'net.decoder.linear.bias'})
+    want = {'latent': ('lora', 'norms', 'table', 'cond'), 'encoder': ('lora', 'norms', 'table', 'cond', 'embed'),
+            'decoder': ('lora', 'norms', 'table', 'cond', 'embed', 'dec')}.get(level)
+    if want is None: assert names == {k for k, _ in m.named_parameters()} and not groups['lora']   # MORPH's level 4: no adapters
+    else:
+        assert names == set().union(*(groups[g] for g in want))
+        assert len(groups['lora']) == 2 * (2 * 4 * 4 + 2 * 2)                  # every attention and MLP layer, A and B
+        assert m.net.transformer_blocks[0].axial_attn.attn_h.v.A.shape[0] == 16 and m.net.transformer_blocks[0].mlp[0].A.shape[0] == 12
+    m.end_level()
+    assert not any(k.endswith(('.A', '.B')) for k in m.state_dict())
+
+
+def test_levels_through_the_trainer():
+    "Sim→Exp at the latent level: the pre-training trains everything, the fine-tune the level; the frozen weights do not move."
+    from simreal_nb.systems import make_twins
+    from simreal_nb.align import make_domain_data
+    from simreal_nb.models import MorphField
+    from simreal_nb.trainer import train, FIXED_BUDGET
+    from simreal_nb.protocols import ProtocolError
+    tw = make_twins('cylinder', size='test')
+    dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
+    torch.manual_seed(0)
+    m = MorphField(fields=dd.fields, grid=dd.grid, n_in=2, n_cond=dd.n_cond, **{**TINY, 'max_patches': 64})
+    seen, frozen = {}, {}
+    def cb(tr):
+        seen.setdefault(tr.phase_idx, {k for k, p in tr.model.named_parameters() if p.requires_grad})
+        if tr.phase_idx == 1 and not frozen:
+            frozen.update({k: v.clone() for k, v in tr.model.state_dict().items() if k.startswith(('net.patch_embedding.', 'net.decoder.linear.'))})
+    h = train(m, dd, 'sim_to_exp', steps=6, batch_size=2, progress=False, level='latent', callbacks=[cb], **FIXED_BUDGET)
+    assert seen[0] == {k for k, _ in m.named_parameters()} and h.phases[1]['level'] == 'latent' and 'level' not in h.phases[0]
+    assert any(k.endswith('.A') for k in seen[1]) and not any(k.startswith('net.patch_embedding.') for k in seen[1])
+    assert frozen and all(torch.equal(m.state_dict()[k], v) for k, v in frozen.items())
+    assert not any(k.endswith(('.A', '.B')) for k in m.state_dict()) and all(p.requires_grad for p in m.parameters())
+    with pytest.raises(ProtocolError, match='choose one'):
+        train(m, dd, 'sim_to_exp_lora', steps=4, batch_size=2, progress=False, level='latent', **FIXED_BUDGET)
+    h = train(m, dd, 'joint', steps=3, batch_size=2, progress=False, level='encoder', pretrained=True, **FIXED_BUDGET)
+    assert h.phases[0]['level'] == 'encoder' and h.steps_done == 3
