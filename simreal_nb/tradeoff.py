@@ -96,6 +96,8 @@ def winner_table(score:xr.DataArray, # results array
 # %% ../nbs/60_tradeoff.ipynb #c012a
 _TAB10 = ('#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf')
 _TAB20_LIGHT = ('#aec7e8', '#ffbb78', '#98df8a', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')  # tab20's light shades, no red
+_NEAR_RED_OR_GREY = {'#d62728', '#8c564b', '#7f7f7f', '#c49c94', '#c7c7c7'}  # Joint's red, and the shades a reader takes for it or for a baseline's grey
+_OTHERS = [c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3', '#e6ab02', '#66a61e']  # Dark2's, to 18
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
 def joint_lam_train(protocol) -> float|None:
@@ -119,14 +121,14 @@ def lam_train_of(results) -> dict:
 def protocol_colors(protocols,
                     lam_train:dict|None=None, # {Joint protocol: its λ_train} (`lam_train_of`); None: read from the names (`joint_lam_train`)
                    ) -> dict:
-    "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in tab10 without red, then tab20's light shades, reference baselines grey."
+    "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in tab10, tab20's light shades and Dark2 without red, brown or grey, reference baselines grey."
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
     protos = [str(p) for p in protocols]
     lt = ({p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None} if lam_train is None
           else {str(k): float(v) for k, v in lam_train.items()})
     joints = sorted([p for p in protos if p in lt], key=lt.get)
-    others = iter(([c for c in _TAB10 if c != '#d62728'] + list(_TAB20_LIGHT)) * 3)  # 18 distinct colours before any repeats
+    others = iter(_OTHERS * 3)  # 18 distinct colours before any repeats
     out = {}
     for p in protos:
         if p in BASELINES: out[p] = REF_COLOR
