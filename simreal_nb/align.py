@@ -617,8 +617,8 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
                          "expected dt=None with published windows (or windows='all')")
     ss = split_windows(sim_a) if mode['sim'] == 'published' else split_trajs(sim_a, fracs, seed)
     es = split_windows(exp_a) if mode['exp'] == 'published' else split_trajs(exp_a, fracs if exp_fracs is None else exp_fracs, seed)
-    for d, parts in (('sim', ss), ('exp', es)):  # before any training: a split without a measured point fails only after it
-        empty = [k for k, p in parts.items() if 'valid' in p and not bool(p['valid'].any())]
+    for d, parts in (('sim', ss), ('exp', es)):  # before any training: a split of trajectories without a measured point fails only after it
+        empty = [k for k, p in parts.items() if mode[d] == 'all' and 'valid' in p and p.sizes['traj'] and not bool(p['valid'].any())]
         if empty: raise ValueError(f"make_domain_data: the {d} data leave the {' and '.join(empty)} split(s) without a valid point "
                                    f"(valid in {int(parts[empty[0]]['valid'].sum())} of their points); expected valid points in "
                                    f"enough trajectories to fill the train, val and test splits")

@@ -119,8 +119,18 @@ def _h5_open(path):
     except OSError as e:
         raise _err(path, f"cannot open as HDF5 ({e}); the file may be truncated or not HDF5 -- download it again") from None
 
+def _h5_array(where, d, name, expected:str):
+    "`d` (an HDF5 object, or None) checked to be a dataset of real numbers: a group, strings, complex or compound data are refused."
+    import h5py
+    if d is None: return None
+    if not isinstance(d, h5py.Dataset): raise _err(where, f"{name} is an HDF5 {type(d).__name__.lower()}, not a dataset; expected {expected}")
+    if d.dtype.kind not in 'fiu':
+        kind = {'c': 'complex numbers', 'S': 'strings', 'U': 'strings', 'O': 'strings or objects', 'V': 'compound records', 'b': 'booleans'}
+        raise _err(where, f"{name} holds {kind.get(d.dtype.kind, d.dtype.name)} ({d.dtype}); expected {expected} of real numbers")
+    return d
+
 def _h5_traj(path: Path) -> _Traj:
-    "Describe one raw-HDF5 trajectory (reads only shapes, grids and times)."
+    "Describe one raw-HDF5 trajectory (reads only shapes, grids and times); every array checked to be real numbers of a usable shape."
     where = str(path)
     with _h5_open(path) as f:
         g = f.get('measured_data')
@@ -128,18 +138,23 @@ def _h5_traj(path: Path) -> _Traj:
             raise _err(where, f"no group 'measured_data' (top level has {sorted(f.keys())}); expected measured_data/u, v[, p]")
         miss = [k for k in ('u', 'v') if k not in g]
         if miss: raise _err(where, f"measured_data lacks {miss} (has {sorted(g.keys())}); expected measured_data/u, v[, p]")
-        shape = g['u'].shape
-        if len(shape) != 3: raise _err(where, f"measured_data/u has shape {shape}; expected (T, H, W)")
         fields = tuple(k for k in FIELDS if k in g)
+        for k in fields: _h5_array(where, g[k], f'measured_data/{k}', 'frames (T, H, W)')
+        shape = g['u'].shape
+        if len(shape) != 3 or min(shape) < 1: raise _err(where, f"measured_data/u has shape {shape}; expected (T, H, W), each >= 1")
         for k in fields:
             if g[k].shape != shape: raise _err(where, f"measured_data/{k} has shape {g[k].shape}; expected {shape} like u")
         T, H, W = shape
         try:
             grid = {}
             for k in ('x', 'y'):
-                d = f.get(k)
+                d = _h5_array(where, f.get(k), k, f'a grid ({H}, {W})')
+                if d is not None and not (d.shape[-2:] == (H, W) and d.ndim in (2, 3) or d.shape in ((W if k == 'x' else H,),)):
+                    raise _err(where, f"grid {k!r} has shape {d.shape}; expected ({H}, {W}) like the fields")  # checked before it is read
                 grid[k] = None if d is None else (d[0] if d.ndim == 3 else d[()])
-            t = f['t'][()] if 't' in f else (g['t'][()] if 't' in g else None)
+            dt_ = _h5_array(where, f['t'] if 't' in f else (g['t'] if 't' in g else None), 't', f'frame times ({T},)')
+            if dt_ is not None and dt_.size != T: raise _err(where, f"time array 't' has shape {dt_.shape}; expected ({T},) like the fields")
+            t = None if dt_ is None else dt_[()]
         except OSError as e: raise _err(where, f"cannot read the grid/time arrays ({e}); the file may be truncated") from None
     x, y = (_check_grid_shape(where, k, grid[k], H, W) for k in ('x', 'y'))
 
@@ -395,14 +410,16 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
             pa = _pyarrow()
             folder = sdir / 'hf_dataset' / dtype
             folder.mkdir(parents=True, exist_ok=True)
-            cols = dict(sim_id=pa.array([s for s, _ in rows], pa.string()))
+            s = SCENARIOS[scenario]['sub_s'][SOURCE_TYPES[dtype]]  # upstream's converter stores every s-th row and column
+            h, w = x[::s, ::s].shape
+            cols = dict(sim_id=pa.array([s_ for s_, _ in rows], pa.string()))
             for k2 in ('u', 'v', 'p') if dtype == 'numerical' else ('u', 'v'):
-                cols[k2] = pa.array([d[k2].tobytes() for _, d in rows], pa.binary())
-            for k2, n in (('shape_t', T), ('shape_h', H), ('shape_w', W)): cols[k2] = pa.array([n] * len(rows), pa.int32())
+                cols[k2] = pa.array([np.ascontiguousarray(d[k2][:, ::s, ::s]).tobytes() for _, d in rows], pa.binary())
+            for k2, n in (('shape_t', T), ('shape_h', h), ('shape_w', w)): cols[k2] = pa.array([n] * len(rows), pa.int32())
             for k2, a in (('x', x), ('y', y)):
-                cols[k2] = pa.array([a.tobytes()] * len(rows), pa.binary())
-                cols[f'{k2}_shape_h'] = pa.array([H] * len(rows), pa.int32())
-                cols[f'{k2}_shape_w'] = pa.array([W] * len(rows), pa.int32())
+                cols[k2] = pa.array([np.ascontiguousarray(a[::s, ::s]).tobytes()] * len(rows), pa.binary())
+                cols[f'{k2}_shape_h'] = pa.array([h] * len(rows), pa.int32())
+                cols[f'{k2}_shape_w'] = pa.array([w] * len(rows), pa.int32())
             cols['t'] = pa.array([t.tobytes()] * len(rows), pa.binary())
             cols['t_shape'] = pa.array([T] * len(rows), pa.int32())
             table = pa.table(cols)
@@ -733,8 +750,8 @@ def _set_scales(ds, scales, note, fields):
 def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, sim_ids=None, groups=None, fields=None,
            param_names=None, dt=None, grid='file', clock='file', horizon=None) -> dict:
     "{domain: `_Plan`} of a load (the arguments of `load_realpdebench` but `scales`): every argument and file checked, no field read."
-    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or horizon < 1):
-        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer >= 1 (frames a published window spans) or None")
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or not 1 <= horizon < 2 ** 31):
+        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer in [1, 2**31) (frames a published window spans) or None")
     if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
     if clock not in ('file', 'index'): raise RealPDEBenchError(f"clock={clock!r}; expected 'file' or 'index'")
     for d in SOURCE_TYPES.values():  # every step checked before any file is read

@@ -19,7 +19,7 @@ import torch
 import xarray as xr
 
 pytest.importorskip('hypothesis')
-from hypothesis import assume, event, example, given, strategies as st
+from hypothesis import HealthCheck, assume, event, example, given, settings, strategies as st
 
 def floats(*a, **kw):
     "Hypothesis floats without subnormals: a library loaded with flush-to-zero (fast-math) makes them unrepresentable."
@@ -740,3 +740,89 @@ def test_make_domain_data_gives_finite_windows_or_a_clear_error(s_spec, e_spec, 
                 it = wd[i]
                 assert all(torch.isfinite(it[k]).all() for k in ('x', 'y', 'cond'))
                 assert it['x'].shape == (n_in, len(dd.fields), *dd.grid) and it['cond'].shape == (dd.n_cond,)
+
+
+# ---------------------------------------------------------------------------------------------------- RealPDEBench files
+# A small valid RealPDEBench tree (raw HDF5), one of its arrays mutated the way a damaged or foreign download is: a group
+# where a dataset belongs, strings, complex numbers, zero or huge sizes, a missing key, NaN fields. The importer's command
+# line either imports it (exit 0) or refuses it with one line (exit 2): never a numpy or h5py traceback.
+_H5_KEYS = ('measured_data/u', 'measured_data/v', 'measured_data/p', 'x', 'y', 't')
+_H5_MUTATIONS = ('group', 'strings', 'complex', 'zero_frames', 'zero_height', 'huge_frames', 'missing', 'nan', 'ints', 'flat', 'scalar')
+
+def _mutate_h5(path, key, how):
+    import h5py
+    with h5py.File(path, 'r+') as f:
+        if key not in f: return False
+        a = f[key][()]
+        del f[key]
+        if how == 'missing': return True
+        if how == 'group': f.create_group(key).create_dataset('inner', data=a); return True
+        if how == 'strings': f[key] = np.full(a.shape, 'x', dtype='S1'); return True
+        if how == 'complex': f[key] = a.astype(np.complex64) * (1 + 1j); return True
+        if how == 'zero_frames': f[key] = np.zeros((0,) + a.shape[1:], a.dtype); return True
+        if how == 'zero_height': f[key] = np.zeros(a.shape[:-2] + (0,) + a.shape[-1:], a.dtype) if a.ndim >= 2 else np.zeros(0); return True
+        if how == 'huge_frames': f.create_dataset(key, shape=(2 ** 31,) + a.shape[1:], dtype=a.dtype, chunks=True); return  # never written: sparse
+        if how == 'nan': f[key] = np.full(a.shape, np.nan, a.dtype); return True
+        if how == 'ints': f[key] = (a * 100).astype(np.int32); return True
+        if how == 'flat': f[key] = a.reshape(-1); return True
+        if how == 'scalar': f[key] = np.float64(1.0); return True
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(key=st.sampled_from(_H5_KEYS), how=st.sampled_from(_H5_MUTATIONS), which=st.sampled_from(['numerical', 'real']),
+       horizon=st.sampled_from([None, 1, 2 ** 64]))
+def test_a_mutated_realpdebench_download_imports_or_is_refused_in_one_line(tmp_path_factory, key, how, which, horizon):
+    import contextlib, io
+    from simreal_nb import cli
+    from simreal_nb.realpdebench import write_example_realpdebench
+    root = tmp_path_factory.mktemp('rpd')
+    sdir = write_example_realpdebench(root, 'cylinder', T=6, H=4, W=6)
+    changed = _mutate_h5(sorted((sdir / which).glob('*.h5'))[0], key, how)
+    argv = ['data', 'import', 'realpdebench', str(root), '--scenario', 'cylinder', '--layout', 'hdf5', '--out', str(root / 'out')]
+    if horizon is not None: argv += ['--horizon', str(horizon)]
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        try: cli.main(argv); code = 0
+        except SystemExit as e: code = e.code
+    lines = err.getvalue().strip().splitlines()
+    assert code in (0, 2), (key, how, code, err.getvalue()[-2000:])
+    if code == 2: assert len(lines) == 1 and lines[0].startswith('simreal data import realpdebench: '), (key, how, lines)
+    else: assert sorted(p.name for p in (root / 'out').iterdir()) == ['cylinder_exp.nc', 'cylinder_sim.nc']
+    if changed and how in ('group', 'strings', 'complex', 'zero_frames') and key.startswith('measured_data/'): assert code == 2, (key, how)
+    if horizon == 2 ** 64: assert code == 2 and '2**31' in lines[0], lines
+
+
+def test_both_realpdebench_layouts_give_the_same_grid_by_default(tmp_path):
+    "The importer's default steps (upstream's): the raw HDF5 files stepped through, the Arrow files (stored subsampled by upstream's converter) read as they are: one grid."
+    from simreal_nb import cli
+    from simreal_nb.realpdebench import write_example_realpdebench
+    pytest.importorskip('pyarrow')
+    grids = {}
+    for lay in ('hdf5', 'arrow'):
+        write_example_realpdebench(tmp_path / lay, 'cylinder', layout=lay)
+        cli.main(['data', 'import', 'realpdebench', str(tmp_path / lay), '--scenario', 'cylinder', '--layout', lay, '--out', str(tmp_path / f'{lay}_out')])
+        for dom in ('sim', 'exp'):
+            with xr.open_dataset(tmp_path / f'{lay}_out' / f'cylinder_{dom}.nc', engine='h5netcdf') as d: grids[lay, dom] = (d.x.values, d.y.values)
+    for dom in ('sim', 'exp'):
+        for a, b in zip(grids['hdf5', dom], grids['arrow', dom]): assert np.array_equal(a, b), (dom, a, b)
+    assert len(grids['hdf5', 'sim'][0]) < len(grids['hdf5', 'exp'][0])  # upstream's sim step 2, exp step 1 for the cylinder
+
+
+@pytest.mark.parametrize('key,how,says', [('measured_data/u', 'complex', 'holds complex numbers'), ('measured_data/v', 'group', 'an HDF5 group'),
+                                          ('measured_data/u', 'strings', 'holds strings'), ('x', 'group', 'an HDF5 group'),
+                                          ('y', 'strings', 'holds strings'), ('measured_data/u', 'zero_height', 'each >= 1')])
+def test_each_malformed_realpdebench_array_is_named(tmp_path, capsys, key, how, says):
+    "A complex field (once imported with only a ComplexWarning), a group or strings for a field or a grid, frames of zero height: exit 2 naming the array."
+    from simreal_nb import cli
+    from simreal_nb.realpdebench import write_example_realpdebench
+    sdir = write_example_realpdebench(tmp_path, 'cylinder', T=6, H=4, W=6)
+    assert _mutate_h5(sorted((sdir / 'real').glob('*.h5'))[0], key, how)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # no ComplexWarning on the way
+        with pytest.raises(SystemExit) as e:
+            cli.main(['data', 'import', 'realpdebench', str(tmp_path), '--scenario', 'cylinder', '--out', str(tmp_path / 'out')])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and says in err and key.split('/')[-1] in err, err
+    assert not (tmp_path / 'out').exists()
