@@ -14,7 +14,7 @@ from .schema import reference_scales
 from .store import write_dataset, read_dataset, load_torch, CheckpointError
 from .systems import load_twins, fill_entry, fill_cache
 from .align import make_domain_data, WindowDataset, spread, group_distances, align_domains
-from .models import make_model, n_params, save_model
+from .models import make_model, n_params, save_model, init_weights, ARCHS
 from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS
 from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
 from .step import resolve_device
@@ -27,7 +27,7 @@ from .rundir import cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of,
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
            'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins', 'example_where',
            'cell_example', 'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell', 'exposure_protocol',
-           'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+           'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../nbs/47_cell.ipynb #c014
 _DATA = {}
@@ -203,8 +203,9 @@ def _baseline_scores(name, dd, truth, cfg, scales, device):
 def cell_model(cell:Cell, cfg:GridConfig, dd):
     "The untrained model of `cell` (the same initial weights for a seed, whatever process builds it)."
     torch.manual_seed(cell.seed)
+    patch = {'fan': {'patch': cfg.patch}, 'morph': {'patch_size': cfg.patch}}.get(cell.arch, {})  # the architectures cut into patches
     return make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
-                      n_cond=dd.n_cond, **({'patch': cfg.patch} if cell.arch == 'fan' else {}))
+                      n_cond=dd.n_cond, **patch)
 
 def set_aside_unreadable(ckpt) -> bool:
     "A checkpoint that cannot be loaded (cut short, damaged, not a torch file) is renamed `*.unreadable` and never read: training starts afresh."
@@ -227,12 +228,14 @@ def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
 def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, **kw):
     "(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and resumed from the last one there."
     model = cell_model(cell, cfg, dd)
+    if cfg.init is not None: init_weights(model, cfg.init)  # the run's checkpoint (a resumed cell's last.pt replaces it)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
     protocol, lr = tuned_protocol(cell, cfg, protocol)
     hist = train(model, dd, protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=lr, seed=cell.seed,
                  ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
-                 lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True, **kw)
+                 lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True,
+                 level=cfg.level, pretrained=cfg.init is not None, **kw)
     if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / MODEL_FILE)  # the final model, rebuildable alone (`models.load_model`)
     return model, hist
 
@@ -257,6 +260,21 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     n = _joint_exp_batches(ds, p)
     cuts = [(k, s) for ph, k, s in json.loads(ds.attrs.get('lr_cuts', '[]')) if ph == 0]  # Joint has one phase
     return ExpOnly(match=n, lr_cuts=cuts) if cell.protocol == EXPOSURE_CONTROLS[0] else SimToExp(match=n, lr_cuts=cuts)
+
+# %% ../nbs/47_cell.ipynb #cs1
+def check_start(cells:list, cfg:GridConfig, data_dir=None):
+    "Refuse, before any training, a fine-tuning `cfg.level` some trained cell cannot take, or a `cfg.init` checkpoint that does not fit some cell's model."
+    trained = [c for c in cells if c.protocol not in BASELINES]
+    if cfg.level != 'full':
+        bad = sorted({c.arch for c in trained if cfg.level not in getattr(ARCHS[c.arch], 'tune_levels', ())})
+        if bad: raise GridError(f"level {cfg.level!r}: arch {bad} has no fine-tuning levels (MORPH's: arch morph); expected level 'full', or arch morph")
+        own = sorted({c.protocol for c in trained if c.protocol not in EXPOSURE_CONTROLS and
+                      any(p.lora_rank or p.freeze_stem or p.freeze_decoder for p in get_protocol(c.protocol).phases(2))})
+        if own: raise GridError(f"level {cfg.level!r}: protocols {own} freeze or adapt their fine-tune themselves; expected level 'full' beside them")
+    if cfg.init is None: return
+    for c in {(c.system, c.capacity, c.arch): c for c in trained}.values():  # one model per setting
+        try: init_weights(cell_model(c, cfg, cell_data(c.system, cfg, data_dir, c.seed)[0]), cfg.init)
+        except CheckpointError as e: raise type(e)(f"cell {c.key}: {e}") from None
 
 # %% ../nbs/47_cell.ipynb #a7c9d5df
 def _window_score(ev:xr.Dataset, rollout_only) -> xr.DataArray:

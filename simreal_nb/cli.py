@@ -320,6 +320,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment
+        init:str=None,                # Checkpoint every trained cell starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --archs morph
+        level:str=None,               # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
     from simreal_nb.grid import PRESETS, GridError
     name = preset or ('quick' if quick else None)
     if name is not None and name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
@@ -353,6 +355,12 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         client = _dask_client(scheduler)
         try: run_experiment(out, cfg, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
         finally: client.close()
+    if init is not None:
+        if not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
+        cfg = replace(cfg, init=init, init_digest=None)  # the digest of this file (`rundir.resolve_init`)
+    if level is not None:
+        try: cfg = replace(cfg, level=level)
+        except ValueError as e: raise UsageError(f"--level: {e}") from None
         return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
     run_experiment(out, cfg, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
@@ -376,14 +384,21 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
     check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
     check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
+          init:str=None,               # Checkpoint the model starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --arch morph
+          level:str=None,              # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
     from simreal_nb.jobs import train_job
     from simreal_nb.grid import PRESETS, GridError
     if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
     if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
     _check_run_data(data, None if data is None else [system], device); check_device_flag(device)
     train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
-              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite)
+              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite, init=init, level=level)
 
+    if init is not None and not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
+    if level is not None:
+        from dataclasses import replace
+        try: replace(PRESETS[preset].config, level=level)
+        except ValueError as e: raise UsageError(f"--level: {e}") from None
 @call_parse
 def report(run_dir:str,                 # Run directory holding results.nc
            overwrite:store_true=False):  # Write report.md, figures/ and scores.nc into a folder no `simreal run` wrote

@@ -15,8 +15,8 @@ from .metrics import JOINT
 from .protocols import EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
-from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results
-from .cell import imported_systems, resolve_exp_trajs, prepare_twins
+from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results, resolve_init
+from .cell import imported_systems, resolve_exp_trajs, prepare_twins, check_start
 from .cost import estimate_cost, describe_estimate
 from .progress import clock
 from .executors import check_device, local_pool, stop_pool, map_cells
@@ -65,6 +65,8 @@ def run_experiment(out='runs/default',  # run directory
     check_device(device)  # first: nothing is created for a device that is not here
     if data is not None: data = Path(data).resolve()  # the same folder for every worker
     cells = (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data))
+    config = resolve_init(config)  # a start from a checkpoint: its digest in the settings, the manifest and the stamp
+    check_start(cells, config, data)  # a checkpoint or a fine-tuning level some cell cannot take: refused before the folder is made
     lock = lock_run_dir(out, overwrite)  # one process per run directory; released however this one ends
     try:
         run_dir = open_run_dir(out, config, data)

@@ -10,7 +10,7 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np
 from .systems import list_systems
-from .models import CAPACITIES, ARCHS
+from .models import CAPACITIES, ARCHS, MORPH_LEVELS
 from .metrics import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
@@ -49,7 +49,7 @@ class GridConfig:
     n_out: int = 1            # frames predicted per model call
     fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
     arch: str = 'fno'         # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
-    patch: int = 8            # patch size of the field-attention net
+    patch: int = 8            # patch size of the field-attention net and of MORPH (arch morph)
     steps: int = TRAIN_DEFAULTS['steps']  # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
     patience: int|None = TRAIN_DEFAULTS['patience']  # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
     min_delta: float = TRAIN_DEFAULTS['min_delta']  # relative drop of a validation loss (sim or exp) that counts as progress
@@ -65,11 +65,19 @@ class GridConfig:
     eval_every: int = TRAIN_DEFAULTS['eval_every']  # updates between validations (early stopping / best-weights restore)
     val_batches: int = TRAIN_DEFAULTS['val_batches']  # validation batches per domain
     tuned: dict|None = field(default=None, hash=False)  # how `simreal tune` chose (grid, rule, seed) and, under 'systems', {system: {protocol family: {'lr', 'finetune_lr_scale'}}} (None: `lr` everywhere)
+    init: str|None = None  # a checkpoint every trained cell starts from (`models.init_weights`: a saved model of the cell's architecture, or MORPH's for arch morph); None: seeded initial weights
+    init_digest: str|None = None  # the SHA-256 of `init`, recorded by the run: a file with another digest is refused
+    level: str = TRAIN_DEFAULTS['level']  # fine-tuning level (arch morph: MORPH's 'latent', 'encoder', 'decoder', 'full') of Sim→Exp's fine-tune and, with `init`, of every protocol
 
     def __post_init__(self):
         d = self.data_seed
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0):
             raise ValueError(f"GridConfig: data_seed must be None (follow each cell's seed) or an integer >= 0, got {d!r}")
+        if self.level not in MORPH_LEVELS:
+            raise ValueError(f"GridConfig: level must be one of MORPH's fine-tuning levels {tuple(MORPH_LEVELS)}, got {self.level!r}")
+        for k in ('init', 'init_digest'):
+            if getattr(self, k) is not None and (not isinstance(getattr(self, k), str) or not getattr(self, k)):
+                raise ValueError(f"GridConfig: {k} must be None or a non-empty string, got {getattr(self, k)!r}")
 
     def settings_of(self, system:str, protocol:str) -> dict:
         "The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the protocol's family (`tune_family`), else `lr` (and 1)."
@@ -155,6 +163,9 @@ class Grid:
         _check_names('capacity', list(self.capacities), list(CAPACITIES))
         archs = list(self.archs or (arch,))
         _check_names('arch', archs, list(ARCHS))
+        lack = [(c, a) for c in self.capacities for a in archs if a not in CAPACITIES[c]]
+        if lack: raise GridError(f"capacity {lack[0][0]!r} has no {lack[0][1]!r} model; expected one of "
+                                 f"{[c for c in CAPACITIES if lack[0][1] in CAPACITIES[c]]} for arch {lack[0][1]!r} (`models.CAPACITIES`)")
         canon = []  # every protocol by its canonical name, once: 'joint@0.5' is 'joint', 'sim_to_exp_lora@4' is 'sim_to_exp_lora'
         for p in self.protocols:
             if p in BASELINES or p in EXPOSURE_CONTROLS: name = p  # a control's protocol is made when its Joint cell is done

@@ -15,9 +15,9 @@ from .metrics import PROTOCOLS, BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
-from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files
+from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init
 from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train, cell_training_data, train_cell, evaluate_cell,
-                             cell_example, cell_dataset)
+                             cell_example, cell_dataset, check_start)
 from .executors import check_device, exit_with_parent
 
 # %% auto #0
@@ -74,6 +74,8 @@ def train_job(out,                         # job directory: job.json, last.pt + 
               exp_trajs:int|None=None,     # experimental training trajectories (None: all)
               device:str='auto',           # 'auto', 'cpu', 'cuda' (under torchrun: each rank its LOCAL_RANK's GPU)
               data=None,                   # folder of NAME_sim.nc / NAME_exp.nc pairs instead of the twins
+              init=None,                   # a checkpoint the model starts from (`models.init_weights`; None: the config's)
+              level:str|None=None,         # fine-tuning level (MORPH's: 'latent', 'encoder', 'decoder', 'full'; None: the config's)
               verbose:bool=True,
               overwrite:bool=False) -> xr.Dataset|None:  # write into an `out` that holds files no job wrote (else refused)
     "Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks > 0)."
@@ -83,7 +85,9 @@ def train_job(out,                         # job directory: job.json, last.pt + 
     for k, v in dict(steps=steps, batch_size=batch_size).items():
         if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
             raise GridError(f"{k}: expected a positive integer, got {v!r}")
-    cfg = replace(config, **{k: v for k, v in dict(steps=steps, batch_size=batch_size).items() if v is not None})
+    cfg = replace(config, **{k: v for k, v in dict(steps=steps, batch_size=batch_size, level=level).items() if v is not None},
+                  **({} if init is None else dict(init=str(init), init_digest=None)))
+    cfg = resolve_init(cfg)  # the checkpoint's digest goes into job.json: a resume with another file is refused
     if protocol in BASELINES: raise GridError(f"protocol {protocol!r} is a baseline: nothing to train; expected one of {', '.join(PROTOCOLS)}")
     if protocol in EXPOSURE_CONTROLS:
         raise GridError(f"protocol {protocol!r} is matched to a Joint cell of a run; a job has none: give the exp updates to reach, "
@@ -95,6 +99,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
     if data is not None: data = Path(data).resolve()
     cell, = Grid([system], [capacity], [protocol], [seed], None if arch is None else [arch], (exp_trajs,), baselines=False).cells(
         cfg.arch, None if data is None else imported_systems(data))
+    check_start([cell], cfg, data)  # a checkpoint that does not fit, a level the architecture lacks: refused before anything is written
     out, lock = Path(out), None
     check_job_dir(out, cfg, cell, data, overwrite)  # on every rank, before the process group: all refuse alike, none waits for the others
     if int(os.environ.get('RANK', '0')) == 0:  # rank 0 owns the directory; the others only read last.pt to resume

@@ -70,7 +70,8 @@ KINDS = {  # kind: (accepts a TOML value, what it expects in words, the field's 
 }
 CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='str', patch='int', steps='int', patience='int?',
                     min_delta='float', lr_drops='int', schedule='str', warmup='int', batch_size='int', lr='float', horizon='int',
-                    eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int', val_batches='int', tuned='table?')  # `GridConfig`'s fields; '?': "none" too
+                    eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int', val_batches='int', tuned='table?',
+                    init='str?', init_digest='str?', level='str')  # `GridConfig`'s fields; '?': "none" too
 GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='strs', seeds='int|ints', archs='strs?', exp_trajs='counts', baselines='bool')  # `Grid`'s fields
 
 class ConfigFileError(InputError):

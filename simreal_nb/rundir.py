@@ -5,23 +5,24 @@
 # %% ../nbs/46_rundir.ipynb #r003
 from __future__ import annotations
 import errno, hashlib, json, os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 import xarray as xr
 from . import __version__
 from .schema import FIELDS
 from .store import write_text, RunFileError, read_json, is_temporary, unmarked_files
 from .systems import list_systems
-from .models import CAPACITIES, ARCHS
+from .models import CAPACITIES, ARCHS, checkpoint_digest
 from .metrics import PROTOCOLS, BASELINES, POOLED
 from .errors import InputError
 from .protocols import EXPOSURE_CONTROLS, Joint, get_protocol
 from .grid import GridConfig, GridError, Cell
 
 # %% auto #0
-__all__ = ['MODEL_FILE', 'MANIFEST_TYPES', 'cell_path', 'cell_folder', 'data_digests', 'manifest_of', 'stamp_of', 'run_stamp',
-           'read_manifest', 'run_config', 'open_run_dir', 'RunLock', 'foreign_files', 'lock_run_dir', 'is_cell_key',
-           'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
+__all__ = ['MODEL_FILE', 'UNSTAMPED_DEFAULTS', 'MANIFEST_TYPES', 'cell_path', 'cell_folder', 'data_digests', 'manifest_of',
+           'stamp_of', 'run_stamp', 'resolve_init', 'read_manifest', 'run_config', 'open_run_dir', 'RunLock',
+           'foreign_files', 'lock_run_dir', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
+           'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
 
 # %% ../nbs/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
@@ -45,9 +46,12 @@ def data_digests(data_dir) -> dict:
         out[f.name] = h.hexdigest()
     return out
 
+UNSTAMPED_DEFAULTS = dict(init=None, init_digest=None, level='full')  # `GridConfig` fields a manifest leaves out at these values: runs made before them keep their stamps
+
 def manifest_of(cfg:GridConfig, data_dir=None) -> dict:
     "What a run directory's cells depend on: package, version, `GridConfig`, data folder and the digests of its files (as JSON would give it back)."
-    m = dict(package='simreal_nb', version=__version__, config=asdict(cfg), data=None if data_dir is None else str(Path(data_dir).resolve()))
+    config = {k: v for k, v in asdict(cfg).items() if not (k in UNSTAMPED_DEFAULTS and v == UNSTAMPED_DEFAULTS[k])}
+    m = dict(package='simreal_nb', version=__version__, config=config, data=None if data_dir is None else str(Path(data_dir).resolve()))
     if data_dir is not None: m['data_files'] = data_digests(data_dir)
     return json.loads(json.dumps(m))
 
@@ -60,6 +64,22 @@ def stamp_of(manifest:dict) -> str:
 def run_stamp(cfg:GridConfig, data_dir=None) -> str:
     "A short hash of the version, config and data of a run: written into each of its cell files."
     return stamp_of(manifest_of(cfg, data_dir))
+
+# %% ../nbs/46_rundir.ipynb #init1
+def resolve_init(cfg:GridConfig) -> GridConfig:
+    "`cfg` with `init` an absolute path and `init_digest` its file's SHA-256; `GridError` for a missing file or one whose digest is not the recorded one."
+    if cfg.init is None:
+        if cfg.init_digest is not None: raise GridError(f"init_digest {cfg.init_digest!r} without init: expected the checkpoint file it is the digest of")
+        return cfg
+    p = Path(cfg.init).expanduser().resolve()
+    if not p.is_file():
+        raise GridError(f"init: {p} {'is not a file' if p.exists() else 'does not exist'}; expected a checkpoint file "
+                        "(a run's cells/<key>/model.pt, or a MORPH checkpoint for arch morph)")
+    d = checkpoint_digest(p)
+    if cfg.init_digest is not None and cfg.init_digest != d:
+        raise GridError(f"init: {p} has SHA-256 {d}, not the {cfg.init_digest} the settings record: another file than the one "
+                        "the run started from; give that file, or drop init_digest to start a new run from this one")
+    return replace(cfg, init=str(p), init_digest=d)
 
 # %% ../nbs/46_rundir.ipynb #c021b
 MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict)  # as `manifest_of` writes them

@@ -51,7 +51,7 @@ def seed_everything(seed:int):
 
 # %% ../nbs/43_trainer.ipynb #dflt1
 TRAIN_DEFAULTS = dict(steps=4000, batch_size=8, lr=2e-3, warmup=100, schedule='plateau', patience=2, min_delta=0.05, lr_drops=2,
-                      eval_every=50, val_batches=8, ckpt_every=200)  # the training defaults of `TrainConfig` and `GridConfig`: one definition
+                      eval_every=50, val_batches=8, ckpt_every=200, level='full')  # the training defaults of `TrainConfig` and `GridConfig`: one definition
 FIXED_BUDGET = dict(schedule='cosine', patience=None, min_delta=0.0, warmup=0.05, eval_every=None)  # exactly `steps` updates: warm-up 5 %, cosine decay
 
 # %% ../nbs/43_trainer.ipynb #c038
@@ -83,7 +83,7 @@ class TrainConfig:
     concat:bool = True  # Joint: one forward pass for both domain batches
     shard:bool = False  # data parallel: ranks split global batches of `world × batch_size` (`ShardSampler`) instead of each drawing its own
     progress:bool = True  # show a progress bar
-    level:str = 'full'  # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in every phase that starts from trained weights
+    level:str = TRAIN_DEFAULTS['level']  # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in every phase that starts from trained weights
     pretrained:bool = False  # the model starts from trained weights (a checkpoint): `level` applies from the first phase, not only after another phase (Sim→Exp's fine-tune)
 
     def __post_init__(self):
