@@ -383,7 +383,7 @@ def _objective(protocol, phase:int) -> str:
 
 # %% ../nbs/55_report.ipynb #42d9fd7a
 def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=80, fontsize:int=11) -> Figure:
-    "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one line per seed, each protocol a width of its own (the first drawn widest, so a line that coincides with another shows beneath it), the Sim→Exp family dashed, ▸ = stopped by the cap; log y with ticks at 1, 2, 5."
+    "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one line per seed, each protocol a width of its own (the first drawn widest, so a line that coincides with another shows beneath it), the Sim→Exp family dashed, pooled dotted, the controls dash-dotted, ▸ = stopped by the cap; log y with ticks at 1, 2, 5."
     protos = trained_protocols(res['curve_val'].protocol.values)
     inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
     v, st = (res[n].sel(protocol=protos).transpose(..., *inner) for n in ('curve_val', 'curve_step'))
@@ -406,7 +406,7 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
     per = (0.075 * max(len(p) for p in protos) + 0.6) * fontsize / 9  # inches per legend column
     width = max(panel_size[0] * len(objs), 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
     colors = protocol_colors(protos)
-    dash = lambda p: '--' if str(p).startswith(SIM_TO_EXP) else '-'
+    dash = lambda p: ':' if p == POOLED else '-.' if p in EXPOSURE_CONTROLS + QUANTITY_CONTROLS else '--' if str(p).startswith(SIM_TO_EXP) else '-'
     lw = {p: 2.6 - 1.8 * i / max(len(protos) - 1, 1) for i, p in enumerate(protos)}  # widest first: coinciding lines stay visible
     fig = Figure(figsize=(width, panel_size[1] * len(labels) + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(len(labels), max(1, len(objs)), squeeze=False)
