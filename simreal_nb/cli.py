@@ -179,9 +179,11 @@ def data_make(system:str,          # Twin system name (see `simreal data list`)
     "Generate one twin system and write its sim, exp and hidden exp-truth datasets as netCDF."
     check_at_least('--seed', seed, 0); check_out_dir(out)
     from simreal_nb.systems import write_twins, twin_key
+    from simreal_nb.store import folder_lock
     twin_key(system, seed, size)  # the name and size checked before anything is looked at on disk
-    refuse_existing([Path(out) / f'{system}_{k}.nc' for k in ('sim', 'exp', 'exp_truth')], overwrite)
-    for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')
+    with folder_lock(out):  # one writer at a time: another data command on this --out is refused at once
+        refuse_existing([Path(out) / f'{system}_{k}.nc' for k in ('sim', 'exp', 'exp_truth')], overwrite)
+        for kind, path in write_twins(system, out, seed=seed, size=size).items(): print(f'{kind}: {path}')
 
 # %% ../nbs/90_cli.ipynb #b94f24c4
 @call_parse
@@ -242,8 +244,11 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
     for p in paths: check_links(p, 'PATHS', 'PIV files or folders')
     check_positive('--dt', dt); check_out_dir(out); refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
     from simreal_nb.piv import import_piv, READERS
+    from simreal_nb.store import folder_lock
     if fmt is not None and fmt not in READERS: raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
-    print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
+    with folder_lock(out):  # one writer at a time: another data command on this --out is refused at once
+        refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
+        print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
 
 # %% ../nbs/90_cli.ipynb #c008
 def _check_run_dir(out, workers):
@@ -285,10 +290,13 @@ def _check_run_data(data, systems, device):
     if data is not None:
         check_links(data, '--data', 'a folder of NAME_sim.nc / NAME_exp.nc pairs')
         from simreal_nb.cell import imported_systems
+        from simreal_nb.store import check_set
         for name in (systems or imported_systems(data)):
             for kind in ('sim', 'exp', 'exp_truth'):
                 f = Path(data) / f'{name}_{kind}.nc'
-                if kind != 'exp_truth' or f.exists(): check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
+                if kind != 'exp_truth' or f.exists():
+                    check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
+                    check_set(f)  # files written as one set (data make, an import) still are one
     if device not in ('auto', 'cpu'):
         from simreal_nb.executors import check_device  # the one check of a device: named, and there
         from simreal_nb.grid import GridError
@@ -315,13 +323,13 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         scheduler:str=None,           # --executor dask: address of a running dask scheduler, e.g. tcp://127.0.0.1:8786
         device:str='auto',            # Torch device: auto, cpu or cuda
         data:str=None,                # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
+        init:str=None,                # Checkpoint every trained cell starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --archs morph
+        level:str=None,               # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
         overwrite:store_true=False):  # Write into an --out that holds files no run wrote (replacing any of the same name)
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment
-        init:str=None,                # Checkpoint every trained cell starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --archs morph
-        level:str=None,               # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
     from simreal_nb.grid import PRESETS, GridError
     name = preset or ('quick' if quick else None)
     if name is not None and name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
@@ -350,17 +358,17 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         have = given['protocols'] or base.protocols
         given['protocols'] = tuple(have) + tuple(p for p in EXPOSURE_CONTROLS if p not in have)
     grid = replace(base, **{k: v for k, v in given.items() if v is not None})
-    _check_run_data(data, given['systems'], device)
-    if executor == 'dask':
-        client = _dask_client(scheduler)
-        try: run_experiment(out, cfg, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
-        finally: client.close()
     if init is not None:
         if not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
         cfg = replace(cfg, init=init, init_digest=None)  # the digest of this file (`rundir.resolve_init`)
     if level is not None:
         try: cfg = replace(cfg, level=level)
         except ValueError as e: raise UsageError(f"--level: {e}") from None
+    _check_run_data(data, given['systems'], device)
+    if executor == 'dask':
+        client = _dask_client(scheduler)
+        try: run_experiment(out, cfg, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
+        finally: client.close()
         return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
     run_experiment(out, cfg, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
@@ -379,26 +387,26 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
           exp_trajs:int=None,          # Experimental training trajectories (default: all)
           device:str='auto',           # Torch device: auto, cpu or cuda (under torchrun each process takes GPU LOCAL_RANK)
           data:str=None,               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) instead of the twins
+          init:str=None,               # Checkpoint the model starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --arch morph
+          level:str=None,              # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
           overwrite:store_true=False): # Write into an --out that holds files no job wrote (replacing any of the same name)
     "Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`; resumable."
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
     check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
     check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
-          init:str=None,               # Checkpoint the model starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --arch morph
-          level:str=None,              # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
     from simreal_nb.jobs import train_job
     from simreal_nb.grid import PRESETS, GridError
     if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
-    if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
-    _check_run_data(data, None if data is None else [system], device); check_device_flag(device)
-    train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
-              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite, init=init, level=level)
-
     if init is not None and not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
     if level is not None:
         from dataclasses import replace
         try: replace(PRESETS[preset].config, level=level)
         except ValueError as e: raise UsageError(f"--level: {e}") from None
+    if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
+    _check_run_data(data, None if data is None else [system], device); check_device_flag(device)
+    train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
+              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite, init=init, level=level)
+
 @call_parse
 def report(run_dir:str,                 # Run directory holding results.nc
            overwrite:store_true=False):  # Write report.md, figures/ and scores.nc into a folder no `simreal run` wrote

@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 from . import __version__
 from .schema import DIMS, FIELD_META, validate
-from .store import write_dataset
+from .store import write_dataset, write_set
 from .align import regrid
 from .errors import InputError
 
@@ -442,9 +442,9 @@ def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders 
 def import_piv(paths,  # PIV files and/or folders, one sequence
                out_dir,  # destination folder; the file written is `out_dir/piv_exp.nc`
                **kwargs) -> Path:
-    "Read a PIV sequence with `read_piv(paths, **kwargs)` and write it atomically to `out_dir/piv_exp.nc`; return the path."
+    "Read a PIV sequence with `read_piv(paths, **kwargs)` and write it to `out_dir/piv_exp.nc` as a set of one (`store.write_set`: piv.set.json); return the path."
     ds = read_piv(paths, **kwargs)  # every file is read and checked before anything is written
-    return write_dataset(ds, Path(out_dir) / 'piv_exp.nc')
+    return write_set(out_dir, 'piv', {'exp': ('piv_exp.nc', ds)}, dict(command='simreal data import piv', version=__version__))['exp']
 
 # %% ../nbs/17_piv.ipynb #p050
 def to_si(ds: xr.Dataset) -> xr.Dataset:

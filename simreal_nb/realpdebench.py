@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 from . import __version__
 from .schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, WINDOW_SPLITS, validate
-from .store import BlockWriter
+from .store import BlockWriter, folder_lock, commit_set
 from .metrics import probe_points, probes_outside
 from .errors import InputError
 
@@ -799,34 +799,36 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
                         compress: bool = False,  # gzip the data variables (see `write_dataset`)
                         **kwargs,  # the options of `load_realpdebench` (layout, domains, frames, sub_s, sim_ids, scales, ...)
                        ) -> dict:
-    "Stream a scenario into `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` block by block (memory bounded by a block, not by the data), all files or none; return `{domain: path}`."
+    "Stream a scenario into `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` block by block (memory bounded by a block, not by the data), all files or none, as one set (`NAME.set.json`); return `{domain: path}`."
     name = name or scenario
     if not isinstance(name, str) or not re.fullmatch(r'[\w.-]+', name):
         raise RealPDEBenchError(f"name={name!r}; expected a plain file stem (letters, digits, _ . -)")
     user = _user_scales(kwargs.pop('scales', None))
     plans = _plans(path, scenario, **kwargs)  # every argument and file is checked here, before any output is touched
     dest = {dom: Path(out_dir) / f'{name}_{dom}.nc' for dom in plans}
-    if not overwrite:
-        exist = [str(p) for p in dest.values() if p.exists()]
-        if exist: raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True (CLI: --overwrite) to replace them")
-    ref = 'sim' if 'sim' in plans else 'exp'
-    writers, heads, sums = {}, {}, ScaleSums()
-    try:
-        for dom in sorted(plans, key=lambda d: d != ref):  # the domain the scales come from first
-            plan = plans[dom]
-            writers[dom] = w = BlockWriter(dest[dom], plan.skeleton, {f: _field_attrs(f) for f in plan.fields}, compress=compress)
-            for i, frames, block in _blocks(plan):
-                if dom == ref: sums.add(block)
-                heads.setdefault(dom, (frames, block))
-                w.write(i, frames, block)
-        sc, note = _chosen_scales(user, ref, sums.scales())
-        for dom, plan in plans.items():
-            _set_scales(plan.skeleton, sc, note, plan.fields)
-            writers[dom].set_attrs({k: v for k, v in plan.skeleton.attrs.items() if k.startswith(SCALE_PREFIX) or k == 'scale_note'})
-            validate(_head(plan, *heads[dom], writers[dom].has_valid), dom)
-        for dom in plans: writers[dom].commit()
-    finally:
-        for w in writers.values(): w.discard()
+    with folder_lock(out_dir):  # one writer at a time: another data command on this folder is refused at once
+        if not overwrite:
+            exist = [str(p) for p in dest.values() if p.exists()]
+            if exist: raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True (CLI: --overwrite) to replace them")
+        ref = 'sim' if 'sim' in plans else 'exp'
+        writers, heads, sums = {}, {}, ScaleSums()
+        try:
+            for dom in sorted(plans, key=lambda d: d != ref):  # the domain the scales come from first
+                plan = plans[dom]
+                writers[dom] = w = BlockWriter(dest[dom], plan.skeleton, {f: _field_attrs(f) for f in plan.fields}, compress=compress)
+                for i, frames, block in _blocks(plan):
+                    if dom == ref: sums.add(block)
+                    heads.setdefault(dom, (frames, block))
+                    w.write(i, frames, block)
+            sc, note = _chosen_scales(user, ref, sums.scales())
+            for dom, plan in plans.items():
+                _set_scales(plan.skeleton, sc, note, plan.fields)
+                writers[dom].set_attrs({k: v for k, v in plan.skeleton.attrs.items() if k.startswith(SCALE_PREFIX) or k == 'scale_note'})
+                validate(_head(plan, *heads[dom], writers[dom].has_valid), dom)
+            staged = {dom: (writers[dom].finish(), dest[dom]) for dom in plans}  # every file whole before any is in place
+            commit_set(out_dir, name, staged, dict(command='simreal data import realpdebench', scenario=scenario, version=__version__))
+        finally:
+            for w in writers.values(): w.discard()
     return dest
 
 def _head(plan, frames, block, has_valid) -> xr.Dataset:

@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_store.ipynb #c003
 from __future__ import annotations
-import errno, json, os, re, shutil, tempfile, uuid
+import contextlib, errno, hashlib, io, json, os, re, shutil, tempfile, uuid
 from pathlib import Path
 import numpy as np
 import xarray as xr
@@ -12,9 +12,11 @@ from .schema import validate as _validate, DIMS, FIELD_META
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['TIMING_TYPES', 'atomic_write', 'is_temporary', 'CacheError', 'cache_folder', 'broken_link', 'unmarked_files',
-           'CheckpointError', 'RunFileError', 'read_json', 'write_text', 'save_torch', 'load_torch', 'write_dataset',
-           'read_dataset', 'BlockWriter']
+__all__ = ['SPACE_MARGIN', 'TIMING_TYPES', 'SET_SUFFIX', 'atomic_write', 'is_temporary', 'CacheError', 'cache_folder',
+           'broken_link', 'unmarked_files', 'write_bytes', 'check_space', 'CheckpointError', 'RunFileError',
+           'read_json', 'write_text', 'save_torch', 'load_torch', 'SetError', 'FolderBusyError', 'file_digest',
+           'folder_lock', 'stage_path', 'commit_set', 'check_set', 'leave_set', 'write_dataset', 'read_dataset',
+           'write_set', 'BlockWriter']
 
 # %% ../nbs/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -97,6 +99,29 @@ def unmarked_files(folder, markers:tuple, own:tuple=()) -> list:
     if not folder.is_dir() or any((folder / m).exists() for m in markers): return []
     return sorted(p.name for p in folder.iterdir() if p.name not in own)
 
+# %% ../nbs/10_store.ipynb #space1
+SPACE_MARGIN = 1 << 20  # bytes `check_space` keeps free beyond what a write needs (HDF5's metadata and chunk cache)
+
+def write_bytes(path,  # destination file
+                data,  # the whole content: bytes, bytearray or memoryview
+               ) -> Path:
+    "Write `data` to `path` atomically with plain Python, flushed to disk before the rename: a full disk is an `OSError` naming `path`."
+    return atomic_write(path, lambda tmp: _write_synced(tmp, data))
+
+def _write_synced(path, data):
+    with open(path, 'wb') as f: f.write(data); f.flush(); os.fsync(f.fileno())
+
+def check_space(path,  # the file about to be written (its folder's file system is checked)
+                need:int,  # bytes the write will add
+                margin:int=SPACE_MARGIN,  # bytes to keep free beyond `need`
+               ):
+    "Raise `OSError(ENOSPC)` naming `path` where its file system has less than `need + margin` bytes free."
+    path = Path(path)
+    free = shutil.disk_usage(path.parent).free
+    if free < need + margin:
+        raise OSError(errno.ENOSPC, f"No space left on device (writing it needs about {need + margin:,} bytes, "
+                                    f"{free:,} are free)", str(path))
+
 # %% ../nbs/10_store.ipynb #0f14169c
 class CheckpointError(InputError):
     "A checkpoint file is missing, unreadable, or does not belong to what loads it."
@@ -132,15 +157,14 @@ def write_text(path,  # destination file
     "Write `text` to `path` atomically."
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
-def _save_synced(obj, tmp):
-    import torch
-    with open(tmp, 'wb') as f: torch.save(obj, f); f.flush(); os.fsync(f.fileno())
-
 def save_torch(obj,  # tensors, dicts, lists and numbers (what `torch.load(weights_only=True)` can read back)
                path,  # destination file
               ) -> Path:
-    "`torch.save` `obj` to `path` atomically, flushed to disk before the rename."
-    return atomic_write(path, lambda tmp: _save_synced(obj, tmp))
+    "`torch.save` `obj` to memory, then `write_bytes` it to `path`: atomic, and a full disk an `OSError` naming `path`."
+    import torch
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return write_bytes(path, buf.getbuffer())
 
 def load_torch(path,  # a file written by `save_torch`
                map_location='cpu',  # where tensors are loaded
@@ -153,13 +177,111 @@ def load_torch(path,  # a file written by `save_torch`
     except Exception as e:
         raise CheckpointError(f"checkpoint: cannot read {str(path)!r} with weights_only=True ({type(e).__name__}: {e})") from e
 
+# %% ../nbs/10_store.ipynb #set1
+SET_SUFFIX = '.set.json'  # NAME.set.json: the members of set NAME in its folder
+
+class SetError(InputError):
+    "Files written as one set whose members no longer belong together (one missing, or of another content than the set records)."
+
+class FolderBusyError(InputError):
+    "A folder another process is writing a set into (`folder_lock`)."
+
+_DIGESTS = {}  # (path, inode, size, mtime) -> SHA-256: a file is hashed once per content
+
+def file_digest(path) -> str:
+    "The SHA-256 of the file at `path` (hex)."
+    st = os.stat(path); k = (str(Path(path).resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if k not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, 'rb') as f:
+            for block in iter(lambda: f.read(1 << 22), b''): h.update(block)
+        _DIGESTS[k] = h.hexdigest()
+    return _DIGESTS[k]
+
+_HELD = {}  # folder -> [fd, count]: this process's locks (taken again by the same process: no wait)
+
+@contextlib.contextmanager
+def folder_lock(folder, flag:str='--out'):
+    "Exclusive use of `folder` (created, and removed again if left empty) while a set is written: `fcntl.flock` on the folder (as a run's `RunLock`), released when the process ends, even killed; `FolderBusyError` naming the holder."
+    import fcntl
+    folder = Path(folder); created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    key, pidfile = str(folder.resolve()), folder / '.lock'
+    if key in _HELD: _HELD[key][1] += 1
+    else:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, 'O_DIRECTORY', 0))
+        try: fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN): raise
+            try: pid = pidfile.read_text().strip()
+            except OSError: pid = ''
+            raise FolderBusyError(f"{flag} {folder}: in use by another simreal command (process {pid or 'unknown'}), "
+                                  f"which is writing into it; wait for it to end, or use another {flag}") from None
+        _HELD[key] = [fd, 1]
+        try: pidfile.write_text(f"{os.getpid()}\n")
+        except OSError: pass  # a full disk: the lock holds without the note of its pid
+    try: yield folder
+    finally:
+        _HELD[key][1] -= 1
+        if not _HELD[key][1]:
+            fd = _HELD.pop(key)[0]
+            try: pidfile.unlink(missing_ok=True)
+            except OSError: pass
+            os.close(fd)
+            if created and not any(folder.iterdir()): folder.rmdir()  # made for nothing: gone again
+
+def stage_path(path) -> Path:
+    "A temporary name next to `path` (`is_temporary`), where a member of a set is written before `commit_set`."
+    path = Path(path)
+    return path.parent / f'.{path.name}.{uuid.uuid4().hex}.tmp'
+
+def commit_set(folder, name:str, staged:dict, meta:dict|None=None) -> dict:
+    "Put the staged members of set `name` ({kind: (temporary file, destination)}) in place: `NAME.set.json` (each file's SHA-256, and `meta`) first, then each renamed; kind -> path."
+    folder = Path(folder)
+    members = {k: dict(file=Path(dest).name, sha256=file_digest(tmp), bytes=os.path.getsize(tmp)) for k, (tmp, dest) in staged.items()}
+    write_text(folder / f'{name}{SET_SUFFIX}', json.dumps(dict(set=name, **(meta or {}), members=members), indent=1))
+    for tmp, dest in staged.values(): os.replace(tmp, dest)
+    return {k: Path(dest) for k, (_, dest) in staged.items()}
+
+def _sets_of(path) -> list:
+    "(set file, its record) of each set in `path`'s folder that names `path` as a member."
+    path, out = Path(path), []
+    for sf in sorted(path.parent.glob('*' + SET_SUFFIX)):
+        try: rec = json.loads(sf.read_text()); members = rec['members']; files = [m['file'] for m in members.values()]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise SetError(f"{sf}: not a set record `simreal data` wrote (damaged); expected NAME.set.json naming "
+                           "each member's file and SHA-256: write the set again") from None
+        if path.name in files: out.append((sf, rec))
+    return out
+
+def check_set(path):
+    "Refuse (`SetError`) a member of a set whose members disagree with its `NAME.set.json`, naming each that does."
+    for sf, rec in _sets_of(path):
+        bad = []
+        for m in rec['members'].values():
+            f = sf.parent / m['file']
+            if not f.exists(): bad.append(f"{m['file']} is missing")
+            elif file_digest(f) != m.get('sha256'): bad.append(f"{m['file']} is another file than the set's")
+        if bad:
+            made = ', '.join(f"{k} {rec[k]}" for k in ('command', 'system', 'seed', 'size') if k in rec)
+            raise SetError(f"{sf}: the files of set {rec.get('set')!r} ({made}) no longer belong together: {'; '.join(bad)}; "
+                           "expected the files written together: write the set again (with --overwrite)")
+
+def leave_set(path):
+    "Take `path` out of every set that names it (it was written on its own)."
+    for sf, rec in _sets_of(path):
+        rec['members'] = {k: m for k, m in rec['members'].items() if m['file'] != Path(path).name}
+        if rec['members']: write_text(sf, json.dumps(rec, indent=1))
+        else: sf.unlink(missing_ok=True)
+
 # %% ../nbs/10_store.ipynb #c006
 def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)
                   path,  # destination: `*.nc` (netCDF, h5netcdf) or `*.zarr` (needs the zarr package)
                   validate: bool = True,  # check the data contract before writing
                   compress: bool = False,  # gzip-compress the data variables (smaller, slower)
                  ) -> Path:
-    "Write `ds` to `path` atomically (temporary file in the same folder, then `os.replace`); return the path."
+    "Write `ds` to `path` atomically (made in memory, then `write_bytes`: a full disk an `OSError` naming `path`); return the path."
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"write_dataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
     if validate: _validate(ds)
@@ -167,8 +289,14 @@ def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)
     path.parent.mkdir(parents=True, exist_ok=True)
     ds = _storable(ds)
     if _is_zarr(path): return _write_zarr(ds, path)
+    data = _netcdf_bytes(ds, compress)
+    leave_set(path)  # written on its own: no longer a member of a set
+    return write_bytes(path, data)
+
+def _netcdf_bytes(ds, compress=False) -> memoryview:
+    "A storable dataset as the bytes of its netCDF file, made in memory (HDF5 never writes to a disk that may fill)."
     enc = {n: dict(zlib=True, complevel=3) for n in ds.data_vars} if compress else None
-    return atomic_write(path, lambda tmp: ds.to_netcdf(tmp, engine='h5netcdf', encoding=enc))
+    return ds.to_netcdf(engine='h5netcdf', encoding=enc)
 
 # %% ../nbs/10_store.ipynb #c007
 def _write_zarr(ds, path):
@@ -194,6 +322,7 @@ def read_dataset(path,  # a `*.nc` file or `*.zarr` store written by `write_data
     "Load a dataset fully into memory and close the file; raise `OSError` if unreadable, `DataContractError` if invalid."
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"read_dataset: no file at {str(path)!r}")
+    if not _is_zarr(path): check_set(path)  # a member of a set: its set must agree
     kw = dict(decode_times=False, decode_timedelta=False)
     try:
         if _is_zarr(path):
@@ -208,6 +337,58 @@ def read_dataset(path,  # a `*.nc` file or `*.zarr` store written by `write_data
         ds['valid'] = ds['valid'].astype(bool)
     if validate: _validate(ds, domain)
     return ds
+
+# %% ../nbs/10_store.ipynb #set3
+def write_set(folder,  # destination folder (created)
+              name:str,  # the set's name: its record is `NAME.set.json`
+              datasets:dict,  # kind -> (file name, Dataset), e.g. {'sim': ('cylinder_sim.nc', ds), ...}
+              meta:dict|None=None,  # what made the set, kept in its record: command, system, seed, size
+              validate:bool=True,  # check each dataset against the data contract first
+             ) -> dict:
+    "Write `datasets` into `folder` as one set, holding its `folder_lock`: each member made in memory and written to a temporary file, then `commit_set`; kind -> path. Nothing in `folder` changes unless every member is written."
+    folder, staged = Path(folder), {}
+    try:
+        with folder_lock(folder):
+            for kind, (fname, ds) in datasets.items():
+                if validate: _validate(ds, kind if kind in ('sim', 'exp', 'exp_truth') else None)
+                dest = folder / fname
+                staged[kind] = (stage_path(dest), dest)
+                try: _write_synced(staged[kind][0], _netcdf_bytes(_storable(ds)))
+                except OSError as e: raise OSError(e.errno, e.strerror, str(dest)) from e  # named as the file it was to become
+            return commit_set(folder, name, staged, meta)
+    finally:
+        for tmp, _ in staged.values(): tmp.unlink(missing_ok=True)
+
+# %% ../nbs/10_store.ipynb #guard1
+class _GuardedFile(io.RawIOBase):
+    "The file HDF5 writes a `BlockWriter`'s blocks through: a write that fails (a full disk) is kept in `error` and reported to HDF5 as done, so that HDF5's state stays whole (HDF5 that meets a failed write crashes the interpreter when it ends); the writer checks `error` after each block."
+    def __init__(self, path): self.f, self.error = open(path, 'r+b'), None
+    def readable(self): return True
+    def writable(self): return True
+    def seekable(self): return True
+    def readinto(self, b): return self.f.readinto(b)
+    def seek(self, *a): return self.f.seek(*a)
+    def tell(self): return self.f.tell()
+    def _guarded(self, op, *a):
+        if self.error is None:
+            try: return op(*a)
+            except OSError as e: self.error = e
+    def write(self, b): self._guarded(self.f.write, b); return len(memoryview(b))
+    def truncate(self, n=None): self._guarded(self.f.truncate, n); return n
+    def flush(self):
+        if not self.f.closed: self._guarded(self.f.flush)
+    def close(self):
+        if self.closed: return
+        try: self.f.close()  # closed even where its last flush fails
+        except OSError as e: self.error = self.error or e
+        super().close()
+
+def _named(e:BaseException, path) -> OSError|None:
+    "An operating-system error of HDF5 (its errno, or 'errno = N' in its text) as an `OSError` naming `path`; None for any other error."
+    if not isinstance(e, OSError): return None
+    m = re.search(r'errno = (\d+)', str(e))
+    code = e.errno or (int(m.group(1)) if m else None)
+    return None if code is None else OSError(code, os.strerror(code), str(path))
 
 # %% ../nbs/10_store.ipynb #39479839
 class BlockWriter:
@@ -226,27 +407,32 @@ class BlockWriter:
         self.tmp = self.path.parent / f'.{self.path.name}.{uuid.uuid4().hex}.tmp'
         self._opts = dict(chunks=(1, min(chunk_time, self.shape[1]), *self.shape[2:]),
                           **(dict(compression='gzip', compression_opts=3) if compress else {}))
-        self._written, self._file = [], None
+        self._written, self._file, self._guard = [], None, None
         try:
-            _storable(skeleton).to_netcdf(self.tmp, engine='h5netcdf')
-            self._file = h5netcdf.File(self.tmp, 'a')
+            head = _netcdf_bytes(_storable(skeleton))  # coordinates and attributes, made in memory
+            check_space(self.path, len(head))
+            with open(self.tmp, 'wb') as f: f.write(head)
+            self._guard = _GuardedFile(self.tmp)
+            self._file = h5netcdf.File(self._guard, 'a')
             for name, attrs in fields.items():
                 v = self._file.create_variable(name, DIMS, np.float32, fillvalue=np.float32(np.nan), **self._opts)
                 v.attrs.update(_clean_attrs(attrs, repr(name)))
-        except BaseException: self.discard(); raise
+        except BaseException as e:
+            self.discard()
+            raise _named(e, self.path) or e
 
     def write(self, traj:int, times:slice, block:dict):
         "Write `block` ({field: float32 (t, y, x)}, optionally 'valid': bool (t, y, x)) at trajectory `traj`, frames `times`."
         valid = block.get('valid')
+        check_space(self.path, sum(np.asarray(a).nbytes for a in block.values()))  # HDF5 never meets a full disk
         if valid is not None and not valid.all() and 'valid' not in self._file.variables: self._start_valid()
         try:
             for name, a in block.items():
                 if name == 'valid':
                     if 'valid' in self._file.variables: self._file['valid'][traj, times] = a.astype(np.int8)
                 else: self._file[name][traj, times] = a
-        except OSError as e:
-            if e.errno is not None: raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(self.path)) from e
-            raise
+        except OSError as e: raise _named(e, self.path) or e
+        self._check_guard()
         self._written.append((traj, times))
 
     @property
@@ -263,18 +449,42 @@ class BlockWriter:
         "Add or replace attributes of the dataset (e.g. statistics known only once every block is written)."
         self._file.attrs.update(_clean_attrs(attrs, 'the dataset'))
 
+    def finish(self) -> Path:
+        "Close the file (every block and attribute written) and return its temporary path: for `commit_set`, which moves it with the rest of a set."
+        check_space(self.path, 0)  # closing writes HDF5's metadata and the chunks still in its cache
+        self._close()
+        return self.tmp
+
     def commit(self) -> Path:
         "Close the file and move it onto `path` in one step; return the path."
-        self._file.close(); self._file = None
+        self.finish()
+        leave_set(self.path)
         os.replace(self.tmp, self.path)
         return self.path
 
+    def _close(self):
+        "Close the HDF5 file and its guarded file; a write error either kept is raised naming `path`."
+        f, self._file = self._file, None
+        try:
+            if f is not None: f.close()
+        except BaseException as e:
+            f._closed = True
+            raise _named(e, self.path) or e
+        finally:
+            if self._guard is not None: self._guard.close()
+        self._check_guard()
+
+    def _check_guard(self):
+        "Raise the write error the guarded file kept from HDF5 (a full disk), naming `path`."
+        if self._guard is not None and self._guard.error is not None:
+            raise OSError(self._guard.error.errno, os.strerror(self._guard.error.errno), str(self.path))
+
     def discard(self):
         "Close and delete the temporary file (nothing at `path` changes)."
-        if self._file is not None:
-            try: self._file.close()
-            finally: self._file = None
-        if self.tmp.exists(): self.tmp.unlink()
+        try: self._close()
+        except OSError: pass  # the file is deleted: how its closing failed does not matter
+        finally:
+            if self.tmp.exists(): self.tmp.unlink()
 
     def __enter__(self): return self
     def __exit__(self, *exc): self.discard()

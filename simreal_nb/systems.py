@@ -12,7 +12,7 @@ import torch
 import xarray as xr
 from . import __version__
 from .schema import fields_of, validate
-from .store import write_dataset, read_dataset, write_text, is_temporary, cache_folder
+from .store import write_dataset, read_dataset, write_text, is_temporary, cache_folder, stage_path, write_set
 from .twindata import torch_threads, GENERATOR_VERSION, SystemConfigError, pair_range, design_bounds
 from .spectral import gen_kolmogorov, kol_ranges
 from .lbm import gen_lbm, lbm_tau, lbm_ranges
@@ -348,14 +348,21 @@ def _read_entry(d, key):
         return out
     except Exception: return None
 
-def _write_entry(d, key, out, overrides=None):
-    d.mkdir(parents=True, exist_ok=True)
-    man = dict(key=key, version=__version__, generator_version=GENERATOR_VERSION, files={},
-               overrides=json.loads(json.dumps(overrides or {}, default=str)))
-    for k in _DOMAINS:
-        f = write_dataset(out[k], d / f'{k}.nc')
-        man['files'][k] = _digest(f)
-    write_text(d / 'manifest.json', json.dumps(man))   # last: an entry without a manifest is never read
+def _write_entry(d, key, out, overrides=None, **meta):
+    "Write a cache entry as one set: its files and manifest into a staging folder beside `d`, renamed onto `d` in one step; an entry another process put there first is kept."
+    stage = stage_path(d)
+    try:
+        stage.mkdir(parents=True)
+        man = dict(key=key, version=__version__, generator_version=GENERATOR_VERSION, **meta, files={},
+                   overrides=json.loads(json.dumps(overrides or {}, default=str)))
+        for k in _DOMAINS: man['files'][k] = _digest(write_dataset(out[k], stage / f'{k}.nc'))
+        write_text(stage / 'manifest.json', json.dumps(man))
+        if d.exists(): shutil.rmtree(d)  # a damaged entry (the caller checked that it is one of the package's)
+        try: os.rename(stage, d)
+        except OSError as e:
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY): raise  # else: another process's entry, as good as this one
+    finally:
+        if stage.exists(): shutil.rmtree(stage, ignore_errors=True)
 
 def _is_entry(d) -> bool:
     "Whether folder `d` holds nothing but what `_write_entry` writes (or its temporary files): a cache entry the package may delete."
@@ -380,7 +387,7 @@ def load_twins(system:str, # one of `list_systems()`
         if d.exists() and not _is_entry(d):  # a folder of the user's under the cache's name: kept, the data not cached
             raise FileExistsError(errno.EEXIST, 'holds files the package did not write; left as it is', str(d))
         if d.exists(): shutil.rmtree(d, ignore_errors=True)
-        _write_entry(d, key, out, overrides)
+        _write_entry(d, key, out, overrides, system=system, seed=int(seed), size=size)
     except OSError as e:  # read-only or full disk: the data are still good, only not cached
         import warnings
         warnings.warn(f"load_twins: could not cache {system!r} under {str(root)!r} ({e}); returning uncached data")
@@ -394,6 +401,8 @@ def load_twins(system:str, # one of `list_systems()`
         other_version = (man.get('version'), man.get('generator_version')) != (__version__, GENERATOR_VERSION)
         old_preset = not overrides and not man.get('overrides')
         if other_version or old_preset: shutil.rmtree(old, ignore_errors=True)
+    for stage in root.glob(f'.{prefix}*.tmp'):  # the staging folder of a writer killed half-way (left alone for an hour)
+        if is_temporary(stage.name) and time.time() - stage.stat().st_mtime > 3600: shutil.rmtree(stage, ignore_errors=True)
     return out
 
 def write_twins(system:str, # one of `list_systems()`
@@ -401,10 +410,11 @@ def write_twins(system:str, # one of `list_systems()`
                 seed:int=0, size:str='default', # as in `make_twins`
                 cache_dir=None, # cache folder used to avoid regenerating
                 **overrides)->dict:
-    "Write SYSTEM_sim.nc, SYSTEM_exp.nc and SYSTEM_exp_truth.nc to `out_dir` (atomic); returns dict of paths."
+    "Write SYSTEM_sim.nc, SYSTEM_exp.nc and SYSTEM_exp_truth.nc to `out_dir` as one set (`store.write_set`: SYSTEM.set.json with the seed and digests); returns dict of paths."
     out = load_twins(system, seed, size, cache_dir=cache_dir, **overrides)
-    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
-    return {k: write_dataset(out[k], out_dir / f'{system}_{k}.nc') for k in _DOMAINS}
+    meta = dict(command='simreal data make', system=system, seed=int(seed), size=size, version=__version__)
+    if overrides: meta['overrides'] = json.loads(json.dumps(overrides, default=str))
+    return write_set(out_dir, system, {k: (f'{system}_{k}.nc', out[k]) for k in _DOMAINS}, meta)
 
 # %% ../nbs/05_systems.ipynb #c047
 def fill_entry(system, seed, size, cache_dir, overrides, threads=1):

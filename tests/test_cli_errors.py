@@ -379,10 +379,13 @@ def test_full_disk_while_saving_a_checkpoint_names_the_file(tmp_path, monkeypatc
     "A checkpoint write that hits a full disk (ENOSPC inside torch.save): exit 2 naming the checkpoint, no temporary file left."
     import errno
     from simreal_nb import store
-    def full(obj, tmp):
+    real = store.write_bytes
+    def half(tmp):
         with open(tmp, 'wb') as f: f.write(b'half')
-        raise OSError(errno.ENOSPC, 'No space left on device')  # what torch.save raises from a file object on a full device
-    monkeypatch.setattr(store, '_save_synced', full)
+        raise OSError(errno.ENOSPC, 'No space left on device')  # what a write raises on a full device
+    def full(path, data):  # checkpoints only: the bytes torch.save made in memory meet a full disk
+        return store.atomic_write(path, half) if str(path).endswith('.pt') else real(path, data)
+    monkeypatch.setattr(store, 'write_bytes', full)
     out = tmp_path / 'job'
     with pytest.raises(SystemExit) as e: cli.main(['train', '--preset', 'test', '--protocol', 'sim_only', '--out', str(out)])
     err = capsys.readouterr().err.strip()
@@ -535,7 +538,7 @@ def test_exp_valid_in_one_trajectory_is_refused_before_training(tmp_path, capsys
     ok = np.zeros([e.sizes[k] for k in ('traj', 'time', 'y', 'x')], bool); ok[0] = True
     for f in ('u', 'v'): e[f] = e[f].where(ok)
     e['valid'] = (('traj', 'time', 'y', 'x'), ok)
-    (d / 'cylinder_exp.nc').unlink(); (d / 'cylinder_exp_truth.nc').unlink()
+    (d / 'cylinder_exp.nc').unlink(); (d / 'cylinder_exp_truth.nc').unlink(); (d / 'cylinder.set.json').unlink()  # data of one's own now
     e.to_netcdf(d / 'cylinder_exp.nc', engine='h5netcdf')
     capsys.readouterr()
     job = tmp_path / 'job'

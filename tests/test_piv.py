@@ -170,7 +170,7 @@ def test_sequence_from_folder_needs_dt_and_uses_it():
 
 def test_import_piv_writes_contract_file(tmp_path):
     out = import_piv([data(INSIGHT), data('Insight/Run000002.T000.D000.P000.H001.L.vec')], tmp_path / 'o', dt=0.1)
-    assert out == tmp_path / 'o' / 'piv_exp.nc' and os.listdir(tmp_path / 'o') == ['piv_exp.nc']
+    assert out == tmp_path / 'o' / 'piv_exp.nc' and sorted(os.listdir(tmp_path / 'o')) == ['piv.set.json', 'piv_exp.nc']
     ds = read_dataset(out, domain='exp')
     assert tuple(ds.u.dims) == ('traj', 'time', 'y', 'x') and ds.u.attrs['units'] == 'm s-1' and ds.x.attrs['units'] == 'mm'
     assert ds.attrs['scale_u'] > 0 and 'p' not in ds

@@ -789,7 +789,7 @@ def test_a_mutated_realpdebench_download_imports_or_is_refused_in_one_line(tmp_p
     lines = err.getvalue().strip().splitlines()
     assert code in (0, 2), (key, how, code, err.getvalue()[-2000:])
     if code == 2: assert len(lines) == 1 and lines[0].startswith('simreal data import realpdebench: '), (key, how, lines)
-    else: assert sorted(p.name for p in (root / 'out').iterdir()) == ['cylinder_exp.nc', 'cylinder_sim.nc']
+    else: assert sorted(p.name for p in (root / 'out').iterdir()) == ['cylinder.set.json', 'cylinder_exp.nc', 'cylinder_sim.nc']
     if changed and how in ('group', 'strings', 'complex', 'zero_frames') and key.startswith('measured_data/'): assert code == 2, (key, how)
     if horizon == 2 ** 64: assert code == 2 and '2**31' in lines[0], lines
 

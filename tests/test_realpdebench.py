@@ -173,7 +173,7 @@ def test_shortest_trajectory_sets_length(tmp_path):
 def test_import_writes_both_files(tmp_path):
     write_arrow(tmp_path / 'dl', 'cylinder', NAMES)
     paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', name='cyl')
-    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['cyl_exp.nc', 'cyl_sim.nc']
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['cyl.set.json', 'cyl_exp.nc', 'cyl_sim.nc']
     exp = read_dataset(paths['exp'], domain='exp')
     sim = read_dataset(paths['sim'], domain='sim')
     assert 'p' not in exp and list(exp['group'].values) == ['in_dist', 'out_dist', 'remain']
@@ -329,7 +329,7 @@ def test_streamed_import_equals_the_load(tmp_path, layout, compress):
         with h5py.File(sdir / 'numerical' / '2400.h5', 'a') as f: f['measured_data/p'][BLOCK_FRAMES + 3, 2, 4] = np.nan
     kw = dict(frames=(1, n, 1), sub_s='upstream')
     paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'out', compress=compress, **kw)
-    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['cylinder_exp.nc', 'cylinder_sim.nc']  # no temporary left
+    assert sorted(p.name for p in (tmp_path / 'out').iterdir()) == ['cylinder.set.json', 'cylinder_exp.nc', 'cylinder_sim.nc']  # no temporary left
     loaded = load_realpdebench(tmp_path / 'dl', 'cylinder', **kw)
     for dom, ds in loaded.items():
         write_dataset(ds, tmp_path / f'whole_{dom}.nc')
