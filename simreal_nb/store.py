@@ -4,7 +4,7 @@
 
 # %% ../nbs/10_store.ipynb #c003
 from __future__ import annotations
-import contextlib, errno, hashlib, io, json, os, re, shutil, tempfile, uuid
+import contextlib, errno, hashlib, io, json, os, re, shutil, sys, tempfile, uuid
 from pathlib import Path
 import numpy as np
 import xarray as xr
@@ -296,7 +296,10 @@ def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)
 def _netcdf_bytes(ds, compress=False) -> memoryview:
     "A storable dataset as the bytes of its netCDF file, made in memory (HDF5 never writes to a disk that may fill)."
     enc = {n: dict(zlib=True, complevel=3) for n in ds.data_vars} if compress else None
-    return ds.to_netcdf(engine='h5netcdf', encoding=enc)
+    if 'dask' not in sys.modules: return ds.to_netcdf(engine='h5netcdf', encoding=enc)
+    import dask
+    with dask.config.set(scheduler='synchronous'):  # a dask worker's distributed lock cannot name a buffer: none is needed
+        return ds.to_netcdf(engine='h5netcdf', encoding=enc)
 
 # %% ../nbs/10_store.ipynb #c007
 def _write_zarr(ds, path):

@@ -249,14 +249,14 @@ def test_full_disk_while_writing_results_keeps_the_previous_ones(reference, tmp_
     out = tmp_path / 'run'
     shutil.copytree(ref_dir, out)
     before = (out / 'results.nc').read_bytes()
-    real = xr.Dataset.to_netcdf
-    def full(self, path=None, *a, **k):
-        if path is not None and Path(path).name.startswith('.results.nc.'):
-            real(self, path, *a, **k)
-            with open(path, 'r+b') as f: f.truncate(os.path.getsize(path) // 2)  # what got onto the disk
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        return real(self, path, *a, **k)
-    monkeypatch.setattr(xr.Dataset, 'to_netcdf', full)
+    from simreal_nb import store
+    real = store._write_synced  # the plain write of the bytes netCDF made in memory (tests/test_full_disk.py: on a real full disk)
+    def full(path, data):
+        if Path(path).name.startswith('.results.nc.'):
+            with open(path, 'wb') as f: f.write(bytes(data)[:len(data) // 2])  # what got onto the disk
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, data)
+    monkeypatch.setattr(store, '_write_synced', full)
     with pytest.raises(SystemExit) as e:
         cli.main([*ARGS[:3], '--workers', '0', '--out', str(out)])
     assert e.value.code == 2
