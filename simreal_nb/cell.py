@@ -21,7 +21,7 @@ from .step import resolve_device
 from .trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 from .grid import GridConfig, GridError, Cell
-from .rundir import cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of, run_stamp, open_cell_file, foreign_cell
+from .rundir import cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of, run_stamp, open_cell_file, foreign_cell, model_overrides
 
 # %% auto #0
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
@@ -203,9 +203,8 @@ def _baseline_scores(name, dd, truth, cfg, scales, device):
 def cell_model(cell:Cell, cfg:GridConfig, dd):
     "The untrained model of `cell` (the same initial weights for a seed, whatever process builds it)."
     torch.manual_seed(cell.seed)
-    patch = {'fan': {'patch': cfg.patch}, 'morph': {'patch_size': cfg.patch}}.get(cell.arch, {})  # the architectures cut into patches
     return make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
-                      n_cond=dd.n_cond, **patch)
+                      n_cond=dd.n_cond, **model_overrides(cell.arch, cfg))  # as the run's manifest records it (`model_settings`)
 
 def set_aside_unreadable(ckpt) -> bool:
     "A checkpoint that cannot be loaded (cut short, damaged, not a torch file) is renamed `*.unreadable` and never read: training starts afresh."

@@ -15,7 +15,7 @@ from .metrics import JOINT
 from .protocols import EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
-from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results, resolve_init
+from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results, resolve_init, model_settings
 from .cell import imported_systems, resolve_exp_trajs, prepare_twins, check_start
 from .cost import estimate_cost, describe_estimate
 from .progress import clock
@@ -69,7 +69,7 @@ def run_experiment(out='runs/default',  # run directory
     check_start(cells, config, data)  # a checkpoint or a fine-tuning level some cell cannot take: refused before the folder is made
     lock = lock_run_dir(out, overwrite)  # one process per run directory; released however this one ends
     try:
-        run_dir = open_run_dir(out, config, data)
+        run_dir = open_run_dir(out, config, data, models=model_settings(cells, config))  # a model the code now resolves otherwise: refused
         write_run_config(run_dir, config, grid or Grid())  # config.toml: the settings, as `simreal run --config` reads them back
         stale = remove_stale_tmp(run_dir)
         lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)

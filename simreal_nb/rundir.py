@@ -12,17 +12,17 @@ from . import __version__
 from .schema import FIELDS
 from .store import write_text, RunFileError, read_json, is_temporary, unmarked_files
 from .systems import list_systems
-from .models import CAPACITIES, ARCHS, checkpoint_digest
+from .models import CAPACITIES, ARCHS, checkpoint_digest, make_model, n_params
 from .metrics import PROTOCOLS, BASELINES, POOLED
 from .errors import InputError
 from .protocols import EXPOSURE_CONTROLS, Joint, get_protocol
 from .grid import GridConfig, GridError, Cell
 
 # %% auto #0
-__all__ = ['MODEL_FILE', 'UNSTAMPED_DEFAULTS', 'MANIFEST_TYPES', 'cell_path', 'cell_folder', 'data_digests', 'manifest_of',
-           'stamp_of', 'run_stamp', 'resolve_init', 'read_manifest', 'run_config', 'open_run_dir', 'RunLock',
-           'foreign_files', 'lock_run_dir', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
-           'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
+__all__ = ['MODEL_FILE', 'UNSTAMPED_DEFAULTS', 'REFERENCE_SHAPE', 'MANIFEST_TYPES', 'cell_path', 'cell_folder', 'data_digests',
+           'manifest_of', 'stamp_of', 'run_stamp', 'model_overrides', 'model_settings', 'model_changes', 'resolve_init',
+           'read_manifest', 'run_config', 'open_run_dir', 'RunLock', 'foreign_files', 'lock_run_dir', 'is_cell_key',
+           'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
 
 # %% ../nbs/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
@@ -65,6 +65,39 @@ def run_stamp(cfg:GridConfig, data_dir=None) -> str:
     "A short hash of the version, config and data of a run: written into each of its cell files."
     return stamp_of(manifest_of(cfg, data_dir))
 
+# %% ../nbs/46_rundir.ipynb #models1
+REFERENCE_SHAPE = dict(fields=FIELDS, grid=(64, 64), n_cond=2)  # the data-given arguments at which `model_settings` counts parameters
+_DATA_ARGS = ('fields', 'n_in', 'n_out', 'grid', 'n_cond')  # what the data decide, not the code
+
+def model_overrides(arch:str, cfg:GridConfig) -> dict:
+    "The keywords a cell's model takes from `cfg` beyond its capacity preset: the patch size of the architectures that cut into patches."
+    return {'fan': {'patch': cfg.patch}, 'morph': {'patch_size': cfg.patch}}.get(arch, {})
+
+def model_settings(cells:list, cfg:GridConfig) -> dict:
+    "'capacity/arch' -> the model `cells` build as the code resolves it: `cls`, `kwargs` (every constructor keyword but the data's shapes) and `params` at `REFERENCE_SHAPE`."
+    import torch
+    out = {}
+    for c in cells:
+        k = f'{c.capacity}/{c.arch}'
+        if k in out or c.protocol in BASELINES: continue  # a baseline has no model
+        with torch.device('meta'):
+            m = make_model(c.arch, c.capacity, n_in=cfg.n_in, n_out=cfg.n_out, **REFERENCE_SHAPE, **model_overrides(c.arch, cfg))
+        out[k] = dict(cls=type(m).__name__, kwargs={a: v for a, v in m.init_kwargs.items() if a not in _DATA_ARGS}, params=n_params(m))
+    return json.loads(json.dumps(out, default=str))
+
+def model_changes(have:dict, want:dict) -> list:
+    "For each capacity/arch in both `have` (recorded) and `want` (resolved now) whose model differs: what differs, as 'S/fno: width 32 -> 16, 2,368,771 -> 598,019 parameters'."
+    out = []
+    for k in sorted(set(have) & set(want)):
+        a, b = have[k], want[k]
+        if a == b: continue
+        parts = [f"{a.get('cls')} -> {b.get('cls')}"] if a.get('cls') != b.get('cls') else []
+        ka, kb = a.get('kwargs') or {}, b.get('kwargs') or {}
+        parts += [f"{n} {ka.get(n, '(none)')} -> {kb.get(n, '(none)')}" for n in sorted(set(ka) | set(kb)) if ka.get(n) != kb.get(n)]
+        if a.get('params') != b.get('params'): parts.append(f"{a.get('params'):,} -> {b.get('params'):,} parameters")
+        out.append(f"{k}: {', '.join(parts)}")
+    return out
+
 # %% ../nbs/46_rundir.ipynb #init1
 def resolve_init(cfg:GridConfig) -> GridConfig:
     "`cfg` with `init` an absolute path and `init_digest` its file's SHA-256; `GridError` for a missing file or one whose digest is not the recorded one."
@@ -82,7 +115,7 @@ def resolve_init(cfg:GridConfig) -> GridConfig:
     return replace(cfg, init=str(p), init_digest=d)
 
 # %% ../nbs/46_rundir.ipynb #c021b
-MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict)  # as `manifest_of` writes them
+MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict, models=dict)  # as `manifest_of` writes them
 
 def read_manifest(run_dir, name:str='manifest.json') -> dict:
     "A run directory's manifest.json (`name='job.json'`: a job directory's), checked: `RunFileError` naming the file when it is damaged or a value has another type."
@@ -97,8 +130,10 @@ def run_config(run_dir) -> tuple:
         raise RunFileError(f"{Path(run_dir) / 'manifest.json'}: its config is not a GridConfig's settings ({e}); "
                            "expected the manifest.json that `simreal run` writes") from None
 
-def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
-    "Create `run_dir` (or check that it was made by this version with `cfg`, on the same data) and return it."
+def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
+                 models:dict|None=None,  # `model_settings` of the cells about to run: recorded, and checked against those recorded
+                ) -> Path:
+    "Create `run_dir` (or check that it was made by this version with `cfg`, on the same data, and that the code builds the models its cells were made with) and return it."
     run_dir = Path(run_dir); man = run_dir / 'manifest.json'
     if run_dir.exists() and not run_dir.is_dir():
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
@@ -120,9 +155,15 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None) -> Path:
             changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
             raise GridError(f"the data in {want['data']} changed since run directory {run_dir} was made on them "
                             f"({', '.join(changed)}: other content, added or removed): its cells are of the old data; use another --out")
+        old = have.get('models') or {}  # none: a run from before models were recorded (its cells' sizes are checked when merged)
+        changed = model_changes(old, models or {})
+        if changed: raise GridError(f"run directory {run_dir} was made with other models than this code builds ({'; '.join(changed)}; "
+                                    "theirs -> ours): a default changed since; use another --out, or the code that made the run")
+        new = {k: v for k, v in (models or {}).items() if k not in old}
+        if new: write_text(man, json.dumps({**have, 'models': {**old, **new}}, indent=1))  # capacities or archs added to the grid
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        write_text(man, json.dumps(want, indent=1))
+        write_text(man, json.dumps({**want, **({'models': models} if models else {})}, indent=1))
     return run_dir
 
 # %% ../nbs/46_rundir.ipynb #lock1
@@ -245,7 +286,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     man = run_dir / 'manifest.json'
     man = read_manifest(run_dir) if man.exists() else None
     stamp = None if man is None else stamp_of(man)
-    parts, scales, units, targets = [], {}, {}, {}
+    parts, scales, units, targets, sizes = [], {}, {}, {}, {}
     for i, p in enumerate(paths):
         d = open_cell_file(p)
         why = foreign_cell(d, None if cells is None else cells[i], stamp)
@@ -253,8 +294,17 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
         targets.setdefault(str(d.system.values[0]), set()).add(d.attrs.get('exp_target', 'measured'))
         # object-dtype names: fixed-width ones get cut when merged
         parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
+        if 'params' in d and float(d['params'].max()) > 0:  # a model: cells of one setting must hold models of one size
+            sizes.setdefault(tuple(str(d[k].values[0]) for k in ('system', 'capacity', 'arch', 'protocol')), {}).setdefault(
+                int(d['params'].max()), []).append(p.stem)
         scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
         units.update(json.loads(d.attrs.get('field_units', '{}')))
+    mixed = {k: v for k, v in sizes.items() if len(v) > 1}
+    if mixed:
+        k, v = next(iter(mixed.items()))
+        raise GridError(f"{run_dir / 'cells'}: the cells of {' '.join(k)} hold models of different sizes ("
+                        + '; '.join(f"{n:,} parameters: {', '.join(c)}" for n, c in v.items()) + "): made by code that resolved "
+                        "other model settings; delete the cells of one size to compute them again, or use another --out")
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
