@@ -63,10 +63,16 @@ class PIVFrame:
                 f"{int(self.valid.sum())}/{self.valid.size} valid, x,y [{self.length_units}], u,v [{self.velocity_units}])")
 
 # %% ../nbs/17_piv.ipynb #p014
+def _real(path, what:str, a) -> np.ndarray:
+    "`a` as float64; refused, naming `what`, where it holds complex numbers or values that are no numbers (no ComplexWarning: the imaginary part is never dropped)."
+    a = np.asarray(a)
+    if np.iscomplexobj(a): _bad(path, f"{what} holds complex numbers ({a.dtype}); expected real numbers")
+    try: return a.astype(np.float64)
+    except (TypeError, ValueError): _bad(path, f"{what} holds {a.dtype} values that are not real numbers; expected real numbers")
+
 def _frame(path, fmt, x, y, u, v, valid, length_units, velocity_units, time=None, flagged=True, **attrs):
     "A `PIVFrame` with both axes ascending (rows/columns flipped where the file's axis descends), NaN outside `valid`."
-    x, y = np.asarray(x, np.float64), np.asarray(y, np.float64)
-    u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
+    x, y, u, v = (_real(path, name, a) for name, a in (('x', x), ('y', y), ('u', u), ('v', v)))
     nonfinite = np.asarray(valid, bool) & ~(np.isfinite(u) & np.isfinite(v))
     if flagged and nonfinite.any():  # a file with vector flags must not hide NaN/inf behind a valid flag
         _bad(path, f"{int(nonfinite.sum())} vectors that the file's flags mark valid hold NaN/inf; expected finite values wherever a vector is valid")
@@ -249,7 +255,8 @@ def read_pivlab(path,  # a PIVlab `.mat` file
         rl = m['resultslist']
         if rl.ndim != 2 or rl.shape[0] < 5: _bad(path, f"resultslist has shape {rl.shape}; expected >= 5 rows (x, y, u, v, typevector)")
         cxy, cuv = _scalar(m.get('calxy')), _scalar(m.get('caluv'))
-        frames = [[np.asarray(rl[r, k], np.float64) for r in range(5)] for k in range(rl.shape[1])]
+        frames = [[_real(path, f"resultslist row {r + 1} ({'x y u v typevector'.split()[r]}) of frame {k}", rl[r, k]) for r in range(5)]
+                  for k in range(rl.shape[1])]
         frames = [(x * cxy, y * cxy, u * cuv, v * cuv, t) for x, y, u, v, t in frames if u.size]
         file_units = ('', '')
     elif 'u_original' in m:  # an export: cells x, y, u_original, v_original, typevector_original
@@ -258,7 +265,7 @@ def read_pivlab(path,  # a PIVlab `.mat` file
         if missing: _bad(path, f"PIVlab export lacks {missing}")
         cols = [cell(m[k]) for k in keys]
         if len({len(c) for c in cols}) != 1: _bad(path, "PIVlab export has cells of different lengths")
-        frames = [tuple(np.asarray(c[k], np.float64) for c in cols) for k in range(len(cols[0]))]
+        frames = [tuple(_real(path, f'{n} of frame {k}', c[k]) for n, c in zip(keys, cols)) for k in range(len(cols[0]))]
         file_units = _mat_units(m['units']) if 'units' in m else ('', '')
     else: _bad(path, f"no PIVlab data (expected 'resultslist' or 'u_original'; found {sorted(m)[:8]})")
     if not frames: _bad(path, "the PIVlab file holds no vector field")

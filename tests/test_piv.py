@@ -288,3 +288,30 @@ def test_bad_fmt_and_units_of_one_file():
     from simreal_nb.piv import read_openpiv
     with pytest.raises(PIVFormatError, match=r"read_openpiv: `units`=\['mm'\]; expected a \(length, velocity\) pair"):
         read_openpiv(data(OPENPIV5), units=['mm'])
+
+
+@pytest.mark.parametrize('layout', ['export', 'session'])
+def test_complex_velocities_are_refused_naming_the_array(tmp_path, capsys, layout):
+    "A PIVlab file whose u is complex: `data import piv` exits 2 in one line naming the file and the array (never a ComplexWarning and the imaginary part dropped), nothing written."
+    import warnings
+    import scipy.io
+    from simreal_nb import cli
+    y, x = np.mgrid[0:3, 0:4].astype(float)
+    u = (np.ones((3, 4)) + 1j).astype(complex)
+    cell = lambda a: np.array([a], dtype=object)
+    if layout == 'export':
+        m = dict(x=cell(x), y=cell(y), u_original=cell(u), v_original=cell(np.zeros((3, 4))), typevector_original=cell(np.ones((3, 4))))
+        says = 'u_original of frame 0 holds complex numbers'
+    else:
+        rl = np.empty((5, 1), dtype=object)
+        for r, a in enumerate((x, y, u, np.zeros((3, 4)), np.ones((3, 4)))): rl[r, 0] = a
+        m = dict(resultslist=rl)
+        says = 'resultslist row 3 (u) of frame 0 holds complex numbers'
+    scipy.io.savemat(tmp_path / 'c.mat', m)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # a ComplexWarning would fail here
+        with pytest.raises(SystemExit) as e:
+            cli.main(['data', 'import', 'piv', str(tmp_path / 'c.mat'), '--units', 'mm,m/s', '--dt', '0.1', '--out', str(tmp_path / 'o')])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and len(err.splitlines()) == 1 and 'c.mat: ' in err and says in err, err
+    assert not (tmp_path / 'o').exists()
