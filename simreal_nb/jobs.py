@@ -15,7 +15,7 @@ from .metrics import PROTOCOLS, BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
-from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init
+from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init, check_lock_free
 from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train, cell_training_data, train_cell, evaluate_cell,
                              cell_example, cell_dataset, check_start)
 from .executors import check_device, exit_with_parent
@@ -106,6 +106,7 @@ def train_job(out,                         # job directory: job.json, last.pt + 
         lock = lock_run_dir(out, overwrite)
         try: open_job_dir(out, cfg, cell, data); set_aside_unreadable(out / 'last.pt')
         except BaseException: lock.release(); raise
+    else: check_lock_free(out)  # another process's job there: every rank refuses, none waits for rank 0 in the process group
     t0 = time.perf_counter()
     own = _join_process_group(dev)
     try:

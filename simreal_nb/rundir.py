@@ -21,8 +21,9 @@ from .grid import GridConfig, GridError, Cell
 # %% auto #0
 __all__ = ['MODEL_FILE', 'UNSTAMPED_DEFAULTS', 'REFERENCE_SHAPE', 'MANIFEST_TYPES', 'cell_path', 'cell_folder', 'data_digests',
            'manifest_of', 'stamp_of', 'run_stamp', 'model_overrides', 'model_settings', 'model_changes', 'resolve_init',
-           'read_manifest', 'run_config', 'open_run_dir', 'RunLock', 'foreign_files', 'lock_run_dir', 'is_cell_key',
-           'open_cell_file', 'foreign_cell', 'check_cells', 'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
+           'read_manifest', 'run_config', 'open_run_dir', 'job_token', 'RunLock', 'foreign_files', 'lock_run_dir',
+           'lock_holder', 'check_lock_free', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
+           'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
 
 # %% ../nbs/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
@@ -167,8 +168,14 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
     return run_dir
 
 # %% ../nbs/46_rundir.ipynb #lock1
+def job_token() -> str|None:
+    "The torchrun job this process is a rank of: its run id and rendezvous address, the same on every rank, different between jobs at once; None outside torchrun."
+    e = os.environ
+    if 'MASTER_PORT' not in e and 'TORCHELASTIC_RUN_ID' not in e: return None
+    return f"{e.get('TORCHELASTIC_RUN_ID', '')}@{e.get('MASTER_ADDR', '')}:{e.get('MASTER_PORT', '')}"
+
 class RunLock:
-    "Exclusive use of a run directory: an `fcntl.flock` on the directory itself (so deleting a file cannot break it), released when the owner ends, even by SIGKILL; `DIR/.lock` names the owner's pid."
+    "Exclusive use of a run directory: an `fcntl.flock` on the directory itself (so deleting a file cannot break it), released when the owner ends, even by SIGKILL; `DIR/.lock` names the owner's pid (and, under torchrun, its job)."
     def __init__(self, run_dir): self.dir, self.path, self.fd = Path(run_dir), Path(run_dir) / '.lock', None
 
     def acquire(self) -> RunLock:
@@ -179,12 +186,13 @@ class RunLock:
         except OSError as e:
             os.close(fd)
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN): raise
-            try: pid = self.path.read_text().strip()
+            try: pid = self.path.read_text().split('\n')[0].strip()
             except OSError: pid = ''
             raise GridError(f"run directory {self.dir} is in use by process {pid or '(its pid file is gone)'}: "
                             f"wait for that run to end, or use another --out") from None
         self.fd = fd
-        write_text(self.path, f"{os.getpid()}\n")
+        tok = job_token()
+        write_text(self.path, f"{os.getpid()}\n" + (f"{tok}\n" if tok else ''))  # under torchrun: which job, for its other ranks (`check_lock_free`)
         return self
 
     def release(self):
@@ -210,6 +218,29 @@ def lock_run_dir(run_dir, overwrite:bool=False) -> RunLock:
                         f"or --overwrite to let this run write beside them and replace any of the same name")
     run_dir.mkdir(parents=True, exist_ok=True)
     return RunLock(run_dir).acquire()
+
+# %% ../nbs/46_rundir.ipynb #rank1
+def lock_holder(run_dir) -> int|None:
+    "The pid holding `run_dir`'s `RunLock`, read from /proc/locks without taking the lock; None where none holds it or the table is not there."
+    try: st, table = os.stat(run_dir), Path('/proc/locks').read_text()
+    except OSError: return None
+    where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        f = line.split()
+        if len(f) > 5 and f[1] == 'FLOCK' and f[3] == 'WRITE' and f[5] == where: return int(f[4])
+    return None
+
+def check_lock_free(run_dir, wait:float=5.0):
+    "Refuse (`GridError`, as `RunLock` does) where a process holds `run_dir`'s lock, unless `.lock` names this torchrun job: what ranks other than 0 check before joining the others (`wait` s for a holder to name itself)."
+    import time
+    d, me, t0 = Path(run_dir), job_token(), time.monotonic()
+    while d.is_dir() and (pid := lock_holder(d)) is not None:
+        try: note = (d / '.lock').read_text().split('\n')
+        except OSError: note = []
+        if me is not None and len(note) > 1 and note[1].strip() == me: return  # rank 0 of this job holds it
+        if (note and note[0].strip() == str(pid)) or time.monotonic() - t0 > wait:  # the holder has named itself, not as this job
+            raise GridError(f"run directory {d} is in use by process {pid}: wait for that run to end, or use another --out")
+        time.sleep(0.05)
 
 # %% ../nbs/46_rundir.ipynb #cellchk1
 def is_cell_key(name:str) -> bool:

@@ -381,3 +381,24 @@ def test_every_torchrun_rank_refuses_a_foreign_out_within_seconds(tmp_path):
     assert r.returncode != 0 and took < 30, (took, r.stderr[-2000:])
     assert len(ours) == 2 and all('holds files no `simreal train` wrote (notes.txt)' in l for l in ours), r.stderr[-2000:]
     assert 'init_process_group' not in r.stderr and sorted(p.name for p in out.iterdir()) == ['notes.txt']
+
+
+def test_every_torchrun_rank_learns_that_another_process_holds_the_job(tmp_path):
+    "Under torchrun, a job folder whose lock another process holds: rank 0 and the others refuse alike, naming that process, before joining the group."
+    import shutil as sh
+    if sh.which('torchrun') is None: pytest.skip('torchrun is not installed here')
+    out = tmp_path / 'job'; out.mkdir()
+    holder = subprocess.Popen([sys.executable, '-c', "import sys, time\nfrom simreal_nb.rundir import RunLock\nRunLock(sys.argv[1]).acquire()\n"
+                               "print('held', flush=True); time.sleep(300)", str(out)], stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        t = time.perf_counter()
+        r = subprocess.run(['torchrun', '--nproc_per_node', '2', '--no-python', 'simreal', 'train', '--preset', 'test', '--protocol',
+                            'sim_only', '--device', 'cpu', '--out', str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env={**ENV, 'PATH': str(Path(sys.executable).parent) + os.pathsep + os.environ.get('PATH', '')})
+        took = time.perf_counter() - t
+    finally: holder.kill(); holder.wait()
+    ours = [l for l in r.stderr.splitlines() if l.startswith('simreal train:')]
+    assert r.returncode != 0 and took < 40, (took, r.stderr[-2000:])
+    assert len(ours) == 2 and all(f'is in use by process {holder.pid}' in l for l in ours), r.stderr[-2000:]
+    assert 'init_process_group' not in r.stderr and sorted(p.name for p in out.iterdir()) == ['.lock']
