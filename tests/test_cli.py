@@ -15,7 +15,7 @@ def test_help_lists_subcommands():
     listed = re.findall(r'^  (\S+(?: \S+)?) {2,}\S', r.stdout, re.M)  # '  <command>  <first line of its doc>'
     for cmd in ('data list', 'data make', 'run', 'report', 'bench models', 'bench joint', 'bench data', 'ada mog', 'ada chain'):
         assert cmd in listed, cmd
-    assert re.search(r'^  report +Rebuild report\.md and figures/ of a run from its results\.nc alone\.$', r.stdout, re.M)
+    assert re.search(r'^  report +Rebuild report\.md, figures/ and scores\.nc of a run from its results\.nc alone\.$', r.stdout, re.M)
 
 def test_unknown_command_fails_clearly():
     r = simreal('fly')
