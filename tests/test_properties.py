@@ -826,3 +826,48 @@ def test_each_malformed_realpdebench_array_is_named(tmp_path, capsys, key, how, 
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and len(err.splitlines()) == 1 and says in err and key.split('/')[-1] in err, err
     assert not (tmp_path / 'out').exists()
+
+
+_PIV_TEXTS = {'insight': ('Insight/Run000001.T000.D000.P000.H001.L.vec', []),
+              'openpiv': ('openpiv_txt/exp1_001_b.txt', ['--units', 'pixel,pixel/s'])}
+_TEXT_MUTATIONS = ('truncate', 'token', 'drop_header', 'duplicate', 'bytes', 'empty', 'columns')
+_TOKENS = ('nan', 'inf', '-inf', '1e400', '', 'x', '0x10', '1,2', '--', '9' * 400)
+
+def _mutate_text(text:str, how:str, at:float, token:str) -> bytes:
+    "One careless or hostile edit of a PIV text file, at a relative position `at` in [0, 1)."
+    lines = text.splitlines()
+    i = min(len(lines) - 1, int(at * len(lines)))
+    if how == 'truncate': return '\n'.join(lines[:i]).encode()
+    if how == 'drop_header': return '\n'.join(lines[1:]).encode()
+    if how == 'duplicate': return '\n'.join(lines[:i] + lines[i:i + 1] * 3 + lines[i + 1:]).encode()
+    if how == 'empty': return b''
+    if how == 'bytes': raw = text.encode(); k = int(at * len(raw)); return raw[:k] + bytes(range(256)) + raw[k:]
+    words = lines[i].replace(',', ' ').split()
+    if how == 'columns': lines[i] = ' '.join(words[:-1] or ['1'])
+    else: lines[i] = lines[i].replace(words[int(at * 7) % len(words)], token, 1) if words else token
+    return '\n'.join(lines).encode()
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(fmt=st.sampled_from(sorted(_PIV_TEXTS)), how=st.sampled_from(_TEXT_MUTATIONS),
+       at=st.floats(0, 0.999), token=st.sampled_from(_TOKENS))
+def test_a_mutated_piv_file_imports_or_is_refused_in_one_line(tmp_path_factory, fmt, how, at, token):
+    "A PIV text file edited at random (truncated, tokens replaced by NaN, inf, overflowing or non-numbers, header gone, bytes, columns missing): exit 0 or exit 2 with one line, and nothing half-written."
+    import contextlib, io
+    from simreal_nb import cli
+    rel, extra = _PIV_TEXTS[fmt]
+    root = tmp_path_factory.mktemp('piv')
+    src = __import__("pathlib").Path(__file__).resolve().parent / "data" / "piv" / rel
+    bad = root / src.name
+    bad.write_bytes(_mutate_text(src.read_text(errors='replace'), how, at, token))
+    out = root / 'out'
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        try: cli.main(['data', 'import', 'piv', str(bad), '--dt', '0.1', '--fmt', fmt, '--out', str(out), *extra]); code = 0
+        except SystemExit as e: code = e.code
+    lines = err.getvalue().strip().splitlines()
+    assert code in (0, 2), (fmt, how, token, code, err.getvalue()[-2000:])
+    if code == 2: assert len(lines) == 1 and lines[0].startswith('simreal data import piv: '), (fmt, how, lines)
+    else: assert sorted(p.name for p in out.iterdir()) == ['piv.set.json', 'piv_exp.nc'], (fmt, how)
+    if how == 'empty': assert code == 2
