@@ -15,7 +15,8 @@ from .metrics import PROTOCOLS, BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
-from .rundir import manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init, check_lock_free
+from .rundir import (manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init, check_lock_free,
+                               model_settings, model_changes)
 from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train, cell_training_data, train_cell, evaluate_cell,
                              cell_example, cell_dataset, check_start)
 from .executors import check_device, exit_with_parent
@@ -39,7 +40,8 @@ def _leave_process_group(own:bool):
     finally: dist.destroy_process_group()
 
 def _job_of(cfg:GridConfig, cell:Cell, data_dir=None) -> dict:
-    return {**manifest_of(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell)))}
+    "What job.json records: the run's settings, the cell, and the model as this code resolves it (`rundir.model_settings`)."
+    return {**manifest_of(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell))), 'models': model_settings([cell], cfg)}
 
 def check_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None, overwrite:bool=False):
     "What every rank checks of the job directory `out` before joining the others, writing nothing: no one else's files (unless `overwrite`), no other job."
@@ -51,7 +53,10 @@ def check_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None, overwrite:bool=
                         f"or --overwrite to let this job write beside them and replace any of the same name")
     if (out / 'job.json').exists():
         have, want = read_manifest(out, 'job.json'), _job_of(cfg, cell, data_dir)
-        diff = {k: (have.get(k), v) for k, v in want.items() if have.get(k) != v}
+        changed = model_changes(have.get('models') or {}, want['models'])  # a job from before models were recorded: none to compare
+        if changed: raise GridError(f"job directory {out} was made with another model than this code builds ({'; '.join(changed)}; "
+                                    "theirs -> ours): a default changed since; use another --out, or the code that made it")
+        diff = {k: (have.get(k), v) for k, v in want.items() if k != 'models' and have.get(k) != v}
         if diff: raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the same arguments")
 
 def open_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None) -> Path:

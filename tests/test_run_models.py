@@ -55,3 +55,16 @@ def test_a_run_from_before_models_were_recorded_resumes_and_mixed_sizes_are_refu
     print(line)
     assert 'kolmogorov S fno sim_only hold models of different sizes (' in line and 'delete the cells of one size' in line
     assert all(c in line for c in model_cells(out)) and line.count(' parameters: ') == 2
+
+
+JOB = ['train', '--preset', 'test', '--system', 'kolmogorov', '--protocol', 'sim_only', '--steps', '4']
+
+def test_a_job_resumed_after_a_default_changed_is_refused_naming_it(tmp_path):
+    "`simreal train` records its resolved model in job.json: the same job resumes, the same job asked of code with FNO width 16 is refused naming it."
+    out = tmp_path / 'job'
+    run = lambda code: subprocess.run([sys.executable, '-c', code, *JOB, '--out', str(out)], capture_output=True, text=True, timeout=600, env=ENV)
+    r = run(CODE); assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads((out / 'job.json').read_text())['models']['S/fno']['kwargs']['width'] == 32
+    r = run(CODE); assert r.returncode == 0, r.stderr[-2000:]  # the same code: the same job, resumed
+    line = one_line(run(CHANGED))
+    assert 'another model than this code builds (S/fno: width 32 -> 16, ' in line and 'a default changed' in line
