@@ -71,6 +71,8 @@ def check_names(flag:str, text:str|None) -> tuple|None:
     if not names: raise UsageError(f"{flag}: {text!r} names nothing; expected comma-separated values, e.g. {flag} a,b (or no {flag} for the default)")
     return names
 
+def _listed(names:tuple|None) -> list|None: return None if names is None else list(names)
+
 def check_device_flag(device:str, flag:str='--device'):
     "`device` checked by the one rule of a device (`executors.check_device`: auto, cpu, cuda or cuda:N, and there), before any work."
     from simreal_nb.executors import check_device
@@ -211,11 +213,10 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     for flag, v in (('--grid', grid), ('--clock', clock)):
         if v not in ('file', 'index'): raise UsageError(f"{flag}: expected file or index, got {v!r}")
     step = sub_s if sub_s == 'upstream' else _steps(sub_s)
-    names = lambda flag, s: None if s is None else list(check_names(flag, s))
     from simreal_nb.realpdebench import import_realpdebench
     for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite, sub_s=step,
-                                       frames=None if frames is None else _frame_range(frames), sim_ids=names('--sim-ids', sim_ids),
-                                       groups=names('--groups', groups), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
+                                       frames=None if frames is None else _frame_range(frames), sim_ids=_listed(check_names('--sim-ids', sim_ids)),
+                                       groups=_listed(check_names('--groups', groups)), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
 
 def _steps(text:str):
     "`--sub-s N` or `--sub-s sim=2,exp=1` as an int or a dict per domain."
@@ -339,16 +340,15 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         settings = read_toml(config)
         name, cfg, base = settings_from(settings, config, name)
         in_file = settings.get('grid', {})
-    names = lambda s: None if s is None else tuple(o.strip() for o in s.split(',') if o.strip())
     def counts(s):
         given = check_names('--exp-trajs', s)
         try: return tuple(None if o == 'all' else int(o) for o in given)
         except ValueError: raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
-    given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities), protocols=names(protocols),
+    given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities), protocols=check_names('--protocols', protocols),
                  seeds=seeds, archs=check_names('--archs', archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
     if data is not None and given['systems'] is None and 'systems' not in in_file: given['systems'] = ()  # every imported pair, not the preset's twins
     if lambdas is not None:
-        try: lams = [float(o) for o in names(lambdas)]
+        try: lams = [float(o) for o in check_names('--lambdas', lambdas)]
         except ValueError: raise UsageError(f"--lambdas: {lambdas!r} is not a list of numbers; expected e.g. 0.1,0.3,0.5,0.7,0.9") from None
         if not lams or not all(0 <= l <= 1 for l in lams): raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
         have = given['protocols'] or base.protocols
@@ -589,8 +589,7 @@ def docs(out:str='runs/docs',        # Site folder: index.html, one page per not
     "Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local widget JavaScript."
     check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers); check_owner(out, 'simreal docs')
     from simreal_nb.docs import build_docs, DocsError
-    names = None if notebooks is None else [o.strip() for o in notebooks.split(',') if o.strip()]
-    build = build_docs(out, small=not full, notebooks=names, timeout=timeout, workers=workers, execute=not no_execute, overwrite=overwrite)
+    build = build_docs(out, small=not full, notebooks=_listed(check_names('--notebooks', notebooks)), timeout=timeout, workers=workers, execute=not no_execute, overwrite=overwrite)
     print(f"{len(build.pages)} pages in {build.seconds:.0f} s: {build.index}")
     if build.failed: raise DocsError(f"{len(build.failed)} notebook(s) failed (their pages show the error): "
                                      + '; '.join(f'{p.notebook}: {p.error}' for p in build.failed))

@@ -118,7 +118,7 @@ CASES = {
     'physics-check: not a run':  (['physics-check', '{t}'], ['manifest']),
     'physics-check: bad device': (['physics-check', '{t}', '--device', 'gpu'], ["'gpu'", 'cuda']),
     'data make: seed > 63 bits': (['data', 'make', 'cylinder', '--seed', str(2 ** 70), '--size', 'test', '--out', '{o}'], ['2**63']),
-    'run: empty protocols':      (['run', '--preset', 'test', '--protocols', ',', '--out', '{o}'], ['trains nothing']),
+    'run: empty protocols':      (['run', '--preset', 'test', '--protocols', ',', '--out', '{o}'], ['--protocols', 'names nothing']),
     'report: empty run dir':     (['report', ''], ['RUN_DIR: empty']),
     'physics-check: empty dir':  (['physics-check', ' '], ['RUN_DIR: empty']),
     'run: baselines only':       (['run', '--preset', 'test', '--protocols', 'persistence', '--out', '{o}'], ['trains nothing', 'persistence']),
