@@ -850,7 +850,7 @@ def _mutate_text(text:str, how:str, at:float, token:str) -> bytes:
 @settings(max_examples=60, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(fmt=st.sampled_from(sorted(_PIV_TEXTS)), how=st.sampled_from(_TEXT_MUTATIONS),
-       at=st.floats(0, 0.999), token=st.sampled_from(_TOKENS))
+       at=st.floats(0, 0.999, allow_subnormal=False), token=st.sampled_from(_TOKENS))  # torch may flush subnormals process-wide
 def test_a_mutated_piv_file_imports_or_is_refused_in_one_line(tmp_path_factory, fmt, how, at, token):
     "A PIV text file edited at random (truncated, tokens replaced by NaN, inf, overflowing or non-numbers, header gone, bytes, columns missing): exit 0 or exit 2 with one line, and nothing half-written."
     import contextlib, io
