@@ -15,7 +15,8 @@ from .store import write_dataset, read_dataset, load_torch, CheckpointError
 from .systems import load_twins, fill_entry, fill_cache
 from .align import make_domain_data, WindowDataset, spread, group_distances, align_domains
 from .models import make_model, n_params, save_model, init_weights, ARCHS
-from .metrics import METRICS, JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS
+from .metrics import METRICS
+from .protocols import JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS
 from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
 from .step import resolve_device
 from .trainer import train

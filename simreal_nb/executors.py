@@ -9,7 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLE
 from multiprocessing import get_context
 from pathlib import Path
 import torch
-from .metrics import BASELINES
+from .protocols import BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import resolve_device
 from .grid import GridConfig, GridError

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from .store import write_dataset, write_text, read_json, TIMING_TYPES
-from .metrics import JOINT
+from .protocols import JOINT
 from .protocols import EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
@@ -25,7 +25,7 @@ from .executors import check_device, local_pool, stop_pool, map_cells
 __all__ = ['run_summary', 'run_experiment']
 
 # %% ../nbs/50_experiment.ipynb #e002
-from .metrics import PROTOCOLS, BASELINES
+from .protocols import PROTOCOLS, BASELINES
 from .grid import MAX_CELLS, Cell, Preset
 from .rundir import (data_digests, manifest_of, run_stamp, MANIFEST_TYPES, run_config, RunLock, foreign_files,
     is_cell_key, open_cell_file, foreign_cell)

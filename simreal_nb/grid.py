@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS, MORPH_LEVELS
-from .metrics import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS
+from .protocols import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, protocol_coords
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
 from .store import read_json
@@ -25,10 +25,9 @@ __all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESE
 TUNED_FILE = Path(str(files('simreal_nb') / 'tuned.json'))  # the committed choices of `simreal tune`, read by the presets
 TUNE_FAMILIES = ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled')  # the protocols the tuning rule tunes
 
-def tune_family(protocol:str) -> str:
-    "The tuned protocol whose settings `protocol` trains with: 'exp_only_eq' Exp-only's, 'joint@0.3' and 'joint_mgda' Joint's, 'sim_to_exp_l2sp' Sim→Exp's."
-    p = str(protocol).partition('@')[0]
-    return next((f for f in TUNE_FAMILIES if p == f or p.startswith(f + '_')), p)
+def tune_family(protocol) -> str:
+    "The tuned family whose settings `protocol` (an object or its name) trains with: 'exp_only_eq' Exp-only's, 'joint@0.3' and 'joint_mgda' Joint's, 'sim_to_exp_l2sp' Sim→Exp's."
+    return protocol_coords([protocol])['family'][0]
 
 def read_tuned(path=None) -> dict:
     "The tuned settings (`TUNED_FILE`, or `path`): {size: {'grid', 'rule', 'seed', 'systems': {system: {family: settings}}}}; {} when there is no file."

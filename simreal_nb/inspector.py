@@ -17,8 +17,10 @@ import xarray as xr
 from matplotlib.figure import Figure
 from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels, iso_segment,
                                  pareto_mask, text_size, pareto_plot)
-from .metrics import (MetricInputError, LAMS, BASELINES, JOINT, balanced, setting_dims, select_view, check_lam,
-                                check_score, best_non_joint, trained_protocols)
+from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
+                                best_non_joint)
+from .protocols import BASELINES, JOINT, trained_protocols
+
 
 # %% auto #0
 __all__ = ['INSPECT_LAMS', 'DEMO_ERRORS', 'results_score', 'inspector_choices', 'InspectorState', 'state_at', 'inspector_demo',

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import xarray as xr
 from .store import write_dataset, write_text
-from .metrics import PROTOCOLS, BASELINES
+from .protocols import PROTOCOLS, BASELINES
 from .protocols import EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS

@@ -11,14 +11,14 @@ import numpy as np
 import torch
 import xarray as xr
 from .errors import InputError
+from .protocols import (PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, POOLED, BASELINES, PERSISTENCE,
+                                  MEAN_FIELD, ANALOG, ProtocolError, valid_lam, joint_name, trained_protocols, protocol_coords)
 
 # %% auto #0
-__all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY',
-           'SIM_TO_EXP', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'POOLED', 'QUANTITY_CONTROLS',
-           'EXPOSURE_CONTROLS', 'TRAIN_DOMAINS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'MetricInputError', 'rmse',
-           'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error', 'frmse_relative', 'score_fields',
-           'scores_to_xarray', 'upstream_scores', 'probe_points', 'probes_outside', 'mvpe', 'trained_protocols',
-           'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'joint_name', 'setting_dims',
+__all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'MetricInputError',
+           'rmse', 'rel_l2', 'frmse_spectrum', 'frmse', 'mae', 'r2', 'ke_error', 'freq_error', 'frmse_relative',
+           'score_fields', 'scores_to_xarray', 'upstream_scores', 'probe_points', 'probes_outside', 'mvpe',
+           'protocol_coord', 'train_domains', 'check_lam', 'balanced', 'lambda_sweep', 'mean_ci', 'setting_dims',
            'check_score', 'select_view', 'balanced_score', 'best_non_joint', 'joint_reduction', 'reduction_pct',
            'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score', 'synthetic_results', 'forgetting',
            'pressure_reduction', 'headline', 'compare_to_paper']
@@ -433,43 +433,34 @@ def mvpe(pred, target,  # [b, t, h, w, c] (the velocity channels), numpy or torc
 
 # %% ../nbs/30_metrics.ipynb #c043
 LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
-PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four protocols, by their names in results
-NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
-JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
-SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
-BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
-PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
-POOLED = 'pooled'  # the practitioner's first model: one model on the union of the sim and exp training windows
-QUANTITY_CONTROLS = ('sim_only_more', 'exp_only_more')  # data-quantity controls: Sim-only and Exp-only trained on as many trajectories as Joint sees in total
-EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp whose exp phase runs at least a given number of updates (a grid: the exp batches Joint drew)
 
 # %% ../nbs/30_metrics.ipynb #1c47116c
-TRAIN_DOMAINS = {SIM_ONLY: ('sim',), EXP_ONLY: ('exp',), SIM_TO_EXP: ('exp',), JOINT: ('sim', 'exp'), POOLED: ('sim', 'exp')}  # what each protocol ends up trained on
+def protocol_coord(x, # results: a Dataset or an array of it, with a `protocol` dim
+                   name:str, # a coordinate of `protocols.COORDS`: 'family', 'lam_train' or 'domains'
+                  ) -> dict:
+    "{protocol: value} of `x`'s coordinate `name` on `protocol`; for results written before runs recorded it, from the protocol objects of the names (None where a name is no protocol, e.g. the report's two-model pair)."
+    protos = [str(p) for p in x['protocol'].values]
+    if name in x.coords:
+        c = x.coords[name]
+        if c.dims != ('protocol',): raise MetricInputError(f"`{name}` must be a coordinate on dim 'protocol' alone, got dims {c.dims}")
+        return {p: (v if isinstance(v, str) or v is None or v == v else None) for p, v in zip(protos, c.values.tolist())}
+    out = {}
+    for p in protos:
+        try: out[p] = protocol_coords([p])[name][0]
+        except ProtocolError: out[p] = None
+    return out
 
-def trained_protocols(names) -> list:
-    "The protocol names (strings) of `names` that are trained protocols, i.e. not reference `BASELINES`."
-    return [str(n) for n in np.atleast_1d(names).tolist() if str(n) not in BASELINES]
-
-def train_domains(protocol:str) -> tuple:
-    "The domain(s) a trained protocol ends up fitted to ('joint@0.3', 'joint_mgda' count as Joint; Sim→Exp variants as Sim→Exp, but replay fits both); () for baselines and unknown names."
-    p = str(protocol).partition('@')[0]
-    if p == SIM_TO_EXP + '_replay': return ('sim', 'exp')
-    if p.startswith(JOINT + '_'): p = JOINT
-    elif p.startswith(SIM_TO_EXP + '_'): p = SIM_TO_EXP
-    elif p.startswith(EXP_ONLY + '_'): p = EXP_ONLY  # the equal-exposure and data-quantity controls
-    elif p.startswith(SIM_ONLY + '_'): p = SIM_ONLY  # the data-quantity control
-    return TRAIN_DOMAINS.get(p, ())
+def train_domains(x) -> dict:
+    "{protocol: the domains its model ends up fitted to} of results `x` (('sim', 'exp') for Joint, ('exp',) for a fine-tune, () for a baseline or what is no protocol)."
+    return {p: tuple(d.split('+')) if d else () for p, d in protocol_coord(x, 'domains').items()}
 
 # %% ../nbs/30_metrics.ipynb #c044
 def check_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
               name:str='lam', # the argument's name, for the error message
              ) -> float:
-    "λ as a float in [0, 1], or one `MetricInputError` naming the argument and the expected range."
-    try: v = float(lam) if not isinstance(lam, bool) else None
-    except (TypeError, ValueError): v = None
-    if v is None or not (math.isfinite(v) and 0.0 <= v <= 1.0):
-        raise MetricInputError(f"`{name}` must be a number in [0, 1], got {lam!r}")
-    return v
+    "λ as a float in [0, 1] (`protocols.valid_lam`), or one `MetricInputError` naming the argument and the expected range."
+    try: return valid_lam(lam, name)
+    except ProtocolError as e: raise MetricInputError(str(e)) from None
 
 # %% ../nbs/30_metrics.ipynb #c045
 def balanced(m_sim, # metric on held-out sim: float, numpy array or xarray object
@@ -511,11 +502,6 @@ def mean_ci(da:xr.DataArray,  # values with a `dim` of independent repeats (NaN 
         return mean, (q * sd / np.sqrt(n)).where(n >= 2)
 
 # %% ../nbs/30_metrics.ipynb #c050
-def joint_name(lam:float) -> str:
-    "Protocol name of Joint trained at `lam`: 'joint' for 0.5, else 'joint@0.3' style."
-    lam = check_lam(lam)
-    return JOINT if lam == 0.5 else f'{JOINT}@{lam:g}'
-
 NON_SETTING_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'lam', 'mode')  # dims that do not index settings
 
 def setting_dims(score:xr.DataArray) -> tuple:

@@ -18,7 +18,7 @@ from .rundir import is_cell_key, run_config, cell_folder, MODEL_FILE
 from .cell import cell_data, cell_model
 from .models import load_model
 from .align import spread
-from .metrics import BASELINES
+from .protocols import BASELINES
 from .report import physics_table, write_report
 from .errors import InputError
 

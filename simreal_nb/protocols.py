@@ -13,15 +13,17 @@ import torch
 from .store import CheckpointError
 from .schema import never_train
 from .errors import InputError
-from .metrics import check_lam, joint_name, PROTOCOLS, JOINT, EXPOSURE_CONTROLS, POOLED, QUANTITY_CONTROLS
 from .beyond import masked_mean, HCW_WEIGHTS
 
 
 # %% auto #0
-__all__ = ['DOMAIN_IDS', 'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'ProtocolError',
-           'NonFiniteLossError', 'masked_mse', 'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase',
-           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'pool_shares',
-           'split_pool', 'get_protocol', 'split_of', 'check_data']
+__all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'POOLED', 'QUANTITY_CONTROLS',
+           'EXPOSURE_CONTROLS', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'FAMILIES', 'DOMAIN_IDS',
+           'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'COORDS', 'ProtocolError',
+           'NonFiniteLossError', 'valid_lam', 'joint_name', 'trained_protocols', 'masked_mse', 'CyclingSampler',
+           'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint',
+           'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool', 'get_protocol',
+           'protocol_coords', 'split_of', 'check_data']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -31,6 +33,37 @@ class NonFiniteLossError(FloatingPointError):
     "The training loss became NaN/inf; training stopped and the last good checkpoint was kept."
     def __init__(self, msg, step=None, checkpoint=None):
         super().__init__(msg); self.step, self.checkpoint = step, checkpoint
+
+# %% ../nbs/40_protocols.ipynb #nm1
+PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four protocols, by their names in results
+NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
+JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
+SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
+POOLED = 'pooled'  # the practitioner's first model: one model on the union of the sim and exp training windows
+QUANTITY_CONTROLS = ('sim_only_more', 'exp_only_more')  # data-quantity controls: Sim-only and Exp-only trained on as many trajectories as Joint sees in total
+EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp given Joint's updates, windows per update and schedule
+BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
+PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
+FAMILIES = PROTOCOLS + (POOLED, 'baseline')  # what a protocol is a variant of: the tuning rule's families, and the baselines
+
+def valid_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
+              name:str='lam', # the argument's name, for the error message
+             ) -> float:
+    "λ as a float in [0, 1], or one `ProtocolError` naming the argument and the expected range."
+    try: v = float(lam) if not isinstance(lam, bool) else None
+    except (TypeError, ValueError): v = None
+    if v is None or not (math.isfinite(v) and 0.0 <= v <= 1.0):
+        raise ProtocolError(f"`{name}` must be a number in [0, 1], got {lam!r}")
+    return v
+
+def joint_name(lam:float) -> str:
+    "Protocol name of Joint trained at `lam`: 'joint' for 0.5, else 'joint@0.3' style."
+    lam = valid_lam(lam)
+    return JOINT if lam == 0.5 else f'{JOINT}@{lam:g}'
+
+def trained_protocols(names) -> list:
+    "The protocol names (strings) of `names` that are trained protocols, i.e. not reference `BASELINES`."
+    return [str(n) for n in np.atleast_1d(names).tolist() if str(n) not in BASELINES]
 
 # %% ../nbs/40_protocols.ipynb #c008
 def masked_mse(pred:torch.Tensor,  # prediction [B, T, C, H, W]
@@ -156,6 +189,12 @@ class Protocol:
     name = 'protocol'
     needs = ()  # domains whose training data must be present
     lam = None  # the λ of the objective, where one exists
+    lam_train = None  # the training λ of a plain Joint (sum of the two risks); None for every other protocol
+    family = None  # the one of `FAMILIES` it is a variant of: whose tuned settings it trains with, where reports place it
+    @property
+    def domains(self) -> tuple:
+        "The domains the model ends up fitted to (a fine-tune: exp alone)."
+        return self.needs
     def phases(self, steps:int) -> list[Phase]: raise NotImplementedError
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
     def __eq__(self, o): return isinstance(o, Protocol) and repr(o) == repr(self) and o.__dict__ == self.__dict__
@@ -163,7 +202,7 @@ class Protocol:
 
 class SimOnly(Protocol):
     "Every update minimises the sim risk; with `more` it is the data-quantity control 'sim_only_more', whose cell trains on as many sim trajectories as Joint sees of both domains."
-    name, needs, more = 'sim_only', ('sim',), False
+    name, needs, more, family = 'sim_only', ('sim',), False, 'sim_only'
     def __init__(self, more:bool=False):  # the data-quantity control: the cell adds trajectories to its training split (`cell.more_trajectories`)
         if more: self.name, self.more = QUANTITY_CONTROLS[0], True
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
@@ -187,7 +226,7 @@ JOINT_WINDOWS = 2  # batches of `batch_size` a Joint update draws, one per domai
 
 class ExpOnly(Protocol):
     "Every update minimises the exp risk; with `match` > 0 it is the equal-exposure control 'exp_only_eq': Joint's updates, windows per update and schedule."
-    name, needs, more = 'exp_only', ('exp',), False
+    name, needs, more, family = 'exp_only', ('exp',), False, 'exp_only'
     def __init__(self, match:int=0,  # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
                  lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
                  more:bool=False):  # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
@@ -207,7 +246,7 @@ PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tun
 
 class SimToExp(Protocol):
     "Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp: in full, with a frozen stem, replaying sim, anchored (L2-SP, EWC) or through low-rank adapters."
-    name, needs = 'sim_to_exp', ('sim', 'exp')
+    name, needs, family = 'sim_to_exp', ('sim', 'exp'), 'sim_to_exp'
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
                  freeze_stem:bool=False,  # freeze `model.stem_prefixes` parameters while fine-tuning
                  finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
@@ -241,6 +280,8 @@ class SimToExp(Protocol):
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
         if self.match:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
             b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
+    @property
+    def domains(self): return ('sim', 'exp') if self.replay else ('exp',)  # replay keeps fitting sim
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
         w = {'sim': self.replay, 'exp': 1.0 - self.replay} if self.replay else {'exp': 1.0}
@@ -259,18 +300,21 @@ class SimToExp(Protocol):
 # %% ../nbs/40_protocols.ipynb #e40007b2
 class Joint(Protocol):
     "Every update draws one sim and one exp mini-batch and minimises λ·R_sim + (1-λ)·R_exp."
-    needs = ('sim', 'exp')
+    needs, family = ('sim', 'exp'), 'joint'
     def __init__(self, lam:float=0.5,  # weight of the sim risk, in [0, 1]
                  combiner:str='sum'):  # 'sum' (the paper's Joint), or a gradient combiner of `COMBINERS`
-        self.lam = check_lam(lam)
+        self.lam = valid_lam(lam)
         if combiner not in COMBINERS: raise ProtocolError(f"combiner: expected one of {COMBINERS}, got {combiner!r}")
         self.combiner = combiner
         self.name = _joint_name(self.lam, combiner)
+    @property
+    def lam_train(self): return self.lam if self.combiner == 'sum' else None
     def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
     def __repr__(self): return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
 
 class JointCausal(Joint):
     "Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's (`beyond.CausalPenalty`)."
+    lam_train = None  # not a plain Joint
     def __init__(self, lam:float=0.5, weight:float=1.0):  # weight of the penalty
         super().__init__(lam)
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
@@ -281,7 +325,7 @@ class JointCausal(Joint):
 
 class JointHCW(Protocol):
     "Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist (`beyond.HCWLoss`)."
-    name, needs = 'joint_hcw', ('sim', 'exp')
+    name, needs, family = 'joint_hcw', ('sim', 'exp'), 'joint'
     def __init__(self, trusted:Sequence[str]|None=None):  # sim fields supervised (None: all)
         self.trusted = None if trusted is None else tuple(trusted)
     def phases(self, steps):
@@ -292,8 +336,16 @@ class JointHCW(Protocol):
 # %% ../nbs/40_protocols.ipynb #pl1
 class Pooled(Protocol):
     "One model on the union of the sim and exp windows: each update a batch drawn from their union, each window weighted alike."
-    name, needs = POOLED, ('sim', 'exp')
+    name, needs, family = POOLED, ('sim', 'exp'), POOLED
     def phases(self, steps): return [Phase('pooled', steps, {'sim': 0.5, 'exp': 0.5}, pool=True)]
+
+class Baseline(Protocol):
+    "A reference predictor of `BASELINES` (persistence, the mean field, the analog): scored like a protocol, never trained."
+    family = 'baseline'
+    def __init__(self, name:str):
+        if name not in BASELINES: raise ProtocolError(f"baseline: expected one of {BASELINES}, got {name!r}")
+        self.name = name
+    def phases(self, steps): raise ProtocolError(f"{self.name}: a reference baseline has no training phases")
 
 def pool_shares(sizes:dict) -> dict:
     "Each domain's share of the union of the training windows, {domain: n_domain / n_total}, from {domain: number of windows}."
@@ -312,7 +364,7 @@ def split_pool(idx:Sequence[int], sizes:dict) -> dict:
 
 # %% ../nbs/40_protocols.ipynb #c020
 AT_PARAMS = {  # protocol family -> (what its '@' sets, type, smallest, largest): the values it can train with
-    'joint': ('λ, the weight of the sim risk', float, 0, 1),  # and joint_causal and every joint_<combiner>: `check_lam`
+    'joint': ('λ, the weight of the sim risk', float, 0, 1),  # and joint_causal and every joint_<combiner>: `valid_lam`
     'sim_to_exp_replay': ('the share of sim in the fine-tune loss', float, 1e-6, 0.99),
     'sim_to_exp_l2sp': ('α, the weight of the L2-SP penalty', float, 1e-12, 1e3),
     'sim_to_exp_ewc': ('α, the weight of the EWC penalty', float, 1e-12, 1e3),
@@ -336,6 +388,7 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     "The protocol object for a name as used on the command line and in results."
     if isinstance(name, Protocol): return name
     if not isinstance(name, str): raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
+    if name.strip() in BASELINES: return Baseline(name.strip())
     base, at, arg = name.strip().partition('@')
     joints = {_joint_name(0.5, c): c for c in COMBINERS}
     tuned = dict(sim_to_exp_replay=lambda a: SimToExp(replay=_number(name, a, 'sim_to_exp_replay')),  # name@<share of sim in the fine-tune loss>
@@ -362,6 +415,18 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     if base not in ctors:
         raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
+
+COORDS = {'family': 'the protocol family it is a variant of (`FAMILIES`)',
+          'lam_train': "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint",
+          'domains': "the domains the model ends up fitted to, '+'-joined ('' for a baseline)"}  # results' coordinates on `protocol`
+
+def protocol_coords(names) -> dict:
+    "{coordinate: values over `names`} of `COORDS`, read from each protocol object (a name: its object; a bare equal-exposure control: its family's)."
+    ps = [get_protocol(n if isinstance(n, Protocol) else f'{n}@1' if str(n) in EXPOSURE_CONTROLS else str(n))  # a control's updates change none of them
+          for n in names]
+    return {'family': [p.family for p in ps], 'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
+            'domains': ['+'.join(p.domains) for p in ps]}
+
 
 # %% ../nbs/40_protocols.ipynb #c041
 def _domain(data, d):

@@ -12,15 +12,15 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator
-from .metrics import (PAPER, LAMS, METRICS, JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG,
-                                balanced,
-                                balanced_score, best_non_joint, joint_reduction_ci, joint_wins, win_counts, forgetting,
-                                pressure_reduction, headline, compare_to_paper, mean_ci, select_view, setting_dims,
-                                trained_protocols, train_domains)
+from .metrics import (PAPER, LAMS, METRICS, balanced, balanced_score, best_non_joint, joint_reduction_ci,
+                                joint_wins, win_counts, forgetting, pressure_reduction, headline, compare_to_paper,
+                                mean_ci, select_view, setting_dims, train_domains, protocol_coord)
+from .protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+                                  ANALOG, trained_protocols)
 from .tradeoff import pareto_plot, domain_errors, protocol_colors
 from .store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from .schema import FIELD_META, FIELDS
-from .metrics import EXPOSURE_CONTROLS, PROTOCOLS, POOLED, QUANTITY_CONTROLS
+from .protocols import EXPOSURE_CONTROLS, PROTOCOLS, POOLED, QUANTITY_CONTROLS
 
 # %% auto #0
 __all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS',
@@ -66,9 +66,10 @@ def md_table(df:pd.DataFrame, index:bool=True) -> str:
 # %% ../nbs/55_report.ipynb #tm1
 TWO_MODEL = 'two-model pair'  # the reference of two specialists: the best sim model scored on sim with the best exp model scored on exp
 
-def _specialists(protocols) -> list:
-    "The trained protocols a two-model pair chooses from: all but Joint's family and pooled (one model fitted to both domains is what it is compared with)."
-    return [p for p in trained_protocols(protocols) if not p.startswith(JOINT) and p not in (TWO_MODEL, POOLED)]
+def _specialists(x) -> list:
+    "The trained protocols of results `x` a two-model pair chooses from: all but Joint's family and pooled (one model fitted to both domains is what it is compared with)."
+    fam = protocol_coord(x, 'family')
+    return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED) and p != TWO_MODEL]
 
 def _pair_index(score:xr.DataArray, candidates:list) -> dict:
     "Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where one is scored)."
@@ -85,7 +86,7 @@ def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, met
                    candidates=None,  # the protocols to choose from (None: every trained protocol but Joint's family)
                   ) -> tuple:
     "(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, seed and metric): the sim row of the candidate with the lowest held-out sim error, the exp row of the one with the lowest exp error."
-    cands = list(candidates) if candidates is not None else _specialists(score.protocol.values)
+    cands = list(candidates) if candidates is not None else _specialists(score)
     if not cands: raise ValueError(f"two_model_pair: no trained non-joint protocol to choose from among {list(map(str, score.protocol.values))}")
     at = _pair_index(score, cands)
     rows = [_pick(score.sel(domain=[d]), cands, at[d]) for d in ('sim', 'exp')]
@@ -97,7 +98,7 @@ def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, met
 
 def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
     "`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`), exp's `score_measured` and `noise_floor` of its exp model, every other variable NaN."
-    cands = list(candidates) if candidates is not None else _specialists(res.protocol.values)
+    cands = list(candidates) if candidates is not None else _specialists(res)
     pair, _ = two_model_pair(res['score'], cands)
     protos = [str(p) for p in res.protocol.values]
     k = protos.index(JOINT) + 1 if JOINT in protos else len(protos)
@@ -233,8 +234,9 @@ def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRIC
     if reference not in s.protocol.values: return pd.DataFrame(columns=names)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     frames = []
+    dom = train_domains(s)
     for p in trained_protocols(s.protocol.values):
-        for d in train_domains(p):
+        for d in dom[p]:
             e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=reference, domain=d, drop=True)
             df = pd.concat({'error': e.to_series(), reference: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
             frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
@@ -251,9 +253,10 @@ def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), m
     if not refs: return pd.DataFrame(columns=['error', *references])
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
     frames = []
+    dom = train_domains(s)
     for p in trained_protocols(s.protocol.values):
-        if not train_domains(p): continue  # a protocol of unknown training domains is not judged
-        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in train_domains(p)]:
+        if not dom[p]: continue  # a protocol of unknown training domains is not judged
+        for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in dom[p]]:
             e, r = s.sel(protocol=p, domain=d, drop=True), {q: s.sel(protocol=q, domain=d, drop=True) for q in refs}
             worse = xr.concat([e > v for v in r.values()], 'ref').any('ref')
             df = pd.concat({'error': e.to_series(), **{q: v.to_series() for q, v in r.items()}}, axis=1)[(e.notnull() & worse).to_series()]
@@ -373,18 +376,17 @@ def _phases(x:np.ndarray, y:np.ndarray) -> list:
 
 _OBJECTIVES = ('sim', 'exp', 'sim + exp')  # what a phase's validation objective measures: one panel each
 
-def _objective(protocol, phase:int) -> str:
-    "The validation objective (`_OBJECTIVES`) of phase `phase` of `protocol`, from its name: Sim→Exp's family validates sim, then exp (with replay: both)."
-    p = str(protocol)
-    if p == SIM_ONLY: return 'sim'
-    if p.startswith(EXP_ONLY): return 'exp'
-    if p.startswith(SIM_TO_EXP): return 'sim' if phase == 0 else ('sim + exp' if 'replay' in p else 'exp')
+def _objective(family, domains:tuple, phase:int) -> str:
+    "The validation objective (`_OBJECTIVES`) of phase `phase` of a protocol of `family` fitted to `domains`: Sim→Exp's family validates sim, then what it fine-tunes on (with replay: both)."
+    if family in (SIM_ONLY, EXP_ONLY): return family.partition('_')[0]
+    if family == SIM_TO_EXP: return 'sim' if phase == 0 else ' + '.join(domains)
     return 'sim + exp'
 
 # %% ../nbs/55_report.ipynb #42d9fd7a
 def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=80, fontsize:int=11) -> Figure:
     "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one line per seed, each protocol a width of its own (the first drawn widest, so a line that coincides with another shows beneath it), the Sim→Exp family dashed, pooled dotted, the controls dash-dotted, ▸ = stopped by the cap; log y with ticks at 1, 2, 5."
     protos = trained_protocols(res['curve_val'].protocol.values)
+    fam, dom = protocol_coord(res, 'family'), train_domains(res)
     inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
     v, st = (res[n].sel(protocol=protos).transpose(..., *inner) for n in ('curve_val', 'curve_step'))
     labels, V = _panels(v, inner)
@@ -401,12 +403,12 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
                 parts = _phases(S[a, i, k][ok], V[a, i, k][ok])
                 for j, (xs, ys) in enumerate(parts):
                     end = cap is not None and cap[a, i, k] == 1 and j == len(parts) - 1
-                    pieces.setdefault((a, _objective(p, j)), []).append((p, xs - xs[0] + parts[0][0][0], ys, end))
+                    pieces.setdefault((a, _objective(fam[p], dom[p], j)), []).append((p, xs - xs[0] + parts[0][0][0], ys, end))
     objs = [o for o in _OBJECTIVES if any(o == ob for _, ob in pieces)]
     per = (0.075 * max(len(p) for p in protos) + 0.6) * fontsize / 9  # inches per legend column
     width = max(panel_size[0] * len(objs), 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
     colors = protocol_colors(protos)
-    dash = lambda p: ':' if p == POOLED else '-.' if p in EXPOSURE_CONTROLS + QUANTITY_CONTROLS else '--' if str(p).startswith(SIM_TO_EXP) else '-'
+    dash = lambda p: ':' if p == POOLED else '-.' if p in EXPOSURE_CONTROLS + QUANTITY_CONTROLS else '--' if fam[p] == SIM_TO_EXP else '-'
     lw = {p: 2.6 - 1.8 * i / max(len(protos) - 1, 1) for i, p in enumerate(protos)}  # widest first: coinciding lines stay visible
     fig = Figure(figsize=(width, panel_size[1] * len(labels) + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(len(labels), max(1, len(objs)), squeeze=False)
@@ -664,9 +666,10 @@ def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
 # %% ../nbs/55_report.ipynb #hl1
 BEST_SINGLE = 'best single exp-seeing model'  # per setting, the trained non-Joint protocol that saw exp data with the lowest error
 
-def _exp_seeing(protocols) -> list:
-    "The trained protocols outside Joint's family that trained on exp data: the candidates of `BEST_SINGLE`."
-    return [p for p in trained_protocols(protocols) if 'exp' in train_domains(p) and not p.startswith(JOINT) and p != TWO_MODEL]
+def _exp_seeing(x) -> list:
+    "The trained protocols of results `x` outside Joint's family that trained on exp data: the candidates of `BEST_SINGLE`."
+    dom, fam = train_domains(x), protocol_coord(x, 'family')
+    return [p for p in trained_protocols(x['protocol'].values) if 'exp' in dom[p] and fam[p] != JOINT and p != TWO_MODEL]
 
 def _best_of(v:xr.DataArray, candidates:list) -> tuple:
     "(per seed, the values of the candidate with the lowest seed-mean value per setting; that candidate's name per setting)."
@@ -682,7 +685,7 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
                            level:float=0.95,
                           ) -> pd.DataFrame:
     "Rows (settings, alternative): Joint's paired margin over the best single exp-seeing model, the two-model pair and pooled, on exp and on bM(λ): % (positive: Joint lower), its interval and verdict."
-    resP = res if TWO_MODEL in res.protocol.values or len(_specialists(res.protocol.values)) < 2 else with_two_model_pair(res)
+    resP = res if TWO_MODEL in res.protocol.values or len(_specialists(res)) < 2 else with_two_model_pair(res)
     score = resP['score'].sel(metric=[metric])
     if JOINT not in score.protocol.values: raise ValueError(f"strongest_alternatives: the run has no {JOINT!r}; it has {list(map(str, score.protocol.values))}")
     score = score if 'seed' in score.dims else score.expand_dims(seed=[0])
@@ -690,10 +693,10 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
                   f'b{metric}@{lam:g}': balanced_score(score, lam, seed_mean=False).sel(metric=metric, drop=True)}
     per = {q: v.transpose(*[d for d in v.dims if d not in ('protocol', 'seed')], 'protocol', 'seed') for q, v in quantities.items()}
     protos, rows = list(map(str, score.protocol.values)), {}
-    for name in ([BEST_SINGLE] if _exp_seeing(protos) else []) + [p for p in (TWO_MODEL, POOLED) if p in protos]:
+    for name in ([BEST_SINGLE] if _exp_seeing(score) else []) + [p for p in (TWO_MODEL, POOLED) if p in protos]:
         cols, picked = {}, []
         for q, v in per.items():
-            if name == BEST_SINGLE: a, which = _best_of(v, _exp_seeing(protos)); picked.append(which)
+            if name == BEST_SINGLE: a, which = _best_of(v, _exp_seeing(score)); picked.append(which)
             else: a = v.sel(protocol=name, drop=True)
             pc = paired_change(v.sel(protocol=JOINT, drop=True), a, 'seed', level)
             cols |= {f'{q} %': pc['mean'], f'{q} lo': pc['lo'], f'{q} hi': pc['hi'], f'{q} verdict': pc['verdict']}
@@ -726,7 +729,7 @@ def _drop_constant_levels(df:pd.DataFrame) -> tuple:
 def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0.95) -> list:
     "The report's opening section: Joint's paired margins over the strongest alternatives, counted only where they are clear, and the table."
     protos = list(map(str, res.protocol.values))
-    if JOINT not in protos or not (_exp_seeing(protos) or POOLED in protos): return []
+    if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos): return []
     t = strongest_alternatives(res, lam, metric, level)
     counts = alternative_counts(t)
     n = len(t.index.droplevel('against').unique())
@@ -736,7 +739,7 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
          f"on held-out exp and on b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g}), in {n} settings. A setting counts "
          "for or against Joint only where its verdict is *better* or *worse*: every seed agrees and the interval excludes zero. "
          f"The {BEST_SINGLE} is chosen per setting on the test scores (which favours it): the protocol outside Joint's "
-         f"family that trained on exp data with the lowest seed-mean error ({', '.join(_exp_seeing(protos))}).", '']
+         f"family that trained on exp data with the lowest seed-mean error ({', '.join(_exp_seeing(res))}).", '']
     for name, r in counts.iterrows():
         L.append(f"- **vs {name}**: on exp, Joint clearly lower in {r['exp: Joint better']}, clearly higher in "
                  f"{r['exp: Joint worse']}, no clear difference in {r['exp: no clear difference']} of {n} settings; on {q}: "
@@ -771,7 +774,7 @@ def resolution_table(res:xr.Dataset,  # results with `score_window` and `noise_f
 def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     "The report's section on resolution: Joint's exp margins against both truths and the floors (nothing where the run has no window truth)."
     protos = list(map(str, res.protocol.values))
-    if JOINT not in protos or not (_exp_seeing(protos) or POOLED in protos): return []  # nothing to compare Joint with
+    if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos): return []  # nothing to compare Joint with
     if 'score_window' not in res or not bool(res['score_window'].notnull().any()): return []
     t = resolution_table(res, metric, level)
     table, said = _drop_constant_levels(t)
@@ -979,7 +982,7 @@ def _figures(res:xr.Dataset) -> list:
     "(name, caption, figure builder) of every figure the Dataset allows, in report order."
     score = res['score']
     protos = list(map(str, score.protocol.values))
-    pair = JOINT in protos and len(_specialists(protos)) >= 2
+    pair = JOINT in protos and len(_specialists(score)) >= 2
     shown = with_two_model_pair(res)['score'] if pair else score  # the pair beside the single models
     big = shown.sizes['protocol'] > 6  # many protocols: wider panels, so the labels and the legend keep their room
     out = [('pareto_rmse', 'Sim error vs exp error per protocol and the two-model pair, seed means with 95 % seed intervals, iso-λ lines (grey ×: reference baselines)',
@@ -1069,7 +1072,7 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset {cfg.get('size', '?')}, "
               f"at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, {cfg.get('horizon', '?')}-frame rollouts{wall}")
     L = ['# Sim+Real on the twin systems', '']
-    if JOINT not in protos or not (_exp_seeing(protos) or POOLED in protos):
+    if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos):
         return L + [f"Protocols: {', '.join(trained_protocols(protos))}. No Joint with an alternative to compare it with: the "
                     "sections below give each protocol's errors.", '', shared + '.', '']
     t = strongest_alternatives(res, lam, metric, level)
@@ -1102,14 +1105,14 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     "The markdown report of a results Dataset (with the physics checks of a `physics.json`, when given)."
     score = res['score']
     protos = [str(p) for p in score.protocol.values]
-    paper = any(p.startswith(JOINT) for p in protos) and any(p in NON_JOINT for p in protos)  # the paper's statistics apply
+    paper = JOINT in protocol_coord(score, 'family').values() and any(p in NON_JOINT for p in protos)  # the paper's statistics apply
     h = headline(score) if paper else dict(n_settings=int(np.prod([score.sizes[d] for d in setting_dims(score)])))
     n, seeds = h['n_settings'], score.sizes.get('seed', 1)
     refs = [p for p in protos if p in BASELINES]
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     extra = [d for d in setting_dims(score) if d not in ('system', 'capacity')]
     seeds_text = _seeds_text(score)
-    pair = JOINT in protos and len(_specialists(protos)) >= 2  # the two-model pair: beside Joint in every bM table
+    pair = JOINT in protos and len(_specialists(score)) >= 2  # the two-model pair: beside Joint in every bM table
     resP = with_two_model_pair(res) if pair else res
     L = opening_lines(res, timing) + ['## The run', '',
          f"simreal_nb {res.attrs.get('version', '?')}; systems: {', '.join(map(str, res.system.values))}; capacities: "
@@ -1138,7 +1141,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
         L += ['Rows and columns marked `two-model pair (ref.)` are two models instead of one: the best sim specialist scored on '
               'sim with the best exp specialist scored on exp, bM(λ) = λ·M_sim(best sim model) + (1−λ)·M_exp(best exp model). '
               'Per setting, seed and metric, the sim model is the trained protocol outside Joint\'s family ('
-              + ', '.join(_specialists(protos)) + ') with the lowest held-out sim error, the exp model the one with the lowest '
+              + ', '.join(_specialists(score)) + ') with the lowest held-out sim error, the exp model the one with the lowest '
               'held-out exp error (all fields). It is chosen on the test scores themselves, which favours it; a reference, '
               'never the best non-joint protocol and never counted as a winner. Its choice by RMSE (seeds in brackets):', '',
               md_table(pair_choices(score)), '']
@@ -1213,7 +1216,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
         L += ['## Error against the number of experimental training trajectories', '',
               'Held-out RMSE (all fields) per protocol and domain, by the number N of experimental training trajectories.', '',
               md_table(_refs(error_vs_n(score))), '']
-    if score.sizes.get('arch', 1) > 1 and any(p.startswith(JOINT) for p in protos):
+    if score.sizes.get('arch', 1) > 1 and JOINT in protocol_coord(score, 'family').values():
         L += ['## Architectures', '', 'bRMSE at λ = 0.5 per protocol for each architecture.', '',
               md_table(_refs(arch_table(resP['score']))), '']
         for a in score.arch.values:
@@ -1224,7 +1227,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
                   f"settings by seed mean{wr}; mean bRMSE reduction {float(red.mean()):.1f} %."]
         L += ['']
     if 'grad_cos_mean' in res:
-        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p in protos if p.startswith(JOINT)])
+        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p, f in protocol_coord(res, 'family').items() if f == JOINT and p in protos])
         df = _ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
         L += ['## Gradient conflict during Joint', '',
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']

@@ -13,7 +13,7 @@ from .schema import FIELDS
 from .store import write_text, RunFileError, read_json, is_temporary, unmarked_files
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS, checkpoint_digest, make_model, n_params
-from .metrics import PROTOCOLS, BASELINES, POOLED
+from .protocols import PROTOCOLS, BASELINES, POOLED, protocol_coords, COORDS
 from .errors import InputError
 from .protocols import EXPOSURE_CONTROLS, Joint, get_protocol
 from .grid import GridConfig, GridError, Cell
@@ -23,7 +23,7 @@ __all__ = ['MODEL_FILE', 'UNSTAMPED_DEFAULTS', 'REFERENCE_SHAPE', 'MANIFEST_TYPE
            'manifest_of', 'stamp_of', 'run_stamp', 'model_overrides', 'model_settings', 'model_changes', 'resolve_init',
            'read_manifest', 'run_config', 'open_run_dir', 'job_token', 'RunLock', 'foreign_files', 'lock_run_dir',
            'lock_holder', 'check_lock_free', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
-           'remove_stale_tmp', 'collect_results', 'protocol_lam_train']
+           'remove_stale_tmp', 'collect_results']
 
 # %% ../nbs/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
@@ -341,8 +341,8 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
                       arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + [POOLED] + list(EXPOSURE_CONTROLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
-    res = res.assign_coords(lam_train=('protocol', [protocol_lam_train(p) for p in res.protocol.values]))  # from the protocol objects
-    res['lam_train'].attrs['long_name'] = "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint"
+    res = res.assign_coords({k: ('protocol', v) for k, v in protocol_coords(res.protocol.values).items()})  # from the protocol objects
+    for k, what in COORDS.items(): res[k].attrs['long_name'] = what
     by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
     kinds = set(by_system.values())
     res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales), field_units=json.dumps(units),
@@ -359,11 +359,3 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
                                               "data have one (attrs exp_target), else against the measurement")
     res['score_phys'].attrs.update(long_name='rollout error per field in its physical units (see the datasets; all: NaN)')
     return res
-
-# %% ../nbs/46_rundir.ipynb #19acac19
-def protocol_lam_train(name) -> float:
-    "λ_train of protocol `name` read from its protocol object: `lam` of a plain Joint ('joint', 'joint@0.3'); NaN for any other protocol or a baseline."
-    if str(name) in BASELINES: return float('nan')
-    try: p = get_protocol(str(name))
-    except InputError: return float('nan')  # not a protocol name ('joint@2' included)
-    return float(p.lam) if type(p) is Joint and p.combiner == 'sum' else float('nan')

@@ -15,12 +15,14 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (MetricInputError, LAMS, BASELINES, JOINT, balanced, setting_dims, select_view, check_lam,
-                                check_score, best_non_joint, trained_protocols, mean_ci)
+from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
+                                best_non_joint, mean_ci, protocol_coord)
+from .protocols import BASELINES, JOINT, trained_protocols
+
 
 # %% auto #0
-__all__ = ['REF_COLOR', 'domain_errors', 'winners', 'protocol_table', 'winner_table', 'joint_lam_train', 'lam_train_of',
-           'protocol_colors', 'text_size', 'place_labels', 'pareto_plot', 'figure_png']
+__all__ = ['REF_COLOR', 'domain_errors', 'winners', 'protocol_table', 'winner_table', 'lam_train_of', 'protocol_colors',
+           'text_size', 'place_labels', 'pareto_plot', 'figure_png']
 
 # %% ../nbs/60_tradeoff.ipynb #c006
 def _label(v): return '/'.join(map(str, v)) if isinstance(v, tuple) else str(v)
@@ -100,33 +102,19 @@ _NEAR_RED_OR_GREY = {'#d62728', '#8c564b', '#7f7f7f', '#c49c94', '#c7c7c7'}  # J
 _OTHERS = [c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3', '#e6ab02', '#66a61e']  # Dark2's, to 18
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
-def joint_lam_train(protocol) -> float|None:
-    "λ_train of a Joint protocol name ('joint' → 0.5, 'joint@0.3' → 0.3); None for any other protocol."
-    p = str(protocol)
-    if p == JOINT: return 0.5
-    if p.startswith(JOINT + '@'):
-        try: return check_lam(p.split('@', 1)[1])
-        except MetricInputError: return None
-    return None
-
 def lam_train_of(results) -> dict:
-    "{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), read from its `lam_train` coordinate on `protocol`; only for results written before runs recorded that coordinate, parsed from the names (`joint_lam_train`)."
-    protos = [str(p) for p in results['protocol'].values]
-    if 'lam_train' not in results.coords:
-        return {p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None}
-    lt = results.coords['lam_train']
-    if lt.dims != ('protocol',): raise MetricInputError(f"`lam_train` must be a coordinate on dim 'protocol' alone, got dims {lt.dims}")
-    return {p: float(v) for p, v in zip(protos, lt.values.astype(float)) if np.isfinite(v)}
+    "{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), from its `lam_train` coordinate (`metrics.protocol_coord`)."
+    return {p: float(v) for p, v in protocol_coord(results, 'lam_train').items() if v is not None and np.isfinite(v)}
 
 def protocol_colors(protocols,
-                    lam_train:dict|None=None, # {Joint protocol: its λ_train} (`lam_train_of`); None: read from the names (`joint_lam_train`)
+                    lam_train:dict|None=None, # {Joint protocol: its λ_train} (`lam_train_of`); None: from the protocol objects of the names
                    ) -> dict:
     "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in tab10, tab20's light shades and Dark2 without red, brown or grey, reference baselines grey."
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
     protos = [str(p) for p in protocols]
-    lt = ({p: joint_lam_train(p) for p in protos if joint_lam_train(p) is not None} if lam_train is None
-          else {str(k): float(v) for k, v in lam_train.items()})
+    lt = ({str(k): float(v) for k, v in lam_train.items()} if lam_train is not None
+          else lam_train_of(xr.Dataset(coords=dict(protocol=protos))))
     joints = sorted([p for p in protos if p in lt], key=lt.get)
     others = iter(_OTHERS * 3)  # 18 distinct colours before any repeats
     out = {}

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from simreal_nb.metrics import BASELINES
+from simreal_nb.protocols import BASELINES
 from simreal_nb.grid import PRESETS, GridError, Cell, Grid
 from simreal_nb.rundir import cell_path, collect_results
 from simreal_nb.cell import run_cell

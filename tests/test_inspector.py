@@ -2,7 +2,7 @@
 import re
 import numpy as np, pytest, xarray as xr
 from simreal_nb.metrics import MetricInputError, synthetic_score
-from simreal_nb.tradeoff import pareto_plot, protocol_table, joint_lam_train, lam_train_of, protocol_colors, place_labels, _overlap
+from simreal_nb.tradeoff import pareto_plot, protocol_table, lam_train_of, protocol_colors, place_labels, _overlap
 from simreal_nb.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
                                   INSPECT_LAMS, _num)
 
@@ -129,8 +129,8 @@ def test_widget_kernel_side(demo):
 
 
 def test_joint_names_and_colours():
-    assert joint_lam_train('joint') == 0.5 and joint_lam_train('joint@0.3') == 0.3
-    assert joint_lam_train('joint@x') is None and joint_lam_train('sim_only') is None
+    names = xr.Dataset(coords=dict(protocol=['joint', 'joint@0.3', 'joint_mgda@0.3', 'sim_only', 'two-model pair']))
+    assert lam_train_of(names) == {'joint': 0.5, 'joint@0.3': 0.3}  # from the protocol objects: a plain Joint's λ alone
     c = protocol_colors(['sim_only', 'joint', 'joint@0.1', 'joint@0.9', 'persistence'])
     assert c['persistence'] == '#8c8c8c' and c['sim_only'] == '#1f77b4' and len(set(c.values())) == 5
     assert protocol_colors(['joint'])['joint'] == '#d62728'

@@ -3,10 +3,11 @@ import json, math, warnings
 import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
                                 balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
-                                joint_name, setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
-                                pressure_reduction, check_lam, check_score, PAPER, LAMS, METRICS, SCORE_KEYS, PROTOCOLS, NON_JOINT,
-                                JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, mean_ci, joint_wins, joint_reduction_ci,
-                                reduction_pct, trained_protocols, train_domains, synthetic_results)
+                                setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
+                                pressure_reduction, check_lam, check_score, PAPER, LAMS, METRICS, SCORE_KEYS, mean_ci,
+                                joint_wins, joint_reduction_ci, reduction_pct, train_domains, synthetic_results)
+from simreal_nb.protocols import (joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
+                                  trained_protocols)
 
 
 def frmse_loop(pred, target):
@@ -453,7 +454,8 @@ def test_joint_reduction_ci_hand_built():
 def test_baselines_never_compete():
     assert BASELINES == ('persistence', 'mean_field', 'analog')
     assert trained_protocols(['persistence', 'joint', 'mean_field', 'pcgrad']) == ['joint', 'pcgrad']
-    assert [train_domains(p) for p in ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.7', 'persistence', 'pcgrad')] == [
+    names = ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.7', 'persistence', 'pcgrad']
+    assert list(train_domains(xr.Dataset(coords=dict(protocol=names))).values()) == [
         ('sim',), ('exp',), ('exp',), ('sim', 'exp'), ('sim', 'exp'), (), ()]
     s = synthetic_score(errors=SEEDED, seeds=(0, 1, 2))
     best, who = best_non_joint(balanced_score(s), return_name=True)

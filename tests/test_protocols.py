@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from simreal_nb.metrics import MetricInputError, PROTOCOLS
+from simreal_nb.metrics import MetricInputError
+from simreal_nb.protocols import PROTOCOLS
 from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, collate, get_protocol,
                                   masked_mse)
 from simreal_nb.step import Stepper, combine_grads
@@ -123,7 +124,7 @@ def test_lambda_error_names_the_argument():
 
 def test_names_come_from_metrics():
     assert [get_protocol(n).name for n in PROTOCOLS] == list(PROTOCOLS)
-    from simreal_nb.metrics import joint_name
+    from simreal_nb.protocols import joint_name
     for lam in (0.5, 0.3, 0.25, 1.0, 0.0):
         assert Joint(lam).name == joint_name(lam)
         assert Joint(lam, combiner='cagrad').name == joint_name(lam).replace('joint', 'joint_cagrad')

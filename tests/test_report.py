@@ -2,7 +2,8 @@
 import json, math
 import numpy as np, pytest, xarray as xr
 from simreal_nb import report as R
-from simreal_nb.metrics import PAPER, LAMS, synthetic_score, synthetic_results, train_domains
+from simreal_nb.metrics import PAPER, LAMS, synthetic_score, synthetic_results
+from simreal_nb.protocols import protocol_coords
 from simreal_nb.report import report_text, write_report, md_table, protocol_ranking, ranking_agreement
 
 # Per setting, (held-out sim error, held-out exp error) of each protocol, the same on every field and metric.
@@ -427,4 +428,4 @@ def test_exposure_control_table_and_verdict():
     none.score.loc[dict(protocol=['exp_only', 'sim_to_exp'], domain='exp')] = 0.1  # no margin at their own exposure
     assert R.control_verdicts(none)[0].startswith("**A/S**: no exp margin to test: Joint is not clearly lower at the others' own exposure")
     assert "### Does Joint" not in report_text(res.drop_sel(protocol=['exp_only_eq', 'sim_to_exp_eq']))  # no control, no section
-    assert train_domains('exp_only_eq') == train_domains('sim_to_exp_eq') == ('exp',)  # the FLAGS judge a control where it trains
+    assert protocol_coords(['exp_only_eq', 'sim_to_exp_eq'])['domains'] == ['exp', 'exp']  # the FLAGS judge a control where it trains
