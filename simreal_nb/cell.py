@@ -16,7 +16,8 @@ from .systems import load_twins, fill_entry, fill_cache
 from .align import make_domain_data, WindowDataset, spread, group_distances, align_domains
 from .models import make_model, n_params, save_model, init_weights, ARCHS
 from .metrics import METRICS
-from .protocols import JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS
+from .protocols import (JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS,
+                                  ExposureControl, Joint)
 from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
 from .step import resolve_device
 from .trainer import train
@@ -97,9 +98,9 @@ def more_trajectories(dd, extra:dict, domain:str):
 
 def cell_training_data(cell:Cell, cfg:GridConfig, dd, data_dir=None):
     "The data `cell` trains on: `dd`, or for a data-quantity control (`QUANTITY_CONTROLS`) `dd` with as many training trajectories of its domain as Joint sees of both."
-    if cell.protocol not in QUANTITY_CONTROLS: return dd
-    if data_dir is not None: raise GridError(f"{cell.protocol}: a data-quantity control draws more trajectories from a twin; imported data have no more")
-    domain = 'sim' if cell.protocol == QUANTITY_CONTROLS[0] else 'exp'
+    if not getattr(cell.protocol, 'more', False): return dd
+    if data_dir is not None: raise GridError(f"{cell.protocol.name}: a data-quantity control draws more trajectories from a twin; imported data have no more")
+    domain, = cell.protocol.domains  # Sim-only's or Exp-only's
     other = (dd.exp if domain == 'sim' else dd.sim)['train'].ds.sizes['traj']  # what Joint sees beyond this domain's own
     extra = load_twins(cell.system, seed=EXTRA_SEED + cfg.data_seed_of(cell.seed), size=cfg.size, n_traj=other, n_in_dist=0, n_out_dist=0)
     return more_trajectories(dd, extra, domain)
@@ -219,8 +220,8 @@ def set_aside_unreadable(ckpt) -> bool:
 
 def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
     "(the protocol object `cell` trains, with Sim→Exp's tuned fine-tune scale; its tuned learning rate): `GridConfig.settings_of` its system and protocol."
-    p = get_protocol(protocol or cell.protocol)
-    st = cfg.settings_of(cell.system, p.name)
+    p = protocol or cell.protocol
+    st = cfg.settings_of(cell.system, p)
     if isinstance(p, SimToExp) and st['finetune_lr_scale'] != p.finetune_lr_scale:
         p = copy.copy(p); p.finetune_lr_scale = st['finetune_lr_scale']
     return p, st['lr']
@@ -248,8 +249,8 @@ def _joint_exp_batches(ds:xr.Dataset, path) -> int:
 
 def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     "The protocol `cell` trains: its name's, or for an equal-exposure control (`EXPOSURE_CONTROLS`) Exp-only / Sim→Exp whose exp phase copies the Joint cell of the same setting and seed in `run_dir`: its updates, its windows per update and its learning-rate cuts."
-    if cell.protocol not in EXPOSURE_CONTROLS: return get_protocol(cell.protocol)
-    jc = replace(cell, protocol=JOINT)
+    if not isinstance(cell.protocol, ExposureControl): return cell.protocol
+    jc = replace(cell, protocol=Joint())
     p = cell_path(run_dir, jc)
     if not p.exists():
         raise GridError(f"cell {cell.key}: the equal-exposure control is matched to the Joint cell {jc.key} of the same setting "
@@ -259,17 +260,17 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     if why: raise GridError(f"{p}: {why}; the control {cell.key} cannot be matched to it")
     n = _joint_exp_batches(ds, p)
     cuts = [(k, s) for ph, k, s in json.loads(ds.attrs.get('lr_cuts', '[]')) if ph == 0]  # Joint has one phase
-    return ExpOnly(match=n, lr_cuts=cuts) if cell.protocol == EXPOSURE_CONTROLS[0] else SimToExp(match=n, lr_cuts=cuts)
+    return cell.protocol.matched(n, cuts)
 
 # %% ../nbs/47_cell.ipynb #cs1
 def check_start(cells:list, cfg:GridConfig, data_dir=None):
     "Refuse, before any training, a fine-tuning `cfg.level` some trained cell cannot take, or a `cfg.init` checkpoint that does not fit some cell's model."
-    trained = [c for c in cells if c.protocol not in BASELINES]
+    trained = [c for c in cells if c.protocol.trains]
     if cfg.level != 'full':
         bad = sorted({c.arch for c in trained if cfg.level not in getattr(ARCHS[c.arch], 'tune_levels', ())})
         if bad: raise GridError(f"level {cfg.level!r}: arch {bad} has no fine-tuning levels (MORPH's: arch morph); expected level 'full', or arch morph")
-        own = sorted({c.protocol for c in trained if c.protocol not in EXPOSURE_CONTROLS and
-                      any(p.lora_rank or p.freeze_stem or p.freeze_decoder for p in get_protocol(c.protocol).phases(2))})
+        own = sorted({c.protocol.name for c in trained if not isinstance(c.protocol, ExposureControl) and
+                      any(p.lora_rank or p.freeze_stem or p.freeze_decoder for p in c.protocol.phases(2))})
         if own: raise GridError(f"level {cfg.level!r}: protocols {own} freeze or adapt their fine-tune themselves; expected level 'full' beside them")
     if cfg.init is None: return
     for c in {(c.system, c.capacity, c.arch): c for c in trained}.values():  # one model per setting
@@ -284,7 +285,7 @@ def _window_score(ev:xr.Dataset, rollout_only) -> xr.DataArray:
 
 def evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
     "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories, per test group (`in_dist`, `out_dist`)."
-    if model is None: return _baseline_scores(cell.protocol, dd, truth, cfg, scales, str(dev))
+    if model is None: return _baseline_scores(cell.protocol.name, dd, truth, cfg, scales, str(dev))
     return evaluate_groups(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
                            device=str(dev), scales=scales)
 
@@ -328,7 +329,7 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
         example=xr.DataArray(ex, dims=('domain', 'field', 'kind', 'ey', 'ex'),
                              coords=dict(domain=['sim', 'exp'], field=list(dd.fields), kind=list(EXAMPLE_KINDS),
                                          ey=np.arange(H), ex=np.arange(W))).reindex(field=fields)))
-    ds = ds.expand_dims(system=[cell.system], capacity=[cell.capacity], protocol=[cell.protocol], seed=[cell.seed],
+    ds = ds.expand_dims(system=[cell.system], capacity=[cell.capacity], protocol=[cell.protocol.name], seed=[cell.seed],
                         arch=[cell.arch], exp_trajs=[n_exp])
     for v in ('train_s', 'eval_s', 'params', 'grad_cos_mean', 'grad_conflict_frac', 'steps_done'):
         ds[v].attrs['long_name'] = v.replace('_', ' ')
@@ -372,7 +373,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     t_data = time.perf_counter() - t0
     dev = resolve_device(device)
     model = hist = None
-    if cell.protocol not in BASELINES:
+    if cell.protocol.trains:
         protocol = exposure_protocol(cell, run_dir, stamp)  # a control: matched to its Joint cell
         model, hist = train_cell(cell, cfg, dd, dev, cell_folder(run_dir, cell), protocol=protocol)
     ev = evaluate_cell(cell, cfg, dd, truth, scales, dev, model)

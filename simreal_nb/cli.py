@@ -332,6 +332,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     from dataclasses import replace
     from simreal_nb.experiment import run_experiment
     from simreal_nb.grid import PRESETS, GridError
+    from simreal_nb.protocols import Joint, ExposureControl, EXP_ONLY, SIM_TO_EXP
     name = preset or ('quick' if quick else None)
     if name is not None and name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
     if config is None: name = name or 'default'; cfg, base, in_file = PRESETS[name].config, PRESETS[name].grid, {}
@@ -352,11 +353,10 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         except ValueError: raise UsageError(f"--lambdas: {lambdas!r} is not a list of numbers; expected e.g. 0.1,0.3,0.5,0.7,0.9") from None
         if not lams or not all(0 <= l <= 1 for l in lams): raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
         have = given['protocols'] or base.protocols
-        given['protocols'] = tuple(have) + tuple(f'joint@{l:g}' for l in lams if f'joint@{l:g}' not in have)
+        given['protocols'] = tuple(have) + tuple(Joint(l) for l in lams)  # the grid keeps one cell per protocol
     if exposure_control:
-        from simreal_nb.protocols import EXPOSURE_CONTROLS
         have = given['protocols'] or base.protocols
-        given['protocols'] = tuple(have) + tuple(p for p in EXPOSURE_CONTROLS if p not in have)
+        given['protocols'] = tuple(have) + (ExposureControl(EXP_ONLY), ExposureControl(SIM_TO_EXP))
     grid = replace(base, **{k: v for k, v in given.items() if v is not None})
     if init is not None:
         if not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")

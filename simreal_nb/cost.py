@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from .twindata import torch_threads
 from .models import make_model
-from .protocols import BASELINES
+from .protocols import BASELINES, ExposureControl
 from .protocols import get_protocol, fetch_batch, EXPOSURE_CONTROLS
 from .step import resolve_device, Stepper
 from .evaluation import long_windows
@@ -26,12 +26,12 @@ TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / 
 
 def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     "(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2 and its validations, plus the final evaluation, × `forward_s` per window (a control: matched to Joint at its cap, typically to Joint's typical updates)."
-    name = cell.protocol
+    p = cell.protocol
     def phase_s(ph, n):
         k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
         return n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
-    at_cap, typ = ((get_protocol(f'{name}@{cfg.steps}'), get_protocol(f"{name}@{min(TYPICAL_UPDATES['sim'], cfg.steps)}"))
-                   if name in EXPOSURE_CONTROLS else (get_protocol(name),) * 2)
+    at_cap, typ = ((p.matched(cfg.steps), p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps))) if isinstance(p, ExposureControl)
+                   else (p, p))
     final = eval_passes * forward_s
     cap = sum(phase_s(ph, ph.steps) for ph in at_cap.phases(cfg.steps)) + final
     typical = sum(phase_s(ph, ph.steps if ph.lr_cuts is not None else  # a control: exactly the updates it copies
@@ -42,9 +42,9 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
 # %% ../nbs/48_cost.ipynb #c023p
 def cell_plan(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0) -> dict:
     "The typical course of `cell` (`cell_cost`'s): `phases`, a list of (updates, seconds) of the phases it trains, and `final_s`, its evaluation."
-    if cell.protocol in BASELINES: return dict(phases=[], final_s=0.0)
-    name = cell.protocol
-    p = get_protocol(f"{name}@{min(TYPICAL_UPDATES['sim'], cfg.steps)}") if name in EXPOSURE_CONTROLS else get_protocol(name)
+    if not cell.protocol.trains: return dict(phases=[], final_s=0.0)
+    p = cell.protocol
+    if isinstance(p, ExposureControl): p = p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps))
     out = []
     for ph in p.phases(cfg.steps):
         if ph.steps <= 0: continue
@@ -63,15 +63,15 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir, lanes)
     start = max((v.pop('start_s') for v in per.values()), default=0.)  # what a worker pays before its first update
-    cost = {c.key: (0., 0.) if c.protocol in BASELINES else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
+    cost = {c.key: (0., 0.) if not c.protocol.trains else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
     costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
     waves = waves or [sorted(cells, key=lambda c: -cost[c.key][1])]
     wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in w], lanes, start if i == 0 else 0.) for i, w in enumerate(waves))
-    return dict(cells=len(cells), trained_cells=sum(c.protocol not in BASELINES for c in cells),
+    return dict(cells=len(cells), trained_cells=sum(c.protocol.trains for c in cells),
                 update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1),
                 start_s=round(start, 2), max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1),
-                plans={c.key: cell_plan(c, cfg, **per[(c.system, c.capacity, c.arch)]) if c.protocol not in BASELINES else cell_plan(c, cfg, 0.)
+                plans={c.key: cell_plan(c, cfg, **per[(c.system, c.capacity, c.arch)]) if c.protocol.trains else cell_plan(c, cfg, 0.)
                        for c in cells})
 
 def lanes_wall_s(costs:list, lanes:int=1, start:float=0.) -> float:
@@ -94,7 +94,7 @@ def _timed_updates(steppers:list, batch, n:int) -> float:
 def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
     "Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched; on a CPU beside `lanes - 1` others, as the pool's workers share it) and per window forward (no gradient), windows per validation of a domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."
     per = {}
-    for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol not in BASELINES}):
+    for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol.trains}):
         system, capacity, arch = key
         t = time.perf_counter()
         dd = cell_data(system, cfg, data_dir, min(c.seed for c in cells if (c.system, c.capacity, c.arch) == key))[0]

@@ -9,7 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLE
 from multiprocessing import get_context
 from pathlib import Path
 import torch
-from .protocols import BASELINES
+from .protocols import BASELINES, ExposureControl
 from .protocols import EXPOSURE_CONTROLS
 from .step import resolve_device
 from .grid import GridConfig, GridError
@@ -45,7 +45,7 @@ def by_data(cells:list, cfg:GridConfig) -> list:
 
 def heaviest_first(cells:list, cfg:GridConfig) -> list:
     "`cells` grouped by system and data seed (a worker keeps one system's data), the costliest first (`cell_cost`): parallel lanes end together."
-    cost = lambda c: 0.0 if c.protocol in BASELINES else cell_cost(c, cfg, 1.0)[1]
+    cost = lambda c: cell_cost(c, cfg, 1.0)[1] if c.protocol.trains else 0.0
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
     return sorted(cells, key=lambda c: (order[c.system], cfg.data_seed_of(c.seed), -cost(c)))
 
@@ -101,7 +101,7 @@ def cell_work(plan:dict, rec:dict|None, finished:bool=False) -> tuple:
 # %% ../nbs/49_executors.ipynb #map1
 def exposure_waves(cells:list) -> list:
     "`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each reads its Joint cell's exp batches)."
-    waves = [[c for c in cells if c.protocol not in EXPOSURE_CONTROLS], [c for c in cells if c.protocol in EXPOSURE_CONTROLS]]
+    waves = [[c for c in cells if not isinstance(c.protocol, ExposureControl)], [c for c in cells if isinstance(c.protocol, ExposureControl)]]
     return [w for w in waves if w]
 
 def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from .store import write_dataset, write_text, read_json, TIMING_TYPES
-from .protocols import JOINT
+from .protocols import JOINT, ExposureControl, Joint
 from .protocols import EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
@@ -80,8 +80,8 @@ def run_experiment(out='runs/default',  # run directory
         stamp = stamp_of(read_manifest(run_dir))  # as checked: imported data hashed once
         todo = check_cells(run_dir, cells, stamp, verbose)  # torn cell files are computed again
         keys = {c.key for c in cells}
-        lone = [c.key for c in todo if c.protocol in EXPOSURE_CONTROLS and replace(c, protocol=JOINT).key not in keys
-                and not cell_path(run_dir, replace(c, protocol=JOINT)).exists()]
+        lone = [c.key for c in todo if isinstance(c.protocol, ExposureControl) and replace(c, protocol=Joint()).key not in keys
+                and not cell_path(run_dir, replace(c, protocol=Joint())).exists()]
         if lone: raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting and seed, "
                                  f"which neither this grid nor {run_dir / 'cells'} holds: add {JOINT!r} to the protocols")
         tfile = run_dir / 'timing.json'

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS, MORPH_LEVELS
-from .protocols import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, protocol_coords
+from .protocols import (PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, protocol_coords, grid_protocol,
+                                  Protocol, ProtocolError, Joint, Baseline)
 from .protocols import get_protocol, BEYOND, EXPOSURE_CONTROLS
 from .errors import InputError
 from .store import read_json
@@ -27,7 +28,7 @@ TUNE_FAMILIES = ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled')  # the
 
 def tune_family(protocol) -> str:
     "The tuned family whose settings `protocol` (an object or its name) trains with: 'exp_only_eq' Exp-only's, 'joint@0.3' and 'joint_mgda' Joint's, 'sim_to_exp_l2sp' Sim→Exp's."
-    return protocol_coords([protocol])['family'][0]
+    return grid_protocol(protocol).family
 
 def read_tuned(path=None) -> dict:
     "The tuned settings (`TUNED_FILE`, or `path`): {size: {'grid', 'rule', 'seed', 'systems': {system: {family: settings}}}}; {} when there is no file."
@@ -117,16 +118,23 @@ class GridError(InputError):
 
 @dataclass(frozen=True)
 class Cell:
-    "One (system, capacity, protocol, seed, arch, exp_trajs) of the grid."
+    "One (system, capacity, protocol, seed, arch, exp_trajs) of the grid; the protocol an object (a name given is made one, once: `protocols.grid_protocol`)."
     system: str
     capacity: str
-    protocol: str
+    protocol: Protocol
     seed: int
     arch: str = 'fan'
     exp_trajs: int|None = None  # experimental training trajectories (None: all of the split)
+    def __post_init__(self):
+        try: object.__setattr__(self, 'protocol', grid_protocol(self.protocol))
+        except ProtocolError as e: raise GridError(f"cell {self.system}/{self.capacity}: {e}") from None
     @property
     def key(self) -> str:
-        return f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol}__s{self.seed}"
+        return f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol.name}__s{self.seed}"
+    def spelled(self) -> dict:
+        "The cell as plain values (the protocol by its name): what a job file stores and `Cell(**d)` reads back."
+        return dict(system=self.system, capacity=self.capacity, protocol=self.protocol.name, seed=self.seed, arch=self.arch,
+                    exp_trajs=self.exp_trajs)
     @classmethod
     def from_key(cls, key:str) -> Cell:
         "The cell whose `key` is `key` (a cell file's stem); `GridError` when it is not spelled like one."
@@ -148,7 +156,7 @@ class Grid:
     "Which cells a run holds: systems × capacities × archs × exp_trajs × protocols × seeds, plus the baselines."
     systems: tuple|None = None     # system names (None: all of `list_systems()`)
     capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
-    protocols: tuple = PROTOCOLS + (POOLED,)  # protocol names, e.g. 'joint@0.3' (default: the paper's four and the pooled baseline); `EXPOSURE_CONTROLS` run after Joint
+    protocols: tuple = PROTOCOLS + (POOLED,)  # protocol objects or names, e.g. Joint(0.3) or 'joint@0.3' (default: the paper's four and the pooled baseline); `EXPOSURE_CONTROLS` run after Joint
     seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
     archs: tuple|None = None       # architectures (None: the config's `arch`)
     exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
@@ -165,14 +173,12 @@ class Grid:
         lack = [(c, a) for c in self.capacities for a in archs if a not in CAPACITIES[c]]
         if lack: raise GridError(f"capacity {lack[0][0]!r} has no {lack[0][1]!r} model; expected one of "
                                  f"{[c for c in CAPACITIES if lack[0][1] in CAPACITIES[c]]} for arch {lack[0][1]!r} (`models.CAPACITIES`)")
-        canon = []  # every protocol by its canonical name, once: 'joint@0.5' is 'joint', 'sim_to_exp_lora@4' is 'sim_to_exp_lora'
+        canon = {}  # every protocol object by its canonical name, once: 'joint@0.5' is Joint(0.5), as 'joint' is
         for p in self.protocols:
-            if p in BASELINES or p in EXPOSURE_CONTROLS: name = p  # a control's protocol is made when its Joint cell is done
-            else:
-                try: name = get_protocol(p).name
-                except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, "
-                                                        f"or joint@<λ in [0, 1]> ({e})") from None
-            if name not in canon: canon.append(name)
+            try: obj = grid_protocol(p)  # a bare control waits for its Joint cell (`protocols.ExposureControl`)
+            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, "
+                                                    f"or joint@<λ in [0, 1]> ({e})") from None
+            canon.setdefault(obj.name, obj)
         for n in self.exp_trajs:
             if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):
                 raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
@@ -182,9 +188,9 @@ class Grid:
                                              "more would take years): fewer seeds, systems or protocols")
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
         if not seeds: raise GridError(f"seeds: expected at least one seed (a number >= 1, or the seeds themselves), got {self.seeds!r}")
-        if not [p for p in canon if p not in BASELINES]:
-            raise GridError(f"protocols: {list(self.protocols)} trains nothing; expected at least one trained protocol, e.g. {', '.join(PROTOCOLS)}")
-        protocols = canon + [b for b in BASELINES if self.baselines and b not in canon]
+        if not [p for p in canon.values() if p.trains]:
+            raise GridError(f"protocols: {list(map(str, self.protocols))} trains nothing; expected at least one trained protocol, e.g. {', '.join(PROTOCOLS)}")
+        protocols = list(canon.values()) + [Baseline(b) for b in BASELINES if self.baselines and b not in canon]
         return [Cell(s, c, p, k, a, n) for s in systems for c in self.capacities for a in archs for n in self.exp_trajs
                 for p in protocols for k in seeds]
 

@@ -41,7 +41,7 @@ def _leave_process_group(own:bool):
 
 def _job_of(cfg:GridConfig, cell:Cell, data_dir=None) -> dict:
     "What job.json records: the run's settings, the cell, and the model as this code resolves it (`rundir.model_settings`)."
-    return {**manifest_of(cfg, data_dir), 'cell': json.loads(json.dumps(asdict(cell))), 'models': model_settings([cell], cfg)}
+    return {**manifest_of(cfg, data_dir), 'cell': cell.spelled(), 'models': model_settings([cell], cfg)}
 
 def check_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None, overwrite:bool=False):
     "What every rank checks of the job directory `out` before joining the others, writing nothing: no one else's files (unless `overwrite`), no other job."

@@ -18,7 +18,7 @@ from .rundir import is_cell_key, run_config, cell_folder, MODEL_FILE
 from .cell import cell_data, cell_model
 from .models import load_model
 from .align import spread
-from .protocols import BASELINES
+from .protocols import BASELINES, PERSISTENCE
 from .report import physics_table, write_report
 from .errors import InputError
 
@@ -454,7 +454,7 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
     keys = sorted(p.stem for p in (run_dir / 'cells').glob('*.nc') if is_cell_key(p.stem))
     if not keys: _fail(f"run_dir {run_dir}: no finished cell in cells/; expected cell files written by `simreal run`")
     cells = [Cell.from_key(k) for k in keys]
-    cells = [c for c in cells if c.protocol not in BASELINES or (baselines and c.protocol == 'persistence')]
+    cells = [c for c in cells if c.protocol.trains or (baselines and c.protocol.name == PERSISTENCE)]
     out = dict(package='simreal_nb', version=__version__, run_dir=str(run_dir), horizon=int(horizon), max_windows=max_windows,
                criteria=dict(divergence=f"rms div(u, v) of the rollout <= {DIV_FACTOR:g} x the data's own on the same "
                                         "frames and points (central differences, physical units, points whose 4 neighbours are valid)",
@@ -468,10 +468,10 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
     t0 = time.perf_counter()
     for cell in cells:
         data, truth, _ = cell_data(cell.system, cfg, data_dir, cell.seed)  # the cell's own data replicate
-        rec = dict(system=cell.system, capacity=cell.capacity, protocol=cell.protocol, seed=cell.seed, arch=cell.arch,
+        rec = dict(system=cell.system, capacity=cell.capacity, protocol=cell.protocol.name, seed=cell.seed, arch=cell.arch,
                    exp_trajs=cell.exp_trajs)
         try:
-            model = Persistence(cfg.n_out) if cell.protocol == 'persistence' else load_cell_model(run_dir, cell, cfg, data)
+            model = Persistence(cfg.n_out) if cell.protocol.name == PERSISTENCE else load_cell_model(run_dir, cell, cfg, data)
             rec.update(check_model(model.to(device), data, truth, horizon=horizon, max_windows=max_windows, device=device))
         except PhysicsCheckError as e: rec.update(verdict='error', error=str(e))
         out['cells'][cell.key] = rec

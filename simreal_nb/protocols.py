@@ -23,7 +23,7 @@ __all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EX
            'NonFiniteLossError', 'valid_lam', 'joint_name', 'trained_protocols', 'masked_mse', 'CyclingSampler',
            'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint',
            'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool', 'get_protocol',
-           'protocol_coords', 'split_of', 'check_data']
+           'ExposureControl', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
 
 # %% ../nbs/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -191,6 +191,7 @@ class Protocol:
     lam = None  # the λ of the objective, where one exists
     lam_train = None  # the training λ of a plain Joint (sum of the two risks); None for every other protocol
     family = None  # the one of `FAMILIES` it is a variant of: whose tuned settings it trains with, where reports place it
+    trains = True  # False for a reference baseline
     @property
     def domains(self) -> tuple:
         "The domains the model ends up fitted to (a fine-tune: exp alone)."
@@ -341,7 +342,7 @@ class Pooled(Protocol):
 
 class Baseline(Protocol):
     "A reference predictor of `BASELINES` (persistence, the mean field, the analog): scored like a protocol, never trained."
-    family = 'baseline'
+    family, trains = 'baseline', False
     def __init__(self, name:str):
         if name not in BASELINES: raise ProtocolError(f"baseline: expected one of {BASELINES}, got {name!r}")
         self.name = name
@@ -416,14 +417,35 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
         raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
+class ExposureControl(Protocol):
+    "An equal-exposure control of a grid before its Joint cell has run: Exp-only ('exp_only_eq') or Sim→Exp ('sim_to_exp_eq'), to copy Joint's updates, windows per update and learning-rate cuts (`matched`)."
+    def __init__(self, family:str=EXP_ONLY):  # EXP_ONLY or SIM_TO_EXP
+        if family not in (EXP_ONLY, SIM_TO_EXP): raise ProtocolError(f"ExposureControl: expected {EXP_ONLY!r} or {SIM_TO_EXP!r}, got {family!r}")
+        self.family, self.name = family, EXPOSURE_CONTROLS[family == SIM_TO_EXP]
+        self.needs = ('exp',) if family == EXP_ONLY else ('sim', 'exp')
+    @property
+    def domains(self): return ('exp',)
+    def matched(self, updates:int, lr_cuts=()) -> Protocol:
+        "The control that trains: exactly `updates` exp updates (its Joint cell's), at Joint's windows per update, Joint's learning-rate cuts replayed."
+        if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)) or updates < 1:
+            raise ProtocolError(f"{self.name}: expected its Joint cell's updates (an integer >= 1), got {updates!r}")
+        return (ExpOnly if self.family == EXP_ONLY else SimToExp)(match=int(updates), lr_cuts=lr_cuts)
+    def phases(self, steps): raise ProtocolError(f"protocol {self.name!r} trains only when matched to its Joint cell (`matched`)")
+    def __repr__(self): return f"ExposureControl({self.family!r})"
+
+def grid_protocol(name) -> Protocol:
+    "The protocol object of a protocol of a grid, `name` or an object: `get_protocol`'s, and for a bare equal-exposure control ('exp_only_eq') the `ExposureControl` that waits for its Joint cell."
+    if isinstance(name, Protocol): return name
+    if str(name).strip() in EXPOSURE_CONTROLS: return ExposureControl(SIM_TO_EXP if str(name).strip() == EXPOSURE_CONTROLS[1] else EXP_ONLY)
+    return get_protocol(name)
+
 COORDS = {'family': 'the protocol family it is a variant of (`FAMILIES`)',
           'lam_train': "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint",
           'domains': "the domains the model ends up fitted to, '+'-joined ('' for a baseline)"}  # results' coordinates on `protocol`
 
 def protocol_coords(names) -> dict:
-    "{coordinate: values over `names`} of `COORDS`, read from each protocol object (a name: its object; a bare equal-exposure control: its family's)."
-    ps = [get_protocol(n if isinstance(n, Protocol) else f'{n}@1' if str(n) in EXPOSURE_CONTROLS else str(n))  # a control's updates change none of them
-          for n in names]
+    "{coordinate: values over `names`} of `COORDS`, read from each protocol object (of a name: `grid_protocol`'s)."
+    ps = [grid_protocol(n) for n in names]
     return {'family': [p.family for p in ps], 'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
             'domains': ['+'.join(p.domains) for p in ps]}
 

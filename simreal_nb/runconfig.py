@@ -64,6 +64,7 @@ KINDS = {  # kind: (accepts a TOML value, what it expects in words, the field's 
     'bool': (lambda v: isinstance(v, bool), 'true or false', bool),
     'floats': (_list_of(_is_num), 'a list of numbers', lambda v: tuple(map(float, v))),
     'strs': (_list_of(lambda o: isinstance(o, str)), 'a list of strings', tuple),
+    'protocols': (_list_of(lambda o: isinstance(o, str)), 'a list of protocol names', tuple),  # written by name, objects or names
     'int|ints': (lambda v: _is_int(v) or _list_of(_is_int)(v), 'an integer or a list of integers', lambda v: tuple(v) if isinstance(v, list) else v),
     'counts': (_list_of(lambda o: _is_int(o) or o == 'all'), 'a list of integers or "all"', lambda v: tuple(None if o == 'all' else o for o in v)),
     'table': (lambda v: isinstance(v, dict), 'a table', dict),
@@ -72,7 +73,7 @@ CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='s
                     min_delta='float', lr_drops='int', schedule='str', warmup='int', batch_size='int', lr='float', horizon='int',
                     eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int', val_batches='int', tuned='table?',
                     init='str?', init_digest='str?', level='str')  # `GridConfig`'s fields; '?': "none" too
-GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='strs', seeds='int|ints', archs='strs?', exp_trajs='counts', baselines='bool')  # `Grid`'s fields
+GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='protocols', seeds='int|ints', archs='strs?', exp_trajs='counts', baselines='bool')  # `Grid`'s fields
 
 class ConfigFileError(InputError):
     "A run settings file (TOML) that cannot be read, or a key in it that is unknown or holds a value of the wrong type."
@@ -93,6 +94,7 @@ def spell_value(kind:str, v):
     "The TOML value of field value `v` of a key of `kind`: None as \"none\", tuples as lists, an exp_trajs None as \"all\"."
     if v is None: return 'none'
     if kind.rstrip('?') == 'counts': return ['all' if o is None else int(o) for o in v]
+    if kind == 'protocols': return [o if isinstance(o, str) else o.name for o in v]  # a protocol object by its name
     if isinstance(v, tuple): return list(v)
     return v
 

@@ -80,7 +80,7 @@ def model_settings(cells:list, cfg:GridConfig) -> dict:
     out = {}
     for c in cells:
         k = f'{c.capacity}/{c.arch}'
-        if k in out or c.protocol in BASELINES: continue  # a baseline has no model
+        if k in out or not c.protocol.trains: continue  # a baseline has no model
         with torch.device('meta'):
             m = make_model(c.arch, c.capacity, n_in=cfg.n_in, n_out=cfg.n_out, **REFERENCE_SHAPE, **model_overrides(c.arch, cfg))
         out[k] = dict(cls=type(m).__name__, kwargs={a: v for a, v in m.init_kwargs.items() if a not in _DATA_ARGS}, params=n_params(m))
@@ -266,7 +266,8 @@ def foreign_cell(ds:xr.Dataset, cell:Cell|None=None, stamp:str|None=None) -> str
         if ds.attrs.get('cell', cell.key) != cell.key: return f"it is the result of cell {ds.attrs['cell']}"
         for k in ('system', 'capacity', 'protocol', 'seed', 'arch'):
             have = [v.item() if hasattr(v, 'item') else v for v in ds[k].values] if k in ds.coords else None
-            if have != [getattr(cell, k)]: return f"its {k} is {have}, not [{getattr(cell, k)!r}]"
+            want = cell.protocol.name if k == 'protocol' else getattr(cell, k)
+            if have != [want]: return f"its {k} is {have}, not [{want!r}]"
     return None
 
 def _cell_stamp(path) -> dict:

@@ -242,7 +242,7 @@ def test_run_lambdas_at_the_default_weight_adds_no_cell(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.update(grid=grid))
     cli.main(['run', '--preset', 'test', '--lambdas', '0.5,0.3', '--out', str(tmp_path / 'r'), '--workers', '0'])
-    protos = [c.protocol for c in seen['grid'].cells('fno') if c.system == 'cylinder' and c.seed == 0]
+    protos = [c.protocol.name for c in seen['grid'].cells('fno') if c.system == 'cylinder' and c.seed == 0]
     assert protos.count('joint') == 1 and 'joint@0.5' not in protos and 'joint@0.3' in protos
 
 

@@ -45,3 +45,32 @@ def test_the_config_file_door_resolves_the_preset(monkeypatch, tmp_path):
     cli.main(['run', '--workers', '0', '--out', str(tmp_path / 'b'), '--config', str(f)])
     assert seen[0] == seen[1] and seen[1][0] == PRESETS['default'].config
     assert {k: getattr(seen[1][0], k) for k in TRAIN_DEFAULTS} == TRAIN_DEFAULTS
+
+def test_lambdas_walk_as_a_protocol_object_from_the_command_line_to_the_step(monkeypatch, tmp_path):
+    "`--lambdas 0.3` is Joint(0.3) from the command line on: the grid's cell carries that object, and the first optimiser step weighs the sim risk by 0.3."
+    import simreal_nb.experiment as ex
+    from simreal_nb.step import Stepper
+    from simreal_nb.cell import cell_data, train_cell
+    from simreal_nb.protocols import Joint
+    seen, steps = {}, []
+    monkeypatch.setattr(ex, 'run_experiment', lambda out, config, grid, **kw: seen.update(config=config, grid=grid))
+    cli.main(['run', '--preset', 'test', '--systems', 'kolmogorov', '--protocols', 'sim_only', '--lambdas', '0.3',
+              '--workers', '0', '--out', str(tmp_path / 'run')])
+    assert Joint(0.3) in seen['grid'].protocols  # made at the command line, not spelled 'joint@0.3'
+    cell, = [c for c in seen['grid'].cells(seen['config'].arch) if c.protocol == Joint(0.3)]
+    assert isinstance(cell.protocol, Joint) and cell.key.split('__')[4] == 'joint@0.3'  # the name only spells the key
+    def spy(self, batches, weights, **kw): steps.append(dict(weights)); raise _Stop
+    monkeypatch.setattr(Stepper, 'step', spy)
+    dd, _, _ = cell_data('kolmogorov', seen['config'], None, 0)
+    with pytest.raises(_Stop): train_cell(cell, seen['config'], dd, 'cpu', tmp_path / 'ckpt')
+    assert steps == [pytest.approx({'sim': 0.3, 'exp': 0.7})]
+
+def test_no_module_parses_a_protocol_name_but_the_protocols_module():
+    "Past the boundary (`protocols.get_protocol`, `grid_protocol`) a protocol is an object: no other module splits or prefix-matches a name."
+    import re
+    from pathlib import Path
+    import simreal_nb
+    parsing = re.compile(r"partition\('@'\)|split\('@'|startswith\((JOINT|SIM_TO_EXP|EXP_ONLY|SIM_ONLY)\b|startswith\('(joint|sim_to_exp|exp_only|sim_only)")
+    found = [f'{p.name}:{i}' for p in sorted(Path(simreal_nb.__file__).parent.glob('*.py')) if p.name != 'protocols.py'
+             for i, line in enumerate(p.read_text().splitlines(), 1) if parsing.search(line)]
+    assert not found, found

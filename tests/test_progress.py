@@ -8,7 +8,7 @@ from simreal_nb.progress import Bar, read_progress
 
 def test_bar_advances_before_the_first_cell_ends(tmp_path):
     cfg = replace(PRESETS['test'].config, steps=60, eval_every=20, ckpt_every=20)  # a few seconds of training per cell
-    cells = [c for c in Grid(['kolmogorov'], ['S'], ['joint', 'sim_only']).cells(cfg.arch) if c.protocol in ('joint', 'sim_only')]
+    cells = [c for c in Grid(['kolmogorov'], ['S'], ['joint', 'sim_only']).cells(cfg.arch) if c.protocol.name in ('joint', 'sim_only')]
     bar, seen = Bar(1.0, file=io.StringIO()), []
     pool = local_pool(1)  # another process: its progress comes back through the cells' progress files
     try:
