@@ -23,8 +23,8 @@ from .schema import FIELD_META, FIELDS
 from .protocols import EXPOSURE_CONTROLS, PROTOCOLS, POOLED, QUANTITY_CONTROLS
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS',
-           'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
+__all__ = ['TWO_MODEL', 'PAIR_COORDS', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS',
+           'SCORE_DIMS', 'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
            'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'units_of',
            'units_line', 'phys_table', 'upstream_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags',
            'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table',
@@ -80,7 +80,15 @@ def _pair_index(score:xr.DataArray, candidates:list) -> dict:
 def _pick(da:xr.DataArray, candidates:list, at) -> xr.DataArray:
     "`da` of the chosen candidate per setting, seed and metric (NaN where none is scored)."
     idx, ok = at
-    return da.sel(protocol=candidates).isel(protocol=idx).drop_vars('protocol').where(ok)
+    on_protocol = [k for k, c in da.coords.items() if 'protocol' in c.dims]  # the protocol and its coordinates (family, ...)
+    return da.sel(protocol=candidates).isel(protocol=idx).drop_vars(on_protocol).where(ok)
+
+PAIR_COORDS = dict(family='pair', lam_train=float('nan'), domains='sim+exp')  # the two-model pair's protocol coordinates
+
+def _as_pair(da:xr.DataArray, like) -> xr.DataArray:
+    "`da` (picked per setting: `_pick`) as protocol TWO_MODEL, dims in `like`'s order, with the pair's values of `like`'s protocol coordinates."
+    on = [k for k, c in like.coords.items() if c.dims == ('protocol',) and k != 'protocol']
+    return da.expand_dims(protocol=[TWO_MODEL]).transpose(*like.dims).assign_coords({k: ('protocol', [PAIR_COORDS.get(k)]) for k in on})
 
 def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, metric, seed and settings)
                    candidates=None,  # the protocols to choose from (None: every trained protocol but Joint's family)
@@ -90,7 +98,7 @@ def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, met
     if not cands: raise ValueError(f"two_model_pair: no trained non-joint protocol to choose from among {list(map(str, score.protocol.values))}")
     at = _pair_index(score, cands)
     rows = [_pick(score.sel(domain=[d]), cands, at[d]) for d in ('sim', 'exp')]
-    pair = xr.concat(rows, 'domain').expand_dims(protocol=[TWO_MODEL]).transpose(*score.dims).assign_attrs(score.attrs)
+    pair = _as_pair(xr.concat(rows, 'domain'), score).assign_attrs(score.attrs)
     names = np.asarray(cands, dtype=object)
     which = xr.Dataset({d: xr.DataArray(names[at[d][0].values], dims=at[d][0].dims, coords=at[d][0].coords).where(at[d][1], '')
                         for d in ('sim', 'exp')})
@@ -104,11 +112,13 @@ def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
     k = protos.index(JOINT) + 1 if JOINT in protos else len(protos)
     order = protos[:k] + [TWO_MODEL] + protos[k:]
     out = res.reindex(protocol=order)
+    out = out.assign_coords({k: ('protocol', [PAIR_COORDS.get(k) if p == TWO_MODEL else v for p, v in zip(order, out[k].values.tolist())])
+                             for k, c in res.coords.items() if c.dims == ('protocol',) and k != 'protocol'})
     out['score'] = xr.concat([res['score'], pair], 'protocol').sel(protocol=order).assign_attrs(res['score'].attrs)
     at = _pair_index(res['score'], cands)['exp']
     for v in ('score_measured', 'noise_floor'):
         if v in res and 'protocol' in res[v].dims:
-            p = _pick(res[v], cands, at).expand_dims(protocol=[TWO_MODEL]).transpose(*res[v].dims)
+            p = _as_pair(_pick(res[v], cands, at), res[v])
             out[v] = xr.concat([res[v], p], 'protocol').sel(protocol=order).assign_attrs(res[v].attrs)
     return out
 
@@ -266,7 +276,7 @@ def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), m
 def capped_cells(res:xr.Dataset) -> pd.DataFrame|None:
     "Rows (settings, protocol, seed) of every cell stopped by the update cap while still improving, with its `updates`; None if not recorded."
     if 'capped' not in res: return None
-    df = res[[v for v in ('capped', 'steps_done') if v in res]].to_dataframe()
+    df = res[[v for v in ('capped', 'steps_done') if v in res]].reset_coords(drop=True).to_dataframe()  # no protocol coordinates as columns
     df = df[df.capped == 1].drop(columns='capped')
     return df.rename(columns={'steps_done': 'updates'})
 
