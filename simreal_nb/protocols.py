@@ -21,7 +21,8 @@ __all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EX
            'EXPOSURE_CONTROLS', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'FAMILIES', 'DOMAIN_IDS',
            'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'COORDS', 'ProtocolError',
            'NonFiniteLossError', 'valid_lam', 'joint_name', 'trained_protocols', 'masked_mse', 'CyclingSampler',
-           'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'Joint',
+           'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp',
+           'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored', 'SimToExpLoRA', 'Joint',
            'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool', 'get_protocol',
            'ExposureControl', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
 
@@ -246,57 +247,84 @@ class ExpOnly(Protocol):
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
 
 class SimToExp(Protocol):
-    "Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp: in full, with a frozen stem, replaying sim, anchored (L2-SP, EWC) or through low-rank adapters."
+    "Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp in full (the paper's Sim→Exp); each variant below changes one thing about the fine-tune."
     name, needs, family = 'sim_to_exp', ('sim', 'exp'), 'sim_to_exp'
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
-                 freeze_stem:bool=False,  # freeze `model.stem_prefixes` parameters while fine-tuning
                  finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
-                 stem_prefixes:Sequence[str]|None=None,  # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
-                 replay:float=0.0,  # > 0: every fine-tune update also draws a sim batch, with this share of the loss
-                 penalty:str|None=None,  # 'l2sp' or 'ewc': pull the fine-tune toward the pretrained weights
-                 alpha:float=0.01,  # the penalty's stiffness
-                 lora_rank:int=0,  # > 0: fine-tune low-rank adapters of this rank only
-                 freeze_decoder:bool=False,  # freeze `model.decoder_prefixes` parameters while fine-tuning
                  match:int=0,  # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early stop; name '..._eq'
                  lr_cuts=()):  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
-        if not 0.0 <= float(replay) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in [0, 1), got {replay}")
-        if penalty not in (None,) + PENALTIES: raise ProtocolError(f"penalty: expected one of {PENALTIES} or None, got {penalty!r}")
-        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
-            raise ProtocolError(f"alpha: expected a finite number >= 0, got {alpha!r}")
-        if isinstance(lora_rank, bool) or not isinstance(lora_rank, (int, np.integer)) or lora_rank < 0:
-            raise ProtocolError(f"lora_rank: expected an integer >= 0, got {lora_rank!r}")
-        self.pretrain_frac, self.freeze_stem, self.finetune_lr_scale = float(pretrain_frac), bool(freeze_stem), float(finetune_lr_scale)
-        self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
-        self.replay, self.penalty, self.alpha, self.lora_rank = float(replay), penalty, float(alpha), int(lora_rank)
-        self.freeze_decoder = bool(freeze_decoder)
-        if sum([self.freeze_stem, self.freeze_decoder, self.replay > 0, penalty is not None, self.lora_rank > 0]) > 1:
-            raise ProtocolError("SimToExp: choose one of freeze_stem, freeze_decoder, replay, penalty, lora_rank (each is its own protocol)")
-        if self.freeze_stem: self.name = 'sim_to_exp_frozen'
-        if self.freeze_decoder: self.name = 'sim_to_exp_frozen_decoder'
-        if self.replay: self.name = 'sim_to_exp_replay' + ('' if self.replay == 0.25 else f'@{self.replay:g}')
-        if penalty: self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
-        if self.lora_rank: self.name = 'sim_to_exp_lora' + ('' if self.lora_rank == 4 else f'@{self.lora_rank}')
+        self.pretrain_frac, self.finetune_lr_scale = float(pretrain_frac), float(finetune_lr_scale)
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
         if self.match:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
             b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
-    @property
-    def domains(self): return ('sim', 'exp') if self.replay else ('exp',)  # replay keeps fitting sim
+    def tune(self) -> dict:
+        "What the fine-tune phase does besides minimising the exp risk at full strength: `Phase` fields (a variant's one change)."
+        return {}
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
-        w = {'sim': self.replay, 'exp': 1.0 - self.replay} if self.replay else {'exp': 1.0}
+        tune = dict(weights={'exp': 1.0}) | self.tune()
         return [Phase('pretrain', n1, {'sim': 1.0}),
-                Phase('finetune', self.match or steps - n1, w, self.freeze_stem, self.finetune_lr_scale, penalty=self.penalty,
-                      penalty_weight=self.alpha if self.penalty else 0.0, lora_rank=self.lora_rank, freeze_decoder=self.freeze_decoder,
-                      lr_cuts=self.lr_cuts if self.match else None, windows=JOINT_WINDOWS if self.match else 1)]
+                Phase('finetune', self.match or steps - n1, lr_scale=self.finetune_lr_scale,
+                      lr_cuts=self.lr_cuts if self.match else None, windows=JOINT_WINDOWS if self.match else 1, **tune)]
+    def _args(self) -> dict:
+        "The constructor's arguments that differ from their defaults (a variant's own first)."
+        return {k: v for k, v in dict(finetune_lr_scale=self.finetune_lr_scale, match=self.match, lr_cuts=self.lr_cuts).items()
+                if v != dict(finetune_lr_scale=1.0, match=0, lr_cuts=())[k]}
     def __repr__(self):
-        extra = dict(replay=self.replay, penalty=self.penalty, alpha=self.alpha if self.penalty else None, lora_rank=self.lora_rank,
-                     freeze_decoder=self.freeze_decoder, match=self.match, lr_cuts=self.lr_cuts)
-        return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem={self.freeze_stem}"
-                + (f", finetune_lr_scale={self.finetune_lr_scale}" if self.finetune_lr_scale != 1 else '')
-                + ''.join(f", {k}={v!r}" for k, v in extra.items() if v) + ")")
+        if type(self) is SimToExp:  # the plain one as its checkpoints have always named it
+            return f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem=False" + ''.join(f", {k}={v!r}" for k, v in self._args().items()) + ")"
+        return f"{type(self).__name__}(" + ', '.join(f"{k}={v!r}" for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")"
 
+class SimToExpFrozen(SimToExp):
+    "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
+    name = 'sim_to_exp_frozen'
+    def __init__(self, stem_prefixes:Sequence[str]|None=None, **kw):  # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
+        self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
+        super().__init__(**kw)
+    def tune(self): return dict(freeze_stem=True)
+    def _args(self): return ({} if self.stem_prefixes is None else dict(stem_prefixes=self.stem_prefixes)) | super()._args()
+
+class SimToExpFrozenDecoder(SimToExp):
+    "Sim→Exp with the decoder (`model.decoder_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen_decoder'."
+    name = 'sim_to_exp_frozen_decoder'
+    def tune(self): return dict(freeze_decoder=True)
+
+class SimToExpReplay(SimToExp):
+    "Sim→Exp whose every fine-tune update also draws a sim batch, with `share` of the loss: 'sim_to_exp_replay' (another share: '@0.5')."
+    def __init__(self, share:float=0.25, **kw):  # the sim share of the fine-tune loss, in (0, 1)
+        if not 0.0 < float(share) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in (0, 1), got {share}")
+        self.share = float(share)
+        self.name = 'sim_to_exp_replay' + ('' if self.share == 0.25 else f'@{self.share:g}')
+        super().__init__(**kw)
+    @property
+    def domains(self): return ('sim', 'exp')  # it keeps fitting sim
+    def tune(self): return dict(weights={'sim': self.share, 'exp': 1.0 - self.share})
+    def _args(self): return dict(share=self.share) | super()._args()
+
+class SimToExpAnchored(SimToExp):
+    "Sim→Exp whose fine-tune is pulled toward the pretrained weights: L2-SP ('sim_to_exp_l2sp') or EWC ('sim_to_exp_ewc'), stiffness `alpha`."
+    def __init__(self, penalty:str='l2sp', alpha:float=0.01, **kw):  # one of `PENALTIES`; the penalty's stiffness
+        if penalty not in PENALTIES: raise ProtocolError(f"penalty: expected one of {PENALTIES}, got {penalty!r}")
+        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
+            raise ProtocolError(f"alpha: expected a finite number >= 0, got {alpha!r}")
+        self.penalty, self.alpha = penalty, float(alpha)
+        self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
+        super().__init__(**kw)
+    def tune(self): return dict(penalty=self.penalty, penalty_weight=self.alpha)
+    def _args(self): return dict(penalty=self.penalty, alpha=self.alpha) | super()._args()
+
+class SimToExpLoRA(SimToExp):
+    "Sim→Exp whose fine-tune trains low-rank adapters of rank `rank` only (`beyond.add_lora`): 'sim_to_exp_lora' (another rank: '@8')."
+    def __init__(self, rank:int=4, **kw):
+        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
+            raise ProtocolError(f"lora_rank: expected an integer >= 1, got {rank!r}")
+        self.rank = int(rank)
+        self.name = 'sim_to_exp_lora' + ('' if self.rank == 4 else f'@{self.rank}')
+        super().__init__(**kw)
+    def tune(self): return dict(lora_rank=self.rank)
+    def _args(self): return dict(rank=self.rank) | super()._args()
 
 # %% ../nbs/40_protocols.ipynb #e40007b2
 class Joint(Protocol):
@@ -392,10 +420,10 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     if name.strip() in BASELINES: return Baseline(name.strip())
     base, at, arg = name.strip().partition('@')
     joints = {_joint_name(0.5, c): c for c in COMBINERS}
-    tuned = dict(sim_to_exp_replay=lambda a: SimToExp(replay=_number(name, a, 'sim_to_exp_replay')),  # name@<share of sim in the fine-tune loss>
-                 sim_to_exp_l2sp=lambda a: SimToExp(penalty='l2sp', alpha=_number(name, a, 'sim_to_exp_l2sp')),  # name@<α>
-                 sim_to_exp_ewc=lambda a: SimToExp(penalty='ewc', alpha=_number(name, a, 'sim_to_exp_ewc')),
-                 sim_to_exp_lora=lambda a: SimToExp(lora_rank=_number(name, a, 'sim_to_exp_lora')),  # name@<rank>
+    tuned = dict(sim_to_exp_replay=lambda a: SimToExpReplay(_number(name, a, 'sim_to_exp_replay')),  # name@<share of sim in the fine-tune loss>
+                 sim_to_exp_l2sp=lambda a: SimToExpAnchored('l2sp', _number(name, a, 'sim_to_exp_l2sp')),  # name@<α>
+                 sim_to_exp_ewc=lambda a: SimToExpAnchored('ewc', _number(name, a, 'sim_to_exp_ewc')),
+                 sim_to_exp_lora=lambda a: SimToExpLoRA(_number(name, a, 'sim_to_exp_lora')),  # name@<rank>
                  exp_only_eq=lambda a: ExpOnly(match=_number(name, a, 'exp_only_eq')),  # name@<the updates its exp phase makes: Joint's>
                  sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
@@ -407,11 +435,11 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
                             f"'{base}@<n>' (a grid gives it the updates and learning-rate cuts of its Joint cell)")
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
-                 sim_to_exp_frozen=lambda: SimToExp(freeze_stem=True), sim_to_exp_frozen_decoder=lambda: SimToExp(freeze_decoder=True),
+                 sim_to_exp_frozen=SimToExpFrozen, sim_to_exp_frozen_decoder=SimToExpFrozenDecoder,
                  joint_hcw=JointHCW, joint_causal=JointCausal, pooled=Pooled,
                  sim_only_more=lambda: SimOnly(more=True), exp_only_more=lambda: ExpOnly(more=True),
-                 sim_to_exp_replay=lambda: SimToExp(replay=0.25), sim_to_exp_l2sp=lambda: SimToExp(penalty='l2sp'),
-                 sim_to_exp_ewc=lambda: SimToExp(penalty='ewc'), sim_to_exp_lora=lambda: SimToExp(lora_rank=4),
+                 sim_to_exp_replay=SimToExpReplay, sim_to_exp_l2sp=SimToExpAnchored, sim_to_exp_ewc=lambda: SimToExpAnchored('ewc'),
+                 sim_to_exp_lora=SimToExpLoRA,
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
     if base not in ctors:
         raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")

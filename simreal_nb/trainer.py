@@ -305,7 +305,7 @@ def _part_params(self:Trainer, part:str='stem') -> list:
     if not ps:
         raise ProtocolError(f"protocol {self.protocol!r} freezes the {part}, but no parameter of {type(self.model).__name__} "
                             f"starts with {pre}; give the model a `{part}_prefixes` tuple"
-                            + (" or pass SimToExp(stem_prefixes=...)" if part == 'stem' else ''))
+                            + (" or pass SimToExpFrozen(stem_prefixes=...)" if part == 'stem' else ''))
     return ps
 
 # %% ../nbs/43_trainer.ipynb #enter1

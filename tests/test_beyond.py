@@ -8,7 +8,7 @@ import torch.nn as nn
 
 from simreal_nb.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SNRGate, add_lora, confidence_weights,
                                divergence_residual, fisher_diagonal, grad_snr, laplacian_noise, merge_lora, mgda)
-from simreal_nb.protocols import BEYOND, ProtocolError, SimToExp, collate, get_protocol, masked_mse
+from simreal_nb.protocols import BEYOND, ProtocolError, SimToExp, SimToExpLoRA, collate, get_protocol, masked_mse
 from simreal_nb.step import Stepper, combine_grads
 from simreal_nb.trainer import FIXED_BUDGET, Trainer, train
 from simreal_nb.store import load_torch
@@ -170,7 +170,7 @@ def test_names_parse_and_are_listed():
     assert [get_protocol(n).name for n in BEYOND] == list(BEYOND)
     assert set(BEYOND) >= {'joint_pcgrad', 'joint_mgda', 'joint_cagrad', 'joint_adaptive', 'joint_snr', 'joint_hcw',
                            'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora'}
-    assert get_protocol('sim_to_exp_lora@16').lora_rank == 16 and get_protocol('joint_adaptive@0.3').lam == 0.3
+    assert get_protocol('sim_to_exp_lora@16').rank == 16 and get_protocol('joint_adaptive@0.3').lam == 0.3
     dom = {n: get_protocol(n).domains for n in ('joint_hcw', 'sim_to_exp_replay', 'sim_to_exp_ewc', 'joint_mgda@0.3')}
     assert dom == {'joint_hcw': ('sim', 'exp'), 'sim_to_exp_replay': ('sim', 'exp'), 'sim_to_exp_ewc': ('exp',), 'joint_mgda@0.3': ('sim', 'exp')}
     for bad in ('sim_to_exp_lora@0', 'sim_to_exp_lora@2.5', 'joint_hcw@0.2', 'sim_to_exp_ewc@-1', 'joint_gradnorm'):
@@ -192,7 +192,7 @@ def test_hcw_needs_window_datasets(toy):
 
 def test_lora_fine_tune_moves_only_the_adapted_maps_by_low_rank(toy):
     m = net()
-    tr = Trainer(m, toy, SimToExp(lora_rank=1), steps=12, **KW)
+    tr = Trainer(m, toy, SimToExpLoRA(1), steps=12, **KW)
     seen = {}
     def cb(t):
         if t.updates_done == 6: seen.update({k: v.clone() for k, v in t.model.state_dict().items()})

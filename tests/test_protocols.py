@@ -9,7 +9,7 @@ import torch.nn as nn
 
 from simreal_nb.metrics import MetricInputError
 from simreal_nb.protocols import PROTOCOLS
-from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, collate, get_protocol,
+from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, collate, get_protocol,
                                   masked_mse)
 from simreal_nb.step import Stepper, combine_grads
 from simreal_nb.trainer import FIXED_BUDGET, History, Trainer, train
@@ -372,14 +372,14 @@ def test_freeze_stem_keeps_stem_during_finetune(toy):
     snap = {}
     def cb(tr):
         if tr.updates_done == 6: snap.update({k: v.clone() for k, v in m.state_dict().items()})
-    train(m, toy, SimToExp(freeze_stem=True), steps=12, callbacks=[cb], restore_best=False, **KW)
+    train(m, toy, SimToExpFrozen(), steps=12, callbacks=[cb], restore_best=False, **KW)
     after = m.state_dict()
     assert torch.equal(snap['stem.weight'], after['stem.weight']) and not torch.equal(snap['head.weight'], after['head.weight'])
     assert all(p.requires_grad for p in m.parameters())  # unfrozen again after training
     class NoStem(nn.Module):
         def __init__(self): super().__init__(); self.lin = nn.Linear(1, 1)
     with pytest.raises(ProtocolError, match='stem'):
-        Trainer(NoStem(), toy, SimToExp(freeze_stem=True), steps=4, **KW)
+        Trainer(NoStem(), toy, SimToExpFrozen(), steps=4, **KW)
 
 
 def test_early_stopping_on_protocol_objective(toy):
