@@ -259,6 +259,8 @@ class SimToExp(Protocol):
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
         if self.match:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
             b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
+    @property
+    def domains(self): return ('exp',)  # what the fine-tune leaves it fitted to
     def tune(self) -> dict:
         "What the fine-tune phase does besides minimising the exp risk at full strength: `Phase` fields (a variant's one change)."
         return {}

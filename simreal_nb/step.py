@@ -4,16 +4,17 @@
 
 # %% ../nbs/42_step.ipynb #s003
 from __future__ import annotations
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn as nn
 from fastcore.basics import patch
-from .protocols import ProtocolError, NonFiniteLossError, STATELESS, masked_mse
+from .protocols import ProtocolError, NonFiniteLossError, STATELESS, masked_mse, Phase
 from .beyond import mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, CausalPenalty
 
 # %% auto #0
-__all__ = ['DIRECTIONS', 'resolve_device', 'dist_info', 'to_device', 'batch_cond', 'combine_grads', 'Stepper']
+__all__ = ['DIRECTIONS', 'resolve_device', 'dist_info', 'to_device', 'batch_cond', 'combine_grads', 'PhaseParts', 'Stepper']
 
 # %% ../nbs/42_step.ipynb #c026
 def resolve_device(device:str|torch.device='auto') -> torch.device:
@@ -81,15 +82,15 @@ def _conflict_direction(method):
     return direction
 
 def _adaptive_direction(st, g_sim, g_exp, ws, we, losses, info):
-    "GradNorm-style weights (`Stepper.balance`) from the losses and the gradient norms."
-    w = st.balance.weights({d: l.item() for d, l in losses.items()},
+    "GradNorm-style weights (`PhaseParts.balance`) from the losses and the gradient norms."
+    w = st.parts.balance.weights({d: l.item() for d, l in losses.items()},
                            {'sim': float(g_sim.norm()), 'exp': float(g_exp.norm())}, {'sim': ws, 'exp': we})
     info.update(w_sim=w['sim'], w_exp=w['exp'])
     return w['sim'] * g_sim + w['exp'] * g_exp
 
 def _snr_direction(st, g_sim, g_exp, ws, we, losses, info):
-    "The exp gradient only where its two halves agree (`Stepper.gate` on `info['snr']`)."
-    use_exp = st.gate(info['snr'])
+    "The exp gradient only where its two halves agree (`PhaseParts.gate` on `info['snr']`)."
+    use_exp = st.parts.gate(info['snr'])
     info['gate'] = float(use_exp)
     return ws * g_sim + (we * g_exp if use_exp else 0)
 
@@ -115,20 +116,25 @@ def _flat(params, grads) -> torch.Tensor:
     return torch.cat([(torch.zeros_like(p) if g is None else g).flatten() for p, g in zip(params, grads)])
 
 # %% ../nbs/42_step.ipynb #st05
+@dataclass
+class PhaseParts:
+    "The objects a phase adds to the plain update, made by the trainer from its `Phase` (each None where the phase does not use it)."
+    hcw: HCWLoss|None = None  # the loss of 'hcw' phases
+    penalty: Callable|None = None  # penalty(model) added to every update's loss (L2-SP, EWC)
+    balance: GradNormBalance|None = None  # state of the 'adaptive' combiner
+    gate: SNRGate|None = None  # state of the 'snr' combiner
+    causal: CausalPenalty|None = None  # the causal penalty of phases with `causal` > 0
+
 class Stepper:
     "One optimiser update from per-domain batches: masked losses, weighted sum (or a combiner), penalty, clipping, AdamW step, schedule step."
     def __init__(self, model:nn.Module, optimizer:torch.optim.Optimizer|None=None, scheduler=None,
                  device:torch.device|str='cpu', amp:bool=True,  # bf16 autocast, used on CUDA only
                  grad_clip:float|None=1.0, concat:bool=True,  # one forward for both domains where shapes allow
-                 hcw:HCWLoss|None=None,  # the loss of 'hcw' phases
-                 penalty:Callable|None=None,  # penalty(model) added to every update's loss (L2-SP, EWC)
-                 balance:GradNormBalance|None=None,  # state of the 'adaptive' combiner
-                 gate:SNRGate|None=None,  # state of the 'snr' combiner
-                 causal:CausalPenalty|None=None):  # the causal penalty of phases with `causal` > 0
+                 parts:PhaseParts|None=None):  # what the phase adds (None: the plain update)
         self.model, self.opt, self.sched = model, optimizer, scheduler
         self.device, self.grad_clip, self.concat = resolve_device(device), grad_clip, concat
         self.amp = bool(amp) and self.device.type == 'cuda'
-        self.hcw, self.penalty, self.balance, self.gate, self.causal = hcw, penalty, balance, gate, causal
+        self.parts = parts or PhaseParts()
 
     def autocast(self):
         return torch.autocast('cuda', dtype=torch.bfloat16) if self.amp else torch.autocast('cpu', enabled=False)
@@ -155,33 +161,32 @@ class Stepper:
 
     def state_dict(self) -> dict:
         "What a resumed phase needs besides the optimiser: the penalty's anchor and the stateful combiners' state."
-        return {k: o.state_dict() for k, o in dict(penalty=self.penalty, balance=self.balance, gate=self.gate).items()
-                if o is not None and hasattr(o, 'state_dict')}
+        return {k: o.state_dict() for k in ('penalty', 'balance', 'gate') if hasattr(o := getattr(self.parts, k), 'state_dict')}
     def load_state_dict(self, sd:dict):
-        for k, v in sd.items(): getattr(self, k).load_state_dict(v)
+        for k, v in sd.items(): getattr(self.parts, k).load_state_dict(v)
 
 # %% ../nbs/42_step.ipynb #st08
 @patch
-def objective(self:Stepper, outs:dict, batches:dict, loss:str='mse', consist:float=0.0, causal_weight:float=0.0) -> tuple:
-    "(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `loss`, the causal penalty, the anchor penalty."
-    info = {}
+def objective(self:Stepper, outs:dict, batches:dict, phase:Phase|None=None) -> tuple:
+    "(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `phase` (default: masked MSE), its causal penalty, the anchor penalty."
+    info, loss, causal_weight = {}, getattr(phase, 'loss', 'mse'), getattr(phase, 'causal', 0.0)
     if loss == 'hcw':
-        if self.hcw is None or set(outs) != {'sim', 'exp'}:
-            raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(hcw=HCWLoss(...))")
-        parts = self.hcw(outs['sim'], batches['sim'], outs['exp'], batches['exp'])
-        losses, extra = {'sim': parts['sim'], 'exp': parts['exp']}, float(consist) * parts['consist']
+        if self.parts.hcw is None or set(outs) != {'sim', 'exp'}:
+            raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(parts=PhaseParts(hcw=HCWLoss(...)))")
+        parts = self.parts.hcw(outs['sim'], batches['sim'], outs['exp'], batches['exp'])
+        losses, extra = {'sim': parts['sim'], 'exp': parts['exp']}, float(phase.consist) * parts['consist']
         cw = parts['conf'][parts['conf'] > 0]
         info.update(consist=parts['consist'].item(), conf_min=float(cw.min()) if len(cw) else None)
     else:
         losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
     if causal_weight > 0:
-        if self.causal is None: raise ProtocolError("causal_weight > 0 needs a Stepper(causal=CausalPenalty(...))")
+        if self.parts.causal is None: raise ProtocolError("a causal weight > 0 needs a Stepper(parts=PhaseParts(causal=CausalPenalty(...)))")
         for d in outs:
-            cp, gap = self.causal(outs[d], batches[d])
+            cp, gap = self.parts.causal(outs[d], batches[d])
             info[f'causal_gap_{d}'] = gap.item()
             extra = causal_weight * cp if extra is None else extra + causal_weight * cp
-    if self.penalty is not None:
-        pen = self.penalty(self.model)
+    if self.parts.penalty is not None:
+        pen = self.parts.penalty(self.model)
         info['penalty'] = pen.item()
         extra = pen if extra is None else extra + pen
     return losses, extra, info
@@ -205,12 +210,12 @@ def domain_grads(self:Stepper, outs:dict, batches:dict, losses:dict, params:list
 
 # %% ../nbs/42_step.ipynb #st14
 @patch
-def grads(self:Stepper, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', check_finite:bool=True,
-          loss:str='mse', consist:float=0.0, causal_weight:float=0.0):
-    "Fill `.grad` with the update direction of the weighted loss; return (losses, total, statistics or None)."
+def grads(self:Stepper, batches:dict, weights:dict, phase:Phase|None=None, diag:bool=False, check_finite:bool=True):
+    "Fill `.grad` with the update direction of the weighted loss of `phase` (its combiner, loss and penalties; default the plain sum); return (losses, total, statistics or None)."
+    combiner = getattr(phase, 'combiner', 'sum')
     two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
     outs = self.outputs(batches, concat=False if two else None)
-    losses, extra, info = self.objective(outs, batches, loss, consist, causal_weight)
+    losses, extra, info = self.objective(outs, batches, phase)
     total = sum(float(weights[d]) * losses[d] for d in losses) + (0 if extra is None else extra)
     if check_finite and not torch.isfinite(total.detach()):
         raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
@@ -257,14 +262,12 @@ def _all_reduce(self:Stepper, total, losses, world):
 
 # %% ../nbs/42_step.ipynb #st19
 @patch
-def step(self:Stepper, batches:dict, weights:dict, diag:bool=False, combiner:str='sum', loss:str='mse', consist:float=0.0,
-         causal_weight:float=0.0) -> dict:
-    "One update; returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
+def step(self:Stepper, batches:dict, weights:dict, phase:Phase|None=None, diag:bool=False) -> dict:
+    "One update of `phase` (default: the plain weighted sum); returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
     self.model.train()
     batches = {d: to_device(b, self.device) for d, b in batches.items()}
     rank, world = dist_info()
-    losses, total, info = self.grads(batches, weights, diag, combiner, check_finite=world == 1, loss=loss, consist=consist,
-                                     causal_weight=causal_weight)
+    losses, total, info = self.grads(batches, weights, phase, diag, check_finite=world == 1)
     if world > 1: total, losses = self._all_reduce(total, losses, world)
     gn = torch.nn.utils.clip_grad_norm_(self.params(), self.grad_clip) if self.grad_clip else None
     if gn is not None and not torch.isfinite(gn):

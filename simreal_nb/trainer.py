@@ -16,7 +16,7 @@ from fastcore.basics import patch
 from .store import CheckpointError, save_torch, load_torch, write_text
 from .protocols import (ProtocolError, NonFiniteLossError, CyclingSampler, ShardSampler, DOMAIN_IDS, fetch_batch,
                                   Protocol, get_protocol, split_of, check_data, pool_shares, split_pool)
-from .step import Stepper, resolve_device, dist_info, to_device
+from .step import Stepper, PhaseParts, resolve_device, dist_info, to_device
 from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty, fisher_diagonal, add_lora, merge_lora,
                               CausalPenalty, box_mask)
 
@@ -332,10 +332,10 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     opt = adamw(params, lr=self.cfg.lr * ph.lr_scale, weight_decay=self.cfg.weight_decay)
     shape = warmup_cosine(ph.steps, self.cfg.warmup, self.cfg.min_lr if self.cfg.schedule == 'cosine' else 1.0)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: shape(s) * self.es['scale'])  # 'plateau' cuts `scale`
-    self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat,
-                           hcw=self._hcw() if ph.loss == 'hcw' else None, penalty=penalty,
-                           balance=GradNormBalance() if ph.combiner == 'adaptive' else None,
-                           gate=SNRGate() if ph.combiner == 'snr' else None, causal=self._causal() if ph.causal else None)
+    parts = PhaseParts(hcw=self._hcw() if ph.loss == 'hcw' else None, penalty=penalty,
+                       balance=GradNormBalance() if ph.combiner == 'adaptive' else None,
+                       gate=SNRGate() if ph.combiner == 'snr' else None, causal=self._causal() if ph.causal else None)
+    self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat, parts)
     self.phase_idx = i
     self.es = _fresh_es()
     self.best_state = None
@@ -390,8 +390,7 @@ def update(self:Trainer) -> dict:
     for d, k in drawn.items(): self.history.batches[d] = self.history.batches.get(d, 0) + k  # in batches of `batch_size` windows
     diag = len(batches) == 2 and (self.updates_done % self.cfg.log_every == 0)
     try:
-        out = self.stepper.step(batches, weights, diag=diag, combiner=ph.combiner, loss=ph.loss, consist=ph.consist,
-                                causal_weight=ph.causal)
+        out = self.stepper.step(batches, weights, ph, diag=diag)
     except NonFiniteLossError as e:
         ck = self.last_ckpt()
         raise NonFiniteLossError(f"{e} at step {self.updates_done} ({self.protocol.name}); training stopped. "

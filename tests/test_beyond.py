@@ -9,7 +9,8 @@ import torch.nn as nn
 from simreal_nb.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SNRGate, add_lora, confidence_weights,
                                divergence_residual, fisher_diagonal, grad_snr, laplacian_noise, merge_lora, mgda)
 from simreal_nb.protocols import BEYOND, ProtocolError, SimToExp, SimToExpLoRA, collate, get_protocol, masked_mse
-from simreal_nb.step import Stepper, combine_grads
+from simreal_nb.step import Stepper, PhaseParts, combine_grads
+from simreal_nb.protocols import Phase
 from simreal_nb.trainer import FIXED_BUDGET, Trainer, train
 from simreal_nb.store import load_torch
 from test_protocols import KW, ToyNet, net, toy, one_thread  # noqa: F401  (fixtures)
@@ -88,10 +89,10 @@ def test_stepper_combiners_give_the_combined_domain_gradients(toy):
     st.grads({'sim': b['sim']}, {'sim': 1.}); gs = _grad(m)
     st.grads({'exp': b['exp']}, {'exp': 1.}); ge = _grad(m)
     for c in ('pcgrad', 'cagrad', 'mgda'):
-        st.grads(b, {'sim': .3, 'exp': .7}, combiner=c)
+        st.grads(b, {'sim': .3, 'exp': .7}, Phase('joint', 1, {}, combiner=c))
         torch.testing.assert_close(_grad(m), combine_grads(gs, ge, .3, c), rtol=1e-4, atol=1e-7)
-    st.balance = GradNormBalance()
-    _, _, info = st.grads(b, {'sim': .3, 'exp': .7}, combiner='adaptive')
+    st.parts.balance = GradNormBalance()
+    _, _, info = st.grads(b, {'sim': .3, 'exp': .7}, Phase('joint', 1, {}, combiner='adaptive'))
     torch.testing.assert_close(_grad(m), info['w_sim'] * gs + info['w_exp'] * ge, rtol=1e-4, atol=1e-7)
     # first update: the weighted gradient norms are shared .3 : .7, and add up to Joint's .3‖g_sim‖ + .7‖g_exp‖
     ns, ne = info['w_sim'] * gs.norm().item(), info['w_exp'] * ge.norm().item()
@@ -104,13 +105,13 @@ def test_snr_gate_skips_a_pure_noise_exp_branch(toy):
     b = _batches(toy, 8)
     g = torch.Generator().manual_seed(0)
     b['exp'] = dict(b['exp'], y=50 * torch.randn(b['exp']['y'].shape, generator=g))
-    st = Stepper(m, concat=False, gate=SNRGate())
+    st = Stepper(m, concat=False, parts=PhaseParts(gate=SNRGate()))
     st.grads({'sim': b['sim']}, {'sim': 1.}); gs = _grad(m)
-    _, _, info = st.grads(b, {'sim': .5, 'exp': .5}, combiner='snr')
-    assert info['snr'] < 2.5 and info['gate'] == 0.0 and not st.gate.open
+    _, _, info = st.grads(b, {'sim': .5, 'exp': .5}, Phase('joint', 1, {}, combiner='snr'))
+    assert info['snr'] < 2.5 and info['gate'] == 0.0 and not st.parts.gate.open
     torch.testing.assert_close(_grad(m), .5 * gs, rtol=1e-4, atol=1e-7)
     clean = _batches(toy, 8)  # the real exp batch: a consistent gradient, the gate opens again once SNR > 3
-    _, _, info = Stepper(m, concat=False, gate=SNRGate()).grads(clean, {'sim': .5, 'exp': .5}, combiner='snr')
+    _, _, info = Stepper(m, concat=False, parts=PhaseParts(gate=SNRGate())).grads(clean, {'sim': .5, 'exp': .5}, Phase('joint', 1, {}, combiner='snr'))
     assert info['snr'] > 3.0 and info['gate'] == 1.0
 
 

@@ -12,6 +12,7 @@ from simreal_nb.protocols import PROTOCOLS
 from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, collate, get_protocol,
                                   masked_mse)
 from simreal_nb.step import Stepper, combine_grads
+from simreal_nb.protocols import Phase
 from simreal_nb.trainer import FIXED_BUDGET, History, Trainer, train
 from simreal_nb.store import CheckpointError, load_torch
 
@@ -446,7 +447,7 @@ def test_joint_combiner_update_uses_combine_grads(toy):
     st.grads({'sim': bs}, {'sim': 1.0}); gs = flat()
     st.grads({'exp': be}, {'exp': 1.0}); ge = flat()
     for method in ('pcgrad', 'cagrad'):
-        _, _, info = st.grads({'sim': bs, 'exp': be}, {'sim': 0.3, 'exp': 0.7}, combiner=method)
+        _, _, info = st.grads({'sim': bs, 'exp': be}, {'sim': 0.3, 'exp': 0.7}, Phase('joint', 1, {}, combiner=method))
         torch.testing.assert_close(flat(), combine_grads(gs, ge, 0.3, method), rtol=1e-4, atol=1e-6)
         assert info is not None and -1 <= info['cos'] <= 1
 
