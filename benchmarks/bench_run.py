@@ -29,7 +29,7 @@ def main():
                               out=str(root / name))), flush=True)
     if len(runs) == 2:
         import xarray as xr
-        from simreal_nb.report import protocol_ranking, ranking_agreement
+        from simreal_nb.report_tables import protocol_ranking, ranking_agreement
         res = {n: xr.open_dataset(root / n / 'results.nc', engine='h5netcdf').load() for n, _ in runs}
         print(json.dumps(ranking_agreement(protocol_ranking(res['quick'].score), protocol_ranking(res['default'].score))))
 

@@ -13,7 +13,7 @@ run's own: a later `simreal run --out DIR` on the same directory reuses them.
 """
 import argparse, os
 from simreal_nb.experiment import PRESETS, Grid, run_experiment
-from simreal_nb.report import gap_table, md_table
+from simreal_nb.report_tables import gap_table, md_table
 from simreal_nb.systems import list_systems
 
 

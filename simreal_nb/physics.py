@@ -19,7 +19,8 @@ from .cell import cell_data, cell_model
 from .models import load_model
 from .align import spread
 from .protocols import BASELINES, PERSISTENCE
-from .report import physics_table, write_report
+from .report import write_report
+from .report_verdicts import physics_table
 from .errors import InputError
 
 # %% auto #0

@@ -1,10 +1,11 @@
 "The report on a hand-built results Dataset whose statistics are computed by hand, and the ranking comparison."
 import json, math
 import numpy as np, pytest, xarray as xr
-from simreal_nb import report as R
+from simreal_nb import report as R, report_tables as RT, report_verdicts as RV
 from simreal_nb.metrics import PAPER, LAMS, synthetic_score, synthetic_results
 from simreal_nb.protocols import protocol_coords
-from simreal_nb.report import report_text, write_report, md_table, protocol_ranking, ranking_agreement
+from simreal_nb.report import report_text, write_report
+from simreal_nb.report_tables import md_table, protocol_ranking, ranking_agreement
 
 # Per setting, (held-out sim error, held-out exp error) of each protocol, the same on every field and metric.
 # bM(0.5): A: joint 0.2 < sim_to_exp 0.35 < sim_only 0.5 < exp_only 0.55  -> reduction (0.35-0.2)/0.35  = 42.857 %
@@ -340,7 +341,7 @@ def test_optional_figures_and_sections(tmp_path):
 
 
 def test_figures_small(seeded):
-    from simreal_nb.report import learning_curves, error_vs_n_figure
+    from simreal_nb.report_figures import learning_curves, error_vs_n_figure
     fig = learning_curves(seeded)
     assert fig.dpi <= 80 and all(a.get_yscale() == 'log' for a in fig.axes if a.get_visible())
     assert [a.get_title() for a in fig.axes] == [f'{s}/S: {o}' for s in 'AB' for o in ('sim', 'exp', 'sim + exp')]  # one objective per axis
@@ -367,25 +368,25 @@ def test_two_model_pair_by_hand():
             'joint': [(0.3, 0.3), (0.3, 0.3)], 'joint_mgda': [(0.01, 0.01), (0.01, 0.01)], 'persistence': (0.001, 0.001)}
     score = synthetic_score(systems=('A',), seeds=(0, 1), errors=errs)
     score.loc[dict(protocol='sim_only', metric='frmse')] = np.nan  # not scored on one metric: the others are chosen from
-    pair, which = R.two_model_pair(score)
-    p = pair.sel(protocol=R.TWO_MODEL, field='all').squeeze(drop=True)
+    pair, which = RT.two_model_pair(score)
+    p = pair.sel(protocol=RT.TWO_MODEL, field='all').squeeze(drop=True)
     np.testing.assert_allclose(p.sel(metric='rmse').transpose('seed', 'domain').values, [[0.1, 0.2], [0.05, 0.1]])
     np.testing.assert_allclose(p.sel(metric='frmse').transpose('seed', 'domain').values, [[0.5, 0.2], [0.05, 0.1]])
     w = which.squeeze(drop=True)
     assert w.sim.sel(metric='rmse').values.tolist() == ['sim_only', 'sim_to_exp'] and w.exp.sel(metric='rmse').values.tolist() == ['exp_only', 'sim_to_exp']
     assert w.sim.sel(metric='frmse').values.tolist() == ['sim_to_exp', 'sim_to_exp']
     # bM(λ) = λ·M_sim(best sim model) + (1 − λ)·M_exp(best exp model), per seed: 0.15 and 0.075 at λ = 0.5
-    res = R.with_two_model_pair(synthetic_results(systems=('A',), seeds=(0, 1), errors=errs))
-    b = R.balanced_score(res.score, [0.2, 0.5], seed_mean=False).sel(protocol=R.TWO_MODEL, metric='rmse').squeeze(drop=True)
+    res = RT.with_two_model_pair(synthetic_results(systems=('A',), seeds=(0, 1), errors=errs))
+    b = R.balanced_score(res.score, [0.2, 0.5], seed_mean=False).sel(protocol=RT.TWO_MODEL, metric='rmse').squeeze(drop=True)
     np.testing.assert_allclose(b.transpose('lam', 'seed').values, [[0.2 * 0.1 + 0.8 * 0.2, 0.2 * 0.05 + 0.8 * 0.1], [0.15, 0.075]])
-    assert list(res.protocol.values).index(R.TWO_MODEL) == list(res.protocol.values).index('joint') + 1  # beside Joint
+    assert list(res.protocol.values).index(RT.TWO_MODEL) == list(res.protocol.values).index('joint') + 1  # beside Joint
     # lower than Joint (0.3), yet never the best non-joint protocol nor a winner; not ranked
-    assert R.reduction_table(res.score).loc[('A', 'S', 'rmse'), 'which'] == 'sim_to_exp'
-    assert R.wins_table(res.score).equals(R.wins_table(res.score.drop_sel(protocol=R.TWO_MODEL)))
-    pr = R.pooled_ranking(res)
-    assert np.isnan(pr.loc[R.TWO_MODEL, 'mean rank']) and pr.loc['joint_mgda', 'mean rank'] == 1
-    assert R.pair_choices(res.score).loc[('A', 'S'), 'sim model'] == 'sim_only (1), sim_to_exp (1)'
-    text = report_text(res.drop_sel(protocol=R.TWO_MODEL))
+    assert RT.reduction_table(res.score).loc[('A', 'S', 'rmse'), 'which'] == 'sim_to_exp'
+    assert RT.wins_table(res.score).equals(RT.wins_table(res.score.drop_sel(protocol=RT.TWO_MODEL)))
+    pr = RT.pooled_ranking(res)
+    assert np.isnan(pr.loc[RT.TWO_MODEL, 'mean rank']) and pr.loc['joint_mgda', 'mean rank'] == 1
+    assert RT.pair_choices(res.score).loc[('A', 'S'), 'sim model'] == 'sim_only (1), sim_to_exp (1)'
+    text = report_text(res.drop_sel(protocol=RT.TWO_MODEL))
     for title in ('RMSE per domain', "The paper's comparison", 'Every protocol ranked'):
         assert 'two-model pair (ref.)' in section(text, title), title
     assert '| A | S | two-model pair (ref.) | 0.075 ± 0.32 | 0.15 ± 0.64 | 0.1125 ± 0.48 |' in section(text, 'RMSE per domain')
@@ -406,7 +407,7 @@ def control_results(eq_exp):
 def test_exposure_control_table_and_verdict():
     "Joint's paired exp margin over each protocol and its control, by hand; the report's sentence says whether it survives."
     res = control_results([0.15, 0.16, 0.14])
-    t = R.control_table(res)
+    t = RV.control_table(res)
     assert list(t.index.get_level_values('protocol')) == ['joint', 'exp_only', 'exp_only_eq', 'sim_to_exp', 'sim_to_exp_eq']
     j = np.array([0.10, 0.11, 0.09])
     by_hand = lambda other: 100 * (1 - np.exp(-np.mean(np.log(np.asarray(other) / j))))
@@ -414,18 +415,18 @@ def test_exposure_control_table_and_verdict():
     assert np.isclose(t.loc[('A', 'S', 'sim_to_exp'), 'joint margin %'], by_hand([0.2] * 3))
     assert t.loc[('A', 'S', 'exp_only_eq'), 'exp batches'] == 1300 and t.loc[('A', 'S', 'exp_only'), 'exp batches'] == 500
     assert (t.loc[[('A', 'S', p) for p in ('exp_only', 'exp_only_eq', 'sim_to_exp', 'sim_to_exp_eq')], 'verdict'] == 'better').all()
-    assert R.control_verdicts(res)[0].startswith("**A/S**: Joint's exp margin survives equal exposure")
+    assert RV.control_verdicts(res)[0].startswith("**A/S**: Joint's exp margin survives equal exposure")
     text = report_text(res)
     sec = section(text, 'Exposure')
     assert "### Does Joint's exp margin survive equal exposure?" in sec and '**A**' in sec
     assert '| S | exp_only_eq | 0.15 ± 0.025 | 1300 |' in sec and "- **A/S**: Joint's exp margin survives equal exposure" in sec
     assert '| A | S | exp_only_eq | 300 ± 0 | 300 ± 0 | 1300 ± 0 |' in sec  # updates, sim and exp batches of every protocol
     # with Joint's exp batches Exp-only matches Joint: the margin over it was the extra exposure
-    lost = R.control_verdicts(control_results([0.09, 0.12, 0.10]))[0]
+    lost = RV.control_verdicts(control_results([0.09, 0.12, 0.10]))[0]
     assert lost.startswith("**A/S**: Joint's exp margin does not survive equal exposure — its paired exp rmse margin over exp_only lost")
     assert 'over sim_to_exp kept' in lost
     none = control_results([0.15, 0.16, 0.14])
     none.score.loc[dict(protocol=['exp_only', 'sim_to_exp'], domain='exp')] = 0.1  # no margin at their own exposure
-    assert R.control_verdicts(none)[0].startswith("**A/S**: no exp margin to test: Joint is not clearly lower at the others' own exposure")
+    assert RV.control_verdicts(none)[0].startswith("**A/S**: no exp margin to test: Joint is not clearly lower at the others' own exposure")
     assert "### Does Joint" not in report_text(res.drop_sel(protocol=['exp_only_eq', 'sim_to_exp_eq']))  # no control, no section
     assert protocol_coords(['exp_only_eq', 'sim_to_exp_eq'])['domains'] == ['exp', 'exp']  # the FLAGS judge a control where it trains
