@@ -59,11 +59,12 @@ def test_lambdas_walk_as_a_protocol_object_from_the_command_line_to_the_step(mon
     assert Joint(0.3) in seen['grid'].protocols  # made at the command line, not spelled 'joint@0.3'
     cell, = [c for c in seen['grid'].cells(seen['config'].arch) if c.protocol == Joint(0.3)]
     assert isinstance(cell.protocol, Joint) and cell.key.split('__')[4] == 'joint@0.3'  # the name only spells the key
-    def spy(self, batches, weights, **kw): steps.append(dict(weights)); raise _Stop
+    def spy(self, batches, weights, phase=None, **kw): steps.append((phase, dict(weights))); raise _Stop
     monkeypatch.setattr(Stepper, 'step', spy)
     dd, _, _ = cell_data('kolmogorov', seen['config'], None, 0)
     with pytest.raises(_Stop): train_cell(cell, seen['config'], dd, 'cpu', tmp_path / 'ckpt')
-    assert steps == [pytest.approx({'sim': 0.3, 'exp': 0.7})]
+    (phase, weights), = steps  # the phase reaches the step whole
+    assert phase.label == 'joint' and phase.weights == weights == pytest.approx({'sim': 0.3, 'exp': 0.7})
 
 def test_no_module_parses_a_protocol_name_but_the_protocols_module():
     "Past the boundary (`protocols.get_protocol`, `grid_protocol`) a protocol is an object: no other module splits or prefix-matches a name."

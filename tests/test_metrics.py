@@ -6,7 +6,7 @@ from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spe
                                 setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
                                 pressure_reduction, check_lam, check_score, PAPER, LAMS, METRICS, SCORE_KEYS, mean_ci,
                                 joint_wins, joint_reduction_ci, reduction_pct, train_domains, synthetic_results)
-from simreal_nb.protocols import (joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
+from simreal_nb.protocols import (ProtocolError, joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
                                   trained_protocols)
 
 
@@ -272,7 +272,7 @@ def test_lambda_sweep():
 def test_joint_name():
     assert joint_name(0.5) == 'joint' and joint_name(0.3) == 'joint@0.3' and joint_name(0.9) == 'joint@0.9'
     assert joint_name('0.3') == 'joint@0.3' and joint_name(0.25) == 'joint@0.25'
-    with pytest.raises(MetricInputError, match='`lam`'): joint_name(2)
+    with pytest.raises(ProtocolError, match='`lam`'): joint_name(2)  # a protocol's λ: the protocols' error
 
 
 def test_protocol_names_and_checks():
