@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn as nn
 
-from simreal_nb.metrics import MetricInputError
 from simreal_nb.protocols import PROTOCOLS
 from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, collate, get_protocol,
                                   masked_mse)
@@ -107,9 +106,9 @@ def test_protocol_names_and_budgets():
     assert Joint(0.3).phases(10)[0].weights == {'sim': 0.3, 'exp': 0.7}
 
 
-@pytest.mark.parametrize('bad,err', [('joint@1.01', MetricInputError), ('joint@-0.5', MetricInputError),
-                                     ('joint@nan', MetricInputError), ('joint@inf', MetricInputError),
-                                     ('joint@x', MetricInputError), ('sim_only@0.5', ProtocolError), ('nope', ProtocolError),
+@pytest.mark.parametrize('bad,err', [('joint@1.01', ProtocolError), ('joint@-0.5', ProtocolError),
+                                     ('joint@nan', ProtocolError), ('joint@inf', ProtocolError),
+                                     ('joint@x', ProtocolError), ('sim_only@0.5', ProtocolError), ('nope', ProtocolError),
                                      (3, ProtocolError)])
 def test_protocol_errors(bad, err):
     with pytest.raises(err):
@@ -119,7 +118,7 @@ def test_protocol_errors(bad, err):
 
 
 def test_lambda_error_names_the_argument():
-    with pytest.raises(MetricInputError, match=r'lam.*\[0, 1\].*1\.5'):
+    with pytest.raises(ProtocolError, match=r'lam.*\[0, 1\].*1\.5'):
         Joint(1.5)
 
 
@@ -264,7 +263,7 @@ def test_bad_input_before_training(toy):
     truth = ToyWindows(toy['exp']['train'].ds | dict(domain='exp_truth'))
     with pytest.raises(ProtocolError, match='exp_truth'):
         Trainer(net(), dict(sim=toy['sim'], exp=dict(train=truth)), 'joint')
-    with pytest.raises(MetricInputError, match='lam'):
+    with pytest.raises(ProtocolError, match='lam'):
         Trainer(net(), toy, 'joint@2')
     with pytest.raises(ProtocolError, match='batch_size'):
         Trainer(net(), toy, 'joint', batch_size=0)
@@ -417,7 +416,7 @@ def test_combiner_names():
     assert get_protocol('joint_cagrad').name == 'joint_cagrad' and get_protocol('joint').combiner == 'sum'
     with pytest.raises(ProtocolError, match='combiner'):
         Joint(0.5, combiner='mean')
-    with pytest.raises(MetricInputError, match=r'\[0, 1\]'):
+    with pytest.raises(ProtocolError, match=r'\[0, 1\]'):
         get_protocol('joint_pcgrad@2')
 
 
