@@ -149,6 +149,12 @@ def _check_names(kind, names, valid):
     bad = [n for n in names if n not in valid]
     if bad: raise GridError(f"unknown {kind} {bad}; expected some of: {', '.join(valid)}")
 
+def _grid_protocol(p) -> Protocol:
+    "The protocol object of grid entry `p` (`protocols.grid_protocol`: a bare control waits for its Joint cell); `GridError` naming an unknown one."
+    try: return grid_protocol(p)
+    except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, "
+                                            f"or joint@<λ in [0, 1]> ({e})") from None
+
 MAX_CELLS = 100_000  # a grid beyond this is a typo (`--seeds 1000000`), not a study
 
 @dataclass(frozen=True)
@@ -162,6 +168,9 @@ class Grid:
     exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
     baselines: bool = True         # add the reference baselines (persistence, mean field) to every setting
 
+    def __post_init__(self):  # from here on every protocol is an object: a name given is made one, once
+        object.__setattr__(self, 'protocols', tuple(map(_grid_protocol, self.protocols)))
+
     def cells(self, arch:str='fan', known:list|None=None) -> list:
         "The cells, in a deterministic order; every name is checked first (systems against `known`, default the twins)."
         known = list(known or list_systems())
@@ -174,11 +183,7 @@ class Grid:
         if lack: raise GridError(f"capacity {lack[0][0]!r} has no {lack[0][1]!r} model; expected one of "
                                  f"{[c for c in CAPACITIES if lack[0][1] in CAPACITIES[c]]} for arch {lack[0][1]!r} (`models.CAPACITIES`)")
         canon = {}  # every protocol object by its canonical name, once: 'joint@0.5' is Joint(0.5), as 'joint' is
-        for p in self.protocols:
-            try: obj = grid_protocol(p)  # a bare control waits for its Joint cell (`protocols.ExposureControl`)
-            except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, "
-                                                    f"or joint@<λ in [0, 1]> ({e})") from None
-            canon.setdefault(obj.name, obj)
+        for p in self.protocols: canon.setdefault(p.name, p)
         for n in self.exp_trajs:
             if n is not None and (not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1):
                 raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
@@ -189,7 +194,7 @@ class Grid:
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
         if not seeds: raise GridError(f"seeds: expected at least one seed (a number >= 1, or the seeds themselves), got {self.seeds!r}")
         if not [p for p in canon.values() if p.trains]:
-            raise GridError(f"protocols: {list(map(str, self.protocols))} trains nothing; expected at least one trained protocol, e.g. {', '.join(PROTOCOLS)}")
+            raise GridError(f"protocols: {[p.name for p in self.protocols]} trains nothing; expected at least one trained protocol, e.g. {', '.join(PROTOCOLS)}")
         protocols = list(canon.values()) + [Baseline(b) for b in BASELINES if self.baselines and b not in canon]
         return [Cell(s, c, p, k, a, n) for s in systems for c in self.capacities for a in archs for n in self.exp_trajs
                 for p in protocols for k in seeds]

@@ -68,7 +68,7 @@ def test_options_win_over_the_file(resolved, tmp_path):
     assert config == replace(PRESETS['test'].config, steps=12, lr=1e-3)
     assert grid == replace(PRESETS['test'].grid, systems=('foil',), seeds=(0, 4), protocols=('joint',))
     config, grid = resolved('--out', tmp_path / 'r', '--config', f, '--seeds', 3, '--systems', 'cylinder', '--lambdas', '0.7')
-    assert grid.seeds == 3 and grid.systems == ('cylinder',) and grid.protocols == ('joint', 'joint@0.7')  # added to the file's
+    assert grid.seeds == 3 and grid.systems == ('cylinder',) and [p.name for p in grid.protocols] == ['joint', 'joint@0.7']  # added to the file's
     config, grid = resolved('--out', tmp_path / 'r', '--config', f, '--preset', 'paper')  # --preset over the file's preset
     assert config == replace(PRESETS['paper'].config, steps=12, lr=1e-3) and grid.capacities == PRESETS['paper'].grid.capacities
 

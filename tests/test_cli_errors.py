@@ -217,7 +217,7 @@ def test_run_lambdas_adds_joint_at_each_training_weight(monkeypatch, tmp_path):
     seen = {}
     monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.update(grid=grid))
     cli.main(['run', '--preset', 'test', '--lambdas', '0.1,0.9', '--out', str(tmp_path / 'r'), '--workers', '0'])
-    assert seen['grid'].protocols == ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled', 'joint@0.1', 'joint@0.9')
+    assert [p.name for p in seen['grid'].protocols] == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled', 'joint@0.1', 'joint@0.9']
 
 def test_every_package_error_is_an_input_error_or_documented_as_not_one():
     "Each error class a module defines derives from errors.InputError (exit 2) or is listed in errors.NOT_INPUT with its reason (a traceback)."
