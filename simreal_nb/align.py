@@ -9,8 +9,9 @@ from dataclasses import dataclass, field as dc_field
 import numpy as np
 import xarray as xr
 import torch
-from .schema import FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of, input_names, refuse_never_train, check_coord
-from .schema import GROUPS, TEST_GROUPS, WINDOW_SPLITS, drop_window_fields
+from .schema import (FIELDS, FIELD_META, DIMS, DataContractError, NeverTrainError, validate, fields_of,
+                               input_names, refuse_never_train, check_coord, GROUPS, TEST_GROUPS, WINDOW_SPLITS,
+                               drop_window_fields)
 
 # %% auto #0
 __all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'published_windows', 'split_windows', 'spread',

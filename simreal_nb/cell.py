@@ -17,8 +17,7 @@ from .align import make_domain_data, WindowDataset, spread, group_distances, ali
 from .models import make_model, n_params, save_model, init_weights, ARCHS
 from .metrics import METRICS
 from .protocols import (JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS,
-                                  ExposureControl, Joint)
-from .protocols import get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly
+                                  ExposureControl, Joint, get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly)
 from .step import resolve_device
 from .trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog

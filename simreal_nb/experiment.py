@@ -11,8 +11,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from .store import write_dataset, write_text, read_json, TIMING_TYPES
-from .protocols import JOINT, ExposureControl, Joint
-from .protocols import EXPOSURE_CONTROLS
+from .protocols import JOINT, ExposureControl, Joint, EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
 from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results, resolve_init, model_settings

@@ -11,8 +11,7 @@ import numpy as np
 import torch
 import xarray as xr
 from .store import write_dataset, write_text
-from .protocols import PROTOCOLS, BASELINES
-from .protocols import EXPOSURE_CONTROLS
+from .protocols import PROTOCOLS, BASELINES, EXPOSURE_CONTROLS
 from .step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
 from .rundir import (manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init, check_lock_free,

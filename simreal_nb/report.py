@@ -12,11 +12,10 @@ import xarray as xr
 from .metrics import (PAPER, METRICS, balanced_score, joint_reduction_ci, joint_wins, headline,
                                 compare_to_paper, mean_ci, setting_dims, protocol_coord)
 from .protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  ANALOG, trained_protocols)
+                                  ANALOG, trained_protocols, PROTOCOLS, POOLED)
 from .tradeoff import pareto_plot
 from .store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from .schema import FIELDS
-from .protocols import PROTOCOLS, POOLED
 from .report_tables import (TWO_MODEL, _ci_frame, _pm, _specialists, arch_table, baseline_flags,
                                       capped_cells, domain_table, error_vs_n, forgetting_table, gap_table,
                                       lambda_ranking, md_table, off_domain_flags, pair_choices, per_setting,

@@ -12,10 +12,9 @@ from .metrics import (PAPER, LAMS, METRICS, balanced, balanced_score, joint_redu
                                 win_counts, forgetting, pressure_reduction, mean_ci, select_view, train_domains,
                                 protocol_coord)
 from .protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  trained_protocols)
+                                  trained_protocols, POOLED)
 from .tradeoff import domain_errors
 from .schema import FIELD_META
-from .protocols import POOLED
 
 
 # %% auto #0
