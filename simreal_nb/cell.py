@@ -16,8 +16,7 @@ from .systems import load_twins, fill_entry, fill_cache
 from .align import make_domain_data, WindowDataset, spread, group_distances, align_domains
 from .models import make_model, n_params, save_model, init_weights, ARCHS
 from .metrics import METRICS
-from .protocols import (JOINT, BASELINES, PERSISTENCE, MEAN_FIELD, ANALOG, QUANTITY_CONTROLS,
-                                  ExposureControl, Joint, get_protocol, EXPOSURE_CONTROLS, SimToExp, ExpOnly)
+from .protocols import JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, ExposureControl, Joint, SimToExp
 from .step import resolve_device
 from .trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog

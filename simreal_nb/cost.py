@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from .twindata import torch_threads
 from .models import make_model
-from .protocols import BASELINES, ExposureControl, get_protocol, fetch_batch, EXPOSURE_CONTROLS
+from .protocols import ExposureControl, fetch_batch
 from .step import resolve_device, Stepper
 from .evaluation import long_windows
 from .grid import GridConfig

@@ -9,7 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor, wait, FIRST_COMPLE
 from multiprocessing import get_context
 from pathlib import Path
 import torch
-from .protocols import BASELINES, ExposureControl, EXPOSURE_CONTROLS
+from .protocols import ExposureControl
 from .step import resolve_device
 from .grid import GridConfig, GridError
 from .cell import run_cell

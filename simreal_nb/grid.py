@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS, MORPH_LEVELS
-from .protocols import (PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, protocol_coords, grid_protocol,
-                                  Protocol, ProtocolError, Joint, Baseline, get_protocol, BEYOND, EXPOSURE_CONTROLS)
+from .protocols import (PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, grid_protocol, Protocol,
+                                  ProtocolError, Baseline, BEYOND, EXPOSURE_CONTROLS)
 from .errors import InputError
 from .store import read_json
 from .trainer import TRAIN_DEFAULTS

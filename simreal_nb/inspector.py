@@ -15,11 +15,10 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels, iso_segment,
-                                 pareto_mask, text_size, pareto_plot)
-from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
-                                best_non_joint)
-from .protocols import BASELINES, JOINT, trained_protocols
+from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels, iso_segment, pareto_mask,
+                                 text_size)
+from .metrics import MetricInputError, setting_dims, select_view, check_lam, check_score
+from .protocols import BASELINES
 
 
 # %% auto #0

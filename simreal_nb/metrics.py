@@ -11,8 +11,9 @@ import numpy as np
 import torch
 import xarray as xr
 from .errors import InputError
-from .protocols import (PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, POOLED, BASELINES, PERSISTENCE,
-                                  MEAN_FIELD, ANALOG, ProtocolError, valid_lam, joint_name, trained_protocols, protocol_coords)
+from .protocols import (NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+                                  ProtocolError, valid_lam, joint_name, protocol_coords)
+
 
 # %% auto #0
 __all__ = ['METRICS', 'SCORE_KEYS', 'UPSTREAM_METRICS', 'LAMS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'MetricInputError',

@@ -13,9 +13,7 @@ from .schema import FIELDS
 from .store import write_text, RunFileError, read_json, is_temporary, unmarked_files
 from .systems import list_systems
 from .models import CAPACITIES, ARCHS, checkpoint_digest, make_model, n_params
-from .protocols import (PROTOCOLS, BASELINES, POOLED, protocol_coords, COORDS, EXPOSURE_CONTROLS, Joint,
-                                  get_protocol)
-from .errors import InputError
+from .protocols import PROTOCOLS, BASELINES, POOLED, protocol_coords, COORDS, EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Cell
 
 # %% auto #0

@@ -17,7 +17,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
                                 best_non_joint, mean_ci, protocol_coord)
-from .protocols import BASELINES, JOINT, trained_protocols
+from .protocols import BASELINES, trained_protocols
 
 
 # %% auto #0
