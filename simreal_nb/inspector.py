@@ -17,7 +17,8 @@ import xarray as xr
 from matplotlib.figure import Figure
 from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels, iso_segment, pareto_mask,
                                  text_size)
-from .metrics import MetricInputError, setting_dims, select_view, check_lam, check_score
+from .metrics import MetricInputError
+from .analysis import setting_dims, select_view, check_lam, check_score
 from .protocols import BASELINES
 
 
@@ -244,7 +245,7 @@ def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
                    seed=0,           # RNG seed of the noise
                   ) -> xr.DataArray:
     "A synthetic results `score` in the layout of `simreal run --lambdas 0.1,0.3,0.7,0.9` (made-up errors `DEMO_ERRORS`), for demos and tests of the inspector."
-    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.analysis import synthetic_results
     return synthetic_results(systems=systems, capacities=('S',), seeds=seeds, errors=DEMO_ERRORS, noise=noise, seed=seed).score
 
 # %% ../nbs/61_inspector.ipynb #c018g

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import xarray as xr
-from .metrics import (PAPER, METRICS, balanced_score, joint_reduction_ci, joint_wins, headline,
-                                compare_to_paper, mean_ci, setting_dims, protocol_coord)
+from .metrics import METRICS
+from .analysis import (PAPER, balanced_score, joint_reduction_ci, joint_wins, headline, compare_to_paper,
+                                 mean_ci, setting_dims, protocol_coord)
 from .protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
                                   ANALOG, trained_protocols, PROTOCOLS, POOLED)
 from .tradeoff import pareto_plot

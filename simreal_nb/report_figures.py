@@ -10,7 +10,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator
-from .metrics import mean_ci, select_view, train_domains, protocol_coord
+from .analysis import mean_ci, select_view, train_domains, protocol_coord
 from .protocols import (SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, trained_protocols, EXPOSURE_CONTROLS,
                                   POOLED, QUANTITY_CONTROLS)
 from .tradeoff import protocol_colors

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pandas as pd
 import xarray as xr
-from .metrics import (PAPER, LAMS, METRICS, balanced, balanced_score, joint_reduction_ci, joint_wins,
-                                win_counts, forgetting, pressure_reduction, mean_ci, select_view, train_domains,
-                                protocol_coord)
+from .metrics import METRICS
+from .analysis import (PAPER, LAMS, balanced, balanced_score, joint_reduction_ci, joint_wins, win_counts,
+                                 forgetting, pressure_reduction, mean_ci, select_view, train_domains, protocol_coord)
 from .protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
                                   trained_protocols, POOLED)
 from .tradeoff import domain_errors

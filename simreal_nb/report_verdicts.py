@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pandas as pd
 import xarray as xr
-from .metrics import balanced_score, mean_ci, select_view, train_domains, protocol_coord
+from .analysis import balanced_score, mean_ci, select_view, train_domains, protocol_coord
 from .protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols, EXPOSURE_CONTROLS, POOLED,
                                   QUANTITY_CONTROLS)
 from .report_tables import TWO_MODEL, _ci_frame, _specialists, md_table, paired_change, with_two_model_pair

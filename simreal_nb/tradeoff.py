@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .metrics import (MetricInputError, LAMS, balanced, setting_dims, select_view, check_lam, check_score,
-                                best_non_joint, mean_ci, protocol_coord)
+from .metrics import MetricInputError
+from .analysis import (LAMS, balanced, setting_dims, select_view, check_lam, check_score, best_non_joint,
+                                 mean_ci, protocol_coord)
 from .protocols import BASELINES, trained_protocols
 
 
@@ -103,7 +104,7 @@ _OTHERS = [c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
 def lam_train_of(results) -> dict:
-    "{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), from its `lam_train` coordinate (`metrics.protocol_coord`)."
+    "{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), from its `lam_train` coordinate (`analysis.protocol_coord`)."
     return {p: float(v) for p, v in protocol_coord(results, 'lam_train').items() if v is not None and np.isfinite(v)}
 
 def protocol_colors(protocols,

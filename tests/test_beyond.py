@@ -233,7 +233,7 @@ def test_beyond_protocols_resume_bit_for_bit(toy, tmp_path, protocol, stop_at):
 
 
 def test_report_ranks_every_protocol_against_joint():
-    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.analysis import synthetic_results
     from simreal_nb.report import report_text
     from simreal_nb.report_tables import ranking_table
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1),
@@ -254,7 +254,7 @@ def test_report_ranks_every_protocol_against_joint():
 
 
 def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
-    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.analysis import synthetic_results
     from simreal_nb.report import report_text
     from simreal_nb.report_tables import pooled_ranking
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
@@ -281,7 +281,7 @@ def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
 
 
 def test_verdict_is_taken_on_the_log_ratio():
-    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.analysis import synthetic_results
     from simreal_nb.report_tables import ranking_table
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
             'sim_to_exp_lora': [(2.9, 2.9), (1.9, 1.9), (5.3, 5.3)]}  # 14.5x, 9.5x, 26.5x Joint's error
@@ -293,7 +293,7 @@ def test_verdict_is_taken_on_the_log_ratio():
 
 
 def test_lambda_ranking_follows_the_trade_off_across_lambda():
-    from simreal_nb.metrics import synthetic_results
+    from simreal_nb.analysis import synthetic_results
     from simreal_nb.report_tables import lambda_ranking, pooled_ranking
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
             'joint_mgda': [(0.16, 0.16), (0.18, 0.18), (0.14, 0.14)], 'persistence': (0.7, 0.6)}

@@ -1,7 +1,8 @@
 "The λ inspector without a browser: `state_at` against hand-computed numbers, the view against `state_at`, the widget's kernel side, the Pareto figure's labels, and the docs pages' plumbing."
 import re
 import numpy as np, pytest, xarray as xr
-from simreal_nb.metrics import MetricInputError, synthetic_score
+from simreal_nb.metrics import MetricInputError
+from simreal_nb.analysis import synthetic_score
 from simreal_nb.tradeoff import pareto_plot, protocol_table, lam_train_of, protocol_colors, place_labels, _overlap
 from simreal_nb.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
                                   INSPECT_LAMS, _num)
@@ -51,8 +52,8 @@ def test_state_matches_protocol_table(demo):
 
 
 def test_state_ci_is_the_seed_interval(demo):
-    "The interval is the Student-t interval of the per-seed bM(λ) (`metrics.mean_ci` on the same numbers)."
-    from simreal_nb.metrics import mean_ci
+    "The interval is the Student-t interval of the per-seed bM(λ) (`analysis.mean_ci` on the same numbers)."
+    from simreal_nb.analysis import mean_ci
     st = state_at(demo, 0.3, system='kolmogorov')
     s = demo.sel(system='kolmogorov', capacity='S', field='all', metric='rmse')
     per_seed = 0.3 * s.sel(domain='sim') + 0.7 * s.sel(domain='exp')

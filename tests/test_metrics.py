@@ -2,10 +2,11 @@
 import json, math, warnings
 import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
-                                balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
-                                setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
-                                pressure_reduction, check_lam, check_score, PAPER, LAMS, METRICS, SCORE_KEYS, mean_ci,
-                                joint_wins, joint_reduction_ci, reduction_pct, train_domains, synthetic_results)
+                                METRICS, SCORE_KEYS)
+from simreal_nb.analysis import (balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
+                                 setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
+                                 pressure_reduction, check_lam, check_score, PAPER, LAMS, mean_ci, joint_wins,
+                                 joint_reduction_ci, reduction_pct, train_domains, synthetic_results)
 from simreal_nb.protocols import (ProtocolError, joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
                                   trained_protocols)
 
@@ -342,7 +343,7 @@ def test_win_counts_matched_joint():
 
 def test_evaluation_layout():
     "Scores as `evaluate` writes them: a `mode` dim and the fRMSE band keys in `metric`."
-    from simreal_nb.metrics import select_view
+    from simreal_nb.analysis import select_view
     s = synthetic_score(metrics=SCORE_KEYS, modes=('one_step', 'rollout'))
     s.loc[dict(mode='one_step', protocol='joint')] = 9.0  # must not be used by default
     assert setting_dims(s) == ('system', 'capacity')

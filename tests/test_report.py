@@ -2,7 +2,7 @@
 import json, math
 import numpy as np, pytest, xarray as xr
 from simreal_nb import report as R, report_tables as RT, report_verdicts as RV
-from simreal_nb.metrics import PAPER, LAMS, synthetic_score, synthetic_results
+from simreal_nb.analysis import PAPER, LAMS, synthetic_score, synthetic_results
 from simreal_nb.protocols import protocol_coords
 from simreal_nb.report import report_text, write_report
 from simreal_nb.report_tables import md_table, protocol_ranking, ranking_agreement

@@ -2,7 +2,8 @@
 import subprocess, sys
 import numpy as np, pytest, xarray as xr
 from matplotlib.figure import Figure
-from simreal_nb.metrics import MetricInputError, synthetic_score
+from simreal_nb.metrics import MetricInputError
+from simreal_nb.analysis import synthetic_score
 from simreal_nb.tradeoff import domain_errors, winners, protocol_table, winner_table, pareto_plot, figure_png, pareto_mask
 from simreal_nb.inspector import lambda_inspector
 
