@@ -13,7 +13,7 @@ import argparse, json
 from pathlib import Path
 from simreal_nb.grid import PRESETS
 from simreal_nb.cell import cell_data
-from simreal_nb.align import group_distances
+from simreal_nb.domains import group_distances
 from simreal_nb.models import load_model
 from simreal_nb.evaluation import evaluate_groups
 from simreal_nb.tuning import point_key

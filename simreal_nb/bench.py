@@ -16,7 +16,8 @@ from .schema import FIELDS
 from .models import make_model, n_params
 from .protocols import ProtocolError
 from .step import Stepper, resolve_device
-from .align import make_domain_data, spread
+from .align import spread
+from .domains import make_domain_data
 from .systems import list_systems, load_twins, cache_root, fill_cache, fill_entry
 from .twindata import torch_threads
 

@@ -194,7 +194,7 @@ class HCWLoss:
             spacing = (float(y[1] - y[0]), float(x[1] - x[0]))
         except (AttributeError, KeyError, TypeError, IndexError):
             raise ValueError(f"HCWLoss: the training set is a {type(ds).__name__} without field names, a fitted normaliser and "
-                             "y, x coordinates; expected an align.WindowDataset (they give the physical divergence)") from None
+                             "y, x coordinates; expected an domains.WindowDataset (they give the physical divergence)") from None
         return cls(ds.fields, std, spacing, **kwargs)
 
 # %% ../nbs/41_beyond.ipynb #b025

@@ -13,7 +13,8 @@ import xarray as xr
 from .schema import reference_scales
 from .store import write_dataset, read_dataset, load_torch, CheckpointError
 from .systems import load_twins, fill_entry, fill_cache
-from .align import make_domain_data, WindowDataset, spread, group_distances, align_domains
+from .align import spread, align_domains
+from .domains import make_domain_data, WindowDataset, group_distances
 from .models import make_model, n_params, save_model, init_weights, ARCHS
 from .metrics import METRICS
 from .protocols import JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, ExposureControl, Joint, SimToExp

@@ -16,14 +16,16 @@ from .metrics import score_fields, upstream_scores, SCORE_KEYS, UPSTREAM_METRICS
 from .schema import TEST_GROUPS, drop_window_fields
 from .protocols import fetch_batch, split_of
 from .step import Stepper, resolve_device, to_device, batch_cond
-from .align import DomainData, group_windows, spread
+from .align import spread
+from .domains import DomainData, group_windows
+
 
 # %% auto #0
 __all__ = ['EVAL_MODES', 'long_windows', 'rollout', 'predict_windows', 'evaluate', 'Persistence', 'MeanField', 'Analog',
            'evaluate_groups']
 
 # %% ../nbs/45_evaluation.ipynb #e10
-def long_windows(wd,  # windows (align.WindowDataset, or any dataset exposing ds, n_in, normalizer, fields)
+def long_windows(wd,  # windows (domains.WindowDataset, or any dataset exposing ds, n_in, normalizer, fields)
                  horizon:int,  # target frames needed
                  stride:int|None=None,  # step between window starts of rebuilt windows (None: `horizon`)
                 ):
@@ -175,7 +177,7 @@ def truth_windows(data, exp_truth, split:str) -> dict:
     if isinstance(exp_truth, dict): return dict(truth=exp_truth['truth'], window=exp_truth.get('window'))
     if not isinstance(exp_truth, xr.Dataset): return dict(truth=exp_truth, window=None)
     if not hasattr(data, 'truth_windows'):
-        raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (align.DomainData); pass windows instead")
+        raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (domains.DomainData); pass windows instead")
     w = window_truth(exp_truth)
     return dict(truth=data.truth_windows(exp_truth, split), window=None if w is None else data.truth_windows(w, split))
 
@@ -427,7 +429,7 @@ def fit(cls:Analog, wd,  # windows of one domain, usually its train split (norma
         n_out:int=1,  # frames per call (a rollout's horizon; `for_horizon` changes it)
         batch_size:int=256,  # windows read at a time (windows without a frame tensor)
         **kw) -> Analog:
-    "The domain's training windows as candidates: an `align.WindowDataset` shares its frame tensor (no copy); other windows are read (then `n_out` is the most frames `for_horizon` can ask)."
+    "The domain's training windows as candidates: an `domains.WindowDataset` shares its frame tensor (no copy); other windows are read (then `n_out` is the most frames `for_horizon` can ask)."
     if len(wd) == 0: raise ValueError("Analog.fit: the window dataset is empty; expected the train split of a domain")
     if all(hasattr(wd, a) for a in ('data', 'index', 'valid_all', 'field_mask', 'n_in')):
         return cls(wd.data, wd.index, wd.n_in, wd.field_mask, wd.valid_all.flatten(0, 1).any(0), n_out=n_out, **kw)
@@ -493,12 +495,12 @@ def _in_group(wd, group):
     return w if len(w) else None
 
 def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
-                    data:DomainData,  # windows of both domains (`align.make_domain_data`)
+                    data:DomainData,  # windows of both domains (`domains.make_domain_data`)
                     split:str='test',  # the split whose trajectories are grouped
                     exp_truth=None,  # the exp domain's hidden truth (xr.Dataset), or None
                     **kw) -> xr.Dataset:  # further `evaluate` arguments (horizon, scales, max_windows, device, ...)
     "`evaluate` on each test group (`TEST_GROUPS`, then `remain` where published test windows lie on training trajectories) the data hold, along a dim `group`; a group one domain lacks is NaN there."
-    if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an align.DomainData")
+    if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an domains.DomainData")
     truth = truth_windows(data, exp_truth, split) if exp_truth is not None else None
     parts, names = [], []
     for g in TEST_GROUPS + ('remain',):

@@ -81,7 +81,7 @@ def _device_of(model, device=None):
 
 def _check_data(data, where):
     for a in ('sim', 'exp', 'normalizer', 'fields'):
-        if not hasattr(data, a): _fail(f"{where}: data is a {type(data).__name__} without `{a}`; expected an align.DomainData")
+        if not hasattr(data, a): _fail(f"{where}: data is a {type(data).__name__} without `{a}`; expected an domains.DomainData")
 
 def _coords(wd):
     "(y, x) coordinates of a window dataset's grid, physical units."
@@ -106,7 +106,7 @@ def _phys(data, a):
 DIV_FACTOR = 2.0  # pass: the predicted velocity's divergence residual is at most this many times the data's own
 
 def divergence_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
-                     data,  # align.DomainData (windows, normaliser, fields)
+                     data,  # domains.DomainData (windows, normaliser, fields)
                      truth=None,  # hidden exp truth (xr.Dataset): its residual is reported too (`ratio_truth`), not judged
                      split:str='test',  # split whose windows are rolled out
                      horizon:int=4,  # rollout frames
@@ -195,7 +195,7 @@ def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
                     device=None) -> dict:
     "Step the input at each predicted frame s: no prediction before s may move, and a step k frames later must move the onset by >= k."
     if not hasattr(wd, 'cond_names') or not hasattr(wd, 'n_in'):
-        _fail(f"causality_check: wd is a {type(wd).__name__}; expected an align.WindowDataset")
+        _fail(f"causality_check: wd is a {type(wd).__name__}; expected an domains.WindowDataset")
     inputs = tuple(wd.cond_names[wd.n_params:])
     if not inputs:
         return dict(verdict='n/a', reason="the data have no time-varying input (only per-trajectory parameters): the rollout "
@@ -260,7 +260,7 @@ def energy_budget(u, v,  # velocity [..., T, H, W] (physical units) on a periodi
 
 # %% ../nbs/80_physics.ipynb #pe4
 def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
-                 data,  # align.DomainData of a system whose sim attrs name alpha, chi, k_f (periodic)
+                 data,  # domains.DomainData of a system whose sim attrs name alpha, chi, k_f (periodic)
                  split:str='test', horizon:int=4, max_windows:int|None=8,
                  factor:float=ENERGY_FACTOR,  # pass when rms residual(pred) <= factor * rms residual(data)
                  device=None) -> dict:
@@ -347,7 +347,7 @@ def _cases(data, lw, b, amplitude):
 EXTREME_C = 2.0  # pass: |predicted u, v| <= EXTREME_C x (largest |u, v| in the training data or in the given input)
 
 def extreme_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
-                  data,  # align.DomainData
+                  data,  # domains.DomainData
                   split:str='test',  # split whose windows give the initial frames
                   horizon:int=4,  # rollout frames
                   amplitude:float=3.0,  # stretch of the input fields (and time-varying inputs) about zero, physical units
@@ -392,7 +392,7 @@ class Fragile(nn.Module):
 
 # %% ../nbs/80_physics.ipynb #p36
 def check_model(model:nn.Module,  # any model(x, field_mask, cond) -> [B, n_out, C, H, W]
-                data,  # align.DomainData it was trained on (windows, normaliser)
+                data,  # domains.DomainData it was trained on (windows, normaliser)
                 truth=None,  # hidden exp truth (xr.Dataset) for the exp divergence reference, if there is one
                 horizon:int=4,  # rollout frames of every check
                 max_windows:int|None=4,  # windows per domain and check

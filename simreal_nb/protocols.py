@@ -144,7 +144,7 @@ def collate(items:Sequence[dict]) -> dict:
 
 def fetch_batch(ds, idx:Sequence[int]) -> dict:
     "The batch of the windows of `ds` at `idx`: the dataset's own vectorised `get_batch` where it has one, else its items stacked by `collate`."
-    if hasattr(ds, 'get_batch'): return dict(ds.get_batch(idx))  # vectorised batches (align.WindowDataset)
+    if hasattr(ds, 'get_batch'): return dict(ds.get_batch(idx))  # vectorised batches (domains.WindowDataset)
     if hasattr(ds, '__getitems__'):
         try: return collate(ds.__getitems__(idx))
         except (NotImplementedError, TypeError): pass

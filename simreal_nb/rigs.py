@@ -9,7 +9,7 @@ import numpy as np
 import xarray as xr
 import torch
 from .systems import make_twins
-from .align import make_domain_data
+from .domains import make_domain_data
 from .models import make_model
 from .trainer import train, FIXED_BUDGET
 from .evaluation import evaluate, Persistence

@@ -1,9 +1,9 @@
 "Alignment: common grid, presence, valid; normaliser; splits; windows; never-train refusal; time alignment."
 import numpy as np, pytest, torch, xarray as xr
 from simreal_nb.schema import FIELDS, DIMS, DataContractError, NeverTrainError, validate
-from simreal_nb.align import (example_pair, align_domains, regrid, Normalizer, split_trajs, WindowDataset,
-                              make_domain_data, DomainData, resample_time, event_times,
-                              event_anchor_align, ClockMap, test_groups, group_windows, group_distances)
+from simreal_nb.align import example_pair, align_domains, regrid, Normalizer, split_trajs, resample_time
+from simreal_nb.domains import WindowDataset, make_domain_data, DomainData, test_groups, group_windows, group_distances
+from simreal_nb.clocks import event_times, event_anchor_align, ClockMap
 from simreal_nb.realpdebench import GROUPS
 
 

@@ -359,7 +359,7 @@ def test_joint_causal_needs_a_command(toy):
 
 def test_joint_causal_trains_on_the_controlled_twin():
     from simreal_nb.systems import make_twins
-    from simreal_nb.align import make_domain_data
+    from simreal_nb.domains import make_domain_data
     from simreal_nb.models import make_model
     tw = make_twins('controlled', size='test')
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 from simreal_nb.systems import load_twins
-from simreal_nb.align import make_domain_data
+from simreal_nb.domains import make_domain_data
 from simreal_nb.evaluation import Persistence
 from simreal_nb.causal import (CausalCheckError, wake_response, delta_corr, causal_score, dominant_frequency, granger_test,
                                GrangerMonitor, run_monitor, actuator_off_stream, predicted_response, causal_consistency)

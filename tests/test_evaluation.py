@@ -60,7 +60,7 @@ def test_evaluate_perfect_model_scores_zero(toy):
 
 def test_rollout_conditioning_follows_the_window():
     "Rollout step j sees the conditioning (parameters + inputs over its frames) of the short window starting j later."
-    from simreal_nb.align import WindowDataset
+    from simreal_nb.domains import WindowDataset
     from simreal_nb.schema import FIELD_META
     N, T, H, W = 2, 10, 4, 4
     rng = np.random.default_rng(0)
@@ -257,7 +257,7 @@ class Advect(nn.Module):
 
 
 def windows(train_u, test_u, n_in=2, domain='sim'):
-    from simreal_nb.align import WindowDataset
+    from simreal_nb.domains import WindowDataset
     w = lambda u: WindowDataset(contract(u, domain), n_in, 1, fields=('u', 'v', 'p'))
     return dict(train=w(train_u), test=w(test_u))
 

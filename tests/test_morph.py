@@ -171,7 +171,7 @@ def test_morph_field_is_morph_on_one_field_set():
 def test_make_model_morph_Ti_trains_on_cylinder_windows():
     from torch.utils.data import default_collate
     from simreal_nb.systems import make_twins
-    from simreal_nb.align import make_domain_data
+    from simreal_nb.domains import make_domain_data
     from simreal_nb.models import make_model
     from simreal_nb.trainer import train, FIXED_BUDGET
     tw = make_twins('cylinder', size='test')
@@ -258,7 +258,7 @@ def test_tune_level_trains_morphs_groups(level):
 def test_levels_through_the_trainer():
     "Sim→Exp at the latent level: the pre-training trains everything, the fine-tune the level; the frozen weights do not move."
     from simreal_nb.systems import make_twins
-    from simreal_nb.align import make_domain_data
+    from simreal_nb.domains import make_domain_data
     from simreal_nb.models import MorphField
     from simreal_nb.trainer import train, FIXED_BUDGET
     from simreal_nb.protocols import ProtocolError

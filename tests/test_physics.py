@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn as nn
 from simreal_nb.systems import load_twins
-from simreal_nb.align import make_domain_data
+from simreal_nb.domains import make_domain_data
 from simreal_nb.evaluation import Persistence
 from simreal_nb.grid import Grid
 from simreal_nb.experiment import run_experiment

@@ -26,7 +26,8 @@ def floats(*a, **kw):
     return st.floats(*a, allow_subnormal=False, **kw)
 
 from simreal_nb.schema import FIELDS, FIELD_META, DIMS, DataContractError, validate
-from simreal_nb.align import Normalizer, WindowDataset, make_domain_data, regrid, resample_time, split_trajs
+from simreal_nb.align import Normalizer, regrid, resample_time, split_trajs
+from simreal_nb.domains import WindowDataset, make_domain_data
 from simreal_nb.metrics import MetricInputError, frmse, rel_l2, rmse, score_fields
 from simreal_nb.models import ModelInputError, make_model
 from simreal_nb.evaluation import MeanField, Persistence, rollout
@@ -412,7 +413,7 @@ def test_split_trajs_rejects_bad_fracs(fracs):
     raises(ValueError, lambda: split_trajs(build(N=8, T=1, H=1, W=1), fracs), 'split_trajs', 'fracs')
 
 
-# --- align.WindowDataset ---------------------------------------------------------------------------------------
+# --- domains.WindowDataset ---------------------------------------------------------------------------------------
 @given(specs(domain='sim', max_t=7), st.integers(1, 3), st.integers(0, 3), st.integers(1, 3), st.booleans())
 def test_windows_count_and_content(spec, n_in, n_out, stride, normalise):
     ds = build(**spec)
@@ -698,7 +699,7 @@ def test_rollout_and_mean_field_reject_bad_lengths(n):
     raises(ValueError, lambda: MeanField(torch.zeros(1, 2, 2), n_out=n), 'n_out')  # n_out=-1 gave one frame silently
 
 
-# --- align.make_domain_data: the whole pipeline ----------------------------------------------------------------
+# --- domains.make_domain_data: the whole pipeline ----------------------------------------------------------------
 @given(specs(domain='sim', max_n=6, max_t=5, min_n=4), specs(domain='exp', max_n=6, max_t=5, min_n=4), st.integers(1, 2),
        st.integers(1, 2), st.sampled_from(('sim', 'exp', (3, 4))), st.sampled_from(('same', 'same', 'other', 'uneven')),
        floats(-0.3, 1.3))

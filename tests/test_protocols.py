@@ -29,7 +29,7 @@ def toy_frames(n_traj, n_t, gap=0.0, seed=0, H=8, W=8):
 
 
 class ToyWindows(torch.utils.data.Dataset):
-    "Stand-in for align.WindowDataset (same item dict and rebuild signature)."
+    "Stand-in for domains.WindowDataset (same item dict and rebuild signature)."
     def __init__(self, ds, n_in=1, n_out=1, stride=1, normalizer=None, fields=('u', 'v', 'p'), cond=None):
         self.ds, self.n_in, self.n_out, self.stride, self.normalizer, self.fields = ds, n_in, n_out, stride, normalizer, fields
         self.cond_names, self.n_params, self.attrs = cond, ds['cond'].shape[1], dict(domain=ds['domain'])

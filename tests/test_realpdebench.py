@@ -398,7 +398,7 @@ def _upstream_like_splits(sdir, ids, groups, T, span, interval=5, trunk=10, seed
 
 
 def test_study_uses_exactly_the_published_windows(tmp_path):
-    from simreal_nb.align import make_domain_data
+    from simreal_nb.domains import make_domain_data
     from simreal_nb.evaluation import Persistence, evaluate_groups, long_windows
     from simreal_nb.realpdebench import SCENARIOS, write_example_realpdebench
     ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
@@ -449,7 +449,7 @@ def test_run_on_published_windows_end_to_end(tmp_path):
 
 def test_mvpe_in_the_scores_of_imported_cylinder_data(tmp_path):
     "The wake probes travel from the import (physical coordinates) to the scored grid, and the MVPE is scored there."
-    from simreal_nb.align import make_domain_data
+    from simreal_nb.domains import make_domain_data
     from simreal_nb.evaluation import Persistence, evaluate, probe_index
     from simreal_nb.metrics import probe_points
     from simreal_nb.realpdebench import PROBES, write_example_realpdebench
