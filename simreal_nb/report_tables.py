@@ -12,17 +12,17 @@ from .metrics import METRICS
 from .analysis import (PAPER, LAMS, balanced, balanced_score, joint_reduction_ci, joint_wins, win_counts,
                                  forgetting, pressure_reduction, mean_ci, select_view, train_domains, protocol_coord)
 from .protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  trained_protocols, POOLED)
+                                  trained_protocols, POOLED, EXPOSURE_CONTROLS, QUANTITY_CONTROLS)
 from .tradeoff import domain_errors
 from .schema import FIELD_META
 
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'PAIR_COORDS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
-           'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'units_of',
-           'units_line', 'phys_table', 'upstream_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags',
-           'capped_cells', 'error_vs_n', 'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking',
-           'lambda_ranking', 'protocol_ranking', 'ranking_agreement']
+__all__ = ['TWO_MODEL', 'CONTROLS', 'PAIR_COORDS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices',
+           'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
+           'units_of', 'units_line', 'phys_table', 'upstream_table', 'baseline_flags', 'persistence_flags',
+           'off_domain_flags', 'capped_cells', 'error_vs_n', 'arch_table', 'gap_table', 'paired_change',
+           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'protocol_ranking', 'ranking_agreement']
 
 # %% ../nbs/55a_report_tables.ipynb #c006
 def _fmt(v):
@@ -55,10 +55,12 @@ def md_table(df:pd.DataFrame, index:bool=True) -> str:
 # %% ../nbs/55a_report_tables.ipynb #tm1
 TWO_MODEL = 'two-model pair'  # the reference of two specialists: the best sim model scored on sim with the best exp model scored on exp
 
+CONTROLS = EXPOSURE_CONTROLS + QUANTITY_CONTROLS  # diagnostics with more updates or more data than the protocol they control: never an alternative
+
 def _specialists(x) -> list:
-    "The trained protocols of results `x` a two-model pair chooses from: all but Joint's family and pooled (one model fitted to both domains is what it is compared with)."
+    "The trained protocols of results `x` a two-model pair chooses from: all but Joint's family, pooled (one model fitted to both domains is what it is compared with) and the controls (`CONTROLS`: more updates or more data than a practitioner's model)."
     fam = protocol_coord(x, 'family')
-    return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED) and p != TWO_MODEL]
+    return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED) and p not in (TWO_MODEL,) + CONTROLS]
 
 def _pair_index(score:xr.DataArray, candidates:list) -> dict:
     "Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where one is scored)."

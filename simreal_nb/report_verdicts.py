@@ -12,7 +12,8 @@ import xarray as xr
 from .analysis import balanced_score, mean_ci, select_view, train_domains, protocol_coord
 from .protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols, EXPOSURE_CONTROLS, POOLED,
                                   QUANTITY_CONTROLS)
-from .report_tables import TWO_MODEL, _ci_frame, _specialists, md_table, paired_change, with_two_model_pair
+from .report_tables import (TWO_MODEL, _ci_frame, _specialists, md_table, paired_change, with_two_model_pair,
+                                      CONTROLS)
 
 
 # %% auto #0
@@ -114,9 +115,9 @@ def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
 BEST_SINGLE = 'best single exp-seeing model'  # per setting, the trained non-Joint protocol that saw exp data with the lowest error
 
 def _exp_seeing(x) -> list:
-    "The trained protocols of results `x` outside Joint's family that trained on exp data: the candidates of `BEST_SINGLE`."
+    "The trained protocols of results `x` outside Joint's family and the controls that trained on exp data: the candidates of `BEST_SINGLE`."
     dom, fam = train_domains(x), protocol_coord(x, 'family')
-    return [p for p in trained_protocols(x['protocol'].values) if 'exp' in dom[p] and fam[p] != JOINT and p != TWO_MODEL]
+    return [p for p in trained_protocols(x['protocol'].values) if 'exp' in dom[p] and fam[p] != JOINT and p not in (TWO_MODEL,) + CONTROLS]
 
 def _best_of(v:xr.DataArray, candidates:list) -> tuple:
     "(per seed, the values of the candidate with the lowest seed-mean value per setting; that candidate's name per setting)."
