@@ -23,8 +23,8 @@ from .schema import FIELD_META, FIELDS
 from .metrics import EXPOSURE_CONTROLS, PROTOCOLS, POOLED, QUANTITY_CONTROLS
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS',
-           'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
+__all__ = ['TWO_MODEL', 'CONTROLS', 'EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'RESULT_DIMS', 'RESULT_SETTINGS',
+           'SCORE_DIMS', 'COLUMNS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices', 'domain_table',
            'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'units_of',
            'units_line', 'phys_table', 'upstream_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags',
            'capped_cells', 'rollout_figure', 'learning_curves', 'error_vs_n', 'error_vs_n_figure', 'arch_table',
@@ -66,9 +66,11 @@ def md_table(df:pd.DataFrame, index:bool=True) -> str:
 # %% ../nbs/55_report.ipynb #tm1
 TWO_MODEL = 'two-model pair'  # the reference of two specialists: the best sim model scored on sim with the best exp model scored on exp
 
+CONTROLS = EXPOSURE_CONTROLS + QUANTITY_CONTROLS  # diagnostics with more updates or more data than the protocol they control: never an alternative
+
 def _specialists(protocols) -> list:
-    "The trained protocols a two-model pair chooses from: all but Joint's family and pooled (one model fitted to both domains is what it is compared with)."
-    return [p for p in trained_protocols(protocols) if not p.startswith(JOINT) and p not in (TWO_MODEL, POOLED)]
+    "The trained protocols a two-model pair chooses from: all but Joint's family, pooled (one model fitted to both domains is what it is compared with) and the controls (`CONTROLS`: more updates or more data than a practitioner's model)."
+    return [p for p in trained_protocols(protocols) if not p.startswith(JOINT) and p not in (TWO_MODEL, POOLED) + CONTROLS]
 
 def _pair_index(score:xr.DataArray, candidates:list) -> dict:
     "Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where one is scored)."
@@ -665,8 +667,9 @@ def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
 BEST_SINGLE = 'best single exp-seeing model'  # per setting, the trained non-Joint protocol that saw exp data with the lowest error
 
 def _exp_seeing(protocols) -> list:
-    "The trained protocols outside Joint's family that trained on exp data: the candidates of `BEST_SINGLE`."
-    return [p for p in trained_protocols(protocols) if 'exp' in train_domains(p) and not p.startswith(JOINT) and p != TWO_MODEL]
+    "The trained protocols outside Joint's family and the controls that trained on exp data: the candidates of `BEST_SINGLE`."
+    return [p for p in trained_protocols(protocols) if 'exp' in train_domains(p) and not p.startswith(JOINT) and p != TWO_MODEL
+            and p not in CONTROLS]
 
 def _best_of(v:xr.DataArray, candidates:list) -> tuple:
     "(per seed, the values of the candidate with the lowest seed-mean value per setting; that candidate's name per setting)."
