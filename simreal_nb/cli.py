@@ -4,166 +4,19 @@
 
 # %% ../nbs/90_cli.ipynb #c003
 from __future__ import annotations
-import errno, json, os, re, sys
+import json, os, re, sys
 from pathlib import Path
 from fastcore.script import call_parse, anno_parser, store_true, Param
 from . import __version__
-from .errors import InputError
+from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line, check_at_least, check_positive,
+                              check_seed, check_names, _listed, check_device_flag, refuse_existing, check_links, check_out_dir,
+                              check_netcdf, check_json, written_by, check_owner)
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'USER_ERRNOS', 'SEED_END', 'OWNERS', 'ADA_STAMP', 'ADA_MARKERS', 'COMMANDS', 'REQUIRED',
-           'INTERRUPT_STATUS', 'UsageError', 'UserExit', 'is_user_error', 'error_line', 'check_at_least',
-           'check_positive', 'check_seed', 'check_names', 'check_device_flag', 'refuse_existing', 'check_links',
-           'check_out_dir', 'check_netcdf', 'check_json', 'written_by', 'check_owner', 'data_list', 'data_make',
-           'data_import_realpdebench', 'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models',
-           'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs',
-           'usage', 'find_command', 'command_parser', 'Terminated', 'main']
-
-# %% ../nbs/90_cli.ipynb #e002
-class UsageError(InputError):
-    "A mistake in a command line, or in a file it names, found by the CLI's own checks."
-
-class UserExit(SystemExit):
-    "How `main` ends on a user error once its line is on stderr: exit status 2; `str()` is that line."
-    def __init__(self, line:str): super().__init__(2); self.line = line
-    def __str__(self): return self.line
-
-USER_ERRORS = (InputError,  # every input error of the package (`errors.InputError`), the CLI's own `UsageError` among them
-               FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
-USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG', 'ELOOP') if hasattr(errno, n)}  # unwritable outputs, a symbolic link loop
-
-def is_user_error(e:BaseException) -> bool:
-    "Whether `e` is the user's mistake (one line, exit 2) rather than a bug (traceback, exit 1)."
-    return isinstance(e, USER_ERRORS) or (isinstance(e, OSError) and e.errno in USER_ERRNOS)
-
-def error_line(e:BaseException) -> str:
-    "The message of `e` on one line; an operating-system error as `path: reason`."
-    if isinstance(e, OSError) and e.strerror and e.filename is not None:
-        msg = f"{e.filename}: {e.strerror}" + (f" ({e.filename2})" if e.filename2 is not None else '')
-    else: msg = str(e) or type(e).__name__
-    return ' '.join(l.strip() for l in msg.splitlines() if l.strip())
-
-# %% ../nbs/90_cli.ipynb #e004
-def check_at_least(flag:str, value, least=1):
-    "`value`, refused unless it is a number >= `least` (None passes: the default applies)."
-    if value is not None and not value >= least:
-        raise UsageError(f"{flag}: expected {'an integer' if isinstance(value, int) else 'a number'} >= {least}, got {value}")
-    return value
-
-def check_positive(flag:str, value):
-    "`value`, refused unless it is a finite number > 0 (None passes)."
-    import math
-    if value is not None and not (math.isfinite(value) and value > 0): raise UsageError(f"{flag}: expected a number > 0, got {value}")
-    return value
-
-SEED_END = 2 ** 32  # seeds of train, tune and ada: [0, 2**32), so that every stream they derive (ada's 1000·seed + k) stays in numpy's and torch's range
-
-def check_seed(flag:str, value, end:int=SEED_END):
-    "`value`, refused unless it is an integer in [0, `end`) (None passes)."
-    if value is not None and not 0 <= value < end:
-        raise UsageError(f"{flag}: expected an integer in [0, 2**{end.bit_length() - 1}), got {value}")
-    return value
-
-def check_names(flag:str, text:str|None) -> tuple|None:
-    "A comma-separated option as a tuple of its names (None passes: the default applies); one that names nothing (`,`) is refused."
-    if text is None: return None
-    names = tuple(o.strip() for o in text.split(',') if o.strip())
-    if not names: raise UsageError(f"{flag}: {text!r} names nothing; expected comma-separated values, e.g. {flag} a,b (or no {flag} for the default)")
-    return names
-
-def _listed(names:tuple|None) -> list|None: return None if names is None else list(names)
-
-def check_device_flag(device:str, flag:str='--device'):
-    "`device` checked by the one rule of a device (`executors.check_device`: auto, cpu, cuda or cuda:N, and there), before any work."
-    from simreal_nb.executors import check_device
-    from simreal_nb.grid import GridError
-    try: return check_device(device)
-    except GridError as e: raise UsageError(f"{flag}: {e}") from None
-
-def refuse_existing(paths, overwrite:bool=False, flag:str='--overwrite'):
-    "`UsageError` naming the first of `paths` that exists, unless `overwrite`: a command never replaces a file it was not told to."
-    there = [str(p) for p in paths if Path(p).exists() or Path(p).is_symlink()]
-    if there and not overwrite:
-        raise UsageError(f"{there[0]}: exists{f' (and {len(there) - 1} more)' if len(there) > 1 else ''}; expected a new file "
-                         f"(use another --out, or {flag} to replace it)")
-
-def check_links(path, flag:str, expected:str):
-    "Refuse `path` where it, or a folder above it, is a symbolic link loop or a dangling link (`store.broken_link`), naming that link."
-    from simreal_nb.store import broken_link
-    bad = broken_link(path)
-    if bad: raise UsageError(f"{f'{flag} {path}: ' if flag else ''}{bad}; expected {expected}")
-
-def check_out_dir(path, flag:str='--out') -> Path:
-    "`path` as a folder that exists or can be created, and written to; checked without creating anything."
-    if not str(path).strip(): raise UsageError(f"{flag}: empty; expected a folder path (write {flag} . for the current folder)")
-    p = Path(path)
-    check_links(path, flag, 'a directory or a new path')
-    if p.exists() and not p.is_dir():
-        raise UsageError(f"{flag} {path}: is a file; expected a directory (or a path that does not exist yet)")
-    q = p
-    while not q.exists() and not q.is_symlink() and q != q.parent: q = q.parent  # the nearest thing that is there
-    if not q.is_dir(): raise UsageError(f"{flag} {path}: {q} is a file; expected a directory (or a path that does not exist yet)")
-    if not os.access(q, os.W_OK | os.X_OK):
-        where = 'it' if q == p else f'the folder {q} it would be created in'
-        raise UsageError(f"{flag} {path}: {where} is not writable (no permission, or a read-only file system); "
-                         f"expected a folder you can write to")
-    return p
-
-def check_netcdf(path, expected:str, variables=()) -> Path:
-    "`path`, refused unless it opens as netCDF (h5netcdf, as the library reads it) and holds `variables`."
-    p = Path(path)
-    check_links(p, '', expected)
-    if not p.is_file(): raise UsageError(f"{p}: {'not a file' if p.exists() else 'no such file'}; expected {expected}")
-    import xarray as xr
-    try:
-        with xr.open_dataset(p, engine='h5netcdf', decode_times=False, decode_timedelta=False) as d: have = set(d.variables)
-    except PermissionError: raise
-    except Exception as e:
-        why = re.sub(r'^Unable to (?:synchronously )?open file \((.*)\)$', r'\1', error_line(e))
-        raise UsageError(f"{p}: not a readable netCDF file, truncated or corrupt ({why}); expected {expected}") from None
-    missing = [v for v in variables if v not in have]
-    if missing: raise UsageError(f"{p}: a netCDF file without the variable(s) {missing}; expected {expected}")
-    return p
-
-def check_json(path, expected:str) -> Path:
-    "`path`, refused (`store.RunFileError`, a user error) unless it holds a JSON object."
-    from simreal_nb.store import read_json
-    read_json(path, expected)
-    return Path(path)
-
-# %% ../nbs/90_cli.ipynb #own1
-OWNERS = {'manifest.json': 'simreal run', 'job.json': 'simreal train', 'build.json': 'simreal docs'}  # the file a command writes first into its folder -> that command
-ADA_STAMP = 'ada.json'  # what an `ada` command writes into its --out when it ends: {"command": "simreal ada mog"}
-
-def _ada_command(folder:Path) -> str|None:
-    "The `ada` command that wrote `folder`: its `ADA_STAMP`, else (a folder of an older version) read from its results; 'simreal ada' where they do not say."
-    from simreal_nb.store import read_json
-    if (folder / ADA_STAMP).exists():
-        cmd = read_json(folder / ADA_STAMP, 'the ada.json that `simreal ada` writes', dict(command=str)).get('command')
-        if cmd in ('simreal ada mog', 'simreal ada chain', 'simreal ada twins'): return cmd
-        raise UsageError(f"{folder / ADA_STAMP}: names {cmd!r}; expected the ada.json that `simreal ada` writes (use another --out)")
-    if (folder / 'beta_sweep.json').exists(): return 'simreal ada mog'
-    for p in [folder / 'run_info.json', *sorted(folder.glob('seed*/run_info.json'))]:
-        try: info = json.loads(p.read_text())
-        except (OSError, ValueError): continue
-        if isinstance(info, dict): return 'simreal ada ' + ('chain' if 'order' in info else 'twins' if 'system' in info else 'mog')
-    return 'simreal ada' if any((folder / m).exists() for m in ('metrics.json', 'summary.json')) else None
-
-def written_by(folder) -> str|None:
-    "The command that wrote `folder` (its `OWNERS` file, or an `ada` command's); None where no command did, or there is no folder."
-    f = Path(folder)
-    if not f.is_dir(): return None
-    for marker, cmd in OWNERS.items():
-        if (f / marker).exists(): return cmd
-    return _ada_command(f)
-
-def check_owner(folder, ours:str, flag:str='--out'):
-    "Refuse `folder` where another command wrote it, naming that command: a command writes only into new folders, its own, or (`--overwrite`) plain ones."
-    theirs = written_by(folder)
-    if theirs is None or theirs == ours or (theirs == 'simreal ada' and ours.startswith('simreal ada')): return
-    sign = next((m for m, c in OWNERS.items() if c == theirs), ADA_STAMP if (Path(folder) / ADA_STAMP).exists() else 'its results')
-    raise UsageError(f"{flag} {folder}: a folder `{theirs}` wrote ({sign}); `{ours}` does not write into another command's "
-                     f"folder: expected a new folder or one `{ours}` wrote")
+__all__ = ['ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'data_list', 'data_make', 'data_import_realpdebench',
+           'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models', 'bench_joint', 'bench_data',
+           'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command',
+           'command_parser', 'Terminated', 'main']
 
 # %% ../nbs/90_cli.ipynb #c006
 @call_parse

@@ -59,7 +59,7 @@ def test_bench_tta_structure_finite_monotone():
 ])
 def test_bad_counts_refused_before_anything_runs(fn, kw, match):
     "A zero/negative/non-integer count is one BenchInputError (a ValueError the CLI reports as a user error), not a StatisticsError or NaN."
-    from simreal_nb.cli import is_user_error
+    from simreal_nb.flags import is_user_error
     n = torch.get_num_threads()
     with pytest.raises(BenchInputError, match=match) as e: fn(**kw)
     assert is_user_error(e.value)

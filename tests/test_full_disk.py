@@ -147,7 +147,7 @@ def test_checkpoint_json_and_figure_on_a_full_disk(small_fs, free):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
     from simreal_nb.store import save_torch, load_torch, write_text, atomic_write
-    from simreal_nb.cli import is_user_error, error_line
+    from simreal_nb.flags import is_user_error, error_line
     d = small_fs(1 << 20)
     save_torch({'w': torch.zeros(10)}, d / 'last.pt'); write_text(d / 'timing.json', '{"a": 1}')
     fig = plt.figure(figsize=(3, 3), dpi=100); plt.imshow(torch.rand(300, 300).numpy()); atomic_write(d / 'f.png', lambda t: fig.savefig(t, format='png'))

@@ -1,5 +1,5 @@
 "PIV import checked against real PIV files (Insight, OpenPIV, PIVlab, LaVision VC7): pivpy's samples, shipped in tests/data/piv."
-from simreal_nb.cli import is_user_error
+from simreal_nb.flags import is_user_error
 import importlib.util, os, shutil
 from pathlib import Path
 import numpy as np, pytest, xarray as xr

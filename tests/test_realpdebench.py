@@ -1,5 +1,5 @@
 """RealPDEBench loader: miniature files written here in the two published layouts (raw HDF5 and Hugging Face Arrow)."""
-from simreal_nb.cli import is_user_error
+from simreal_nb.flags import is_user_error
 import json
 import warnings
 

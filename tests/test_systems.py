@@ -1,5 +1,5 @@
 "Twin systems: contract, scales, determinism, a physical gap per system, learnable pressure, cache, errors."
-from simreal_nb.cli import is_user_error
+from simreal_nb.flags import is_user_error
 import json, os
 import numpy as np, pytest, xarray as xr
 import simreal_nb
