@@ -10,7 +10,8 @@ from importlib.resources import files
 from pathlib import Path
 import numpy as np
 from .systems import list_systems
-from .models import CAPACITIES, ARCHS, MORPH_LEVELS
+from .models import CAPACITIES, ARCHS
+from .morph import MORPH_LEVELS
 from .protocols import (PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, grid_protocol, Protocol,
                                   ProtocolError, Baseline, BEYOND, EXPOSURE_CONTROLS)
 from .errors import InputError

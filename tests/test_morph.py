@@ -131,7 +131,8 @@ def test_contract_layout():
 # ---- MORPH behind the shared interface (models.MorphField, make_model('morph', ...)) ----
 
 def test_capacities_hold_morph_sizes():
-    from simreal_nb.models import CAPACITIES, ARCHS, MorphField
+    from simreal_nb.models import CAPACITIES, ARCHS
+    from simreal_nb.nets import MorphField
     assert ARCHS['morph'] is MorphField
     for cap in ('Ti', 'S', 'M', 'L'):
         assert {k: CAPACITIES[cap]['morph'][k] for k in MORPH_SIZES[cap]} == MORPH_SIZES[cap]
@@ -141,7 +142,8 @@ def test_capacities_hold_morph_sizes():
 
 
 def test_morph_field_mixed_batch_equals_each_sample_alone(tmp_path):
-    from simreal_nb.models import MorphField, save_model, load_model
+    from simreal_nb.models import save_model, load_model
+    from simreal_nb.nets import MorphField
     torch.manual_seed(0)
     m = MorphField(grid=(16, 32), n_in=2, n_out=2, n_cond=1, dim=32, heads=2, heads_xa=4, depth=1, mlp_dim=32).eval()
     x, cond = torch.randn(3, 2, 3, 16, 32), torch.randn(3, 1)
@@ -159,7 +161,7 @@ def test_morph_field_mixed_batch_equals_each_sample_alone(tmp_path):
 
 def test_morph_field_is_morph_on_one_field_set():
     "Without conditioning and with every sample's fields alike, MorphField is MORPH on the contract's MORPH layout."
-    from simreal_nb.models import MorphField
+    from simreal_nb.nets import MorphField
     torch.manual_seed(0)
     m = MorphField(fields=('u', 'v'), grid=(16, 16), n_in=2, dim=32, heads=2, heads_xa=4, depth=1, mlp_dim=32).eval()
     x = torch.randn(2, 2, 2, 16, 16)
@@ -197,7 +199,8 @@ TINY = dict(patch_size=4, dim=16, depth=2, heads=2, heads_xa=4, mlp_dim=32, conv
 
 def test_init_from_morph_checkpoint_is_morph(tmp_path):
     "MORPH's fine-tuned checkpoint (adapters folded in) into a MorphField of its widths: MORPH's own output, every checkpoint form."
-    from simreal_nb.models import MorphField, init_weights, checkpoint_digest
+    from simreal_nb.models import init_weights, checkpoint_digest
+    from simreal_nb.nets import MorphField
     for f in (DATA / 'morph_tiny_ckpt.pt', DATA / 'morph_tiny_dp.pt'):
         m = init_weights(MorphField(grid=(8, 12), n_in=2, **TINY), f).eval()
         assert not any(k.endswith(('.A', '.B')) for k in m.state_dict())
@@ -206,7 +209,8 @@ def test_init_from_morph_checkpoint_is_morph(tmp_path):
 
 
 def test_init_widens_the_time_table_as_morph_does():
-    from simreal_nb.models import MorphField, init_weights
+    from simreal_nb.models import init_weights
+    from simreal_nb.nets import MorphField
     sd = torch.load(DATA / 'morph_tiny_ckpt.pt', weights_only=True)['model_state_dict']
     table = sd['pos_encoding.pos_embedding']                                  # 2 time rows
     for n_in, rows in ((1, [0]), (2, [0, 1]), (3, [0, 1, 1]), (5, [0, 1, 0, 1, 1])):
@@ -215,7 +219,8 @@ def test_init_widens_the_time_table_as_morph_does():
 
 
 def test_init_refuses_what_does_not_fit(tmp_path):
-    from simreal_nb.models import MorphField, init_weights, make_model, save_model
+    from simreal_nb.models import init_weights, make_model, save_model
+    from simreal_nb.nets import MorphField
     with pytest.raises(MorphCheckpointError) as e:
         init_weights(MorphField(grid=(8, 12), n_in=2, **{**TINY, 'depth': 1, 'max_patches': 32}), DATA / 'morph_tiny_ckpt.pt')
     msg = str(e.value)
@@ -234,7 +239,7 @@ def test_init_refuses_what_does_not_fit(tmp_path):
 
 @pytest.mark.parametrize('level', ['latent', 'encoder', 'decoder', 'full'])
 def test_tune_level_trains_morphs_groups(level):
-    from simreal_nb.models import MorphField
+    from simreal_nb.nets import MorphField
     m = MorphField(grid=(8, 12), n_in=2, n_cond=1, **TINY)
     names = set(m.tune_level(level))
     assert names == {k for k, p in m.named_parameters() if p.requires_grad}
@@ -259,7 +264,7 @@ def test_levels_through_the_trainer():
     "Sim→Exp at the latent level: the pre-training trains everything, the fine-tune the level; the frozen weights do not move."
     from simreal_nb.systems import make_twins
     from simreal_nb.domains import make_domain_data
-    from simreal_nb.models import MorphField
+    from simreal_nb.nets import MorphField
     from simreal_nb.trainer import train, FIXED_BUDGET
     from simreal_nb.protocols import ProtocolError
     tw = make_twins('cylinder', size='test')

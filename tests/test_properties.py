@@ -29,7 +29,8 @@ from simreal_nb.schema import FIELDS, FIELD_META, DIMS, DataContractError, valid
 from simreal_nb.align import Normalizer, regrid, resample_time, split_trajs
 from simreal_nb.domains import WindowDataset, make_domain_data
 from simreal_nb.metrics import MetricInputError, frmse, rel_l2, rmse, score_fields
-from simreal_nb.models import ModelInputError, make_model
+from simreal_nb.models import make_model
+from simreal_nb.nets import ModelInputError
 from simreal_nb.evaluation import MeanField, Persistence, rollout
 
 torch.set_num_threads(1)
