@@ -57,7 +57,7 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
                              horizon:int=None):   # Frames a published window spans (default: upstream's); windows past a --frames cut are dropped
     "Import a RealPDEBench scenario (numerical -> sim, real -> exp) into the data contract as netCDF."
     if scenario is None:
-        from simreal_nb.realpdebench import SCENARIOS
+        from simreal_nb.realpdebench_files import SCENARIOS
         raise UsageError(f"--scenario: required; expected one of {', '.join(SCENARIOS)}")
     if layout not in ('auto', 'hdf5', 'arrow'): raise UsageError(f"--layout: expected auto, hdf5 or arrow, got {layout!r}")
     if name is not None and not re.fullmatch(r'[\w.-]+', name):

@@ -30,7 +30,7 @@ def files(tmp_path_factory):
     (t / 'resume_cell' / 'cells').mkdir(parents=True); (t / 'resume_cell' / 'cells' / 'x.nc').write_bytes(junk)
     (t / 'a_file').write_text('a plain file, not a folder')
     (t / 'junk.vc7').write_bytes(junk)
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     write_example_realpdebench(t / 'download', 'cylinder')
     h5 = sorted((t / 'download').rglob('*.h5'))[0]
     h5.write_bytes(h5.read_bytes()[:h5.stat().st_size // 2])

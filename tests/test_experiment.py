@@ -184,7 +184,8 @@ def test_run_on_imported_pairs_equals_the_twins(baseline, tmp_path):
 
 def test_realpdebench_miniature_end_to_end(tmp_path):
     "A RealPDEBench-layout miniature: import, run the grid, report; no hidden truth, and the report says so."
-    from simreal_nb.realpdebench import write_example_realpdebench, import_realpdebench
+    from simreal_nb.realpdebench import import_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     from simreal_nb.report import write_report
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', sim_ids=('1800.h5', '2400.h5', '3000.h5', '3600.h5'), T=12, H=8, W=16)
     import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data')

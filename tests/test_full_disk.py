@@ -101,7 +101,7 @@ def test_data_make_on_a_full_disk_keeps_the_old_set(small_fs, cache, free):
 @pytest.mark.parametrize('free', [0, 8192, 60_000])
 def test_realpdebench_import_on_a_full_disk(small_fs, cache, tmp_path, free):
     "A streamed RealPDEBench import that meets a full disk: exit 2 naming the file, no temporary file, no file of the set in place."
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', T=40, H=24, W=40)
     d = small_fs(2 << 20); out = d / 'imp'; out.mkdir()
     fill(d, free)

@@ -777,7 +777,7 @@ def _mutate_h5(path, key, how):
 def test_a_mutated_realpdebench_download_imports_or_is_refused_in_one_line(tmp_path_factory, key, how, which, horizon):
     import contextlib, io
     from simreal_nb import cli
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     root = tmp_path_factory.mktemp('rpd')
     sdir = write_example_realpdebench(root, 'cylinder', T=6, H=4, W=6)
     changed = _mutate_h5(sorted((sdir / which).glob('*.h5'))[0], key, how)
@@ -799,7 +799,7 @@ def test_a_mutated_realpdebench_download_imports_or_is_refused_in_one_line(tmp_p
 def test_both_realpdebench_layouts_give_the_same_grid_by_default(tmp_path):
     "The importer's default steps (upstream's): the raw HDF5 files stepped through, the Arrow files (stored subsampled by upstream's converter) read as they are: one grid."
     from simreal_nb import cli
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     pytest.importorskip('pyarrow')
     grids = {}
     for lay in ('hdf5', 'arrow'):
@@ -818,7 +818,7 @@ def test_both_realpdebench_layouts_give_the_same_grid_by_default(tmp_path):
 def test_each_malformed_realpdebench_array_is_named(tmp_path, capsys, key, how, says):
     "A complex field (once imported with only a ComplexWarning), a group or strings for a field or a grid, frames of zero height: exit 2 naming the array."
     from simreal_nb import cli
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     sdir = write_example_realpdebench(tmp_path, 'cylinder', T=6, H=4, W=6)
     assert _mutate_h5(sorted((sdir / 'real').glob('*.h5'))[0], key, how)
     with warnings.catch_warnings():

@@ -9,8 +9,8 @@ import numpy.testing as npt
 import pytest
 import xarray as xr
 
-from simreal_nb.realpdebench import (RealPDEBenchError, import_realpdebench, load_realpdebench, parse_sim_id,
-                                     scan_realpdebench)
+from simreal_nb.realpdebench import import_realpdebench, load_realpdebench
+from simreal_nb.realpdebench_files import RealPDEBenchError, parse_sim_id, scan_realpdebench
 from simreal_nb.schema import validate
 from simreal_nb.store import read_dataset
 
@@ -279,7 +279,7 @@ def test_bad_argument_checked_before_any_file(tmp_path):
 
 
 def test_bad_name_and_example_layout(tmp_path):
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     write_h5(tmp_path / 'dl', 'cylinder', NAMES)
     for name in ('a/b', 'x y', 7):
         with pytest.raises(RealPDEBenchError, match=r"name=.*; expected a plain file stem \(letters, digits, _ \. -\)"):
@@ -294,7 +294,7 @@ def test_cli_resolutions_selections_and_frame_cuts(tmp_path, capsys):
     "`simreal data import realpdebench`: upstream's per-domain steps by default, --sub-s/--frames/--sim-ids/--groups/--horizon passed on, bad values exit 2."
     import xarray as xr
     from simreal_nb import cli
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     raw = write_example_realpdebench(tmp_path / 'raw', 'cylinder', T=60, H=12, W=20).parent
     cli.main(['data', 'import', 'realpdebench', str(raw), '--scenario', 'cylinder', '--out', str(tmp_path / 'a')])
     with xr.open_dataset(tmp_path / 'a' / 'cylinder_sim.nc') as s, xr.open_dataset(tmp_path / 'a' / 'cylinder_exp.nc') as e:
@@ -321,7 +321,8 @@ def test_cli_resolutions_selections_and_frame_cuts(tmp_path, capsys):
 
 @pytest.mark.parametrize('layout, compress', [('hdf5', False), ('arrow', True)])
 def test_streamed_import_equals_the_load(tmp_path, layout, compress):
-    from simreal_nb.realpdebench import BLOCK_FRAMES, write_example_realpdebench
+    from simreal_nb.realpdebench import BLOCK_FRAMES
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     from simreal_nb.store import write_dataset
     n = 2 * BLOCK_FRAMES + 22  # three blocks per trajectory, the last one short
     sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout=layout, T=n, H=6, W=10)
@@ -357,7 +358,7 @@ def test_scale_sums_match_numpy(tmp_path):
 def test_failed_import_leaves_nothing(tmp_path, monkeypatch):
     import errno
     from simreal_nb import store
-    from simreal_nb.realpdebench import write_example_realpdebench
+    from simreal_nb.realpdebench_files import write_example_realpdebench
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', T=150)
     (tmp_path / 'out').mkdir()
     calls, write = [], store.BlockWriter.write
@@ -400,7 +401,7 @@ def _upstream_like_splits(sdir, ids, groups, T, span, interval=5, trunk=10, seed
 def test_study_uses_exactly_the_published_windows(tmp_path):
     from simreal_nb.domains import make_domain_data
     from simreal_nb.evaluation import Persistence, evaluate_groups, long_windows
-    from simreal_nb.realpdebench import SCENARIOS, write_example_realpdebench
+    from simreal_nb.realpdebench_files import SCENARIOS, write_example_realpdebench
     ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
     groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))
     T, span = 60, SCENARIOS['cylinder']['horizon']
@@ -434,7 +435,7 @@ def test_run_on_published_windows_end_to_end(tmp_path):
     from dataclasses import replace
     from simreal_nb.grid import PRESETS, Grid
     from simreal_nb.experiment import run_experiment
-    from simreal_nb.realpdebench import SCENARIOS, write_example_realpdebench
+    from simreal_nb.realpdebench_files import SCENARIOS, write_example_realpdebench
     ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
     groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))
     sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout='arrow', sim_ids=ids, T=60, H=8, W=16)
@@ -452,7 +453,7 @@ def test_mvpe_in_the_scores_of_imported_cylinder_data(tmp_path):
     from simreal_nb.domains import make_domain_data
     from simreal_nb.evaluation import Persistence, evaluate, probe_index
     from simreal_nb.metrics import probe_points
-    from simreal_nb.realpdebench import PROBES, write_example_realpdebench
+    from simreal_nb.realpdebench_files import PROBES, write_example_realpdebench
     ids = ('1000.h5', '1400.h5', '1800.h5', '2200.h5', '2600.h5')
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', sim_ids=ids, T=12, H=64, W=128)
     paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data', sub_s=1)
