@@ -377,7 +377,7 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
     from functools import partial
-    from simreal_nb.adabench import run_mog, mog_beta_sweep, mog_tables, MOG_TARGETS
+    from simreal_nb.adamog import run_mog, mog_beta_sweep, mog_tables, MOG_TARGETS
     if target not in MOG_TARGETS: raise UsageError(f"--target: {target!r}; expected one of {', '.join(MOG_TARGETS)}")
     preset = 'test' if quick else 'default'
     if betas is None: return _run_ada(run_mog, out, seed, seeds, table=partial(mog_tables, target=target), overwrite=overwrite,

@@ -3,14 +3,16 @@ import json, math, os
 import numpy as np
 import pytest
 import torch
-from simreal_nb.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
+from simreal_nb.flow import ((ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow,
+                             odeint,)
                              cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow, Corrector, integrate)
 from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, sliced_w1, HoldoutCheck
-from simreal_nb.adabench import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1, occupancy,
-                                 MOG_VERTICES, MOG_METHODS, MOG_PROJECTIONS, MOG_PRESETS, CHAIN_PRESETS, TWIN_PRESETS,
-                                 RunConfig, run_mog, run_chain, chain_steps, chain_observables, chain_to_state, state_to_chain,
-                                 chain_langevin, w1, CHAIN_OBSERVABLES, mog_floor, pair_stats, seed_summary, run_seeds,
-                                 MOG_PAIRS, MOG_GUIDANCE)
+from simreal_nb.adabench import (CHAIN_PRESETS, TWIN_PRESETS, RunConfig, run_chain, chain_steps, chain_observables,
+                                 chain_to_state, state_to_chain, chain_langevin, w1, CHAIN_OBSERVABLES, seed_summary,
+                                 run_seeds)
+from simreal_nb.adamog import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1,
+                               occupancy, MOG_VERTICES, MOG_METHODS, MOG_PROJECTIONS, MOG_PRESETS, run_mog, mog_floor,
+                               pair_stats, MOG_PAIRS, MOG_GUIDANCE)
 from simreal_nb.ada import _plateau
 
 
@@ -477,7 +479,7 @@ def test_sliced_fit_term_is_seeded_and_matches_the_whole_distribution(flow2d):
 
 def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
     "The identifiable neighbour: zero face gaps, exact samples with its per-axis widths, a log-density that is the product of 1-D normals per blob."
-    from simreal_nb.adabench import face_gaps, face_projected, pair_radii
+    from simreal_nb.adamog import face_gaps, face_projected, pair_radii
     sig = face_projected((0.8, 0.6, 0.5, 0.4))
     assert sig.shape == (4, 3) and torch.allclose(face_gaps(sig), torch.zeros(3, dtype=torch.float64), atol=1e-5)
     assert (face_gaps((0.8, 0.6, 0.5, 0.4)).abs() > 1).all()           # the paper's widths break every relation
@@ -497,7 +499,7 @@ def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
 
 def test_only_the_identifiable_target_is_its_own_i_projection():
     "The base's I-projection onto the three projections reproduces the identifiable mixture (up to the grid), not the paper's."
-    from simreal_nb.adabench import mog_limit, mog_cells, grid_kl
+    from simreal_nb.adamog import mog_limit, mog_cells, grid_kl
     kl = {}
     for kind in ('target', 'identifiable'):
         grid, limit, _ = mog_limit(7., 61, target=kind)
@@ -511,7 +513,7 @@ def test_run_mog_scores_against_the_chosen_target(tmp_path):
     info = json.loads((tmp_path / 'i' / 'run_info.json').read_text())
     assert info['config']['target'] == 'identifiable' and info['ada_limit']['kl_target'] < 0.002
     assert '*identifiable*' in (tmp_path / 'i' / 'table.md').read_text()
-    from simreal_nb.adabench import mog_floor
+    from simreal_nb.adamog import mog_floor
     assert met['ada']['floor_energy_w2'] == mog_floor(1000, 0, kind='identifiable')['energy_w2']
     with pytest.raises(ADAInputError, match="target='nu'"):
         run_mog(tmp_path / 'x', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache', target='nu')
@@ -519,7 +521,7 @@ def test_run_mog_scores_against_the_chosen_target(tmp_path):
 
 def test_energy_tail_splits_off_the_stranded_samples():
     "Samples moved between the blobs: counted as stranded, and Energy W2 without them back near the floor."
-    from simreal_nb.adabench import energy_tail
+    from simreal_nb.adamog import energy_tail
     ref, x = mog_sample('target', 2000, 1), mog_sample('target', 2000, 2)
     x[:20] = 0.                                                  # 1 % at the cube's centre, far from every blob
     lp = lambda a: mog_logpdf(a, 'target')
