@@ -13,7 +13,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.multiprocessing.reductions import StorageWeakRef
 from .schema import FIELDS
-from .models import make_model, n_params
+from .models import make_model, n_params, init_weights
+from .store import save_torch
 from .protocols import ProtocolError
 from .step import Stepper, resolve_device
 from .align import spread
@@ -23,7 +24,7 @@ from .twindata import torch_threads
 
 # %% auto #0
 __all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'BenchInputError', 'bench_models', 'bench_joint', 'bench_systems', 'bench_tta',
-           'bench_tta_steps']
+           'bench_tta_steps', 'pretrain_morph']
 
 # %% ../nbs/95_bench.ipynb #be001
 class BenchInputError(ProtocolError):
@@ -222,6 +223,7 @@ TTA_CONFIGS = {  # named configurations of `bench_tta` (the experiment grid's fi
     'fan-p4':       dict(arch='fan', capacity='S', patch=4),
     'fan-p4-d128':  dict(arch='fan', capacity='S', patch=4, dim=128, heads=2, mlp=512),
     'fno':          dict(arch='fno', capacity='S'),
+    'morph-Ti':     dict(arch='morph', capacity='Ti'),  # MORPH-Ti's widths, patch 8, MORPH's dropout
 }
 
 def _masked_mse_sum(pred, b):
@@ -245,10 +247,10 @@ def _config(c):
     c = TTA_CONFIGS[c] if isinstance(c, str) else c
     if isinstance(c, str) or not isinstance(c, dict): raise ValueError(f"config: got {c!r}; expected a dict or a key of TTA_CONFIGS")
     name = c.get('name') or next((k for k, v in TTA_CONFIGS.items() if v == {k2: v2 for k2, v2 in c.items() if k2 != 'name'}), None)
-    kw = {k: v for k, v in c.items() if k not in ('name', 'arch', 'capacity', 'lr')}
-    arch, cap = c.get('arch', 'fan'), c.get('capacity', 'S')
-    return dict(name=name or '-'.join([arch, cap] + [f'{k}{v}' for k, v in kw.items()]), arch=arch, capacity=cap,
-                lr=c.get('lr'), kwargs=kw)
+    kw = {k: v for k, v in c.items() if k not in ('name', 'arch', 'capacity', 'lr', 'init')}
+    arch, cap, init = c.get('arch', 'fan'), c.get('capacity', 'S'), c.get('init')
+    name = name or '-'.join([arch, cap] + [f'{k}{v}' for k, v in kw.items()] + (['init'] if init else []))
+    return dict(name=name, arch=arch, capacity=cap, lr=c.get('lr'), kwargs=kw, init=None if init is None else str(init))
 
 # %% ../nbs/95_bench.ipynb #4706d5bf
 def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dicts (arch, capacity, lr, model keywords)
@@ -267,7 +269,7 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
               data=None,                   # a DomainData to use instead of loading the twins (n_in=2, n_out=1)
               log=None,                    # called with each finished row (e.g. print)
              ) -> list:
-    "Train each configuration on sim train windows; wall time and updates to reach each val-MSE target: one dict per config."
+    "Train each configuration (from its `init` checkpoint, if any) on sim train windows; wall time and updates to reach each val-MSE target: one dict per config."
     _check_counts('bench_tta', updates=updates, every=every, batch=batch, val_windows=val_windows, threads=threads)
     _check_counts('bench_tta', 0, warmup=warmup)
     if isinstance(configs, (str, dict)): configs = [c for c in configs.split(',') if c] if isinstance(configs, str) else [configs]
@@ -286,6 +288,7 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
             torch.manual_seed(seed)
             model = make_model(c['arch'], c['capacity'], fields=data.fields, n_in=n_in, n_out=n_out, grid=data.grid,
                                n_cond=data.n_cond, **c['kwargs'])
+            if c['init'] is not None: init_weights(model, c['init'])
             peak = c['lr'] or lr
             opt = torch.optim.AdamW(model.parameters(), lr=peak, weight_decay=1e-4)
             sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1., (s + 1) / warmup) if warmup else 1.)
@@ -318,7 +321,7 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
                 tta[f'{t:g}'] = None if hit is None else dict(s=hit['train_s'], updates=hit['updates'])
             best = min(curve, key=lambda p: p['val'] if np.isfinite(p['val']) else float('inf'))
             rows.append(dict(name=c['name'], system=system, size=size, arch=c['arch'], capacity=c['capacity'],
-                             kwargs=c['kwargs'], lr=peak, params=n_params(model), updates=u, train_s=round(train_s, 2),
+                             kwargs=c['kwargs'], init=c['init'], lr=peak, params=n_params(model), updates=u, train_s=round(train_s, 2),
                              step_ms=round(statistics.median(steps_t) * 1e3, 1), best_val=best['val'],
                              best_at=best['updates'], final_val=curve[-1]['val'], tta=tta, diverged=diverged,
                              curve=[dict(p, val=float(f"{p['val']:.4g}")) for p in curve],
@@ -363,3 +366,54 @@ def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
                 t0 = time.perf_counter(); step(m, opt); times[name].append(time.perf_counter() - t0)
         return dict({k: round(statistics.median(v) * 1e3, 1) for k, v in times.items()}, threads=threads,
                     load1=round(os.getloadavg()[0], 2))
+
+# %% ../nbs/95_bench.ipynb #0cc4b4e8
+def pretrain_morph(path,                      # where the checkpoint goes: MORPH's format, {'model_state_dict': ...} plus what made it
+                   systems=('controlled', 'foil'),  # twin systems whose sim train windows it learns from, one batch of each in turn
+                   size:str='default',        # their size preset
+                   capacity:str='Ti',         # MORPH's size (`models.CAPACITIES`)
+                   updates:int=2000,          # at most this many updates in all
+                   seconds:float|None=None,   # and stop at the first validation after this much training time
+                   every:int=100,             # updates between validations
+                   lr:float=1e-3,             # peak learning rate (AdamW, linear warm-up, then constant)
+                   warmup:int=50, batch:int=8, val_windows:int=32, threads:int=2, seed:int=0,
+                   log=None,                  # called with each validation point (e.g. print)
+                  ) -> dict:
+    "Train MORPH on the sim data of `systems` and save it as a MORPH checkpoint: what it trained on, its curve and the path."
+    _check_counts('pretrain_morph', updates=updates, every=every, batch=batch, val_windows=val_windows, threads=threads)
+    systems = [systems] if isinstance(systems, str) else list(systems)
+    if not systems: raise BenchInputError("pretrain_morph: systems is empty; expected one or more twin systems")
+    datas = [make_domain_data(**{k: load_twins(s, size=size)[k] for k in ('sim', 'exp')}, n_in=2, n_out=1) for s in systems]
+    with torch_threads(threads):
+        torch.manual_seed(seed)
+        models = [make_model('morph', capacity, fields=d.fields, n_in=2, n_out=1, grid=d.grid, n_cond=0) for d in datas]
+        for m in models[1:]: m.net = models[0].net  # one MORPH, each system through its own fields and grid
+        net = models[0].net
+        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=1e-4)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1., (s + 1) / warmup) if warmup else 1.)
+        g = torch.Generator().manual_seed(seed)
+        trains = [d.sim['train'] for d in datas]
+        vals = []
+        for d in datas:
+            idx = spread(len(d.sim['val']), val_windows)
+            vals.append([d.sim['val'].get_batch(idx[i:i + 16]) for i in range(0, len(idx), 16)])
+        val = lambda: float(np.mean([_val_mse(m, vb, 0) for m, vb in zip(models, vals)]))
+        curve, train_s, u = [dict(updates=0, train_s=0.0, val=val())], 0.0, 0
+        for m in models: m.train()
+        while u < updates:
+            k = u % len(models)
+            b = trains[k].get_batch(torch.randint(len(trains[k]), (batch,), generator=g))
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            se, n = _masked_mse_sum(models[k](b['x'], b['field_mask'], None), b)
+            (se / n).backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step(); sched.step()
+            train_s += time.perf_counter() - t0; u += 1
+            if u % every == 0 or u == updates:
+                curve.append(dict(updates=u, train_s=round(train_s, 2), val=float(f'{val():.4g}')))
+                if log is not None: log(curve[-1])
+                if not np.isfinite(curve[-1]['val']) or (seconds is not None and train_s >= seconds): break
+    made = dict(systems=systems, size=size, capacity=capacity, updates=u, train_s=round(train_s, 2), lr=lr, batch=batch, seed=seed)
+    save_torch(dict(model_state_dict=net.state_dict(), pretrained_on=made), path)
+    return dict(made, path=str(path), curve=curve)

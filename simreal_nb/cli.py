@@ -288,13 +288,15 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
          out:str='runs/tune',      # Folder of the per-point records and checkpoints (a rerun resumes)
          into:str=None,            # Tuned settings file to update (default: the package's tuned.json, which the presets read)
          workers:int=None,         # Processes in parallel (default: one per CPU core)
-         device:str='auto'):       # Torch device: auto, cpu or cuda
+         device:str='auto',        # Torch device: auto, cpu or cuda
+         protocols:str=None):      # Comma-separated protocols to tune (default: the families sim_only, exp_only, sim_to_exp, joint, pooled); a beyond-Joint one (joint_pcgrad, sim_to_exp_l2sp, ...) is tuned on its own
     "Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid; write the choices the presets read."
     check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--workers', workers); check_device_flag(device)
     if into is not None and Path(into).exists(): check_json(Path(into), 'the tuned settings that `simreal tune` writes')
     if into is not None: check_out_dir(Path(into).parent, '--into')  # written at the end: its folder checked before any training
     from simreal_nb.tuning import tune as run_tuning
-    run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device)
+    fams = check_names('--protocols', protocols)
+    run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device, **({'families': list(fams)} if fams else {}))
 
 # %% ../nbs/90_cli.ipynb #c010
 def _print_json(rows):

@@ -80,8 +80,10 @@ class GridConfig:
                 raise ValueError(f"GridConfig: {k} must be None or a non-empty string, got {getattr(self, k)!r}")
 
     def settings_of(self, system:str, protocol:str) -> dict:
-        "The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the protocol's family (`tune_family`), else `lr` (and 1)."
-        t = (((self.tuned or {}).get('systems') or {}).get(system) or {}).get(tune_family(protocol)) or {}
+        "The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the protocol itself (a beyond-Joint protocol tuned on its own), else for its family (`tune_family`), else `lr` (and 1)."
+        tuned = ((self.tuned or {}).get('systems') or {}).get(system) or {}
+        p = grid_protocol(protocol)
+        t = tuned.get(p.tuned_as) or tuned.get(p.family) or {}
         return dict(lr=float(t.get('lr', self.lr)), finetune_lr_scale=float(t.get('finetune_lr_scale', 1.0)))
 
     def data_seed_of(self, seed:int) -> int:

@@ -197,6 +197,10 @@ class Protocol:
     def domains(self) -> tuple:
         "The domains the model ends up fitted to (a fine-tune: exp alone)."
         return self.needs
+    @property
+    def tuned_as(self) -> str:
+        "The name its own tuned settings are filed under (`simreal tune --protocols`): its name without its `@` setting."
+        return self.name.partition('@')[0]
     def phases(self, steps:int) -> list[Phase]: raise NotImplementedError
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
     def __eq__(self, o): return isinstance(o, Protocol) and repr(o) == repr(self) and o.__dict__ == self.__dict__

@@ -12,7 +12,8 @@ import torch
 from .store import write_text, read_json
 from .protocols import NonFiniteLossError
 from .step import resolve_device
-from .grid import GridConfig, GridError, Cell, PRESETS, TUNED_FILE, TUNE_FAMILIES, read_tuned
+from .grid import GridConfig, GridError, Grid, Cell, PRESETS, TUNED_FILE, TUNE_FAMILIES, read_tuned, tune_family
+from .protocols import BASELINES, EXPOSURE_CONTROLS, QUANTITY_CONTROLS
 from .systems import list_systems
 from .cell import cell_data, train_cell, prepare_twins, _updates_made
 from .executors import local_pool, stop_pool
@@ -28,9 +29,9 @@ TUNE_RULE = ("each protocol family is trained at every learning rate of the grid
              "exp, its fine-tune's; Joint: 0.5 sim + 0.5 exp; pooled: the domains' shares of the windows); no test data is read")
 
 def tune_points(families=TUNE_FAMILIES, grid=TUNE_GRID) -> list:
-    "(family, learning rate, fine-tune scale) of every run the tuning rule makes on one system."
+    "(family, learning rate, fine-tune scale) of every run the tuning rule makes on one system (every fine-tune, Sim→Exp's variants too, at every scale)."
     return [(f, float(lr), float(s)) for f in families for lr in grid['lr']
-            for s in (grid['finetune_lr_scale'] if f == 'sim_to_exp' else (1.0,))]
+            for s in (grid['finetune_lr_scale'] if tune_family(f) == 'sim_to_exp' else (1.0,))]
 
 def point_key(system:str, family:str, lr:float, scale:float) -> str:
     "The file stem of one run of the tuning grid."
@@ -75,8 +76,10 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
          out='runs/tune',  # folder of the per-point records and checkpoints (a rerun resumes)
          into=None,  # the tuned settings file to update (None: the package's `tuned.json`, which the presets read)
          workers:int|None=None,  # processes in parallel (None: one per core)
-         device:str='auto', families=TUNE_FAMILIES, grid=TUNE_GRID, verbose:bool=True) -> dict:
-    "Run the tuning grid of `preset` on `systems`, choose per system and family on validation, merge into `into`; returns the size's entry."
+         device:str='auto',
+         families=TUNE_FAMILIES,  # the protocols tuned: the families, or beyond-Joint protocols tuned on their own
+         grid=TUNE_GRID, verbose:bool=True) -> dict:
+    "Run the tuning grid of `preset` on `systems`, choose per system and family on validation, merge into `into` (what was not tuned now is kept); returns the size's entry."
     if preset not in PRESETS: raise GridError(f"preset: unknown {preset!r}; expected one of {list(PRESETS)}")
     cfg, pg = PRESETS[preset].config, PRESETS[preset].grid
     known = list(pg.systems or list_systems())
@@ -84,6 +87,11 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
     bad = [s for s in systems if s not in known]
     if bad: raise GridError(f"systems: {bad} are not systems of preset {preset!r}; expected some of {known}")
     cap = pg.capacities[0]
+    families = list(families)
+    fixed = [f for f in families if f in BASELINES + EXPOSURE_CONTROLS + QUANTITY_CONTROLS]
+    if fixed: raise GridError(f"protocols: {fixed} are not tuned (a baseline trains nothing; a control trains with the settings of "
+                              f"the protocol it controls); expected protocol families {list(TUNE_FAMILIES)} or beyond-Joint protocols")
+    Grid(tuple(systems), (cap,), tuple(families), baselines=False).cells(cfg.arch, known)  # an unknown name refused before any training
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     prepare_twins([Cell(s, cap, 'joint', seed, cfg.arch) for s in systems], cfg, workers or os.cpu_count() or 1)
     jobs = [(s, *p) for s in systems for p in tune_points(families, grid)]
@@ -104,9 +112,11 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
     into = Path(into) if into is not None else TUNED_FILE
     allt = read_tuned(into)
     entry = allt.get(cfg.size, {})
-    chosen = {**entry.get('systems', {}), **{s: {f: {k: v for k, v in c.items() if k != 'val'} for f, c in fam.items()}
-                                             for s, fam in choose(recs).items()}}
-    points = [r for r in entry.get('points', []) if r['system'] not in systems] + \
+    chosen = {s: dict(entry.get('systems', {}).get(s, {})) for s in entry.get('systems', {})}
+    for s, fam in choose(recs).items():  # only the (system, protocol) pairs tuned now change
+        chosen.setdefault(s, {}).update({f: {k: v for k, v in c.items() if k != 'val'} for f, c in fam.items()})
+    now = {(r['system'], r['family']) for r in recs}
+    points = [r for r in entry.get('points', []) if (r['system'], r['family']) not in now] + \
              [{k: r[k] for k in ('system', 'family', 'lr', 'finetune_lr_scale', 'val', 'updates')} for r in recs]
     entry = dict(preset=preset, capacity=cap, arch=cfg.arch, seed=seed, grid={k: list(v) for k, v in grid.items()}, rule=TUNE_RULE,
                  systems=chosen, points=points)
