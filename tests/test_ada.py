@@ -3,8 +3,7 @@ import json, math, os
 import numpy as np
 import pytest
 import torch
-from simreal_nb.flow import ((ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow,
-                             odeint,)
+from simreal_nb.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
                              cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow, Corrector, integrate)
 from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, sliced_w1, HoldoutCheck
 from simreal_nb.adabench import (CHAIN_PRESETS, TWIN_PRESETS, RunConfig, run_chain, chain_steps, chain_observables,
