@@ -472,9 +472,9 @@ def test_train_and_run_refuse_each_others_folders(tmp_path, capsys):
 
 def test_ada_refuses_another_commands_folder(tmp_path, monkeypatch, capsys):
     "`simreal ada mog --out` an `ada chain` folder (stamped, or of an older version: its run_info.json), a run's: exit 2 naming it, nothing run."
-    import simreal_nb.adabench as ada
+    import simreal_nb.adabench as ada, simreal_nb.adamog as adamog
     ran = []
-    monkeypatch.setattr(ada, 'run_mog', lambda out, **kw: ran.append(out))
+    monkeypatch.setattr(adamog, 'run_mog', lambda out, **kw: ran.append(out))
     def chain_run(out, **kw): ran.append(out); Path(out).mkdir(exist_ok=True); Path(out, 'metrics.json').write_text('{}')
     monkeypatch.setattr(ada, 'run_chain', chain_run)
     chain = tmp_path / 'chain'

@@ -27,8 +27,8 @@ def _grid_then_reached(out, config, grid, **kw):
 
 STUBS = [('simreal_nb.systems', 'write_twins'), ('simreal_nb.realpdebench', 'import_realpdebench'), ('simreal_nb.piv', 'import_piv'),
          ('simreal_nb.jobs', 'train_job'), ('simreal_nb.report', 'write_report'), ('simreal_nb.bench', 'bench_models'),
-         ('simreal_nb.bench', 'bench_joint'), ('simreal_nb.bench', 'bench_systems'), ('simreal_nb.adabench', 'run_mog'),
-         ('simreal_nb.adabench', 'mog_beta_sweep'), ('simreal_nb.adabench', 'run_chain'), ('simreal_nb.adabench', 'run_twins'),
+         ('simreal_nb.bench', 'bench_joint'), ('simreal_nb.bench', 'bench_systems'), ('simreal_nb.adamog', 'run_mog'),
+         ('simreal_nb.adamog', 'mog_beta_sweep'), ('simreal_nb.adabench', 'run_chain'), ('simreal_nb.adabench', 'run_twins'),
          ('simreal_nb.physics', 'physics_check'), ('simreal_nb.docs', 'build_docs'), ('simreal_nb.cli', '_dask_client'),
          ('simreal_nb.tuning', 'tune')]
 
