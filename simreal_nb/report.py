@@ -810,7 +810,7 @@ def extrapolation_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> 
                                               'out_dist ±': ho.to_series(), 'out vs in %': -pc['mean'].to_series(),
                                               'out vs in lo': -pc['hi'].to_series(), 'out vs in hi': -pc['lo'].to_series(),
                                               'out_dist harder': pc['verdict'].to_series().map({'worse': 'yes', 'better': 'no: easier'}).fillna('not clear')})
-    return pd.concat(rows, names=['model'])
+    return pd.concat(rows, names=['model']) if rows else pd.DataFrame()  # a grid without single-domain models
 
 def extrapolation_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     "The report's section on the test groups: their distances to training and whether out_dist is harder for the single-domain models."
