@@ -430,3 +430,14 @@ def test_exposure_control_table_and_verdict():
     assert RV.control_verdicts(none)[0].startswith("**A/S**: no exp margin to test: Joint is not clearly lower at the others' own exposure")
     assert "### Does Joint" not in report_text(res.drop_sel(protocol=['exp_only_eq', 'sim_to_exp_eq']))  # no control, no section
     assert protocol_coords(['exp_only_eq', 'sim_to_exp_eq'])['domains'] == ['exp', 'exp']  # the FLAGS judge a control where it trains
+
+
+def test_report_of_a_grid_without_single_domain_models():
+    "A grid of Joint and its variants only (no Sim-only, no Exp-only) still gets a report; the extrapolation section says what it can."
+    res = synthetic_results(errors={'joint': (0.25, 0.15), 'sim_to_exp': (0.6, 0.1), 'persistence': (0.7, 0.6), 'mean_field': (1.0, 0.9)},
+                            dims={'group': ('in_dist', 'out_dist')})
+    text = report_text(res)
+    assert '## Extrapolation' in text and 'Single-domain models on their own domain' not in text
+    full = report_text(synthetic_results(dims={'group': ('in_dist', 'out_dist')}))
+    assert 'Single-domain models on their own domain' in full
+
