@@ -16,9 +16,9 @@ import argparse, ast, glob, json, os, time
 from dataclasses import asdict, replace
 import numpy as np
 import torch
-from simreal_nb.adamog import (MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, pair_radii, mog_floor,
+from simreal_nb.ada.adamog import (MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, pair_radii, mog_floor,
                                mog_run_monitor, plot_alignment)
-from simreal_nb.ada import fit_ada, holdout_stop
+from simreal_nb.ada.fit import fit_ada, holdout_stop
 
 DEFAULT_ROWS = ('reference', 'stop=holdout', 'critic_steps=10', 'critic_hidden=128', 'gp_weight=1.0', 'beta=0.03',
                 'ada_lr=0.001', 'batch=1024')

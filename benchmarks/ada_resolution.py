@@ -9,7 +9,7 @@ Candidates: the target's widths (0.8/0.6/0.5/0.4), one common width 0.55, the wi
 """
 import argparse, json, os
 import numpy as np
-from simreal_nb.adamog import heldout_resolution
+from simreal_nb.ada.adamog import heldout_resolution
 
 def ada_widths(path='reports/ada/mog_holdout'):
     "Mean radius per pair of ADA's samples over the recorded seeds."

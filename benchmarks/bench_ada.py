@@ -8,7 +8,7 @@ whether the two runs gave the same metrics, and the measured table; writes bench
 """
 import argparse, json, os, tempfile, time
 import torch
-from simreal_nb.adamog import MOG_PRESETS, run_mog
+from simreal_nb.ada.adamog import MOG_PRESETS, run_mog
 
 BUDGET_S = dict(cold=600.0, warm=180.0)
 

@@ -11,7 +11,7 @@ Energy W2 per ODE step count beside the two-sample floor, the share of samples s
 import argparse, json, os, time
 from dataclasses import replace
 import torch
-from simreal_nb.adamog import MOG_PRESETS, mog_setup, mog_sample, base_fit, pair_stats
+from simreal_nb.ada.adamog import MOG_PRESETS, mog_setup, mog_sample, base_fit, pair_stats
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

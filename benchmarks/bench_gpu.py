@@ -6,7 +6,7 @@ On a machine without a visible CUDA device it prints why it skips and exits 0 (n
 `simreal bench joint` and `simreal bench models` are the CPU benchmarks)."""
 import argparse, json, sys
 import torch
-from simreal_nb.bench import bench_joint
+from simreal_nb.face.bench import bench_joint
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

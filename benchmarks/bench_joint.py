@@ -5,7 +5,7 @@
 Same numbers as `simreal bench joint` (which prints the same JSON object). Target: ratio <= 1.05. The first and last
 lines record the machine load (the cores may be shared: compare ratios measured in one run, not absolute times)."""
 import argparse, json, os
-from simreal_nb.bench import bench_joint
+from simreal_nb.face.bench import bench_joint
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -21,7 +21,7 @@ def worker(lever:str, system:str, protocol:str, block:int, nblocks:int, warmup:i
     "Time one lever in this process: JSON of its update blocks (and the warm-up's seconds, compile included)."
     import torch
     torch.set_num_threads(1)
-    from simreal_nb import trainer
+    from simreal_nb.training import trainer
     t = bench_speed.trainer('simreal_nb', system, protocol, 'fno')
     trainer.reuse_freed_memory()
     if lever == 'compile': t.model.compile(dynamic=False)

@@ -4,7 +4,7 @@
 
 Same numbers as `simreal bench models`. The first line records the machine load (the cores may be shared)."""
 import argparse, json, os
-from simreal_nb.bench import bench_models
+from simreal_nb.face.bench import bench_models
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -9,7 +9,7 @@ alike, and the median of the repetitions is reported with the ratios to MORPH's 
 - `MORPH (its code)`: MORPH's `ViT3DRegression` (github.com/lanl/MORPH, `src/utils/vit_conv_xatt_axialatt2.py`), imported
   from the checkout given by `--morph-code` (never part of this repository), at MORPH-Ti's widths, on MORPH's 7-D window
   `[B, t, F=2, C=2, D=1, H, W]` (velocity, pressure repeated over two components);
-- `MORPH (ours)`: `simreal_nb.morph.MORPH`, the same widths and the same window;
+- `MORPH (ours)`: `simreal_nb.models.morph.MORPH`, the same widths and the same window;
 - `morph Ti (cell)`: `make_model('morph', 'Ti')`, what a grid cell trains (the contract's fields in and out, conditioning);
 - `fan S`, `fno S`: the package's field-attention net and FNO at capacity S on the same contract batch.
 
@@ -19,8 +19,8 @@ import argparse, os, platform, random, statistics, sys, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from simreal_nb.morph import MORPH, MORPH_SIZES
-from simreal_nb.models import make_model
+from simreal_nb.models.morph import MORPH, MORPH_SIZES
+from simreal_nb.models.factory import make_model
 
 FIELDS = ('u', 'v', 'p')
 

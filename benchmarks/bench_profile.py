@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 import torch
 T_TORCH = time.perf_counter()
-import simreal_nb.cell as ex
-from simreal_nb.grid import PRESETS, Cell
-import simreal_nb.trainer as pr
+import simreal_nb.study.cell as ex
+from simreal_nb.study.grid import PRESETS, Cell
+import simreal_nb.training.trainer as pr
 T_IMPORT = time.perf_counter()
 
 OUTER = ('validation', 'checkpoints', 'final evaluation')  # a part that owns everything called inside it

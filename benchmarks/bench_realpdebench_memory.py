@@ -21,7 +21,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from simreal_nb.realpdebench import load_realpdebench
+from simreal_nb.data.realpdebench import load_realpdebench
 
 
 def rss_peak_mb():
@@ -122,7 +122,7 @@ def write_full(root, numerical, real, T=3990, H=64, W=128, chunk=150):
 
 def import_peak(root, out, compress):
     "Import the scenario under `root` (both domains, upstream's resolutions): peak RSS, seconds, output MB."
-    from simreal_nb.realpdebench import import_realpdebench
+    from simreal_nb.data.realpdebench import import_realpdebench
     rss0 = rss_now_mb()
     t0 = time.perf_counter()
     import_realpdebench(root, 'cylinder', out, sub_s='upstream', overwrite=True, compress=compress)
@@ -144,7 +144,7 @@ def first_trajectories(root, sub, n):
 
 def load_peak(root):
     "Load the whole scenario into memory (the in-memory path) at upstream's resolutions: peak RSS and seconds."
-    from simreal_nb.realpdebench import load_realpdebench
+    from simreal_nb.data.realpdebench import load_realpdebench
     t0 = time.perf_counter()
     out = load_realpdebench(first_trajectories(root, 'all', 10 ** 6), 'cylinder', sub_s='upstream')
     held = sum(v.nbytes for ds in out.values() for v in ds.data_vars.values()) / 2 ** 20

@@ -10,7 +10,7 @@ def run(name, args, out, cache):
     "Run the CLI in a fresh process with an empty cache; return its wall time."
     env = {**os.environ, 'SIMREAL_CACHE': str(cache), 'MPLBACKEND': 'Agg'}
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', 'run', *args, '--out', str(out)],
+    subprocess.run([sys.executable, '-c', 'from simreal_nb.face.cli import main; main()', 'run', *args, '--out', str(out)],
                    check=True, env=env, stdout=subprocess.DEVNULL)
     return time.perf_counter() - t0
 
@@ -29,7 +29,7 @@ def main():
                               out=str(root / name))), flush=True)
     if len(runs) == 2:
         import xarray as xr
-        from simreal_nb.report_tables import protocol_ranking, ranking_agreement
+        from simreal_nb.reading.report_tables import protocol_ranking, ranking_agreement
         res = {n: xr.open_dataset(root / n / 'results.nc', engine='h5netcdf').load() for n, _ in runs}
         print(json.dumps(ranking_agreement(protocol_ranking(res['quick'].score), protocol_ranking(res['default'].score))))
 

@@ -1,6 +1,6 @@
 "Twin-system budget: cold generation of all four default systems (< 60 s on 2 cores) and cache loads (< 2 s); prints JSON."
 import argparse, json, os
-from simreal_nb.bench import bench_systems
+from simreal_nb.face.bench import bench_systems
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__)

@@ -4,10 +4,10 @@
 
 Each configuration trains on the sim train split (AdamW, warm-up then constant lr, batch 8, seeded) and is validated
 every `--every` updates on fixed sim val windows; the row gives the training seconds and updates to first reach each
-validation-MSE target, the best validation MSE and the curve. Configuration names: `simreal_nb.bench.TTA_CONFIGS`.
+validation-MSE target, the best validation MSE and the curve. Configuration names: `simreal_nb.face.bench.TTA_CONFIGS`.
 Run one at a time; `load1` records the 1-minute load average. On a busy machine pass `--threads 1`."""
 import argparse, json, os
-from simreal_nb.bench import bench_tta, TTA_CONFIGS, TTA_TARGETS
+from simreal_nb.face.bench import bench_tta, TTA_CONFIGS, TTA_TARGETS
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

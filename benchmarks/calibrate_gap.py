@@ -12,9 +12,9 @@ run's own: a later `simreal run --out DIR` on the same directory reuses them.
     python benchmarks/calibrate_gap.py [--systems cylinder foil] [--seeds 1] [--workers 2] [--out runs/gap]
 """
 import argparse, os
-from simreal_nb.experiment import PRESETS, Grid, run_experiment
-from simreal_nb.report_tables import gap_table, md_table
-from simreal_nb.systems import list_systems
+from simreal_nb.study.experiment import PRESETS, Grid, run_experiment
+from simreal_nb.reading.report_tables import gap_table, md_table
+from simreal_nb.twins.systems import list_systems
 
 
 def main(argv=None):

@@ -11,12 +11,12 @@ has the paired comparison over every seed of a run).
 """
 import argparse, json
 from pathlib import Path
-from simreal_nb.grid import PRESETS
-from simreal_nb.cell import cell_data
-from simreal_nb.domains import group_distances
-from simreal_nb.models import load_model
-from simreal_nb.evaluation import evaluate_groups
-from simreal_nb.tuning import point_key
+from simreal_nb.study.grid import PRESETS
+from simreal_nb.study.cell import cell_data
+from simreal_nb.data.domains import group_distances
+from simreal_nb.models.factory import load_model
+from simreal_nb.study.evaluation import evaluate_groups
+from simreal_nb.study.tuning import point_key
 
 
 def best_point(folder:Path, system:str, family:str) -> dict|None:

@@ -9,8 +9,8 @@ one JSON line per setting with each draw's ratio to the two-sample floor and the
 import argparse, json
 import numpy as np
 import torch
-from simreal_nb.adabench import corrected
-from simreal_nb.adamog import MOG_PRESETS, mog_setup, mog_sample, energy_w2, mog_logpdf
+from simreal_nb.ada.adabench import corrected
+from simreal_nb.ada.adamog import MOG_PRESETS, mog_setup, mog_sample, energy_w2, mog_logpdf
 
 GRID = [None] + [(t, k, e) for t in (0.9, 0.95, 0.98) for k in (5, 10, 20) for e in (2e-4, 5e-4, 1e-3, 2e-3)]
 

@@ -3,12 +3,12 @@
     python benchmarks/pretrain_tta.py --pretrain-on controlled,foil --pretrain-seconds 600 --seconds 300 --threads 2
 
 First MORPH (arch morph, capacity Ti) trains on the simulation windows of other twin systems and is saved as a MORPH
-checkpoint (`simreal_nb.bench.pretrain_morph`; an existing `--ckpt` is reused), then `bench_tta` trains on the
+checkpoint (`simreal_nb.face.bench.pretrain_morph`; an existing `--ckpt` is reused), then `bench_tta` trains on the
 cylinder's sim data from fresh weights and from that checkpoint (and any `--also` configurations), each for at most
 `--updates` updates or `--seconds` of training. Run on an otherwise idle machine; `load1` is recorded per row."""
 import argparse, json, os
 from pathlib import Path
-from simreal_nb.bench import bench_tta, pretrain_morph, TTA_TARGETS
+from simreal_nb.face.bench import bench_tta, pretrain_morph, TTA_TARGETS
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 import numpy as np
 import xarray as xr
-from simreal_nb.analysis import mean_ci
+from simreal_nb.reading.analysis import mean_ci
 
 def results_of(path:str) -> xr.Dataset:
     "The results of a run folder (results.nc) or of a results file."

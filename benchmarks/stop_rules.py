@@ -15,9 +15,9 @@ import argparse, json, os
 from dataclasses import replace
 import numpy as np
 import torch
-from simreal_nb.adamog import MOG_PRESETS, mog_setup, mog_sample, mog_run_monitor, mog_limit, mog_cells, grid_kl
-from simreal_nb.ada import fit_ada, split_holdout, check_alignment_inputs, holdout_stop
-from simreal_nb.flow import as2d
+from simreal_nb.ada.adamog import MOG_PRESETS, mog_setup, mog_sample, mog_run_monitor, mog_limit, mog_cells, grid_kl
+from simreal_nb.ada.fit import fit_ada, split_holdout, check_alignment_inputs, holdout_stop
+from simreal_nb.ada.flow import as2d
 
 def energy_distance(a, b) -> float:
     "Unbiased energy distance 2E|X-Y| - E|X-X'| - E|Y-Y'| between samples `a` [n, k] and `b` [m, k]."

@@ -1,6 +1,6 @@
 """Execute notebooks the way `nbdev_test` does and keep what their demo cells print and draw.
 
-    python scripts/fill_outputs.py nbs/16_realpdebench.ipynb nbs/41_beyond.ipynb ...
+    python scripts/fill_outputs.py nbs/data/16_realpdebench.ipynb nbs/training/41_beyond.ipynb ...
 
 Each notebook runs in its own folder with IN_TEST set (the test sizes) and its `#| slow` cells skipped, as the
 default `nbdev_test` runs it; every code cell's outputs are then written back into the notebook (run `nbdev_clean`

@@ -1,8 +1,8 @@
 "The ablation benchmark's curves: every row's alignment curves written and drawn, the default holdout rule replayed on them."
 import json, os
 from dataclasses import fields
-from simreal_nb.adamog import MOG_PRESETS
-from simreal_nb.ada import holdout_stop
+from simreal_nb.ada.adamog import MOG_PRESETS
+from simreal_nb.ada.fit import holdout_stop
 
 def test_rows_of_several_changes_and_their_curves(tmp_path, monkeypatch, load_benchmark):
     monkeypatch.setenv('SIMREAL_CACHE', str(tmp_path / 'cache'))

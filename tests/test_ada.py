@@ -1,18 +1,18 @@
-"Tests for simreal_nb.flow, simreal_nb.ada and simreal_nb.adabench: estimators against known answers, metrics, error contracts, the benchmark drivers."
+"Tests for simreal_nb.ada.flow, simreal_nb.ada.fit and simreal_nb.ada.adabench: estimators against known answers, metrics, error contracts, the benchmark drivers."
 import json, math, os
 import numpy as np
 import pytest
 import torch
-from simreal_nb.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
+from simreal_nb.ada.flow import (ADAInputError, Flow, GaussianPath, VelocityMLP, exact_div, kl_divergence, train_flow, odeint,
                              cached_flow, flow_state, flow_from_state, train_guided_flow, GuidedFlow, Corrector, integrate)
-from simreal_nb.ada import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, sliced_w1, HoldoutCheck
-from simreal_nb.adabench import (CHAIN_PRESETS, TWIN_PRESETS, RunConfig, run_chain, chain_steps, chain_observables,
+from simreal_nb.ada.fit import AlignConfig, fit_ada, fit_ea, check_alignment_inputs, MomentMatcher, sliced_w1, HoldoutCheck
+from simreal_nb.ada.adabench import (CHAIN_PRESETS, TWIN_PRESETS, RunConfig, run_chain, chain_steps, chain_observables,
                                  chain_to_state, state_to_chain, chain_langevin, w1, CHAIN_OBSERVABLES, seed_summary,
                                  run_seeds)
-from simreal_nb.adamog import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1,
+from simreal_nb.ada.adamog import (mog_sample, mog_logpdf, mog_params, mog_metrics, energy_w2, cluster_kl, kde_l1,
                                occupancy, MOG_VERTICES, MOG_METHODS, MOG_PROJECTIONS, MOG_PRESETS, run_mog, mog_floor,
                                pair_stats, MOG_PAIRS, MOG_GUIDANCE)
-from simreal_nb.ada import _plateau
+from simreal_nb.ada.fit import _plateau
 
 
 @pytest.fixture(autouse=True)
@@ -288,9 +288,9 @@ def test_every_benchmark_writes_one_layout(tmp_path):
 
 @pytest.mark.slow
 def test_run_twins_test_preset(tmp_path):
-    pytest.importorskip('simreal_nb.systems')
-    from simreal_nb.adabench import run_twins
-    from simreal_nb.systems import SYSTEMS
+    pytest.importorskip('simreal_nb.twins.systems')
+    from simreal_nb.ada.adabench import run_twins
+    from simreal_nb.twins.systems import SYSTEMS
     res = run_twins(tmp_path, 'cylinder', seed=0, preset='test', verbose=False)
     assert {'sim data', 'exp measurement (u,v only)', 'base', 'ada', 'ea2'} <= set(res)
     assert all(np.isfinite(res[m]['w1_p']) for m in ('sim data', 'base', 'ada', 'ea2'))
@@ -305,7 +305,7 @@ def test_run_twins_test_preset(tmp_path):
 
 def test_one_sided_critic_recovers_from_a_wrong_sign_start():
     "A 1-D critic that starts decreasing must still learn W1 > 0 (the two-sided penalty can trap it at ≈ -W1)."
-    from simreal_nb.ada import Critic, gradient_penalty
+    from simreal_nb.ada.fit import Critic, gradient_penalty
     torch.manual_seed(0); g = torch.Generator().manual_seed(0)
     real_all, fake = torch.randn(4000, 1) * 0.5 + 4.0, torch.randn(256, 1) + 3.2
     c = Critic(1)
@@ -435,7 +435,7 @@ def test_holdout_rule_returns_its_best_check():
     best = min(m.checks, key=lambda c: c['heldout'])
     assert m.best_at == best['it'] and m.checks[0]['it'] == 0 and len(m.checks) >= 2
     # the check's own scorer, rebuilt from the same split and seed, gives the returned model that check's score
-    from simreal_nb.ada import split_holdout
+    from simreal_nb.ada.fit import split_holdout
     exp_t = check_alignment_inputs(base, obs, exp, cfg.beta)
     _, held = split_holdout(exp_t, cfg.holdout, torch.Generator().manual_seed(cfg.seed))
     assert HoldoutCheck(obs, held, 2, cfg.check_batch, cfg.seed + 1)(m)['heldout'] == pytest.approx(best['heldout'], abs=1e-6)
@@ -478,7 +478,7 @@ def test_sliced_fit_term_is_seeded_and_matches_the_whole_distribution(flow2d):
 
 def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
     "The identifiable neighbour: zero face gaps, exact samples with its per-axis widths, a log-density that is the product of 1-D normals per blob."
-    from simreal_nb.adamog import face_gaps, face_projected, pair_radii
+    from simreal_nb.ada.adamog import face_gaps, face_projected, pair_radii
     sig = face_projected((0.8, 0.6, 0.5, 0.4))
     assert sig.shape == (4, 3) and torch.allclose(face_gaps(sig), torch.zeros(3, dtype=torch.float64), atol=1e-5)
     assert (face_gaps((0.8, 0.6, 0.5, 0.4)).abs() > 1).all()           # the paper's widths break every relation
@@ -498,7 +498,7 @@ def test_identifiable_target_has_zero_face_gaps_and_its_own_density():
 
 def test_only_the_identifiable_target_is_its_own_i_projection():
     "The base's I-projection onto the three projections reproduces the identifiable mixture (up to the grid), not the paper's."
-    from simreal_nb.adamog import mog_limit, mog_cells, grid_kl
+    from simreal_nb.ada.adamog import mog_limit, mog_cells, grid_kl
     kl = {}
     for kind in ('target', 'identifiable'):
         grid, limit, _ = mog_limit(7., 61, target=kind)
@@ -512,7 +512,7 @@ def test_run_mog_scores_against_the_chosen_target(tmp_path):
     info = json.loads((tmp_path / 'i' / 'run_info.json').read_text())
     assert info['config']['target'] == 'identifiable' and info['ada_limit']['kl_target'] < 0.002
     assert '*identifiable*' in (tmp_path / 'i' / 'table.md').read_text()
-    from simreal_nb.adamog import mog_floor
+    from simreal_nb.ada.adamog import mog_floor
     assert met['ada']['floor_energy_w2'] == mog_floor(1000, 0, kind='identifiable')['energy_w2']
     with pytest.raises(ADAInputError, match="target='nu'"):
         run_mog(tmp_path / 'x', seed=0, preset='test', verbose=False, cache_dir=tmp_path / 'cache', target='nu')
@@ -520,7 +520,7 @@ def test_run_mog_scores_against_the_chosen_target(tmp_path):
 
 def test_energy_tail_splits_off_the_stranded_samples():
     "Samples moved between the blobs: counted as stranded, and Energy W2 without them back near the floor."
-    from simreal_nb.adamog import energy_tail
+    from simreal_nb.ada.adamog import energy_tail
     ref, x = mog_sample('target', 2000, 1), mog_sample('target', 2000, 2)
     x[:20] = 0.                                                  # 1 % at the cube's centre, far from every blob
     lp = lambda a: mog_logpdf(a, 'target')

@@ -1,10 +1,10 @@
 "Alignment: common grid, presence, valid; normaliser; splits; windows; never-train refusal; time alignment."
 import numpy as np, pytest, torch, xarray as xr
-from simreal_nb.schema import FIELDS, DIMS, DataContractError, NeverTrainError, validate
-from simreal_nb.align import example_pair, align_domains, regrid, Normalizer, split_trajs, resample_time
-from simreal_nb.domains import WindowDataset, make_domain_data, DomainData, test_groups, group_windows, group_distances
-from simreal_nb.clocks import event_times, event_anchor_align, ClockMap
-from simreal_nb.realpdebench import GROUPS
+from simreal_nb.core.schema import FIELDS, DIMS, DataContractError, NeverTrainError, validate
+from simreal_nb.data.align import example_pair, align_domains, regrid, Normalizer, split_trajs, resample_time
+from simreal_nb.data.domains import WindowDataset, make_domain_data, DomainData, test_groups, group_windows, group_distances
+from simreal_nb.data.clocks import event_times, event_anchor_align, ClockMap
+from simreal_nb.data.realpdebench import GROUPS
 
 
 @pytest.fixture(scope='module')
@@ -179,7 +179,7 @@ def test_split_by_group_errors():
 
 def test_group_windows_on_twins():
     "Twin test groups through make_domain_data: per-group windows in both domains and in the hidden truth."
-    from simreal_nb.systems import make_twins
+    from simreal_nb.twins.systems import make_twins
     tw = make_twins('foil', size='test', n_traj=8, n_frames=6, n_in_dist=2, n_out_dist=2)
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     assert test_groups(dd) == ('in_dist', 'out_dist') == GROUPS[1:]
@@ -410,7 +410,7 @@ def test_event_anchor_errors():
 
 # --- on the package's own twin data ----------------------------------------------------------------------------
 def test_make_domain_data_on_twins():
-    from simreal_nb.systems import make_twins
+    from simreal_nb.twins.systems import make_twins
     tw = make_twins('kolmogorov', size='test')
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=2)
     assert dd.present['exp'] == ('u', 'v') and dd.fields == FIELDS

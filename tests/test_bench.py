@@ -2,9 +2,9 @@
 import json, math
 import torch
 import pytest
-from simreal_nb.schema import FIELDS
-from simreal_nb.models import make_model
-from simreal_nb.bench import BenchInputError, bench_models, bench_joint
+from simreal_nb.core.schema import FIELDS
+from simreal_nb.models.factory import make_model
+from simreal_nb.face.bench import BenchInputError, bench_models, bench_joint
 
 
 def test_bench_models_keys():
@@ -25,7 +25,7 @@ def test_bench_joint_keys_and_threads():
 
 
 def test_bench_tta_structure_finite_monotone():
-    from simreal_nb.bench import bench_tta, TTA_TARGETS
+    from simreal_nb.face.bench import bench_tta, TTA_TARGETS
     n = torch.get_num_threads()
     rows = bench_tta(['fan-p8', dict(name='fno-tiny', arch='fno', capacity='S', width=8, modes=4, layers=1)],
                      system='cylinder', size='test', updates=3, every=1, val_windows=6, threads=1)
@@ -59,7 +59,7 @@ def test_bench_tta_structure_finite_monotone():
 ])
 def test_bad_counts_refused_before_anything_runs(fn, kw, match):
     "A zero/negative/non-integer count is one BenchInputError (a ValueError the CLI reports as a user error), not a StatisticsError or NaN."
-    from simreal_nb.flags import is_user_error
+    from simreal_nb.face.flags import is_user_error
     n = torch.get_num_threads()
     with pytest.raises(BenchInputError, match=match) as e: fn(**kw)
     assert is_user_error(e.value)
@@ -67,7 +67,7 @@ def test_bad_counts_refused_before_anything_runs(fn, kw, match):
 
 
 def test_bad_counts_of_the_other_benchmarks():
-    from simreal_nb.bench import bench_systems, bench_tta, bench_tta_steps
+    from simreal_nb.face.bench import bench_systems, bench_tta, bench_tta_steps
     with pytest.raises(BenchInputError, match=r"bench_systems: `repeats`=0; expected an integer >= 1"): bench_systems(repeats=0)
     with pytest.raises(BenchInputError, match=r"bench_systems: `workers`=0"): bench_systems(workers=0)
     with pytest.raises(BenchInputError, match=r"bench_tta: `every`=0; expected an integer >= 1"): bench_tta(every=0)

@@ -6,13 +6,13 @@ import pytest
 import torch
 import torch.nn as nn
 
-from simreal_nb.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SNRGate, add_lora, confidence_weights,
+from simreal_nb.training.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SNRGate, add_lora, confidence_weights,
                                divergence_residual, fisher_diagonal, grad_snr, laplacian_noise, merge_lora, mgda)
-from simreal_nb.protocols import BEYOND, ProtocolError, SimToExp, SimToExpLoRA, collate, get_protocol, masked_mse
-from simreal_nb.step import Stepper, PhaseParts, combine_grads
-from simreal_nb.protocols import Phase
-from simreal_nb.trainer import FIXED_BUDGET, Trainer, train
-from simreal_nb.store import load_torch
+from simreal_nb.training.protocols import BEYOND, ProtocolError, SimToExp, SimToExpLoRA, collate, get_protocol, masked_mse
+from simreal_nb.training.step import Stepper, PhaseParts, combine_grads
+from simreal_nb.training.protocols import Phase
+from simreal_nb.training.trainer import FIXED_BUDGET, Trainer, train
+from simreal_nb.core.store import load_torch
 from test_protocols import KW, ToyNet, net, toy, one_thread  # noqa: F401  (fixtures)
 
 T = torch.tensor
@@ -233,9 +233,9 @@ def test_beyond_protocols_resume_bit_for_bit(toy, tmp_path, protocol, stop_at):
 
 
 def test_report_ranks_every_protocol_against_joint():
-    from simreal_nb.analysis import synthetic_results
-    from simreal_nb.report import report_text
-    from simreal_nb.report_tables import ranking_table
+    from simreal_nb.reading.analysis import synthetic_results
+    from simreal_nb.reading.report import report_text
+    from simreal_nb.reading.report_tables import ranking_table
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1),
             'joint': [(0.25, 0.15), (0.25, 0.16), (0.25, 0.14)],
             'joint_mgda': [(0.20, 0.12), (0.21, 0.13), (0.19, 0.12)],     # lower in every seed, interval above 0
@@ -254,9 +254,9 @@ def test_report_ranks_every_protocol_against_joint():
 
 
 def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
-    from simreal_nb.analysis import synthetic_results
-    from simreal_nb.report import report_text
-    from simreal_nb.report_tables import pooled_ranking
+    from simreal_nb.reading.analysis import synthetic_results
+    from simreal_nb.reading.report import report_text
+    from simreal_nb.reading.report_tables import pooled_ranking
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
             'joint_mgda': [(0.16, 0.16), (0.18, 0.18), (0.14, 0.14)],   # 20 %, 10 %, 30 % lower than Joint
             'joint_snr': (0.22, 0.22), 'persistence': (0.7, 0.6)}     # 10 % higher everywhere
@@ -281,8 +281,8 @@ def test_pooled_ranking_pairs_every_setting_and_seed_where_both_ran():
 
 
 def test_verdict_is_taken_on_the_log_ratio():
-    from simreal_nb.analysis import synthetic_results
-    from simreal_nb.report_tables import ranking_table
+    from simreal_nb.reading.analysis import synthetic_results
+    from simreal_nb.reading.report_tables import ranking_table
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
             'sim_to_exp_lora': [(2.9, 2.9), (1.9, 1.9), (5.3, 5.3)]}  # 14.5x, 9.5x, 26.5x Joint's error
     rt = ranking_table(synthetic_results(systems=('A',), errors=errs)).loc[('A', 'S', 'sim_to_exp_lora')]
@@ -293,8 +293,8 @@ def test_verdict_is_taken_on_the_log_ratio():
 
 
 def test_lambda_ranking_follows_the_trade_off_across_lambda():
-    from simreal_nb.analysis import synthetic_results
-    from simreal_nb.report_tables import lambda_ranking, pooled_ranking
+    from simreal_nb.reading.analysis import synthetic_results
+    from simreal_nb.reading.report_tables import lambda_ranking, pooled_ranking
     errs = {'sim_only': (0.05, 1.0), 'exp_only': (1.0, 0.05), 'sim_to_exp': (0.6, 0.1), 'joint': (0.2, 0.2),
             'joint_mgda': [(0.16, 0.16), (0.18, 0.18), (0.14, 0.14)], 'persistence': (0.7, 0.6)}
     res = synthetic_results(systems=('A', 'B'), errors=errs)
@@ -326,7 +326,7 @@ def test_frozen_fine_tunes_keep_their_part(toy, name, part):
 
 
 def test_every_model_names_its_stem_and_decoder():
-    from simreal_nb.models import make_model
+    from simreal_nb.models.factory import make_model
     for arch in ('fno', 'fan', 'unet'):
         m = make_model(arch, 'S', fields=('u', 'v', 'p'), grid=(16, 32), n_cond=1)
         names = [n for n, _ in m.named_parameters()]
@@ -336,7 +336,7 @@ def test_every_model_names_its_stem_and_decoder():
 
 
 def test_causal_penalty_gap_and_threshold():
-    from simreal_nb.beyond import CausalPenalty
+    from simreal_nb.training.beyond import CausalPenalty
     torch.manual_seed(0)
     B, H, W = 32, 6, 6
     box = torch.zeros(H, W, dtype=torch.bool); box[1:4, 1:4] = True
@@ -358,9 +358,9 @@ def test_joint_causal_needs_a_command(toy):
 
 
 def test_joint_causal_trains_on_the_controlled_twin():
-    from simreal_nb.systems import make_twins
-    from simreal_nb.domains import make_domain_data
-    from simreal_nb.models import make_model
+    from simreal_nb.twins.systems import make_twins
+    from simreal_nb.data.domains import make_domain_data
+    from simreal_nb.models.factory import make_model
     tw = make_twins('controlled', size='test')
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     torch.manual_seed(0)

@@ -1,6 +1,6 @@
 """Real-browser tests (`pytest -m browser`), in headless Chromium driven by Playwright:
 
-- static: a small docs site (`simreal_nb.docs.build_docs`, two notebooks, small sizes) opened page by page with every
+- static: a small docs site (`simreal_nb.face.docs.build_docs`, two notebooks, small sizes) opened page by page with every
   request outside the site refused: no console error, every figure loaded, the inspector rendered from its saved widget
   state and its λ slider working without a kernel; a screenshot of the inspector goes to runs/ci-artifacts/;
 - live: Voilà on loopback serving nbs/tutorials/lambda_inspector.ipynb on a results file written here; the λ slider is
@@ -58,7 +58,7 @@ def shown(view):
 
 def check_view(view, score, **sel):
     "The inspector's visible page equals `state_at` at its λ: the winner, and every protocol's bM(λ) ± CI as printed."
-    from simreal_nb.inspector import state_at, _num, _pm
+    from simreal_nb.reading.inspector import state_at, _num, _pm
     lam, winner, rows, metric = shown(view)
     st = state_at(score, lam, metric=metric, **sel)
     assert winner == (st.winner or 'none')
@@ -75,7 +75,7 @@ def visible_view(page, **attrs):
 
 @pytest.fixture(scope='module')
 def site(tmp_path_factory):
-    from simreal_nb.docs import build_docs
+    from simreal_nb.face.docs import build_docs
     out = tmp_path_factory.mktemp('site')
     b = build_docs(out, notebooks=SITE, small=True, timeout=300, workers=2, verbose=False)
     assert not b.failed, [(p.notebook, p.error) for p in b.failed]
@@ -104,7 +104,7 @@ def test_static_site(browser, site):
 
 def test_static_inspector(browser, site):
     "The inspector renders from saved widget state, shows `state_at`'s numbers, and its λ slider works without a kernel."
-    from simreal_nb.inspector import inspector_demo, results_score
+    from simreal_nb.reading.inspector import inspector_demo, results_score
     study = Path(__file__).resolve().parents[1] / 'reports' / 'default' / 'scores.nc'
     score = results_score(study) if study.exists() else inspector_demo()  # what the tutorial shows: the default run's scores
     page, log = open_page(browser, (site.out / 'tutorials' / 'lambda_inspector.html').as_uri(), lambda u: u.startswith('file:'))
@@ -152,7 +152,7 @@ def serving(cmd, port, log_path, cwd, env, name, wait_s=60):
 def voila(tmp_path_factory):
     "Voilà serving the inspector tutorial on a results file of its own (`inspector_demo(seed=1)`): (url, score)."
     import voila  # noqa: F401  a dev requirement
-    from simreal_nb.inspector import inspector_demo
+    from simreal_nb.reading.inspector import inspector_demo
     tmp = tmp_path_factory.mktemp('voila')
     score = inspector_demo(seed=1)
     score.to_dataset(name='score').to_netcdf(tmp / 'results.nc')
@@ -197,7 +197,7 @@ def lab(tmp_path_factory):
     "JupyterLab on loopback (a dev requirement), serving a copy of the inspector tutorial that reads a results file of its own: (url, token, score)."
     import jupyterlab  # noqa: F401  a dev requirement
     import shutil, secrets
-    from simreal_nb.inspector import inspector_demo
+    from simreal_nb.reading.inspector import inspector_demo
     tmp = tmp_path_factory.mktemp('lab')
     shutil.copy(TUTORIAL, tmp / TUTORIAL.name)  # the lab saves what it runs: a copy, never the committed notebook
     score = inspector_demo(seed=2)

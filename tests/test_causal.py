@@ -3,10 +3,10 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from simreal_nb.systems import load_twins
-from simreal_nb.domains import make_domain_data
-from simreal_nb.evaluation import Persistence
-from simreal_nb.causal import (CausalCheckError, wake_response, delta_corr, causal_score, dominant_frequency, granger_test,
+from simreal_nb.twins.systems import load_twins
+from simreal_nb.data.domains import make_domain_data
+from simreal_nb.study.evaluation import Persistence
+from simreal_nb.checks.causal import (CausalCheckError, wake_response, delta_corr, causal_score, dominant_frequency, granger_test,
                                GrangerMonitor, run_monitor, actuator_off_stream, predicted_response, causal_consistency)
 
 torch.set_num_threads(1)

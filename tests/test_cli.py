@@ -5,7 +5,7 @@ import numpy as np
 import xarray as xr
 
 def simreal(*args, timeout=600):
-    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', *args],
+    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.face.cli import main; main()', *args],
                        capture_output=True, text=True, timeout=timeout, env={**os.environ, 'MPLBACKEND': 'Agg'})
     return r
 

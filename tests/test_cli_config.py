@@ -4,9 +4,9 @@ import configparser, json, os, subprocess, sys
 from dataclasses import replace
 from pathlib import Path
 import pytest
-from simreal_nb import __version__, cli
-from simreal_nb.grid import PRESETS, Grid
-from simreal_nb.runconfig import CONFIG_KINDS, GRID_KINDS, read_run_config, read_toml, write_run_config
+from simreal_nb import __version__; from simreal_nb.face import cli
+from simreal_nb.study.grid import PRESETS, Grid
+from simreal_nb.study.runconfig import CONFIG_KINDS, GRID_KINDS, read_run_config, read_toml, write_run_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,7 +16,7 @@ def python(code:str):
 @pytest.fixture
 def resolved(monkeypatch):
     "`run_experiment` stubbed: each `simreal run` records the settings it would run with, and computes nothing."
-    import simreal_nb.experiment as ex
+    import simreal_nb.study.experiment as ex
     seen = []
     monkeypatch.setattr(ex, 'run_experiment', lambda out, config, grid, **kw: seen.append((config, grid)))
     def run(*args):
@@ -25,18 +25,18 @@ def resolved(monkeypatch):
     return run
 
 def test_data_list_imports_no_torch():
-    r = python("import sys; from simreal_nb.cli import main; main(['data', 'list']); "
-               "print(sorted(m for m in ('torch', 'xarray', 'numpy', 'simreal_nb.systems') if m in sys.modules))")
+    r = python("import sys; from simreal_nb.face.cli import main; main(['data', 'list']); "
+               "print(sorted(m for m in ('torch', 'xarray', 'numpy', 'simreal_nb.twins.systems') if m in sys.modules))")
     assert r.returncode == 0, r.stderr
     assert r.stdout.split('\n')[:4] == ['cylinder', 'controlled', 'foil', 'kolmogorov'] and r.stdout.split('\n')[4] == '[]'
 
 def test_system_names_are_the_registry():
-    from simreal_nb.names import SYSTEM_NAMES
-    from simreal_nb.systems import SYSTEMS
+    from simreal_nb.core.names import SYSTEM_NAMES
+    from simreal_nb.twins.systems import SYSTEMS
     assert SYSTEM_NAMES == tuple(SYSTEMS)
 
 def test_version():
-    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', '--version'], capture_output=True, text=True, timeout=60)
+    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.face.cli import main; main()', '--version'], capture_output=True, text=True, timeout=60)
     ini = configparser.ConfigParser(); ini.read(ROOT / 'settings.ini')
     assert r.returncode == 0 and r.stdout.strip() == f"simreal {__version__}" and __version__ == ini['DEFAULT']['version']
 

@@ -4,11 +4,11 @@ import importlib, inspect, json, os, pkgutil, subprocess, sys
 from pathlib import Path
 import pytest
 import simreal_nb
-from simreal_nb import cli
+from simreal_nb.face import cli
 
 def simreal(*args, env=None, code=None, timeout=300):
     "Run `simreal ARGS` the way tests/test_cli.py does (or `code` instead of the plain entry point)."
-    r = subprocess.run([sys.executable, '-c', code or 'from simreal_nb.cli import main; main()', *map(str, args)],
+    r = subprocess.run([sys.executable, '-c', code or 'from simreal_nb.face.cli import main; main()', *map(str, args)],
                        capture_output=True, text=True, timeout=timeout,
                        env={**os.environ, 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': '', **(env or {})})
     return r
@@ -30,7 +30,7 @@ def files(tmp_path_factory):
     (t / 'resume_cell' / 'cells').mkdir(parents=True); (t / 'resume_cell' / 'cells' / 'x.nc').write_bytes(junk)
     (t / 'a_file').write_text('a plain file, not a folder')
     (t / 'junk.vc7').write_bytes(junk)
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     write_example_realpdebench(t / 'download', 'cylinder')
     h5 = sorted((t / 'download').rglob('*.h5'))[0]
     h5.write_bytes(h5.read_bytes()[:h5.stat().st_size // 2])
@@ -170,9 +170,9 @@ def test_unwritable_folder(tmp_path):
 
 def test_internal_error_keeps_traceback_and_status_1():
     "A bug is not a user error: Python prints the traceback and exits with status 1 (in a real process)."
-    code = ("import simreal_nb.cli\n"
+    code = ("import simreal_nb.face.cli\n"
             "def boom(*args, **kwargs): raise RuntimeError('a bug')\n"
-            "simreal_nb.cli.check_out_dir = boom; simreal_nb.cli.main()")  # `data make` calls check_out_dir first
+            "simreal_nb.face.cli.check_out_dir = boom; simreal_nb.face.cli.main()")  # `data make` calls check_out_dir first
     r = simreal('data', 'make', 'cylinder', code=code)
     assert r.returncode == 1 and 'Traceback' in r.stderr and 'RuntimeError: a bug' in r.stderr, r.stderr
 
@@ -194,7 +194,7 @@ def test_main_in_process(monkeypatch, capsys, tmp_path):
 
 def test_ada_twins_calls_run_twins(monkeypatch, capsys, tmp_path):
     "`simreal ada twins` hands its options to `ada.run_twins` and prints where metrics.json is (run_twins stubbed: no training)."
-    import simreal_nb.adabench as ada
+    import simreal_nb.ada.adabench as ada
     calls = []
     def fake(out, system='cylinder', seed=0, preset='default', verbose=True, cache_dir=None):
         calls.append((out, system, seed, preset)); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}')
@@ -213,7 +213,7 @@ def test_ada_twins_calls_run_twins(monkeypatch, capsys, tmp_path):
 
 def test_run_lambdas_adds_joint_at_each_training_weight(monkeypatch, tmp_path):
     "`simreal run --lambdas 0.1,0.9` adds joint@0.1 and joint@0.9 to the preset's protocols (run_experiment stubbed)."
-    import simreal_nb.experiment as ex
+    import simreal_nb.study.experiment as ex
     seen = {}
     monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.update(grid=grid))
     cli.main(['run', '--preset', 'test', '--lambdas', '0.1,0.9', '--out', str(tmp_path / 'r'), '--workers', '0'])
@@ -221,10 +221,10 @@ def test_run_lambdas_adds_joint_at_each_training_weight(monkeypatch, tmp_path):
 
 def test_every_package_error_is_an_input_error_or_documented_as_not_one():
     "Each error class a module defines derives from errors.InputError (exit 2) or is listed in errors.NOT_INPUT with its reason (a traceback)."
-    from simreal_nb.errors import InputError, SimrealError, NOT_INPUT
+    from simreal_nb.core.errors import InputError, SimrealError, NOT_INPUT
     own = set()
-    for m in pkgutil.iter_modules(simreal_nb.__path__):
-        mod = importlib.import_module(f'simreal_nb.{m.name}')
+    for m in pkgutil.walk_packages(simreal_nb.__path__, 'simreal_nb.'):  # every module of every part
+        mod = importlib.import_module(m.name)
         own |= {c for c in vars(mod).values() if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == mod.__name__}
     assert {c.__name__ for c in own} >= {'ADAInputError', 'RealPDEBenchError', 'PIVFormatError', 'GridError', 'UsageError', 'NonFiniteLossError'}
     for c in own:
@@ -238,7 +238,7 @@ def test_every_package_error_is_an_input_error_or_documented_as_not_one():
 
 def test_run_lambdas_at_the_default_weight_adds_no_cell(monkeypatch, tmp_path):
     "`--lambdas 0.5` names plain Joint again: the grid's cells hold one Joint (keyed by the canonical name), not a second."
-    import simreal_nb.experiment as ex
+    import simreal_nb.study.experiment as ex
     seen = {}
     monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.update(grid=grid))
     cli.main(['run', '--preset', 'test', '--lambdas', '0.5,0.3', '--out', str(tmp_path / 'r'), '--workers', '0'])
@@ -250,7 +250,7 @@ def test_run_lambdas_at_the_default_weight_adds_no_cell(monkeypatch, tmp_path):
 @pytest.mark.parametrize('value', ['my-dir', 'ü-é dir', 'a--b', '-lead'])
 def test_option_equals_value_parses_like_two_tokens(monkeypatch, tmp_path, value):
     "`--out=VALUE` and `--out VALUE` reach the command with VALUE as typed: dashes, unicode and a leading dash kept."
-    import simreal_nb.experiment as ex
+    import simreal_nb.study.experiment as ex
     seen = []
     monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.append(str(out)))
     path = str(tmp_path / 'runs') + '/' + value
@@ -315,7 +315,7 @@ def test_data_import_piv_refuses_to_replace_piv_exp_unless_told(tmp_path, capsys
 
 def test_docs_refuses_a_folder_it_did_not_write(tmp_path, capsys):
     "`simreal docs --out DIR` over someone else's index.html: exit 2 naming it, untouched; a build with overwrite, then its own folder again."
-    from simreal_nb.docs import build_docs
+    from simreal_nb.face.docs import build_docs
     out = tmp_path / 'site'; out.mkdir(); (out / 'index.html').write_text('my page')
     with pytest.raises(SystemExit) as e: cli.main(['docs', '--out', str(out), '--notebooks', 'index', '--no-execute'])
     assert e.value.code == 2
@@ -348,8 +348,8 @@ def test_run_exp_trajs_at_or_above_the_count_is_all(tmp_path, capsys):
 ])
 def test_run_dir_json_of_wrong_types_is_a_user_error(tmp_path, capsys, name, edit, says):
     "A manifest.json / timing.json with the right keys but values of the wrong types: exit 2 naming the file and the key, before training."
-    from simreal_nb.grid import PRESETS
-    from simreal_nb.rundir import manifest_of
+    from simreal_nb.study.grid import PRESETS
+    from simreal_nb.study.rundir import manifest_of
     out = tmp_path / 'r'; out.mkdir()
     man = manifest_of(PRESETS['test'].config)
     (out / 'manifest.json').write_text(json.dumps(edit(man) if name == 'manifest.json' else man))
@@ -364,7 +364,7 @@ def test_run_dir_json_of_wrong_types_is_a_user_error(tmp_path, capsys, name, edi
 def test_report_refuses_a_score_of_other_dims(tmp_path, capsys):
     "`simreal report` on a results.nc whose score has an extra dim (or lacks one): exit 2 naming the file and the dims expected."
     import numpy as np, xarray as xr
-    from simreal_nb.report import RESULT_DIMS, RESULT_SETTINGS
+    from simreal_nb.reading.report import RESULT_DIMS, RESULT_SETTINGS
     dims = sorted(RESULT_DIMS) + sorted(RESULT_SETTINGS)
     for extra in (['lead'], []):
         d = tmp_path / f"r{len(extra)}"; d.mkdir()
@@ -378,7 +378,7 @@ def test_report_refuses_a_score_of_other_dims(tmp_path, capsys):
 def test_full_disk_while_saving_a_checkpoint_names_the_file(tmp_path, monkeypatch, capsys):
     "A checkpoint write that hits a full disk (ENOSPC inside torch.save): exit 2 naming the checkpoint, no temporary file left."
     import errno
-    from simreal_nb import store
+    from simreal_nb.core import store
     real = store.write_bytes
     def half(tmp):
         with open(tmp, 'wb') as f: f.write(b'half')
@@ -404,7 +404,7 @@ def test_torch_save_on_a_full_device_raises_oserror():
 
 def test_ada_refuses_a_folder_it_did_not_write(tmp_path, monkeypatch, capsys):
     "`simreal ada twins --out DIR` over someone else's table.md: exit 2 naming it, before anything runs; --overwrite lets it in (run stubbed)."
-    import simreal_nb.adabench as ada
+    import simreal_nb.ada.adabench as ada
     ran = []
     def fake(out, system='cylinder', seed=0, preset='default', verbose=True, cache_dir=None):
         ran.append(out); Path(out).mkdir(parents=True, exist_ok=True); (Path(out) / 'metrics.json').write_text('{}'); return {'base': {'w': 1.0}}
@@ -442,7 +442,7 @@ def _fail(argv, capsys, *says):
 def _results_nc(path):
     "A results.nc whose `score` has the dims `simreal run` writes (enough for the checks before the report is built)."
     import numpy as np, xarray as xr
-    from simreal_nb.report import RESULT_DIMS
+    from simreal_nb.reading.report import RESULT_DIMS
     dims = sorted(RESULT_DIMS)
     xr.Dataset(dict(score=(dims, np.zeros([1] * len(dims))))).to_netcdf(path, engine='h5netcdf')
 
@@ -458,8 +458,8 @@ def test_report_refuses_a_folder_no_run_wrote(tmp_path, capsys):
 
 def test_train_and_run_refuse_each_others_folders(tmp_path, capsys):
     "`simreal train --out` a run's folder and `simreal run --out` a job's: exit 2 naming the command that wrote it, nothing written."
-    from simreal_nb.grid import PRESETS
-    from simreal_nb.rundir import manifest_of
+    from simreal_nb.study.grid import PRESETS
+    from simreal_nb.study.rundir import manifest_of
     run_dir = tmp_path / 'run'; run_dir.mkdir(); (run_dir / 'manifest.json').write_text(json.dumps(manifest_of(PRESETS['test'].config)))
     job_dir = tmp_path / 'job'; job_dir.mkdir(); (job_dir / 'job.json').write_text('{}')
     for overwrite in ([], ['--overwrite']):  # --overwrite is for plain folders, never another command's
@@ -472,7 +472,7 @@ def test_train_and_run_refuse_each_others_folders(tmp_path, capsys):
 
 def test_ada_refuses_another_commands_folder(tmp_path, monkeypatch, capsys):
     "`simreal ada mog --out` an `ada chain` folder (stamped, or of an older version: its run_info.json), a run's: exit 2 naming it, nothing run."
-    import simreal_nb.adabench as ada, simreal_nb.adamog as adamog
+    import simreal_nb.ada.adabench as ada, simreal_nb.ada.adamog as adamog
     ran = []
     monkeypatch.setattr(adamog, 'run_mog', lambda out, **kw: ran.append(out))
     def chain_run(out, **kw): ran.append(out); Path(out).mkdir(exist_ok=True); Path(out, 'metrics.json').write_text('{}')
@@ -494,12 +494,12 @@ def test_ada_refuses_another_commands_folder(tmp_path, monkeypatch, capsys):
 
 def test_empty_simreal_cache_is_a_user_error(tmp_path):
     "SIMREAL_CACHE set but empty (it would put a cache into the current folder): exit 2, one line, nothing written."
-    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', 'data', 'make', 'cylinder', '--size', 'test',
+    r = subprocess.run([sys.executable, '-c', 'from simreal_nb.face.cli import main; main()', 'data', 'make', 'cylinder', '--size', 'test',
                         '--out', 'twins'], capture_output=True, text=True, cwd=tmp_path,
                        env={**os.environ, 'SIMREAL_CACHE': '', 'SIMREAL_DEBUG': ''}, timeout=300)
     check_user_error(r, 'SIMREAL_CACHE: set but empty', 'expected a folder path')
     assert list(tmp_path.iterdir()) == []
-    from simreal_nb.store import cache_folder, CacheError
+    from simreal_nb.core.store import cache_folder, CacheError
     with pytest.raises(CacheError): cache_folder('twins', '')
 
 
@@ -520,7 +520,7 @@ def test_report_overwrite_writes_into_a_folder_no_run_wrote(tmp_path, capsys):
 @pytest.mark.parametrize('value', ['-dir', '-1', '--not-an-option'])
 def test_a_value_starting_with_a_dash_reads_the_same_in_both_spellings(monkeypatch, tmp_path, value):
     "`--out -dir` and `--out=-dir` reach the command with the same value (one used to write, the other to refuse)."
-    import simreal_nb.experiment as ex
+    import simreal_nb.study.experiment as ex
     seen = []
     monkeypatch.setattr(ex, 'run_experiment', lambda out, cfg, grid, **kw: seen.append(str(out)))
     monkeypatch.chdir(tmp_path)

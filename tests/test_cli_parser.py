@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip('hypothesis')
 from hypothesis import HealthCheck, given, settings, strategies as st
 from fastcore.script import anno_parser
-from simreal_nb import cli
+from simreal_nb.face import cli
 
 class Reached(Exception):
     "The command got past every check to the library call that would compute."
@@ -25,12 +25,12 @@ def _grid_then_reached(out, config, grid, **kw):
     if kw.get('data') is None: grid.cells(config.arch)
     raise Reached()
 
-STUBS = [('simreal_nb.systems', 'write_twins'), ('simreal_nb.realpdebench', 'import_realpdebench'), ('simreal_nb.piv', 'import_piv'),
-         ('simreal_nb.jobs', 'train_job'), ('simreal_nb.report', 'write_report'), ('simreal_nb.bench', 'bench_models'),
-         ('simreal_nb.bench', 'bench_joint'), ('simreal_nb.bench', 'bench_systems'), ('simreal_nb.adamog', 'run_mog'),
-         ('simreal_nb.adamog', 'mog_beta_sweep'), ('simreal_nb.adabench', 'run_chain'), ('simreal_nb.adabench', 'run_twins'),
-         ('simreal_nb.physics', 'physics_check'), ('simreal_nb.docs', 'build_docs'), ('simreal_nb.cli', '_dask_client'),
-         ('simreal_nb.tuning', 'tune')]
+STUBS = [('simreal_nb.twins.systems', 'write_twins'), ('simreal_nb.data.realpdebench', 'import_realpdebench'), ('simreal_nb.data.piv', 'import_piv'),
+         ('simreal_nb.study.jobs', 'train_job'), ('simreal_nb.reading.report', 'write_report'), ('simreal_nb.face.bench', 'bench_models'),
+         ('simreal_nb.face.bench', 'bench_joint'), ('simreal_nb.face.bench', 'bench_systems'), ('simreal_nb.ada.adamog', 'run_mog'),
+         ('simreal_nb.ada.adamog', 'mog_beta_sweep'), ('simreal_nb.ada.adabench', 'run_chain'), ('simreal_nb.ada.adabench', 'run_twins'),
+         ('simreal_nb.checks.physics', 'physics_check'), ('simreal_nb.face.docs', 'build_docs'), ('simreal_nb.face.cli', '_dask_client'),
+         ('simreal_nb.study.tuning', 'tune')]
 
 HOSTILE = ['', ' ', '-1', '0', '1', '2', '3', '0.5', '-0.5', '1e400', 'nan', 'inf', '-inf', str(2 ** 64), str(-2 ** 70), '007',
            'all', ',', ',,', '1,all', '100,all', '0,0', '1,1', 'a,b', '1,-2', 'cylinder', 'cylindre', 'cylinder,foil', 'S', 'XL',
@@ -70,7 +70,7 @@ def command_lines(draw, words:tuple):
 def test_no_command_line_ends_in_a_traceback(words, data, monkeypatch, capsys, tmp_path):
     import importlib
     argv = data.draw(command_lines(words), label='argv')
-    import simreal_nb.experiment as ex
+    import simreal_nb.study.experiment as ex
     monkeypatch.chdir(tmp_path)  # relative paths only (values hold no '/' but the ones above): nothing outside
     for mod, name in STUBS: monkeypatch.setattr(importlib.import_module(mod), name, _reached)
     monkeypatch.setattr(ex, 'run_experiment', _grid_then_reached)

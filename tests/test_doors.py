@@ -2,16 +2,16 @@
 a config file train with the same settings when nothing is changed."""
 from dataclasses import replace
 import pytest
-from simreal_nb import cli
-from simreal_nb.grid import PRESETS, GridConfig, Cell
-from simreal_nb.trainer import TrainConfig, TRAIN_DEFAULTS
+from simreal_nb.face import cli
+from simreal_nb.study.grid import PRESETS, GridConfig, Cell
+from simreal_nb.training.trainer import TrainConfig, TRAIN_DEFAULTS
 
 class _Stop(Exception): pass
 
 def _cell_training_settings(monkeypatch, cfg:GridConfig, protocol:str='joint') -> dict:
     "The keyword settings a grid cell hands to `train()` (caught before any update)."
-    import simreal_nb.cell as cell_mod
-    from simreal_nb.cell import cell_data, train_cell
+    import simreal_nb.study.cell as cell_mod
+    from simreal_nb.study.cell import cell_data, train_cell
     seen = {}
     def caught(model, data, protocol, **kw): seen.update(kw); raise _Stop
     monkeypatch.setattr(cell_mod, 'train', caught)
@@ -36,8 +36,8 @@ def test_a_cell_trains_with_its_tuned_learning_rate(monkeypatch):
     assert _cell_training_settings(monkeypatch, tuned)['lr'] == pytest.approx(chosen * 3)
 
 def test_the_config_file_door_resolves_the_preset(monkeypatch, tmp_path):
-    import simreal_nb.experiment as ex
-    from simreal_nb.runconfig import write_run_config
+    import simreal_nb.study.experiment as ex
+    from simreal_nb.study.runconfig import write_run_config
     seen = []
     monkeypatch.setattr(ex, 'run_experiment', lambda out, config, grid, **kw: seen.append((config, grid)))
     cli.main(['run', '--workers', '0', '--out', str(tmp_path / 'a')])
@@ -48,10 +48,10 @@ def test_the_config_file_door_resolves_the_preset(monkeypatch, tmp_path):
 
 def test_lambdas_walk_as_a_protocol_object_from_the_command_line_to_the_step(monkeypatch, tmp_path):
     "`--lambdas 0.3` is Joint(0.3) from the command line on: the grid's cell carries that object, and the first optimiser step weighs the sim risk by 0.3."
-    import simreal_nb.experiment as ex
-    from simreal_nb.step import Stepper
-    from simreal_nb.cell import cell_data, train_cell
-    from simreal_nb.protocols import Joint
+    import simreal_nb.study.experiment as ex
+    from simreal_nb.training.step import Stepper
+    from simreal_nb.study.cell import cell_data, train_cell
+    from simreal_nb.training.protocols import Joint
     seen, steps = {}, []
     monkeypatch.setattr(ex, 'run_experiment', lambda out, config, grid, **kw: seen.update(config=config, grid=grid))
     cli.main(['run', '--preset', 'test', '--systems', 'kolmogorov', '--protocols', 'sim_only', '--lambdas', '0.3',
@@ -72,6 +72,6 @@ def test_no_module_parses_a_protocol_name_but_the_protocols_module():
     from pathlib import Path
     import simreal_nb
     parsing = re.compile(r"partition\('@'\)|split\('@'|startswith\((JOINT|SIM_TO_EXP|EXP_ONLY|SIM_ONLY)\b|startswith\('(joint|sim_to_exp|exp_only|sim_only)")
-    found = [f'{p.name}:{i}' for p in sorted(Path(simreal_nb.__file__).parent.glob('*.py')) if p.name != 'protocols.py'
+    found = [f'{p.name}:{i}' for p in sorted(Path(simreal_nb.__file__).parent.rglob('*.py')) if p.name != 'protocols.py'
              for i, line in enumerate(p.read_text().splitlines(), 1) if parsing.search(line)]
     assert not found, found

@@ -5,10 +5,10 @@ import torch
 import torch.nn as nn
 import xarray as xr
 
-from simreal_nb.evaluation import (Analog, MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
+from simreal_nb.study.evaluation import (Analog, MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
                                    predict_windows, rollout)
-from simreal_nb.protocols import collate
-from simreal_nb.trainer import train
+from simreal_nb.training.protocols import collate
+from simreal_nb.training.trainer import train
 from test_protocols import KW, ToyWindows, net, toy_data, one_thread, toy  # fixtures shared with the training tests
 
 
@@ -60,8 +60,8 @@ def test_evaluate_perfect_model_scores_zero(toy):
 
 def test_rollout_conditioning_follows_the_window():
     "Rollout step j sees the conditioning (parameters + inputs over its frames) of the short window starting j later."
-    from simreal_nb.domains import WindowDataset
-    from simreal_nb.schema import FIELD_META
+    from simreal_nb.data.domains import WindowDataset
+    from simreal_nb.core.schema import FIELD_META
     N, T, H, W = 2, 10, 4, 4
     rng = np.random.default_rng(0)
     ds = xr.Dataset({f: (('traj', 'time', 'y', 'x'), rng.standard_normal((N, T, H, W)).astype('float32'), FIELD_META[f]) for f in ('u', 'v')},
@@ -236,7 +236,7 @@ def test_rollout_feeds_back_masked_frames():
 # ---------------------------------------------------------------------------------------------------------- analog
 def contract(u, domain='sim'):
     "A contract dataset from u [traj, time, y, x] (v = -u, p = u²; frame interval 0.1 s, parameter Re)."
-    from simreal_nb.schema import DIMS, FIELD_META
+    from simreal_nb.core.schema import DIMS, FIELD_META
     n, nt, h, w = u.shape
     fs = dict(u=u, v=-u) | (dict(p=u ** 2) if domain == 'sim' else {})
     return xr.Dataset({f: (DIMS, np.asarray(a, 'float32'), FIELD_META[f]) for f, a in fs.items()},
@@ -257,7 +257,7 @@ class Advect(nn.Module):
 
 
 def windows(train_u, test_u, n_in=2, domain='sim'):
-    from simreal_nb.domains import WindowDataset
+    from simreal_nb.data.domains import WindowDataset
     w = lambda u: WindowDataset(contract(u, domain), n_in, 1, fields=('u', 'v', 'p'))
     return dict(train=w(train_u), test=w(test_u))
 

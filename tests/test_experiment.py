@@ -5,15 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from simreal_nb.protocols import BASELINES
-from simreal_nb.grid import PRESETS, GridError, Cell, Grid
-from simreal_nb.rundir import cell_path, collect_results
-from simreal_nb.cell import run_cell
-from simreal_nb.experiment import run_experiment
-from simreal_nb.tradeoff import lam_train_of
-import simreal_nb.cell as cellmod
-import simreal_nb.cost as cost
-import simreal_nb.jobs as jobs
+from simreal_nb.training.protocols import BASELINES
+from simreal_nb.study.grid import PRESETS, GridError, Cell, Grid
+from simreal_nb.study.rundir import cell_path, collect_results
+from simreal_nb.study.cell import run_cell
+from simreal_nb.study.experiment import run_experiment
+from simreal_nb.reading.tradeoff import lam_train_of
+import simreal_nb.study.cell as cellmod
+import simreal_nb.study.cost as cost
+import simreal_nb.study.jobs as jobs
 import torch
 
 torch.set_num_threads(1)  # bitwise comparisons between runs need one thread count (an in-process dask worker sets 1)
@@ -84,7 +84,7 @@ def test_interrupted_cell_resumes_from_checkpoint(tmp_path):
     ref = run_experiment(tmp_path / 'ref', cfg, grid, report=False, verbose=False)
     d = tmp_path / 'run'
     code = ("import torch; torch.set_num_threads(1)\n"
-            "from dataclasses import replace\nfrom simreal_nb.experiment import run_experiment, PRESETS, Grid\n"
+            "from dataclasses import replace\nfrom simreal_nb.study.experiment import run_experiment, PRESETS, Grid\n"
             f"run_experiment({str(d)!r}, replace(PRESETS['test'].config, steps=40, ckpt_every=5, eval_every=40), "
             f"Grid(['kolmogorov'], ['S'], ['joint']), report=False, verbose=False)\n")
     p = subprocess.Popen([sys.executable, '-c', code], env={**os.environ, 'OMP_NUM_THREADS': '1'})
@@ -170,7 +170,7 @@ def test_fewer_experimental_trajectories(tmp_path):
 
 def test_run_on_imported_pairs_equals_the_twins(baseline, tmp_path):
     "`data=DIR` runs the grid on NAME_sim.nc / NAME_exp.nc pairs: the twins written to disk give the same scores."
-    from simreal_nb.systems import write_twins
+    from simreal_nb.twins.systems import write_twins
     write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
     res = run_experiment(tmp_path / 'run', CFG, replace(GRID, systems=None), data=tmp_path / 'data', report=False, verbose=False)
     _, ref = baseline
@@ -184,9 +184,9 @@ def test_run_on_imported_pairs_equals_the_twins(baseline, tmp_path):
 
 def test_realpdebench_miniature_end_to_end(tmp_path):
     "A RealPDEBench-layout miniature: import, run the grid, report; no hidden truth, and the report says so."
-    from simreal_nb.realpdebench import import_realpdebench
-    from simreal_nb.realpdebench_files import write_example_realpdebench
-    from simreal_nb.report import write_report
+    from simreal_nb.data.realpdebench import import_realpdebench
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
+    from simreal_nb.reading.report import write_report
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', sim_ids=('1800.h5', '2400.h5', '3000.h5', '3600.h5'), T=12, H=8, W=16)
     import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data')
     grid = Grid(None, ['S'], ['sim_only', 'joint'])
@@ -206,8 +206,8 @@ def test_realpdebench_miniature_end_to_end(tmp_path):
 
 def test_imported_pair_that_cannot_be_aligned_is_refused(tmp_path):
     "A sim/exp pair whose grids do not overlap (other units or origin) is refused, naming the files; no cell is written."
-    from simreal_nb.systems import write_twins
-    from simreal_nb.store import read_dataset, write_dataset
+    from simreal_nb.twins.systems import write_twins
+    from simreal_nb.core.store import read_dataset, write_dataset
     paths = write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
     exp = read_dataset(paths['exp'])
     write_dataset(exp.assign_coords(x=exp.x * 1000.0 + 1e4), paths['exp'])  # millimetres from another origin
@@ -260,7 +260,7 @@ def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
     with pytest.raises(GridError, match='Joint cell'):
         jobs.train_job(tmp_path / 'job', 'kolmogorov', 'exp_only_eq', config=CFG, verbose=False)
     # a control past the cap keeps a learning curve of the cells' length: evenly subsampled, first and last validation kept
-    from simreal_nb.trainer import History
+    from simreal_nb.training.trainer import History
     h, cfg = History('sim_to_exp_eq'), replace(CFG, steps=300, eval_every=10)
     for s in range(10, 450, 10): h.val.add(step=s, phase=0, sim=None, exp=1.0, objective=1 / s)
     step, val = cellmod._curve(h, cfg)
@@ -280,7 +280,7 @@ def test_rerun_with_a_smaller_grid_reports_every_cell(baseline, tmp_path):
 
 def test_changed_imported_data_is_refused_naming_the_file(tmp_path):
     "The run stamp covers the content of imported files: change one and the rerun refuses, naming it (not '3 cells already done')."
-    from simreal_nb.systems import write_twins
+    from simreal_nb.twins.systems import write_twins
     write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
     grid = Grid(None, ['S'], ['sim_only'])
     run_experiment(tmp_path / 'run', CFG, grid, data=tmp_path / 'data', report=False, verbose=False)
@@ -292,8 +292,8 @@ def test_changed_imported_data_is_refused_naming_the_file(tmp_path):
 
 def test_imported_exp_without_a_valid_point_is_refused_naming_the_file(tmp_path):
     "An exp file whose every vector is flagged invalid is refused before anything trains, naming the file."
-    from simreal_nb.systems import write_twins
-    from simreal_nb.store import read_dataset, write_dataset
+    from simreal_nb.twins.systems import write_twins
+    from simreal_nb.core.store import read_dataset, write_dataset
     write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test')
     f = tmp_path / 'data' / 'kolmogorov_exp.nc'
     exp = read_dataset(f, domain='exp')

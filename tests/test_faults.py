@@ -14,17 +14,17 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
-from simreal_nb import cli
-from simreal_nb.store import RunFileError
-from simreal_nb.grid import PRESETS, GridError, Cell
-from simreal_nb.rundir import RunLock, cell_path, foreign_cell, open_cell_file, check_cells, run_stamp
-from simreal_nb.experiment import run_experiment
-from simreal_nb.store import write_dataset
+from simreal_nb.face import cli
+from simreal_nb.core.store import RunFileError
+from simreal_nb.study.grid import PRESETS, GridError, Cell
+from simreal_nb.study.rundir import RunLock, cell_path, foreign_cell, open_cell_file, check_cells, run_stamp
+from simreal_nb.study.experiment import run_experiment
+from simreal_nb.core.store import write_dataset
 
 torch.set_num_threads(1)
 ARGS = ['run', '--preset', 'test', '--systems', 'cylinder,kolmogorov', '--workers', '0']
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
-CODE = 'from simreal_nb.cli import main; main()'
+CODE = 'from simreal_nb.face.cli import main; main()'
 GRID = replace(PRESETS['test'].grid, systems=('cylinder', 'kolmogorov'))  # the cells of ARGS
 TIMING = ('train_s', 'eval_s')  # wall-clock seconds: the only variables that may differ between two runs
 
@@ -133,7 +133,7 @@ def test_sigkill_at_random_moments_loses_nothing(reference, tmp_path):
 
 def test_pool_workers_exit_with_a_killed_run():
     "The workers of `--workers N` (`executors.local_pool`) exit when the run that started them is SIGKILLed: no orphan writes on."
-    code = ("import os, sys, time\nfrom simreal_nb.executors import local_pool\nex = local_pool(2)\n"
+    code = ("import os, sys, time\nfrom simreal_nb.study.executors import local_pool\nex = local_pool(2)\n"
             "pids = {f.result() for f in [ex.submit(os.getpid) for _ in range(8)]}\n"
             "print(' '.join(map(str, pids)), flush=True)\ntime.sleep(600)")
     p = subprocess.Popen([sys.executable, '-c', code], stdout=subprocess.PIPE, text=True, env=ENV, start_new_session=True)
@@ -185,7 +185,7 @@ def test_foreign_files_are_refused(reference, tmp_path):
     assert target.name in r.stderr and 'a run with other settings' in r.stderr and 'delete it' in r.stderr
     cases = {'is the result of cell': cell_path(out, Cell('cylinder', 'S', 'joint', 0, cfg.arch)).read_bytes(),  # another cell's file
              'holds no `score`': None}
-    from simreal_nb.systems import write_twins
+    from simreal_nb.twins.systems import write_twins
     cases['holds no `score`'] = Path(write_twins('kolmogorov', tmp_path / 'twins', size='test')['sim']).read_bytes()  # a dataset
     for says, content in cases.items():
         target.write_bytes(content)
@@ -209,7 +209,7 @@ def test_corrupt_json_is_a_clear_error(reference, tmp_path, name, content, says)
 
 
 def test_corrupt_results_is_a_clear_error(reference, tmp_path):
-    from simreal_nb.report import write_report
+    from simreal_nb.reading.report import write_report
     ref_dir, _, _ = reference
     out = tmp_path / 'run'
     shutil.copytree(ref_dir, out)
@@ -249,7 +249,7 @@ def test_full_disk_while_writing_results_keeps_the_previous_ones(reference, tmp_
     out = tmp_path / 'run'
     shutil.copytree(ref_dir, out)
     before = (out / 'results.nc').read_bytes()
-    from simreal_nb import store
+    from simreal_nb.core import store
     real = store._write_synced  # the plain write of the bytes netCDF made in memory (tests/test_full_disk.py: on a real full disk)
     def full(path, data):
         if Path(path).name.startswith('.results.nc.'):
@@ -356,7 +356,7 @@ def test_symlink_loops_and_dangling_links_are_named_as_such(tmp_path, capsys):
 
 def test_physics_check_refuses_a_read_only_run_folder_before_any_check(tmp_path, capsys, monkeypatch):
     "physics-check on a run folder it cannot write physics.json into: exit 2 naming it at once, no physics check run (a read-only file system here)."
-    import simreal_nb.physics as physics
+    import simreal_nb.checks.physics as physics
     ran = []
     monkeypatch.setattr(physics, 'physics_check', lambda *a, **kw: ran.append(a))
     out = tmp_path / 'run'; out.mkdir(); (out / 'manifest.json').write_text('{}')  # the checks stubbed: a run's folder in name only
@@ -388,7 +388,7 @@ def test_every_torchrun_rank_learns_that_another_process_holds_the_job(tmp_path)
     import shutil as sh
     if sh.which('torchrun') is None: pytest.skip('torchrun is not installed here')
     out = tmp_path / 'job'; out.mkdir()
-    holder = subprocess.Popen([sys.executable, '-c', "import sys, time\nfrom simreal_nb.rundir import RunLock\nRunLock(sys.argv[1]).acquire()\n"
+    holder = subprocess.Popen([sys.executable, '-c', "import sys, time\nfrom simreal_nb.study.rundir import RunLock\nRunLock(sys.argv[1]).acquire()\n"
                                "print('held', flush=True); time.sleep(300)", str(out)], stdout=subprocess.PIPE, text=True, env=ENV)
     try:
         assert holder.stdout.readline().strip() == 'held'

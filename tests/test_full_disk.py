@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
-CODE = 'from simreal_nb.cli import main; main()'
+CODE = 'from simreal_nb.face.cli import main; main()'
 PIV = Path(__file__).resolve().parent / 'data' / 'piv' / 'Insight'
 
 
@@ -83,7 +83,7 @@ def cache(tmp_path_factory):
 @pytest.mark.parametrize('free', [0, 4096, 300_000, 900_000, 1_500_000])
 def test_data_make_on_a_full_disk_keeps_the_old_set(small_fs, cache, free):
     "`data make --overwrite` of seed 1 over a set of seed 0 on a disk that fills mid-write: exit 2 naming the file, seed 0's set intact."
-    from simreal_nb.store import read_dataset
+    from simreal_nb.core.store import read_dataset
     d = small_fs(4 << 20)
     out = d / 'twins'
     r = simreal('data', 'make', 'cylinder', '--size', 'test', '--seed', 0, '--out', out, cache=cache)
@@ -101,7 +101,7 @@ def test_data_make_on_a_full_disk_keeps_the_old_set(small_fs, cache, free):
 @pytest.mark.parametrize('free', [0, 8192, 60_000])
 def test_realpdebench_import_on_a_full_disk(small_fs, cache, tmp_path, free):
     "A streamed RealPDEBench import that meets a full disk: exit 2 naming the file, no temporary file, no file of the set in place."
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', T=40, H=24, W=40)
     d = small_fs(2 << 20); out = d / 'imp'; out.mkdir()
     fill(d, free)
@@ -115,7 +115,7 @@ def test_blockwriter_that_meets_a_full_disk_unchecked_does_not_crash(small_fs):
     d = small_fs(256 << 10)
     code = f"""
 import numpy as np, xarray as xr
-from simreal_nb import store
+from simreal_nb.core import store
 store.check_space = lambda *a, **k: None  # as if another process filled the disk after the check
 sk = xr.Dataset(coords=dict(traj=[0], time=np.arange(64.), y=np.arange(64.), x=np.arange(64.)), attrs=dict(domain='exp'))
 w = store.BlockWriter({str(d / 'big.nc')!r}, sk, {{'u': {{}}}})
@@ -146,8 +146,8 @@ def test_checkpoint_json_and_figure_on_a_full_disk(small_fs, free):
     import torch, matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    from simreal_nb.store import save_torch, load_torch, write_text, atomic_write
-    from simreal_nb.flags import is_user_error, error_line
+    from simreal_nb.core.store import save_torch, load_torch, write_text, atomic_write
+    from simreal_nb.face.flags import is_user_error, error_line
     d = small_fs(1 << 20)
     save_torch({'w': torch.zeros(10)}, d / 'last.pt'); write_text(d / 'timing.json', '{"a": 1}')
     fig = plt.figure(figsize=(3, 3), dpi=100); plt.imshow(torch.rand(300, 300).numpy()); atomic_write(d / 'f.png', lambda t: fig.savefig(t, format='png'))

@@ -2,9 +2,9 @@
 import json, math
 import numpy as np
 import pytest
-from simreal_nb.systems import load_twins
-from simreal_nb.schema import validate
-from simreal_nb.health import (HealthError, FAULTS, HEALTH_THRESHOLD, inject_fault, region_boxes, health_monitor, time_to_double)
+from simreal_nb.twins.systems import load_twins
+from simreal_nb.core.schema import validate
+from simreal_nb.checks.health import (HealthError, FAULTS, HEALTH_THRESHOLD, inject_fault, region_boxes, health_monitor, time_to_double)
 
 N_REF, WIN = 100, 30
 
@@ -43,7 +43,7 @@ def test_inject_fault_errors(stream):
 
 
 def test_region_boxes_tile_the_domain(stream):
-    from simreal_nb.health import _box_mask
+    from simreal_nb.checks.health import _box_mask
     ex = stream[0]
     masks = np.stack([_box_mask(ex, b) for b in region_boxes(3, 5)])
     assert masks.shape[0] == 15 and (masks.sum(0) == 1).all()
@@ -78,7 +78,7 @@ def test_actions_delay_the_doubling(stream, kind):
 
 
 def test_kalman_zero_recovers_a_constant_offset():
-    from simreal_nb.health import _kalman_zero
+    from simreal_nb.checks.health import _kalman_zero
     rng = np.random.default_rng(0)
     y = 0.7 + rng.normal(0, 1, 400)
     assert abs(_kalman_zero(y, 1.0, 1e-6) - 0.7) < 0.15

@@ -1,10 +1,10 @@
 "The λ inspector without a browser: `state_at` against hand-computed numbers, the view against `state_at`, the widget's kernel side, the Pareto figure's labels, and the docs pages' plumbing."
 import re
 import numpy as np, pytest, xarray as xr
-from simreal_nb.metrics import MetricInputError
-from simreal_nb.analysis import synthetic_score
-from simreal_nb.tradeoff import pareto_plot, protocol_table, lam_train_of, protocol_colors, place_labels, _overlap
-from simreal_nb.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
+from simreal_nb.core.metrics import MetricInputError
+from simreal_nb.reading.analysis import synthetic_score
+from simreal_nb.reading.tradeoff import pareto_plot, protocol_table, lam_train_of, protocol_colors, place_labels, _overlap
+from simreal_nb.reading.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
                                   INSPECT_LAMS, _num)
 
 ERRS = {'sim_only': (0.02, 1.0), 'exp_only': (1.0, 0.02), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15),
@@ -53,7 +53,7 @@ def test_state_matches_protocol_table(demo):
 
 def test_state_ci_is_the_seed_interval(demo):
     "The interval is the Student-t interval of the per-seed bM(λ) (`analysis.mean_ci` on the same numbers)."
-    from simreal_nb.analysis import mean_ci
+    from simreal_nb.reading.analysis import mean_ci
     st = state_at(demo, 0.3, system='kolmogorov')
     s = demo.sel(system='kolmogorov', capacity='S', field='all', metric='rmse')
     per_seed = 0.3 * s.sel(domain='sim') + 0.7 * s.sel(domain='exp')
@@ -181,15 +181,15 @@ def test_pareto_plot_labels_do_not_overlap(demo):
 
 
 def test_docs_page_names():
-    "Page names and the site's notebook order (rendering is tested by nbs/92_docs.ipynb and tests/test_browser.py)."
-    from simreal_nb.docs import page_name, docs_notebooks
-    assert page_name('60_tradeoff.ipynb') == 'tradeoff.html' and page_name('tutorials/x.ipynb') == 'tutorials/x.html'
+    "Page names and the site's notebook order (rendering is tested by nbs/face/92_docs.ipynb and tests/test_browser.py)."
+    from simreal_nb.face.docs import page_name, docs_notebooks
+    assert page_name('reading/60_tradeoff.ipynb') == 'tradeoff.html' and page_name('tutorials/x.ipynb') == 'tutorials/x.html'
     names = [p.as_posix() for p in docs_notebooks()]
-    assert names[0] == 'index.ipynb' and 'tutorials/lambda_inspector.ipynb' in names and '92_docs.ipynb' in names
+    assert names[0] == 'index.ipynb' and 'tutorials/lambda_inspector.ipynb' in names and 'face/92_docs.ipynb' in names
 
 
 def test_many_protocols_get_distinct_colours():
-    from simreal_nb.protocols import BEYOND
+    from simreal_nb.training.protocols import BEYOND
     names = ['sim_only', 'exp_only', 'sim_to_exp', 'joint', *BEYOND, 'sim_to_exp_frozen', 'sim_to_exp_frozen_decoder', 'joint_causal']
     c = protocol_colors(names)
     assert len(set(c.values())) == len(names)  # 17 trained protocols, no colour twice

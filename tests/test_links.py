@@ -33,7 +33,7 @@ def _docstrings(p:Path) -> str:
                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)))
 
 def test_docstring_links_resolve():
-    dead = {p.name: d for p in sorted((ROOT / 'simreal_nb').glob('*.py')) if (d := _dead(_docstrings(p), [ROOT, ROOT / 'nbs']))}
+    dead = {p.name: d for p in sorted((ROOT / 'simreal_nb').rglob('*.py')) if (d := _dead(_docstrings(p), [ROOT, ROOT / 'nbs']))}
     assert not dead, f"docstrings link to files the repository does not have: {dead}"
 
 def test_section_references_name_a_file_of_the_repository():

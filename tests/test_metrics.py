@@ -1,13 +1,13 @@
 "Field metrics against their definitions (RealPDEBench eval_metrics) and the sim/exp bookkeeping on a known results array."
 import json, math, warnings
 import numpy as np, pytest, torch, xarray as xr
-from simreal_nb.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
+from simreal_nb.core.metrics import (MetricInputError, rmse, rel_l2, frmse, frmse_spectrum, score_fields, scores_to_xarray,
                                 METRICS, SCORE_KEYS)
-from simreal_nb.analysis import (balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
+from simreal_nb.reading.analysis import (balanced, lambda_sweep, balanced_score, best_non_joint, joint_reduction, win_counts,
                                  setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
                                  pressure_reduction, check_lam, check_score, PAPER, LAMS, mean_ci, joint_wins,
                                  joint_reduction_ci, reduction_pct, train_domains, synthetic_results)
-from simreal_nb.protocols import (ProtocolError, joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
+from simreal_nb.training.protocols import (ProtocolError, joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
                                   trained_protocols)
 
 
@@ -100,7 +100,7 @@ def test_frmse_degenerate():
 
 def test_frmse_memory_chunking_is_exact(data):
     p, t = data
-    from simreal_nb import metrics as M
+    from simreal_nb.core import metrics as M
     a = M._spectrum(*M._prep(p, t), max_elems=1)  # one sample per chunk
     b = M._spectrum(*M._prep(p, t))
     np.testing.assert_allclose(a, b, rtol=1e-12)
@@ -108,7 +108,7 @@ def test_frmse_memory_chunking_is_exact(data):
 
 def test_memory_chunks_do_not_change_results(data, monkeypatch):
     p, t = data
-    from simreal_nb import metrics as M
+    from simreal_nb.core import metrics as M
     m = np.random.default_rng(2).random(p.shape[:4]) > 0.3
     ref = score_fields(p, t, ('u', 'v'), mask=m), rmse(p, t, m), rel_l2(p, t, m), frmse(p, t, m)
     orig = M._chunks
@@ -343,7 +343,7 @@ def test_win_counts_matched_joint():
 
 def test_evaluation_layout():
     "Scores as `evaluate` writes them: a `mode` dim and the fRMSE band keys in `metric`."
-    from simreal_nb.analysis import select_view
+    from simreal_nb.reading.analysis import select_view
     s = synthetic_score(metrics=SCORE_KEYS, modes=('one_step', 'rollout'))
     s.loc[dict(mode='one_step', protocol='joint')] = 9.0  # must not be used by default
     assert setting_dims(s) == ('system', 'capacity')
@@ -512,7 +512,7 @@ def _upstream_like(pred, target):
 @pytest.mark.parametrize('shape,batch', [((6, 8, 10, 12, 2), None), ((8, 10, 12, 8, 3), 3), ((4, 12, 14, 14, 2), 2)])
 def test_upstream_metrics_match_a_literal_reference(shape, batch):
     "mae, r2, ke_error, freq_error and frmse_relative equal the definitions written out in numpy, also averaged over chunks of `batch_size` samples as upstream does."
-    from simreal_nb.metrics import mae, r2, ke_error, freq_error, frmse_relative
+    from simreal_nb.core.metrics import mae, r2, ke_error, freq_error, frmse_relative
     rng = np.random.default_rng(sum(shape))
     t = rng.normal(size=shape) + np.linspace(0, 2, shape[2])[None, None, :, None, None]
     p = t + 0.3 * rng.normal(size=shape)
@@ -525,7 +525,7 @@ def test_upstream_metrics_match_a_literal_reference(shape, batch):
 
 def test_upstream_metrics_with_a_mask_ignore_invalid_points():
     "Garbage at masked points changes nothing; an all-valid mask equals no mask; bad input is refused by name."
-    from simreal_nb.metrics import mae, r2, ke_error, freq_error, MetricInputError
+    from simreal_nb.core.metrics import mae, r2, ke_error, freq_error, MetricInputError
     rng = np.random.default_rng(1)
     t = rng.normal(size=(5, 8, 8, 10, 2)); p = t + 0.2 * rng.normal(size=t.shape)
     valid = rng.random(t.shape[:4]) > 0.2
@@ -537,7 +537,7 @@ def test_upstream_metrics_with_a_mask_ignore_invalid_points():
 
 
 def test_upstream_scores_are_the_metrics_per_field_and_together():
-    from simreal_nb.metrics import upstream_scores, mae, r2, ke_error, freq_error, frmse_relative, UPSTREAM_METRICS
+    from simreal_nb.core.metrics import upstream_scores, mae, r2, ke_error, freq_error, frmse_relative, UPSTREAM_METRICS
     rng = np.random.default_rng(3)
     t = rng.standard_normal((6, 8, 6, 10, 3))  # chunks of 3 samples: R² is defined on each
     p = t + 0.3 * rng.standard_normal(t.shape)
@@ -579,7 +579,7 @@ def _mvpe_loops(pred, target, d, cx, cy, sub_s, batch):
                                                 ((4, 6, 64, 128, 2), (18, 16, 32), 1),   # controlled cylinder
                                                 ((3, 5, 64, 128, 2), (18, 32, 32), 2)])  # the cylinder's geometry on a grid at step 2
 def test_mvpe_matches_a_literal_reference(shape, geom, sub_s):
-    from simreal_nb.metrics import mvpe, probe_points
+    from simreal_nb.core.metrics import mvpe, probe_points
     rng = np.random.default_rng(5)
     t = rng.standard_normal(shape)
     p = t + 0.2 * rng.standard_normal(shape) + 0.05
@@ -592,7 +592,7 @@ def test_mvpe_matches_a_literal_reference(shape, geom, sub_s):
 
 
 def test_upstream_scores_mvpe_reads_the_velocity_probes():
-    from simreal_nb.metrics import upstream_scores, mvpe, probe_points
+    from simreal_nb.core.metrics import upstream_scores, mvpe, probe_points
     rng = np.random.default_rng(4)
     t = rng.standard_normal((3, 6, 64, 128, 3))
     p = t + 0.1 * rng.standard_normal(t.shape) + 0.02

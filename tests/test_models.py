@@ -2,8 +2,8 @@
 import os, warnings
 import pytest
 import torch
-from simreal_nb.models import make_model, save_model, load_model, n_params, CAPACITIES, CheckpointError
-from simreal_nb.nets import ModelInputError, FieldAttentionNet
+from simreal_nb.models.factory import make_model, save_model, load_model, n_params, CAPACITIES, CheckpointError
+from simreal_nb.models.nets import ModelInputError, FieldAttentionNet
 
 GRID = (16, 32)
 ARCHS = ('fan', 'fno', 'unet')

@@ -2,9 +2,9 @@
 from pathlib import Path
 import pytest
 import torch
-from simreal_nb.errors import InputError
-from simreal_nb.store import CheckpointError
-from simreal_nb.morph import (MORPH, MORPH_SIZES, MorphCheckpointError, MorphInputError, morph, load_morph,
+from simreal_nb.core.errors import InputError
+from simreal_nb.core.store import CheckpointError
+from simreal_nb.models.morph import (MORPH, MORPH_SIZES, MorphCheckpointError, MorphInputError, morph, load_morph,
                               infer_morph_config, morph_layout, to_morph, from_morph, patch_rule)
 
 DATA = Path(__file__).parent / 'data' / 'morph'
@@ -131,8 +131,8 @@ def test_contract_layout():
 # ---- MORPH behind the shared interface (models.MorphField, make_model('morph', ...)) ----
 
 def test_capacities_hold_morph_sizes():
-    from simreal_nb.models import CAPACITIES, ARCHS
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.factory import CAPACITIES, ARCHS
+    from simreal_nb.models.nets import MorphField
     assert ARCHS['morph'] is MorphField
     for cap in ('Ti', 'S', 'M', 'L'):
         assert {k: CAPACITIES[cap]['morph'][k] for k in MORPH_SIZES[cap]} == MORPH_SIZES[cap]
@@ -142,8 +142,8 @@ def test_capacities_hold_morph_sizes():
 
 
 def test_morph_field_mixed_batch_equals_each_sample_alone(tmp_path):
-    from simreal_nb.models import save_model, load_model
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.factory import save_model, load_model
+    from simreal_nb.models.nets import MorphField
     torch.manual_seed(0)
     m = MorphField(grid=(16, 32), n_in=2, n_out=2, n_cond=1, dim=32, heads=2, heads_xa=4, depth=1, mlp_dim=32).eval()
     x, cond = torch.randn(3, 2, 3, 16, 32), torch.randn(3, 1)
@@ -161,7 +161,7 @@ def test_morph_field_mixed_batch_equals_each_sample_alone(tmp_path):
 
 def test_morph_field_is_morph_on_one_field_set():
     "Without conditioning and with every sample's fields alike, MorphField is MORPH on the contract's MORPH layout."
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.nets import MorphField
     torch.manual_seed(0)
     m = MorphField(fields=('u', 'v'), grid=(16, 16), n_in=2, dim=32, heads=2, heads_xa=4, depth=1, mlp_dim=32).eval()
     x = torch.randn(2, 2, 2, 16, 16)
@@ -172,10 +172,10 @@ def test_morph_field_is_morph_on_one_field_set():
 
 def test_make_model_morph_Ti_trains_on_cylinder_windows():
     from torch.utils.data import default_collate
-    from simreal_nb.systems import make_twins
-    from simreal_nb.domains import make_domain_data
-    from simreal_nb.models import make_model
-    from simreal_nb.trainer import train, FIXED_BUDGET
+    from simreal_nb.twins.systems import make_twins
+    from simreal_nb.data.domains import make_domain_data
+    from simreal_nb.models.factory import make_model
+    from simreal_nb.training.trainer import train, FIXED_BUDGET
     tw = make_twins('cylinder', size='test')
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     torch.manual_seed(0)
@@ -199,8 +199,8 @@ TINY = dict(patch_size=4, dim=16, depth=2, heads=2, heads_xa=4, mlp_dim=32, conv
 
 def test_init_from_morph_checkpoint_is_morph(tmp_path):
     "MORPH's fine-tuned checkpoint (adapters folded in) into a MorphField of its widths: MORPH's own output, every checkpoint form."
-    from simreal_nb.models import init_weights, checkpoint_digest
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.factory import init_weights, checkpoint_digest
+    from simreal_nb.models.nets import MorphField
     for f in (DATA / 'morph_tiny_ckpt.pt', DATA / 'morph_tiny_dp.pt'):
         m = init_weights(MorphField(grid=(8, 12), n_in=2, **TINY), f).eval()
         assert not any(k.endswith(('.A', '.B')) for k in m.state_dict())
@@ -209,8 +209,8 @@ def test_init_from_morph_checkpoint_is_morph(tmp_path):
 
 
 def test_init_widens_the_time_table_as_morph_does():
-    from simreal_nb.models import init_weights
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.factory import init_weights
+    from simreal_nb.models.nets import MorphField
     sd = torch.load(DATA / 'morph_tiny_ckpt.pt', weights_only=True)['model_state_dict']
     table = sd['pos_encoding.pos_embedding']                                  # 2 time rows
     for n_in, rows in ((1, [0]), (2, [0, 1]), (3, [0, 1, 1]), (5, [0, 1, 0, 1, 1])):
@@ -219,8 +219,8 @@ def test_init_widens_the_time_table_as_morph_does():
 
 
 def test_init_refuses_what_does_not_fit(tmp_path):
-    from simreal_nb.models import init_weights, make_model, save_model
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.factory import init_weights, make_model, save_model
+    from simreal_nb.models.nets import MorphField
     with pytest.raises(MorphCheckpointError) as e:
         init_weights(MorphField(grid=(8, 12), n_in=2, **{**TINY, 'depth': 1, 'max_patches': 32}), DATA / 'morph_tiny_ckpt.pt')
     msg = str(e.value)
@@ -239,7 +239,7 @@ def test_init_refuses_what_does_not_fit(tmp_path):
 
 @pytest.mark.parametrize('level', ['latent', 'encoder', 'decoder', 'full'])
 def test_tune_level_trains_morphs_groups(level):
-    from simreal_nb.nets import MorphField
+    from simreal_nb.models.nets import MorphField
     m = MorphField(grid=(8, 12), n_in=2, n_cond=1, **TINY)
     names = set(m.tune_level(level))
     assert names == {k for k, p in m.named_parameters() if p.requires_grad}
@@ -262,11 +262,11 @@ def test_tune_level_trains_morphs_groups(level):
 
 def test_levels_through_the_trainer():
     "Sim→Exp at the latent level: the pre-training trains everything, the fine-tune the level; the frozen weights do not move."
-    from simreal_nb.systems import make_twins
-    from simreal_nb.domains import make_domain_data
-    from simreal_nb.nets import MorphField
-    from simreal_nb.trainer import train, FIXED_BUDGET
-    from simreal_nb.protocols import ProtocolError
+    from simreal_nb.twins.systems import make_twins
+    from simreal_nb.data.domains import make_domain_data
+    from simreal_nb.models.nets import MorphField
+    from simreal_nb.training.trainer import train, FIXED_BUDGET
+    from simreal_nb.training.protocols import ProtocolError
     tw = make_twins('cylinder', size='test')
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     torch.manual_seed(0)

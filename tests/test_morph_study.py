@@ -13,7 +13,7 @@ PROTOCOLS = ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled']
 
 def simreal(*args, timeout=600):
     env = {**os.environ, 'MPLBACKEND': 'Agg', 'OMP_NUM_THREADS': os.environ.get('OMP_NUM_THREADS', '1')}
-    return subprocess.run([sys.executable, '-c', 'from simreal_nb.cli import main; main()', *args],
+    return subprocess.run([sys.executable, '-c', 'from simreal_nb.face.cli import main; main()', *args],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
 
@@ -30,7 +30,7 @@ def morph_run(tmp_path_factory):
 @pytest.fixture(scope='module')
 def morph_fm(tmp_path_factory):
     "A checkpoint in MORPH's own format at MORPH-Ti's shapes (one time step, DataParallel's keys), random weights."
-    from simreal_nb.morph import morph
+    from simreal_nb.models.morph import morph
     torch.manual_seed(0)
     f = tmp_path_factory.mktemp('fm') / 'morph-Ti-FM-max_ar1.pth'
     torch.save({'epoch': 0, 'model_state_dict': torch.nn.DataParallel(morph('Ti', max_ar=1)).state_dict()}, f)
@@ -52,7 +52,7 @@ def test_morph_run_scores_every_protocol(morph_run):
 
 def test_train_from_a_runs_model_at_a_level(morph_run, tmp_path):
     init = morph_run / 'cells' / 'cylinder__Ti__morph__xall__joint__s0' / 'model.pt'
-    from simreal_nb.models import checkpoint_digest
+    from simreal_nb.models.factory import checkpoint_digest
     r = simreal('train', '--preset', 'test', '--arch', 'morph', '--capacity', 'Ti', '--protocol', 'sim_to_exp', '--init', str(init),
                 '--level', 'encoder', '--device', 'cpu', '--out', str(tmp_path / 'job'))
     assert r.returncode == 0, r.stderr[-3000:]
@@ -74,8 +74,8 @@ def test_run_from_morphs_checkpoint_every_protocol(morph_run, morph_fm, tmp_path
     assert bool(np.isfinite(s.sel(protocol=PROTOCOLS)).all())
     before = scores(morph_run / 'results.nc').score.sel(metric='rmse', field='all').squeeze(drop=True)
     assert not np.allclose(s.sel(protocol=PROTOCOLS), before.sel(protocol=PROTOCOLS))   # another start, other scores
-    from simreal_nb.runconfig import read_run_config
-    from simreal_nb.models import checkpoint_digest
+    from simreal_nb.study.runconfig import read_run_config
+    from simreal_nb.models.factory import checkpoint_digest
     _, cfg, _ = read_run_config(out / 'config.toml')
     assert (cfg.init, cfg.init_digest, cfg.level) == (str(morph_fm), checkpoint_digest(morph_fm), 'latent')
     for p in ('sim_only', 'joint'):

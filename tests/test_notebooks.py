@@ -11,7 +11,7 @@ import pytest
 
 NBS = Path(__file__).resolve().parents[1] / 'nbs'
 NOTEBOOKS = sorted(p.relative_to(NBS).as_posix() for p in NBS.rglob('*.ipynb') if '.ipynb_checkpoints' not in p.parts)
-TEACHING = ['10_store.ipynb', '16_realpdebench.ipynb', '41_beyond.ipynb', '82_rigs.ipynb', '95_bench.ipynb']  # refilled and kept so
+TEACHING = ['core/10_store.ipynb', 'data/16_realpdebench.ipynb', 'training/41_beyond.ipynb', 'checks/82_rigs.ipynb', 'face/95_bench.ipynb']  # refilled and kept so
 QUIET = {'print', 'display'}  # calls whose output a reader should see
 
 def shows_something(source:str) -> bool:

@@ -4,12 +4,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as nn
-from simreal_nb.systems import load_twins
-from simreal_nb.domains import make_domain_data
-from simreal_nb.evaluation import Persistence
-from simreal_nb.grid import Grid
-from simreal_nb.experiment import run_experiment
-from simreal_nb.physics import (PhysicsCheckError, DIV_FACTOR, EXTREME_C, divergence, vorticity, divergence_check,
+from simreal_nb.twins.systems import load_twins
+from simreal_nb.data.domains import make_domain_data
+from simreal_nb.study.evaluation import Persistence
+from simreal_nb.study.grid import Grid
+from simreal_nb.study.experiment import run_experiment
+from simreal_nb.checks.physics import (PhysicsCheckError, DIV_FACTOR, EXTREME_C, divergence, vorticity, divergence_check,
                                 causality_check, extreme_check, check_model, physics_check, physics_table, load_cell_model,
                                 Divergent, CommandEcho, Fragile)
 
@@ -82,8 +82,8 @@ def test_causality_check(ctl):
 
 def test_causality_future_frames_never_move_the_past(ctl, run):
     "A trained model: the prediction at frame t does not change when only the inputs after t change."
-    from simreal_nb.physics import _run_config
-    from simreal_nb.grid import Cell
+    from simreal_nb.checks.physics import _run_config
+    from simreal_nb.study.grid import Cell
     cfg, _ = _run_config(run)
     m = load_cell_model(run, Cell.from_key('controlled__S__fno__xall__joint__s0'), cfg, ctl[0])
     r = causality_check(m, ctl[0].exp['test'], horizon=4, k=1, delta=5.0)
@@ -154,7 +154,7 @@ def test_physics_check_errors(run, tmp_path):
 
 def test_energy_budget_closes_on_the_laminar_kolmogorov_flow():
     "u = U0 sin(k y), U0 = chi / (nu k^2 + alpha), is a steady solution: forcing = dissipation + drag, dE/dt = 0."
-    from simreal_nb.physics import energy_budget
+    from simreal_nb.checks.physics import energy_budget
     n, L, k, nu, alpha, chi = 128, 2 * np.pi, 4, 0.01, 0.1, 1.0
     y = x = np.arange(n) * L / n
     U0 = chi / (nu * k ** 2 + alpha)
@@ -166,7 +166,7 @@ def test_energy_budget_closes_on_the_laminar_kolmogorov_flow():
 
 
 def test_energy_check_judges_the_turbulence_only(ctl):
-    from simreal_nb.physics import energy_check, Pumped
+    from simreal_nb.checks.physics import energy_check, Pumped
     kol = load_twins('kolmogorov', size='test')
     dk = make_domain_data(kol['sim'], kol['exp'], n_in=1, n_out=1, fracs=(0.5, 0.25, 0.25))
     ok, bad = energy_check(Persistence(), dk, horizon=6), energy_check(Pumped(), dk, horizon=6)
@@ -176,8 +176,8 @@ def test_energy_check_judges_the_turbulence_only(ctl):
 
 def test_a_run_directory_rebuilds_its_models_alone(run):
     "Each trained cell leaves model.pt (`models.save_model`: class, arguments, version, weights): it loads with no config or data, and holds the final checkpoint's weights."
-    from simreal_nb.models import load_model
-    from simreal_nb.store import load_torch
+    from simreal_nb.models.factory import load_model
+    from simreal_nb.core.store import load_torch
     d = run / 'cells' / 'controlled__S__fno__xall__joint__s0'
     m, ck = load_model(d / 'model.pt'), load_torch(d / 'last.pt')
     assert ck['history']['done'] and m.state_dict().keys() == ck['model'].keys()

@@ -1,13 +1,13 @@
 "PIV import checked against real PIV files (Insight, OpenPIV, PIVlab, LaVision VC7): pivpy's samples, shipped in tests/data/piv."
-from simreal_nb.flags import is_user_error
+from simreal_nb.face.flags import is_user_error
 import importlib.util, os, shutil
 from pathlib import Path
 import numpy as np, pytest, xarray as xr
 from numpy.testing import assert_allclose, assert_array_equal
-from simreal_nb.piv import (PIVFormatError, read_frames, read_piv, import_piv, piv_format, norm_units, to_si,
+from simreal_nb.data.piv import (PIVFormatError, read_frames, read_piv, import_piv, piv_format, norm_units, to_si,
                             to_sim_grid)
-from simreal_nb.store import read_dataset
-from simreal_nb.align import example_pair
+from simreal_nb.core.store import read_dataset
+from simreal_nb.data.align import example_pair
 
 
 DATA = Path(__file__).resolve().parent / 'data' / 'piv'  # a few of pivpy 0.4.0's sample files (README.md there)
@@ -285,7 +285,7 @@ def test_bad_fmt_and_units_of_one_file():
         read_frames(data(INSIGHT), fmt='davis')
     with pytest.raises(PIVFormatError, match=r"read_frames: `units`='mm'; expected a \(length, velocity\) pair"):
         read_frames(data(INSIGHT), units='mm')
-    from simreal_nb.piv import read_openpiv
+    from simreal_nb.data.piv import read_openpiv
     with pytest.raises(PIVFormatError, match=r"read_openpiv: `units`=\['mm'\]; expected a \(length, velocity\) pair"):
         read_openpiv(data(OPENPIV5), units=['mm'])
 
@@ -295,7 +295,7 @@ def test_complex_velocities_are_refused_naming_the_array(tmp_path, capsys, layou
     "A PIVlab file whose u is complex: `data import piv` exits 2 in one line naming the file and the array (never a ComplexWarning and the imaginary part dropped), nothing written."
     import warnings
     import scipy.io
-    from simreal_nb import cli
+    from simreal_nb.face import cli
     y, x = np.mgrid[0:3, 0:4].astype(float)
     u = (np.ones((3, 4)) + 1j).astype(complex)
     cell = lambda a: np.array([a], dtype=object)

@@ -1,9 +1,9 @@
 "A run's progress comes back from the pool's workers while their cells train, and a run ends with a short summary."
 import io
 from dataclasses import replace
-from simreal_nb.grid import PRESETS, Grid
-from simreal_nb.executors import map_cells, local_pool, stop_pool, progress_path
-from simreal_nb.progress import Bar, read_progress
+from simreal_nb.study.grid import PRESETS, Grid
+from simreal_nb.study.executors import map_cells, local_pool, stop_pool, progress_path
+from simreal_nb.core.progress import Bar, read_progress
 
 
 def test_bar_advances_before_the_first_cell_ends(tmp_path):

@@ -25,13 +25,13 @@ def floats(*a, **kw):
     "Hypothesis floats without subnormals: a library loaded with flush-to-zero (fast-math) makes them unrepresentable."
     return st.floats(*a, allow_subnormal=False, **kw)
 
-from simreal_nb.schema import FIELDS, FIELD_META, DIMS, DataContractError, validate
-from simreal_nb.align import Normalizer, regrid, resample_time, split_trajs
-from simreal_nb.domains import WindowDataset, make_domain_data
-from simreal_nb.metrics import MetricInputError, frmse, rel_l2, rmse, score_fields
-from simreal_nb.models import make_model
-from simreal_nb.nets import ModelInputError
-from simreal_nb.evaluation import MeanField, Persistence, rollout
+from simreal_nb.core.schema import FIELDS, FIELD_META, DIMS, DataContractError, validate
+from simreal_nb.data.align import Normalizer, regrid, resample_time, split_trajs
+from simreal_nb.data.domains import WindowDataset, make_domain_data
+from simreal_nb.core.metrics import MetricInputError, frmse, rel_l2, rmse, score_fields
+from simreal_nb.models.factory import make_model
+from simreal_nb.models.nets import ModelInputError
+from simreal_nb.study.evaluation import MeanField, Persistence, rollout
 
 torch.set_num_threads(1)
 SCALES = dict(scale_u=1.0, scale_v=1.0, scale_p=0.5)
@@ -776,8 +776,8 @@ def _mutate_h5(path, key, how):
        horizon=st.sampled_from([None, 1, 2 ** 64]))
 def test_a_mutated_realpdebench_download_imports_or_is_refused_in_one_line(tmp_path_factory, key, how, which, horizon):
     import contextlib, io
-    from simreal_nb import cli
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.face import cli
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     root = tmp_path_factory.mktemp('rpd')
     sdir = write_example_realpdebench(root, 'cylinder', T=6, H=4, W=6)
     changed = _mutate_h5(sorted((sdir / which).glob('*.h5'))[0], key, how)
@@ -798,8 +798,8 @@ def test_a_mutated_realpdebench_download_imports_or_is_refused_in_one_line(tmp_p
 
 def test_both_realpdebench_layouts_give_the_same_grid_by_default(tmp_path):
     "The importer's default steps (upstream's): the raw HDF5 files stepped through, the Arrow files (stored subsampled by upstream's converter) read as they are: one grid."
-    from simreal_nb import cli
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.face import cli
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     pytest.importorskip('pyarrow')
     grids = {}
     for lay in ('hdf5', 'arrow'):
@@ -817,8 +817,8 @@ def test_both_realpdebench_layouts_give_the_same_grid_by_default(tmp_path):
                                           ('y', 'strings', 'holds strings'), ('measured_data/u', 'zero_height', 'each >= 1')])
 def test_each_malformed_realpdebench_array_is_named(tmp_path, capsys, key, how, says):
     "A complex field (once imported with only a ComplexWarning), a group or strings for a field or a grid, frames of zero height: exit 2 naming the array."
-    from simreal_nb import cli
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.face import cli
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     sdir = write_example_realpdebench(tmp_path, 'cylinder', T=6, H=4, W=6)
     assert _mutate_h5(sorted((sdir / 'real').glob('*.h5'))[0], key, how)
     with warnings.catch_warnings():
@@ -856,7 +856,7 @@ def _mutate_text(text:str, how:str, at:float, token:str) -> bytes:
 def test_a_mutated_piv_file_imports_or_is_refused_in_one_line(tmp_path_factory, fmt, how, at, token):
     "A PIV text file edited at random (truncated, tokens replaced by NaN, inf, overflowing or non-numbers, header gone, bytes, columns missing): exit 0 or exit 2 with one line, and nothing half-written."
     import contextlib, io
-    from simreal_nb import cli
+    from simreal_nb.face import cli
     rel, extra = _PIV_TEXTS[fmt]
     root = tmp_path_factory.mktemp('piv')
     src = __import__("pathlib").Path(__file__).resolve().parent / "data" / "piv" / rel

@@ -7,13 +7,13 @@ import pytest
 import torch
 import torch.nn as nn
 
-from simreal_nb.protocols import PROTOCOLS
-from simreal_nb.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, collate, get_protocol,
+from simreal_nb.training.protocols import PROTOCOLS
+from simreal_nb.training.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, collate, get_protocol,
                                   masked_mse)
-from simreal_nb.step import Stepper, combine_grads
-from simreal_nb.protocols import Phase
-from simreal_nb.trainer import FIXED_BUDGET, History, Trainer, train
-from simreal_nb.store import CheckpointError, load_torch
+from simreal_nb.training.step import Stepper, combine_grads
+from simreal_nb.training.protocols import Phase
+from simreal_nb.training.trainer import FIXED_BUDGET, History, Trainer, train
+from simreal_nb.core.store import CheckpointError, load_torch
 
 
 # ---------------------------------------------------------------------------------------------------------- fixtures
@@ -124,7 +124,7 @@ def test_lambda_error_names_the_argument():
 
 def test_names_round_trip():
     assert [get_protocol(n).name for n in PROTOCOLS] == list(PROTOCOLS)
-    from simreal_nb.protocols import joint_name
+    from simreal_nb.training.protocols import joint_name
     for lam in (0.5, 0.3, 0.25, 1.0, 0.0):
         assert Joint(lam).name == joint_name(lam)
         assert Joint(lam, combiner='cagrad').name == joint_name(lam).replace('joint', 'joint_cagrad')
@@ -133,7 +133,7 @@ def test_names_round_trip():
 
 def test_protocols_only_trains():
     "Scoring lives in evaluation, files in store, the protocol vocabulary here and not in metrics: one of each."
-    import simreal_nb.metrics as metrics, simreal_nb.protocols as P, simreal_nb.store as store
+    import simreal_nb.core.metrics as metrics, simreal_nb.training.protocols as P, simreal_nb.core.store as store
     assert P.CheckpointError is store.CheckpointError and not hasattr(metrics, 'PROTOCOLS')
     gone = ('evaluate', 'rollout', 'predict_windows', 'EVAL_MODES', 'score_fields', 'atomic_save', 'atomic_write_text',
             'load_checkpoint', '_check_lam', '_is_truth', '_attrs_of')
@@ -143,7 +143,7 @@ def test_protocols_only_trains():
 
 def test_definitions_step_and_trainer_apart():
     "The protocol definitions, the training step and the trainer are three modules, each importing only the ones below it."
-    import simreal_nb.protocols as P, simreal_nb.step as S, simreal_nb.trainer as T
+    import simreal_nb.training.protocols as P, simreal_nb.training.step as S, simreal_nb.training.trainer as T
     assert [n for n in ('Stepper', 'combine_grads', 'DIRECTIONS', 'Trainer', 'TrainConfig', 'History', 'train') if hasattr(P, n)] == []
     assert [n for n in ('Trainer', 'TrainConfig', 'History', 'rng_state', 'train', 'Joint') if hasattr(S, n)] == []
     assert T.Stepper is S.Stepper and T.get_protocol is P.get_protocol and S.masked_mse is P.masked_mse
@@ -323,7 +323,7 @@ def test_resume_after_kill(toy, tmp_path):
         sys.path.insert(0, {str(here)!r})
         torch.set_num_threads(1)
         from test_protocols import toy_data, net, KW
-        from simreal_nb.trainer import train
+        from simreal_nb.training.trainer import train
         def kill(tr):
             if tr.updates_done == 13: os.kill(os.getpid(), signal.SIGKILL)
         train(net(), toy_data(), 'joint', steps=24, ckpt_every=5, ckpt_dir={str(tmp_path / 'k')!r}, callbacks=[kill], **KW)
@@ -463,8 +463,8 @@ import os, sys, torch, torch.distributed as dist
 sys.path.insert(0, {here!r})
 torch.set_num_threads(1)
 from test_protocols import toy_data, net, KW
-from simreal_nb.trainer import train
-from simreal_nb.store import load_torch
+from simreal_nb.training.trainer import train
+from simreal_nb.core.store import load_torch
 rank, world = int(sys.argv[1]), 2
 dist.init_process_group('gloo', init_method='file://{tmp}/pg', rank=rank, world_size=world)
 toy = toy_data()
@@ -503,7 +503,7 @@ def test_data_parallel_two_ranks(tmp_path):
 
 def test_control_copies_joint_updates_windows_and_cuts(toy, tmp_path):
     "An equal-exposure control makes exactly Joint's updates, at Joint's windows per update, on Joint's replayed schedule."
-    from simreal_nb.protocols import ExpOnly, SimToExp, EXPOSURE_CONTROLS
+    from simreal_nb.training.protocols import ExpOnly, SimToExp, EXPOSURE_CONTROLS
     kw = KW | dict(steps=60, eval_every=5, patience=1, min_delta=0.2, schedule='plateau', lr=0.05, warmup=0)
     hj = train(net(), toy, 'joint', **kw)
     cuts = [(k, s) for ph, k, s in hj.lr_cuts if ph == 0]
@@ -526,7 +526,7 @@ def test_control_copies_joint_updates_windows_and_cuts(toy, tmp_path):
 
 def test_replayed_control_resumes_like_an_uninterrupted_one(toy, tmp_path):
     "Interrupted inside a replayed schedule: resuming gives the uninterrupted run, bitwise."
-    from simreal_nb.protocols import ExpOnly
+    from simreal_nb.training.protocols import ExpOnly
     p = ExpOnly(match=22, lr_cuts=[(10, 0.2), (15, 0.2)])
     ref, href = _run(toy, tmp_path / 'a', p, eval_every=1, warmup=0)
     with pytest.raises(KeyboardInterrupt): _run(toy, tmp_path / 'b', p, stop_at=13, eval_every=1, warmup=0)

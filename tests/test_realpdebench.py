@@ -1,5 +1,5 @@
 """RealPDEBench loader: miniature files written here in the two published layouts (raw HDF5 and Hugging Face Arrow)."""
-from simreal_nb.flags import is_user_error
+from simreal_nb.face.flags import is_user_error
 import json
 import warnings
 
@@ -9,10 +9,10 @@ import numpy.testing as npt
 import pytest
 import xarray as xr
 
-from simreal_nb.realpdebench import import_realpdebench, load_realpdebench
-from simreal_nb.realpdebench_files import RealPDEBenchError, parse_sim_id, scan_realpdebench
-from simreal_nb.schema import validate
-from simreal_nb.store import read_dataset
+from simreal_nb.data.realpdebench import import_realpdebench, load_realpdebench
+from simreal_nb.data.realpdebench_files import RealPDEBenchError, parse_sim_id, scan_realpdebench
+from simreal_nb.core.schema import validate
+from simreal_nb.core.store import read_dataset
 
 pa = pytest.importorskip('pyarrow')
 
@@ -183,7 +183,7 @@ def test_import_writes_both_files(tmp_path):
 
 
 def test_aligns_with_the_package(tmp_path):
-    from simreal_nb.align import align_domains
+    from simreal_nb.data.align import align_domains
     write_h5(tmp_path, 'cylinder', NAMES)
     out = load_realpdebench(tmp_path, 'cylinder')
     s, e = align_domains(out['sim'], out['exp'])
@@ -279,7 +279,7 @@ def test_bad_argument_checked_before_any_file(tmp_path):
 
 
 def test_bad_name_and_example_layout(tmp_path):
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     write_h5(tmp_path / 'dl', 'cylinder', NAMES)
     for name in ('a/b', 'x y', 7):
         with pytest.raises(RealPDEBenchError, match=r"name=.*; expected a plain file stem \(letters, digits, _ \. -\)"):
@@ -293,8 +293,8 @@ def test_bad_name_and_example_layout(tmp_path):
 def test_cli_resolutions_selections_and_frame_cuts(tmp_path, capsys):
     "`simreal data import realpdebench`: upstream's per-domain steps by default, --sub-s/--frames/--sim-ids/--groups/--horizon passed on, bad values exit 2."
     import xarray as xr
-    from simreal_nb import cli
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.face import cli
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     raw = write_example_realpdebench(tmp_path / 'raw', 'cylinder', T=60, H=12, W=20).parent
     cli.main(['data', 'import', 'realpdebench', str(raw), '--scenario', 'cylinder', '--out', str(tmp_path / 'a')])
     with xr.open_dataset(tmp_path / 'a' / 'cylinder_sim.nc') as s, xr.open_dataset(tmp_path / 'a' / 'cylinder_exp.nc') as e:
@@ -321,9 +321,9 @@ def test_cli_resolutions_selections_and_frame_cuts(tmp_path, capsys):
 
 @pytest.mark.parametrize('layout, compress', [('hdf5', False), ('arrow', True)])
 def test_streamed_import_equals_the_load(tmp_path, layout, compress):
-    from simreal_nb.realpdebench import BLOCK_FRAMES
-    from simreal_nb.realpdebench_files import write_example_realpdebench
-    from simreal_nb.store import write_dataset
+    from simreal_nb.data.realpdebench import BLOCK_FRAMES
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
+    from simreal_nb.core.store import write_dataset
     n = 2 * BLOCK_FRAMES + 22  # three blocks per trajectory, the last one short
     sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout=layout, T=n, H=6, W=10)
     if layout == 'hdf5':  # one NaN in the second block of the second trajectory: the mask starts after blocks were written
@@ -343,7 +343,7 @@ def test_streamed_import_equals_the_load(tmp_path, layout, compress):
 
 
 def test_scale_sums_match_numpy(tmp_path):
-    from simreal_nb.realpdebench import ScaleSums
+    from simreal_nb.data.realpdebench import ScaleSums
     rng = np.random.default_rng(1)
     u, v, p = rng.normal(1, 2, (3, 50, 4)), rng.normal(0, 1, (3, 50, 4)), rng.normal(1e4, 3, (3, 50, 4))  # p: large mean, small spread
     p[0, 3, 1] = np.nan
@@ -357,8 +357,8 @@ def test_scale_sums_match_numpy(tmp_path):
 
 def test_failed_import_leaves_nothing(tmp_path, monkeypatch):
     import errno
-    from simreal_nb import store
-    from simreal_nb.realpdebench_files import write_example_realpdebench
+    from simreal_nb.core import store
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', T=150)
     (tmp_path / 'out').mkdir()
     calls, write = [], store.BlockWriter.write
@@ -399,9 +399,9 @@ def _upstream_like_splits(sdir, ids, groups, T, span, interval=5, trunk=10, seed
 
 
 def test_study_uses_exactly_the_published_windows(tmp_path):
-    from simreal_nb.domains import make_domain_data
-    from simreal_nb.evaluation import Persistence, evaluate_groups, long_windows
-    from simreal_nb.realpdebench_files import SCENARIOS, write_example_realpdebench
+    from simreal_nb.data.domains import make_domain_data
+    from simreal_nb.study.evaluation import Persistence, evaluate_groups, long_windows
+    from simreal_nb.data.realpdebench_files import SCENARIOS, write_example_realpdebench
     ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
     groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))
     T, span = 60, SCENARIOS['cylinder']['horizon']
@@ -433,9 +433,9 @@ def test_study_uses_exactly_the_published_windows(tmp_path):
 def test_run_on_published_windows_end_to_end(tmp_path):
     "`run_experiment(data=...)` on an imported pair with published windows: trained on them, scored per published test group."
     from dataclasses import replace
-    from simreal_nb.grid import PRESETS, Grid
-    from simreal_nb.experiment import run_experiment
-    from simreal_nb.realpdebench_files import SCENARIOS, write_example_realpdebench
+    from simreal_nb.study.grid import PRESETS, Grid
+    from simreal_nb.study.experiment import run_experiment
+    from simreal_nb.data.realpdebench_files import SCENARIOS, write_example_realpdebench
     ids = ('1000.h5', '1200.h5', '1400.h5', '1600.h5', '1800.h5', '2000.h5', '2200.h5')
     groups = dict(zip(ids, ('out_dist', 'remain', 'remain', 'in_dist', 'remain', 'remain', 'out_dist')))
     sdir = write_example_realpdebench(tmp_path / 'dl', 'cylinder', layout='arrow', sim_ids=ids, T=60, H=8, W=16)
@@ -450,10 +450,10 @@ def test_run_on_published_windows_end_to_end(tmp_path):
 
 def test_mvpe_in_the_scores_of_imported_cylinder_data(tmp_path):
     "The wake probes travel from the import (physical coordinates) to the scored grid, and the MVPE is scored there."
-    from simreal_nb.domains import make_domain_data
-    from simreal_nb.evaluation import Persistence, evaluate, probe_index
-    from simreal_nb.metrics import probe_points
-    from simreal_nb.realpdebench_files import PROBES, write_example_realpdebench
+    from simreal_nb.data.domains import make_domain_data
+    from simreal_nb.study.evaluation import Persistence, evaluate, probe_index
+    from simreal_nb.core.metrics import probe_points
+    from simreal_nb.data.realpdebench_files import PROBES, write_example_realpdebench
     ids = ('1000.h5', '1400.h5', '1800.h5', '2200.h5', '2600.h5')
     write_example_realpdebench(tmp_path / 'dl', 'cylinder', sim_ids=ids, T=12, H=64, W=128)
     paths = import_realpdebench(tmp_path / 'dl', 'cylinder', tmp_path / 'data', sub_s=1)

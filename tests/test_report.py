@@ -1,11 +1,11 @@
 "The report on a hand-built results Dataset whose statistics are computed by hand, and the ranking comparison."
 import json, math
 import numpy as np, pytest, xarray as xr
-from simreal_nb import report as R, report_tables as RT, report_verdicts as RV
-from simreal_nb.analysis import PAPER, LAMS, synthetic_score, synthetic_results
-from simreal_nb.protocols import protocol_coords
-from simreal_nb.report import report_text, write_report
-from simreal_nb.report_tables import md_table, protocol_ranking, ranking_agreement
+from simreal_nb.reading import report as R, report_tables as RT, report_verdicts as RV
+from simreal_nb.reading.analysis import PAPER, LAMS, synthetic_score, synthetic_results
+from simreal_nb.training.protocols import protocol_coords
+from simreal_nb.reading.report import report_text, write_report
+from simreal_nb.reading.report_tables import md_table, protocol_ranking, ranking_agreement
 
 # Per setting, (held-out sim error, held-out exp error) of each protocol, the same on every field and metric.
 # bM(0.5): A: joint 0.2 < sim_to_exp 0.35 < sim_only 0.5 < exp_only 0.55  -> reduction (0.35-0.2)/0.35  = 42.857 %
@@ -341,7 +341,7 @@ def test_optional_figures_and_sections(tmp_path):
 
 
 def test_figures_small(seeded):
-    from simreal_nb.report_figures import learning_curves, error_vs_n_figure
+    from simreal_nb.reading.report_figures import learning_curves, error_vs_n_figure
     fig = learning_curves(seeded)
     assert fig.dpi <= 80 and all(a.get_yscale() == 'log' for a in fig.axes if a.get_visible())
     assert [a.get_title() for a in fig.axes] == [f'{s}/S: {o}' for s in 'AB' for o in ('sim', 'exp', 'sim + exp')]  # one objective per axis

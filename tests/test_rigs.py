@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 import torch
 
-from simreal_nb.rigs import (FP_NAMES, RIGS, RigError, circulation, fingerprint, make_rigs, rig_holdout, standardise,
+from simreal_nb.checks.rigs import (FP_NAMES, RIGS, RigError, circulation, fingerprint, make_rigs, rig_holdout, standardise,
                              with_fingerprint)
 
 

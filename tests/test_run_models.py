@@ -6,8 +6,8 @@ import json, os, subprocess, sys
 from pathlib import Path
 
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
-CODE = 'from simreal_nb.cli import main; main()'
-CHANGED = ("from simreal_nb import models; models.CAPACITIES['S']['fno'] = {**models.CAPACITIES['S']['fno'], 'width': 16}\n"
+CODE = 'from simreal_nb.face.cli import main; main()'
+CHANGED = ("from simreal_nb.models import factory as models; models.CAPACITIES['S']['fno'] = {**models.CAPACITIES['S']['fno'], 'width': 16}\n"
            + CODE)  # the same command, by code whose default FNO width at S is 16
 ARGS = ['run', '--preset', 'test', '--systems', 'kolmogorov', '--capacities', 'S', '--protocols', 'sim_only', '--workers', '0']
 

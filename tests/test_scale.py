@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 import xarray as xr
-from simreal_nb import cli
-from simreal_nb.store import load_torch
-from simreal_nb.grid import GridError
-from simreal_nb.rundir import RunLock
+from simreal_nb.face import cli
+from simreal_nb.core.store import load_torch
+from simreal_nb.study.grid import GridError
+from simreal_nb.study.rundir import RunLock
 
 torch.set_num_threads(1)  # the in-process dask worker below trains with one thread, like the OMP_NUM_THREADS=1 subprocesses
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
-CODE = 'from simreal_nb.cli import main; main()'
+CODE = 'from simreal_nb.face.cli import main; main()'
 BIN = Path(sys.executable).parent
 SIMREAL = [str(BIN / 'simreal')] if (BIN / 'simreal').exists() else [sys.executable, '-c', CODE]
 TORCHRUN = [str(BIN / 'torchrun')] if (BIN / 'torchrun').exists() else [sys.executable, '-m', 'torch.distributed.run']

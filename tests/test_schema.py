@@ -1,7 +1,7 @@
 "Every error of the data-contract validator: type, and a message naming the variable and the expectation."
-from simreal_nb.flags import is_user_error
+from simreal_nb.face.flags import is_user_error
 import numpy as np, pytest, xarray as xr
-from simreal_nb.schema import (FIELDS, FIELD_META, DIMS, DataContractError, validate, fields_of, input_names,
+from simreal_nb.core.schema import (FIELDS, FIELD_META, DIMS, DataContractError, validate, fields_of, input_names,
                                reference_scales)
 
 

@@ -4,10 +4,10 @@ copied from another realisation) is refused naming them, and the twin cache's en
 import json, os, shutil, subprocess, sys, time
 from pathlib import Path
 import pytest
-from simreal_nb.store import SetError, read_dataset, write_set, check_set, is_temporary
+from simreal_nb.core.store import SetError, read_dataset, write_set, check_set, is_temporary
 
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
-CODE = 'from simreal_nb.cli import main; main()'
+CODE = 'from simreal_nb.face.cli import main; main()'
 
 
 def simreal(*args, cache, **kw):
@@ -40,7 +40,7 @@ def test_two_data_makes_into_one_out_one_is_refused(tmp_path):
 
 def test_a_set_of_two_realisations_is_refused_naming_the_member(tmp_path):
     "exp_truth of seed 1 beside sim and exp of seed 0 (what an interrupted --overwrite left before): `run --data` refuses in one line, before any folder is made."
-    from simreal_nb.systems import write_twins
+    from simreal_nb.twins.systems import write_twins
     cache = tmp_path / 'cache'
     a = write_twins('kolmogorov', tmp_path / 'data', seed=0, size='test', cache_dir=cache)
     b = write_twins('kolmogorov', tmp_path / 'other', seed=1, size='test', cache_dir=cache)
@@ -59,7 +59,7 @@ def test_a_set_of_two_realisations_is_refused_naming_the_member(tmp_path):
 
 def test_a_crash_between_the_renames_leaves_a_set_that_is_refused(tmp_path, monkeypatch):
     "Killed after the set's record and one rename: the members disagree with the record, and a reader says so; written again, the set reads."
-    from simreal_nb import store
+    from simreal_nb.core import store
     import xarray as xr, numpy as np
     ds = lambda v: xr.Dataset({'a': ('x', np.full(3, v))})
     write_set(tmp_path, 'pair', {'one': ('one.nc', ds(0.)), 'two': ('two.nc', ds(0.))}, dict(seed=0), validate=False)
@@ -81,7 +81,7 @@ def test_a_crash_between_the_renames_leaves_a_set_that_is_refused(tmp_path, monk
 
 def test_two_processes_filling_one_cache_entry_leave_one_whole_entry(tmp_path):
     "Two processes generating the same twin into an empty cache: both get the data, one entry (staged, renamed whole), no staging folder left."
-    code = ("import sys; from simreal_nb.systems import load_twins; "
+    code = ("import sys; from simreal_nb.twins.systems import load_twins; "
             "tw = load_twins('kolmogorov', seed=0, size='test', cache_dir=sys.argv[1]); print(tw['sim'].sizes['traj'])")
     ps = [subprocess.Popen([sys.executable, '-c', code, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=ENV) for _ in range(2)]

@@ -37,7 +37,7 @@ def test_dead_links_reads_real_tags_only(tmp_path):
 
 @pytest.fixture(scope='module')
 def site(tmp_path_factory):
-    from simreal_nb.docs import build_docs
+    from simreal_nb.face.docs import build_docs
     out = tmp_path_factory.mktemp('site_all')
     b = build_docs(out, execute=False, assets=False, verbose=False)  # every notebook, as committed
     assert not b.failed, [(p.notebook, p.error) for p in b.failed]

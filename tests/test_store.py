@@ -1,7 +1,7 @@
 "Atomic netCDF writes, loaded-and-closed reads, validation on read."
 import os, numpy as np, pytest, xarray as xr
-from simreal_nb.schema import DIMS, FIELD_META, DataContractError
-from simreal_nb.store import write_dataset, read_dataset
+from simreal_nb.core.schema import DIMS, FIELD_META, DataContractError
+from simreal_nb.core.store import write_dataset, read_dataset
 
 
 def make(domain='exp'):
@@ -90,7 +90,7 @@ def test_zarr(tmp_path):
 
 
 def test_block_writer_equals_write_dataset(tmp_path):
-    from simreal_nb.store import BlockWriter
+    from simreal_nb.core.store import BlockWriter
     ds = make()
     ds['valid'][0] = True  # the first trajectory all valid: the mask starts after blocks were written without one
     ds['v'][0] = ds.u[0]
@@ -110,7 +110,7 @@ def test_block_writer_equals_write_dataset(tmp_path):
 
 def test_block_writer_names_the_file_on_a_full_disk(tmp_path, monkeypatch):
     import errno, h5netcdf
-    from simreal_nb.store import BlockWriter
+    from simreal_nb.core.store import BlockWriter
     ds = make()
     w = BlockWriter(tmp_path / 'big.nc', ds.drop_vars(['u', 'v', 'valid']), {'u': ds.u.attrs})
     def full(self, key, value): raise OSError(errno.ENOSPC, 'No space left on device')

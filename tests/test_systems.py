@@ -1,15 +1,15 @@
 "Twin systems: contract, scales, determinism, a physical gap per system, learnable pressure, cache, errors."
-from simreal_nb.flags import is_user_error
+from simreal_nb.face.flags import is_user_error
 import json, os
 import numpy as np, pytest, xarray as xr
 import simreal_nb
-from simreal_nb import systems
-from simreal_nb.schema import FIELD_META, validate
-from simreal_nb.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, twin_key,
+from simreal_nb.twins import systems
+from simreal_nb.core.schema import FIELD_META, validate
+from simreal_nb.twins.systems import (SYSTEMS, list_systems, make_twins, load_twins, write_twins, twin_key,
                                 cache_root, gap_curve, probe_samples, pressure_hf_fraction, neighbour_ratio)
-from simreal_nb.twindata import GENERATOR_VERSION, SystemConfigError, measure, traj_design
-from simreal_nb.realpdebench import GROUPS
-from simreal_nb.schema import reference_scales
+from simreal_nb.twins.twindata import GENERATOR_VERSION, SystemConfigError, measure, traj_design
+from simreal_nb.data.realpdebench import GROUPS
+from simreal_nb.core.schema import reference_scales
 
 NAMES = ('cylinder', 'controlled', 'foil', 'kolmogorov')
 # exp physics switched off: exp_truth then differs from sim only by float round-off (the "null" gap)
@@ -231,7 +231,7 @@ def test_write_twins(tmp_path):
     paths = write_twins('kolmogorov', tmp_path / 'out', seed=0, size='test', cache_dir=tmp_path / 'c')
     assert {k: p.name for k, p in paths.items()} == dict(sim='kolmogorov_sim.nc', exp='kolmogorov_exp.nc',
                                                          exp_truth='kolmogorov_exp_truth.nc')
-    from simreal_nb.store import read_dataset
+    from simreal_nb.core.store import read_dataset
     tr = read_dataset(paths['exp_truth'], domain='exp_truth')
     assert int(tr.attrs['never_train']) == 1 and 'p' in tr and 'p' not in read_dataset(paths['exp'])
 
@@ -416,7 +416,7 @@ def test_window_truth(s, tmp_path):
     sm = lambda a: float(np.sqrt((np.diff(np.where(ok, a, 0), axis=-1)[ok[..., 1:] & ok[..., :-1]] ** 2).mean()))
     assert sm(tr.u_window.values) < 0.95 * sm(tr.u.values)      # smoother than the block mean: smaller neighbour differences
     assert np.abs(tr.u_window.values - tr.u.values)[fluid].max() > 0.01 * float(np.abs(tr.u).max())
-    from simreal_nb.store import write_dataset, read_dataset
+    from simreal_nb.core.store import write_dataset, read_dataset
     back = read_dataset(write_dataset(tr, tmp_path / 'exp_truth.nc', validate=False), validate=False)
     xr.testing.assert_identical(back[['u_window', 'v_window']], tr[['u_window', 'v_window']])
     assert back.attrs['window_fields'] == 'u_window v_window'
@@ -444,7 +444,7 @@ def _alive(pid):
 def test_fill_cache_children_end_with_a_killed_parent(tmp_path):
     "A run killed while its twins generate leaves no process behind generating on (and writing the cache)."
     import subprocess, sys, time
-    code = ("from simreal_nb.systems import fill_cache; "
+    code = ("from simreal_nb.twins.systems import fill_cache; "
             f"fill_cache([('cylinder', 11), ('foil', 11)], 'default', {str(tmp_path)!r}, {{}}, 2)")
     parent = subprocess.Popen([sys.executable, '-c', code])
     kids, deadline = [], time.time() + 120

@@ -2,10 +2,10 @@
 import subprocess, sys
 import numpy as np, pytest, xarray as xr
 from matplotlib.figure import Figure
-from simreal_nb.metrics import MetricInputError
-from simreal_nb.analysis import synthetic_score
-from simreal_nb.tradeoff import domain_errors, winners, protocol_table, winner_table, pareto_plot, figure_png, pareto_mask
-from simreal_nb.inspector import lambda_inspector
+from simreal_nb.core.metrics import MetricInputError
+from simreal_nb.reading.analysis import synthetic_score
+from simreal_nb.reading.tradeoff import domain_errors, winners, protocol_table, winner_table, pareto_plot, figure_png, pareto_mask
+from simreal_nb.reading.inspector import lambda_inspector
 
 ERRS = {'sim_only': (0.02, 1.0), 'exp_only': (1.0, 0.02), 'sim_to_exp': (0.6, 0.1), 'joint': (0.25, 0.15)}
 
@@ -145,6 +145,6 @@ def test_reference_baselines_never_win():
     assert len(refs) == 2 and all(np.allclose(c.get_facecolor()[0][:3], 0.55) for c in refs)  # grey
     fills = {c.get_label(): c.get_facecolor() for c in ax.collections if c.get_label() in ERRS}
     assert len(fills['joint']) and len(fills['sim_only']) and len(fills['exp_only'])  # Pareto front of the trained ones
-    from simreal_nb.inspector import _table_html
+    from simreal_nb.reading.inspector import _table_html
     html = _table_html(tab, 0.5)
     assert 'joint: 2/2' in html and '<th style="color:grey">persistence (ref.)</th>' in html and 'persistence: ' not in html

@@ -1,0 +1,9 @@
+"The contract and what everything stands on: errors, the data schema, crash-safe files, array metrics, progress."
+from .. import _surface
+
+__all__, __getattr__ = _surface(__name__, dict(
+    errors='SimrealError InputError',
+    schema='FIELDS DOMAINS validate fields_of never_train reference_scales',
+    store='atomic_write write_dataset read_dataset save_torch load_torch cache_folder',
+    metrics='rmse rel_l2 frmse score_fields',
+    progress='Bar'))

@@ -1,0 +1,7 @@
+"The protocols as values, the update step that applies one, and the trainer that runs it to convergence."
+from .. import _surface
+
+__all__, __getattr__ = _surface(__name__, dict(
+    protocols='get_protocol Protocol SimOnly ExpOnly SimToExp Joint Pooled PROTOCOLS',
+    trainer='train TrainConfig Trainer',
+    step='Stepper'))
