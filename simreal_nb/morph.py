@@ -5,6 +5,6 @@
 # %% auto #0
 __all__ = []
 
-# %% ../nbs/models/21b_morph_name.ipynb #0c9acb2f
+# %% ../nbs/models/21b_morph_name.ipynb #mn4
 from .models.morph import *  # noqa: F401,F403
 from .models.morph import __all__  # noqa: F401

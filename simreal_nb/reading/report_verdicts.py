@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from .analysis import balanced_score, mean_ci, select_view, train_domains, protocol_coord
-from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols, EXPOSURE_CONTROLS, POOLED,
+from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols, EXPOSURE_CONTROLS, POOLED, get_protocol,
                                   QUANTITY_CONTROLS)
 from .report_tables import (TWO_MODEL, _ci_frame, _specialists, md_table, paired_change, with_two_model_pair,
                                       CONTROLS)
@@ -317,15 +317,15 @@ def tuning_lines(res:xr.Dataset) -> list:
     L = ['## Tuning', '']
     if not tuned:
         return L + [f"No protocol was tuned in this run: every protocol trained at learning rate {lr} (a fine-tune at the same rate).", '']
-    rows = {(s, f): dict(lr=v.get('lr', lr), **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if f == SIM_TO_EXP else {}))
+    rows = {(s, f): dict(lr=v.get('lr', lr), **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if get_protocol(f).family == SIM_TO_EXP else {}))
             for s, fams in tuned.items() for f, v in fams.items()}
-    df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'family']
+    df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'tuned as']
     untuned = sorted(set(map(str, res.system.values)) - set(tuned))
     return L + [f"Grid: learning rate {', '.join(f'{v:g}' for v in grid.get('lr', []))}; Sim→Exp's fine-tune scale "
                 f"{', '.join(f'{v:g}' for v in grid.get('finetune_lr_scale', []))}; seed {how.get('seed', '?')}. "
-                f"Rule: {how.get('rule', 'not recorded')}. Controls and variants train with "
-                "their family's settings (an equal-exposure or data-quantity control its base protocol's, Joint at any λ or "
-                "combiner Joint's, a Sim→Exp variant Sim→Exp's)."
+                f"Rule: {how.get('rule', 'not recorded')}. A protocol tuned on its own (a row of "
+                "its own below) trains with its own choice; the others with their family's (an equal-exposure or data-quantity "
+                "control its base protocol's, Joint at any other λ Joint's, an untuned variant its family's)."
                 + (f" Not tuned, at learning rate {lr}: {', '.join(untuned)}." if untuned else ''), '',
                 'The settings each system trained with:', '', md_table(df), '']
 
