@@ -29,7 +29,9 @@ def package_at(commit:str) -> Path:
 def simreal(args, out, path, cache):
     env = {**os.environ, 'SIMREAL_CACHE': str(cache), 'MPLBACKEND': 'Agg', 'OMP_NUM_THREADS': '1',
            'PYTHONPATH': os.pathsep.join(p for p in (str(path or ''), os.environ.get('PYTHONPATH', '')) if p)}
-    code = 'import simreal_nb, sys; print(simreal_nb.__file__, file=sys.stderr); from simreal_nb.face.cli import main; main()'
+    flat = not (Path(path or ROOT) / 'simreal_nb' / 'face' / 'cli.py').exists()  # a commit from before the parts were folders
+    code = ('import simreal_nb, sys; print(simreal_nb.__file__, file=sys.stderr); '
+            f"from simreal_nb.{'cli' if flat else 'face.cli'} import main; main()")
     Path(out).parent.mkdir(parents=True, exist_ok=True)  # run from there: `python -c` puts the working folder first on sys.path
     r = subprocess.run([sys.executable, '-c', code, *args, '--out', str(out)], env=env, capture_output=True, text=True, cwd=Path(out).parent)
     if r.returncode: raise SystemExit(f"{' '.join(args)} failed ({'reference' if path else 'new'}):\n{r.stderr[-3000:]}")
