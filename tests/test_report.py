@@ -441,3 +441,17 @@ def test_report_of_a_grid_without_single_domain_models():
     full = report_text(synthetic_results(dims={'group': ('in_dist', 'out_dist')}))
     assert 'Single-domain models on their own domain' in full
 
+
+
+def test_tuning_section_rows_of_variants():
+    "A protocol tuned on its own gets a row of its own, a Sim→Exp variant its fine-tune scale, and every column is explained."
+    res = synthetic_results()
+    tuned = {'grid': {'lr': [0.004, 0.002], 'finetune_lr_scale': [1.0, 0.3]}, 'seed': 0, 'rule': 'the lowest validation error',
+             'systems': {'A': {'joint': {'lr': 0.002, 'finetune_lr_scale': 1.0}, 'sim_to_exp': {'lr': 0.004, 'finetune_lr_scale': 0.3},
+                               'sim_to_exp_replay': {'lr': 0.002, 'finetune_lr_scale': 0.3}, 'joint_pcgrad': {'lr': 0.004, 'finetune_lr_scale': 1.0}}}}
+    res.attrs['config'] = json.dumps({'lr': 0.002, 'tuned': tuned})
+    text = report_text(res)
+    tuning = section(text, 'Tuning')
+    assert '| system | tuned as | lr | fine-tune scale |' in tuning
+    assert '| A | sim_to_exp_replay | 0.002 | 0.3 |' in tuning and '| A | joint_pcgrad | 0.004 | – |' in tuning
+    assert 'not explained' not in text

@@ -443,6 +443,7 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's window: margin against the block-mean truth minus margin against the window truth",
     'floor (block)': "the measurement's own error against the block-mean truth", 'floor (window)': "the measurement's own error against the truth at its window",
     'family': 'a tuned protocol family (its controls and variants train with its settings)', 'lr': 'the peak learning rate it trains with',
+    'tuned as': 'a protocol family, or a protocol tuned on its own (a beyond-Joint variant), whose tuned settings the row gives',
     'fine-tune scale': "Sim→Exp's fine-tune learning rate as a fraction of its learning rate",
     'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group', 'out_dist': 'its error on the out_dist test group',
     'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: out_dist harder)',
