@@ -183,7 +183,7 @@ def test_pareto_plot_labels_do_not_overlap(demo):
 def test_docs_page_names():
     "Page names and the site's notebook order (rendering is tested by nbs/face/92_docs.ipynb and tests/test_browser.py)."
     from simreal_nb.face.docs import page_name, docs_notebooks
-    assert page_name('reading/60_tradeoff.ipynb') == 'tradeoff.html' and page_name('tutorials/x.ipynb') == 'tutorials/x.html'
+    assert page_name('reading/60_tradeoff.ipynb') == 'reading/tradeoff.html' and page_name('tutorials/x.ipynb') == 'tutorials/x.html'
     names = [p.as_posix() for p in docs_notebooks()]
     assert names[0] == 'index.ipynb' and 'tutorials/lambda_inspector.ipynb' in names and 'face/92_docs.ipynb' in names
 

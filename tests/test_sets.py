@@ -20,14 +20,21 @@ def done(p, timeout=300):
     return p.returncode, out, err
 
 
+HOLDER = ("import sys\nfrom simreal_nb.core.store import folder_lock\nfrom simreal_nb.face.cli import main\n"
+          "with folder_lock(sys.argv[1]):  # hold --out as a running `data make` does, until told to go on, then make the set\n"
+          "    print('held', flush=True); sys.stdin.readline(); main(sys.argv[2:])")
+
+
 def test_two_data_makes_into_one_out_one_is_refused(tmp_path):
     "A second `data make` on an --out the first is writing into: exit 2 at once, one line naming the folder and the process; the first's set whole."
-    out, cache = tmp_path / 'twins', tmp_path / 'cache'  # an empty cache: the first generates (seconds) holding the lock
-    a = simreal('data', 'make', 'cylinder', '--size', 'test', '--seed', 0, '--out', out, cache=cache)
-    t0 = time.time()
-    while not (out / '.lock').exists() and a.poll() is None and time.time() - t0 < 120: time.sleep(0.01)
+    out, cache = tmp_path / 'twins', tmp_path / 'cache'
+    a = subprocess.Popen([sys.executable, '-c', HOLDER, str(out), 'data', 'make', 'cylinder', '--size', 'test', '--seed', '0', '--out', str(out)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**ENV, 'SIMREAL_CACHE': str(cache)})
+    assert a.stdout.readline().strip() == 'held'  # the first holds --out: no race with how fast it generates
     b = simreal('data', 'make', 'cylinder', '--size', 'test', '--seed', 1, '--out', out, '--overwrite', cache=cache)
-    rb, _, eb = done(b); ra, _, ea = done(a)
+    rb, _, eb = done(b)
+    a.stdin.write('\n'); a.stdin.flush()
+    ra, _, ea = done(a)
     assert ra == 0, ea[-2000:]
     lines = eb.strip().splitlines()
     assert rb == 2 and len(lines) == 1 and 'Traceback' not in eb, eb[-2000:]
