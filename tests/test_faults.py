@@ -400,5 +400,6 @@ def test_every_torchrun_rank_learns_that_another_process_holds_the_job(tmp_path)
     finally: holder.kill(); holder.wait()
     ours = [l for l in r.stderr.splitlines() if l.startswith('simreal train:')]
     assert r.returncode != 0 and took < 40, (took, r.stderr[-2000:])
-    assert len(ours) == 2 and all(f'is in use by process {holder.pid}' in l for l in ours), r.stderr[-2000:]
+    refused = [l for l in ours if f'is in use by process {holder.pid}' in l]  # torchrun ends the other rank once one exits, so it may
+    assert refused and all(l in refused or 'stopped by SIGTERM' in l for l in ours), r.stderr[-2000:]  # be stopped before it says so
     assert 'init_process_group' not in r.stderr and sorted(p.name for p in out.iterdir()) == ['.lock']
