@@ -124,34 +124,33 @@ def _figures(res:xr.Dataset) -> list:
     return out
 
 def _flags(res:xr.Dataset) -> list:
-    "The FLAGS section's lines."
+    "The FLAGS section's lines: per check its heading, then its table, why it was not checked, or that nothing was flagged."
     score = res['score']
     have = set(map(str, score.protocol.values))
-    L = ['## FLAGS', '', '**Trained protocols that do not beat persistence** on a domain they train on (seed-mean error, '
-         'all fields; sim_only: sim; exp_only and sim_to_exp: exp; joint: both):', '']
-    pf = persistence_flags(score)
-    if PERSISTENCE not in have: L += ['Not checked: this run has no persistence baseline.']
-    elif len(pf): L += [md_table(pf)]
-    else: L += ['None: every trained protocol beats persistence where it trains.']
-    L += ['', '**Trained protocols that do not beat analog** on a domain they train on (analog: the frames that followed the '
-          'nearest training window of the same domain; a model that does not beat it has learnt no more than a lookup of its '
-          'training data; seed-mean error, all fields):', '']
-    af = baseline_flags(score, ANALOG)
-    if ANALOG not in have: L += ['Not checked: this run has no analog baseline.']
-    elif len(af): L += [md_table(af)]
-    else: L += ['None: every trained protocol beats analog where it trains.']
-    L += ['', '**Protocols worse than persistence or mean field on a domain they did not train on** (seed-mean error, all '
-          'fields; sim_only: exp; exp_only and sim_to_exp: sim; joint: none) — what a model knows of the other domain, '
-          'measured against knowing nothing:', '']
-    of = off_domain_flags(score)
-    if not {PERSISTENCE, MEAN_FIELD} & have: L += ['Not checked: this run has neither persistence nor mean field.']
-    elif len(of): L += [md_table(of)]
-    else: L += ['None: every trained protocol beats persistence and mean field on the domains it did not train on.']
-    L += ['', '**Cells stopped by the update cap while still improving** (not converged: their errors may still fall):', '']
-    cc = capped_cells(res)
-    if cc is None: L += ['Not recorded in this run.']
-    elif len(cc): L += [md_table(cc)]
-    else: L += ['None: the convergence rule ended every trained cell before the cap.']
+    checks = [  # (heading, flagged rows, why not checked or None, what an empty table means)
+        ('**Trained protocols that do not beat persistence** on a domain they train on (seed-mean error, all fields; '
+         'sim_only: sim; exp_only and sim_to_exp: exp; joint: both):', persistence_flags(score),
+         None if PERSISTENCE in have else 'this run has no persistence baseline',
+         'every trained protocol beats persistence where it trains'),
+        ('**Trained protocols that do not beat analog** on a domain they train on (analog: the frames that followed the '
+         'nearest training window of the same domain; a model that does not beat it has learnt no more than a lookup of its '
+         'training data; seed-mean error, all fields):', baseline_flags(score, ANALOG),
+         None if ANALOG in have else 'this run has no analog baseline',
+         'every trained protocol beats analog where it trains'),
+        ('**Protocols worse than persistence or mean field on a domain they did not train on** (seed-mean error, all '
+         'fields; sim_only: exp; exp_only and sim_to_exp: sim; joint: none) — what a model knows of the other domain, '
+         'measured against knowing nothing:', off_domain_flags(score),
+         None if {PERSISTENCE, MEAN_FIELD} & have else 'this run has neither persistence nor mean field',
+         'every trained protocol beats persistence and mean field on the domains it did not train on'),
+        ('**Cells stopped by the update cap while still improving** (not converged: their errors may still fall):',
+         capped_cells(res), None, 'the convergence rule ended every trained cell before the cap')]
+    L = ['## FLAGS']
+    for heading, rows, unchecked, clean in checks:
+        L += ['', heading, '']
+        if unchecked: L += [f'Not checked: {unchecked}.']
+        elif rows is None: L += ['Not recorded in this run.']
+        elif len(rows): L += [md_table(rows)]
+        else: L += [f'None: {clean}.']
     return L + ['']
 
 def _seeds_text(score:xr.DataArray) -> str:
