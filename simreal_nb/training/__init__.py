@@ -4,4 +4,5 @@ from .. import _surface
 __all__, __getattr__ = _surface(__name__, dict(
     protocols='get_protocol Protocol SimOnly ExpOnly SimToExp Joint Pooled PROTOCOLS',
     trainer='train TrainConfig Trainer',
+    history='History',
     step='Stepper'))

@@ -16,14 +16,14 @@ from fastcore.basics import patch
 from ..core.store import CheckpointError, save_torch, load_torch, write_text
 from .protocols import (ProtocolError, NonFiniteLossError, CyclingSampler, ShardSampler, DOMAIN_IDS, fetch_batch,
                                   Protocol, get_protocol, split_of, check_data, pool_shares, split_pool)
+from .history import History, AUX_KEYS
 from .step import Stepper, PhaseParts, resolve_device, dist_info, to_device
 from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty, fisher_diagonal, add_lora, merge_lora,
                               CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'AUX_KEYS', 'CKPT_FORMAT', 'EWC_BATCHES', 'rng_state', 'set_rng_state',
-           'seed_everything', 'TrainConfig', 'warmup_cosine', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'Trainer',
-           'adamw', 'replayed_scale', 'reuse_freed_memory', 'train']
+__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'CKPT_FORMAT', 'EWC_BATCHES', 'rng_state', 'set_rng_state', 'seed_everything',
+           'TrainConfig', 'warmup_cosine', 'Trainer', 'adamw', 'replayed_scale', 'reuse_freed_memory', 'train']
 
 # %% ../../nbs/training/43_trainer.ipynb #c034
 def rng_state() -> dict:
@@ -129,92 +129,6 @@ def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[i
         t = min((s - nw) / max(steps - nw, 1), 1.0)
         return min_lr + (1 - min_lr) * 0.5 * (1 + math.cos(math.pi * t))
     return f
-
-# %% ../../nbs/training/43_trainer.ipynb #hist1
-def _rows(): return field(default_factory=list)
-
-@dataclass
-class _Series:
-    "Equally long lists, one entry per row."
-    def add(self, **row):
-        "Append one row; every column must be given."
-        cols = [f.name for f in dc_fields(self)]
-        if set(row) != set(cols): raise ValueError(f"{type(self).__name__}.add: expected columns {cols}, got {sorted(row)}")
-        for k in cols: getattr(self, k).append(row[k])
-    def __len__(self): return len(getattr(self, dc_fields(self)[0].name))
-
-@dataclass
-class TrainLog(_Series):
-    "Training statistics averaged over each logging interval (one row per log line)."
-    step:list[int] = _rows()  # updates done at the log line
-    phase:list[int] = _rows()  # phase index
-    loss:list[float|None] = _rows()  # weighted total loss
-    sim:list[float|None] = _rows()  # sim risk (None in phases without sim)
-    exp:list[float|None] = _rows()  # exp risk (None in phases without exp)
-    lr:list[float|None] = _rows()  # learning rate
-    grad_norm:list[float|None] = _rows()  # gradient norm before clipping
-
-@dataclass
-class ValLog(_Series):
-    "Validation losses (one row per validation)."
-    step:list[int] = _rows()  # updates done at the validation
-    phase:list[int] = _rows()  # phase index
-    sim:list[float|None] = _rows()  # sim val loss (None: not validated)
-    exp:list[float|None] = _rows()  # exp val loss (None: not validated)
-    objective:list[float|None] = _rows()  # the phase's weighted val objective (early stopping watches it)
-
-@dataclass
-class ConflictLog(_Series):
-    "Gradient-conflict diagnostics of two-domain updates (one row per diagnostic update)."
-    step:list[int] = _rows()  # index of the update (0-based)
-    cos:list[float] = _rows()  # cos(g_sim, g_exp) over the shared parameters
-    dot:list[float] = _rows()  # g_sim · g_exp
-    norm_sim:list[float] = _rows()  # |g_sim|
-    norm_exp:list[float] = _rows()  # |g_exp|
-
-_LOGS = dict(train=TrainLog, val=ValLog, conflict=ConflictLog)
-AUX_KEYS = ('snr', 'gate', 'w_sim', 'w_exp', 'consist', 'conf_min', 'penalty', 'causal_gap_sim', 'causal_gap_exp')  # statistics of the beyond-Joint protocols, logged when present
-
-@dataclass
-class History:
-    "What a training run did: its settings, the train/val/conflict series and each phase's early-stopping outcome."
-    protocol:str  # protocol name, e.g. 'joint@0.3'
-    lam:float|None = None  # λ of the objective (None: no joint objective)
-    steps:int = 0  # optimiser updates planned
-    batch_size:int = 0  # windows per domain batch
-    seed:int = 0
-    phases:list[dict] = _rows()  # per phase: label, steps, weights, freeze_stem
-    train:TrainLog = field(default_factory=TrainLog)
-    val:ValLog = field(default_factory=ValLog)
-    conflict:ConflictLog = field(default_factory=ConflictLog)
-    stopped_early:list[bool] = _rows()  # per phase
-    best_step:list[int|None] = _rows()  # per phase: updates done at its best validation
-    best_val:list[float|None] = _rows()  # per phase: its best validation objective
-    done:bool = False  # the run finished
-    steps_done:int = 0  # updates done (early-stopped phases count in full)
-    time_s:float = 0.0  # training wall time, summed over resumed sessions
-    resumed_from:list[int] = _rows()  # updates done at each resume
-    aux:dict = field(default_factory=dict)  # beyond-Joint statistics per log line (`AUX_KEYS`), each series with its own 'step'
-    batches:dict = field(default_factory=dict)  # training batches drawn per domain ('sim', 'exp'): each protocol's exposure
-    lr_cuts:list = _rows()  # per learning-rate cut on a stall: [phase, update within the phase, scale from then on] (what a control replays)
-
-    @property
-    def grad_conflict_frac(self) -> float|None:
-        "Share of diagnostic updates with g_sim·g_exp < 0 (None before the first one)."
-        d = self.conflict.dot
-        return float(np.mean([x < 0 for x in d])) if d else None
-
-    def to_dict(self) -> dict:
-        "Plain lists, numbers and strings (history.json, checkpoints), with `grad_conflict_frac`."
-        return asdict(self) | dict(grad_conflict_frac=self.grad_conflict_frac)
-
-    @classmethod
-    def from_dict(cls, d:dict) -> History:
-        "The `History` of a `to_dict()` output."
-        d = {k: v for k, v in d.items() if k != 'grad_conflict_frac'}
-        unknown = set(d) - {f.name for f in dc_fields(cls)}
-        if unknown: raise ValueError(f"History.from_dict: unknown keys {sorted(unknown)}")
-        return cls(**{k: _LOGS[k](**v) if k in _LOGS else v for k, v in d.items()})
 
 # %% ../../nbs/training/43_trainer.ipynb #c042
 CKPT_FORMAT = 'simreal_nb.protocols/2'  # the `format` entry of a trainer checkpoint (named after the module that first wrote it; kept so saved runs resume)
