@@ -28,12 +28,14 @@ def _save_npy(path, a):
 
 # %% ../../nbs/ada/72_adabench.ipynb #c051d
 def corrected(corrector:tuple, seed:int) -> dict:
-    "`Flow.sample`'s keywords for the Langevin corrector (t, moves, eps), its moves drawn from `seed`; none for `corrector=None` (the plain ODE)."
+    """`Flow.sample`'s keywords for the Langevin corrector (t, moves, eps), its moves drawn from `seed`; none for
+    `corrector=None` (the plain ODE)."""
     return dict(corrector=Corrector(*corrector), generator=torch.Generator().manual_seed(seed)) if corrector else {}
 
 @dataclass(frozen=True)
 class RunConfig:
-    "Knobs every ADA experiment shares: the base flow, the alignments (ADA and EA), the stopping rule and the evaluation."
+    """Knobs every ADA experiment shares: the base flow, the alignments (ADA and EA), the stopping rule and the
+    evaluation."""
     n_eval: int = 2000           # generated samples scored per model (and reference samples)
     hidden: int = 64             # base velocity MLP width
     depth: int = 3               # base velocity MLP hidden layers
@@ -44,7 +46,8 @@ class RunConfig:
     stable_target: bool = False  # base trained on the batch's stable target field (`flow.stable_target`), not x₁ - x₀
     steps: int = 10              # ODE steps for sampling and likelihoods while aligning
     eval_steps: int = None       # ODE steps for the scored samples (None: `steps`)
-    corrector: tuple = None      # the scored samples' Langevin corrector (t, moves, eps) (see `flow.Corrector`); None: the plain ODE
+    # the scored samples' Langevin corrector (t, moves, eps) (see `flow.Corrector`); None: the plain ODE
+    corrector: tuple = None
     ode: str = 'heun'            # ODE solver: 'euler' or 'heun'
     beta: float = 0.1            # KL weight, every method
     iters: int = 200             # generator steps per alignment: the cap of the plateau rule
@@ -52,7 +55,8 @@ class RunConfig:
     holdout: float = 0.2         # holdout rule: share of each experiment kept out of the fit term
     window: int = 25             # stopping rule: steps per window (plateau) or between held-out checks (holdout)
     patience: int = 3            # stopping rule: flat windows / checks without gain that end an alignment
-    tol: float = 0.01            # stopping rule: flatness tolerance (plateau) or the relative gain that counts (holdout)
+    # stopping rule: flatness tolerance (plateau) or the relative gain that counts (holdout)
+    tol: float = 0.01
     batch: int = 512             # generated samples per step (observable term)
     kl_batch: int = 128          # generated samples per step (KL term)
     ada_lr: float = 2e-4         # ADA generator learning rate
@@ -61,8 +65,10 @@ class RunConfig:
     critic_lr: float = 2e-3      # ADA critic learning rate
     critic_warmup: int = 100     # ADA critic updates before the first generator step
     critic_hidden: int = 64      # ADA critic width
-    ada_fit: str = 'critics'     # ADA's fit term: 'critics' (the paper's) or 'sliced' (sliced W1, see `AlignConfig.fit`)
-    real_batch: int = None       # ADA experimental samples per critic step / fit term (None: the fit term's default; 0: all)
+    # ADA's fit term: 'critics' (the paper's) or 'sliced' (sliced W1, see `AlignConfig.fit`)
+    ada_fit: str = 'critics'
+    # ADA experimental samples per critic step / fit term (None: the fit term's default; 0: all)
+    real_batch: int = None
     n_dirs: int = 64             # ADA 'sliced': random directions per step and observable
     gp_weight: float = 10.       # ADA gradient-penalty weight
     moment_weight: float = 10.   # EA moment-loss weight
@@ -78,28 +84,34 @@ class RunConfig:
         "The guidance baseline's conditional flow, trained like the base; cached under `key` when given."
         train = lambda: train_guided_flow(x, observables, self.guide_p_drop, self.hidden, self.depth, self.base_iters,
                                           self.base_batch, self.base_lr, seed, self.steps, self.ode, self.t_power)
-        return train() if key is None else cached_flow(dict(key, kind='guided', seed=seed, observables=list(observables),
+        return train() if key is None else cached_flow(dict(key, kind='guided', seed=seed,
+                                                            observables=list(observables),
                                                             p_drop=self.guide_p_drop, **self._base_knobs()), train, cache_dir)
     def _base_knobs(self):
         knobs = {k: getattr(self, k) for k in ('hidden', 'depth', 'base_iters', 'base_batch', 'base_lr', 't_power', 'steps', 'ode')}
         return dict(knobs, stable_target=True) if self.stable_target else knobs   # keys of earlier flows unchanged
     def align_config(self, method:str, seed:int) -> AlignConfig:
-        "This run's `AlignConfig` for 'ada' or 'ea' (they differ only in the learning rate); same budget and plateau rule."
+        """This run's `AlignConfig` for 'ada' or 'ea' (they differ only in the learning rate); same budget and plateau
+        rule."""
         if method not in ('ada', 'ea'): raise ADAInputError(f"method={method!r}: expected 'ada' or 'ea'")
         return AlignConfig(beta=self.beta, iters=self.iters, batch=self.batch, kl_batch=self.kl_batch, seed=seed,
                            lr=self.ada_lr if method == 'ada' else self.ea_lr, critic_steps=self.critic_steps,
                            critic_lr=self.critic_lr, critic_warmup=self.critic_warmup, gp_weight=self.gp_weight,
-                           moment_weight=self.moment_weight, ema=self.ema, window=self.window, patience=self.patience, tol=self.tol,
+                           moment_weight=self.moment_weight, ema=self.ema, window=self.window,
+                           patience=self.patience, tol=self.tol,
                            stop=self.stop, holdout=self.holdout, critic_hidden=self.critic_hidden,
                            fit=self.ada_fit, real_batch=self.real_batch, n_dirs=self.n_dirs)
     def sample(self, model, z, noise_seed:int=0, **kw):
-        "The scored samples of `model` from the common noise `z` (`eval_steps` ODE steps unless `steps` is given; the `corrector`'s moves, drawn from `noise_seed`, where `model.implies_score`)."
+        """The scored samples of `model` from the common noise `z` (`eval_steps` ODE steps unless `steps` is given; the
+        `corrector`'s moves, drawn from `noise_seed`, where `model.implies_score`)."""
         kw.setdefault('steps', self.eval_steps or self.steps)
-        with torch.no_grad(): return model.sample(z=z, **corrected(self.corrector if model.implies_score else None, noise_seed), **kw)
+        with torch.no_grad():
+            return model.sample(z=z, **corrected(self.corrector if model.implies_score else None, noise_seed), **kw)
 
 def _preset(presets:dict, preset:str, overrides:dict, who:str):
     "The config `presets[preset]` with `overrides` replacing its fields; unknown names raise, naming the valid ones."
-    if preset not in presets: raise ADAInputError(f"{who}: preset={preset!r} is unknown; expected one of {list(presets)}")
+    if preset not in presets:
+        raise ADAInputError(f"{who}: preset={preset!r} is unknown; expected one of {list(presets)}")
     valid = [f.name for f in fields(presets[preset])]
     bad = [k for k in overrides if k not in valid]
     if bad: raise ADAInputError(f"{who}: unknown settings {bad}; expected some of {valid}")
@@ -112,14 +124,17 @@ def _check_seed(seed, who):
 
 # %% ../../nbs/ada/72_adabench.ipynb #722f339f
 def start_run(presets:dict, preset:str, overrides:dict, seed, who:str) -> tuple:
-    "(config, seed, S, start time) of a benchmark run: `presets[preset]` with `overrides`, the checked seed, its streams `S(k) = 1000 seed + k`."
+    """(config, seed, S, start time) of a benchmark run: `presets[preset]` with `overrides`, the checked seed, its
+    streams `S(k) = 1000 seed + k`."""
     cfg = _preset(presets, preset, overrides, who); seed = _check_seed(seed, who)
     return cfg, seed, (lambda k: 1000 * seed + k), time.time()
 
 def finish_run(out, metrics:dict, info:dict, table:str, verbose:bool=True) -> dict:
-    "Write the one layout of a benchmark run into `out` — metrics.json (row -> numbers), run_info.json (with torch's thread count), table.md — and return `metrics`."
+    """Write the one layout of a benchmark run into `out` — metrics.json (row -> numbers), run_info.json (with torch's
+    thread count), table.md — and return `metrics`."""
     write_text(os.path.join(out, 'metrics.json'), json.dumps(metrics, indent=1))
-    info = dict(info, torch_threads=torch.get_num_threads())   # the alignments' float sums, and so their bits, depend on it
+    # the alignments' float sums, and so their bits, depend on it
+    info = dict(info, torch_threads=torch.get_num_threads())
     write_text(os.path.join(out, 'run_info.json'), json.dumps(info, indent=1))
     write_text(os.path.join(out, 'table.md'), table + '\n')
     if verbose: print(table); print(f"total {info['timings_s']['total']:.1f} s")
@@ -128,7 +143,8 @@ def finish_run(out, metrics:dict, info:dict, table:str, verbose:bool=True) -> di
 
 # %% ../../nbs/ada/72_adabench.ipynb #be01c874
 def seed_summary(runs:list) -> dict:
-    "Mean and std over seeds of every number in a list of same-shaped metric dicts (`x`, `x_std`; booleans: the share True)."
+    """Mean and std over seeds of every number in a list of same-shaped metric dicts (`x`, `x_std`; booleans: the share
+    True)."""
     first = runs[0]
     if isinstance(first, dict):
         out = {}
@@ -145,14 +161,17 @@ def seed_summary(runs:list) -> dict:
     return first
 
 def run_seeds(run, out, seeds=(0, 1, 2), table=None, **kw) -> dict:
-    "Run `run(out/seed<k>, seed=k, **kw)` per seed; write out/summary.json (mean, std) and `table(metrics)` as out/table.md."
+    """Run `run(out/seed<k>, seed=k, **kw)` per seed; write out/summary.json (mean, std) and `table(metrics)` as
+    out/table.md."""
     seeds = [_check_seed(s, 'run_seeds') for s in seeds]
-    if len(set(seeds)) != len(seeds) or not seeds: raise ADAInputError(f"seeds={seeds}: expected distinct seeds, at least one")
+    if len(set(seeds)) != len(seeds) or not seeds:
+        raise ADAInputError(f"seeds={seeds}: expected distinct seeds, at least one")
     res = {s: run(os.path.join(out, f'seed{s}'), seed=s, **kw) for s in seeds}
     summary = dict(seeds=seeds, metrics=seed_summary([res[s] for s in seeds]))
     write_text(os.path.join(out, 'summary.json'), json.dumps(summary, indent=1))
     if table is not None:
-        write_text(os.path.join(out, 'table.md'), f"mean ± std over seeds {seeds}\n\n" + table(summary['metrics']) + '\n')
+        write_text(os.path.join(out, 'table.md'),
+                   f"mean ± std over seeds {seeds}\n\n" + table(summary['metrics']) + '\n')
     return summary
 
 
@@ -163,7 +182,8 @@ CHAIN_FORCE_FIELDS = {
 }
 
 def chain_energy(pos, k_bond=50., r0=1.0, k_angle=0., eps=1.0, sigma=0.9, attractive=False, rc=2.5):
-    "Potential energy of bead chains `pos` [n, N, 2]: harmonic bonds, 1-cos bending, LJ (or WCA) between non-bonded beads."
+    """Potential energy of bead chains `pos` [n, N, 2]: harmonic bonds, 1-cos bending, LJ (or WCA) between non-bonded
+    beads."""
     b = pos[:, 1:] - pos[:, :-1]
     r = b.norm(dim=-1)
     u = 0.5 * k_bond * ((r - r0) ** 2).sum(1)
@@ -199,7 +219,8 @@ def chain_langevin(n:int, kind:str='sim', n_beads:int=6, seed:int=0, dt:float=1e
     return torch.cat(out)[:n].float()
 
 def chain_to_state(pos) -> torch.Tensor:
-    "Internal coordinates [n, 2N-3]: the N-1 bond lengths, then the N-2 signed turning angles (no translation, rotation)."
+    """Internal coordinates [n, 2N-3]: the N-1 bond lengths, then the N-2 signed turning angles (no translation,
+    rotation)."""
     b = pos[:, 1:] - pos[:, :-1]
     cross = b[:, :-1, 0] * b[:, 1:, 1] - b[:, :-1, 1] * b[:, 1:, 0]
     dot = (b[:, :-1] * b[:, 1:]).sum(-1)
@@ -239,14 +260,16 @@ def _w1_1d(a, b):
 CHAIN_OBSERVABLES = {'bond': _bonds, 'rg': _rg, 'e2e': _e2e, 'mdist': _mdist, 'cos': _cos}
 
 def chain_observables(names=None) -> dict:
-    "Observables of the canonical chain state: bond lengths (vector), Rg, end-to-end, mean pair distance, mean cos angle."
+    """Observables of the canonical chain state: bond lengths (vector), Rg, end-to-end, mean pair distance, mean cos
+    angle."""
     names = list(CHAIN_OBSERVABLES) if names is None else list(names)
     bad = [n for n in names if n not in CHAIN_OBSERVABLES]
     if bad: raise ADAInputError(f"names: unknown chain observables {bad}; expected among {list(CHAIN_OBSERVABLES)}")
     return {n: (lambda s, f=CHAIN_OBSERVABLES[n]: f(state_to_chain(s))) for n in names}
 
 def w1(a, b) -> float:
-    "1-D Wasserstein-1 distance ∫|F_a - F_b| between sample sets; for vector samples [n, k], the mean over the k components."
+    """1-D Wasserstein-1 distance ∫|F_a - F_b| between sample sets; for vector samples [n, k], the mean over the k
+    components."""
     a, b = _np(a).astype(np.float64), _np(b).astype(np.float64)
     a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
     if a.shape[1] != b.shape[1]: raise ADAInputError(f"w1: sample dims differ, {a.shape} vs {b.shape}")
@@ -285,8 +308,10 @@ def chain_table(metrics:dict) -> str:
             '|---' * (1 + 3 * len(names)) + '|']
     rows.append('| base | ' + ' | '.join(f"{metrics['base'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
     for added in chain_steps(metrics):
-        rows.append(f"| +{added} | " + ' | '.join(f"{metrics[f'{m} +{added}'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
-    rows.append('| exp noise floor | ' + ' | '.join(f"{metrics['exp noise floor'][n]:.4f} | – | –" for n in names) + ' |')
+        rows.append("| "
+                    f"+{added} | " + ' | '.join(f"{metrics[f'{m} +{added}'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
+    rows.append('| exp '
+                'noise floor | ' + ' | '.join(f"{metrics['exp noise floor'][n]:.4f} | – | –" for n in names) + ' |')
     return '\n'.join(rows)
 
 def run_chain(out,                   # output folder (created if missing)
@@ -323,7 +348,8 @@ def run_chain(out,                   # output folder (created if missing)
         o, e = {n: allobs[n] for n in used}, {n: exp[n] for n in used}
         ada_m = fit_ada(base, o, e, cfg.align_config('ada', S(6)))
         ea_m = fit_ea(base, o, e, cfg.align_config('ea', S(6)), order=cfg.ea_order)
-        given = {n: exp[n][torch.randint(len(exp[n]), (cfg.n_eval,), generator=g)] for n in used}   # drawn independently
+        # drawn independently
+        given = {n: exp[n][torch.randint(len(exp[n]), (cfg.n_eval,), generator=g)] for n in used}
         step = f' +{cfg.order[k - 1]}'
         metrics['ada' + step] = dict(score(ada_m), converged=ada_m.converged, stopped_at=ada_m.stopped_at)
         metrics['ea' + step] = dict(score(ea_m), converged=ea_m.converged, stopped_at=ea_m.stopped_at)
@@ -367,7 +393,8 @@ def run_twins(out,                     # output folder (created if missing)
               cache_dir=None,          # trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
               **overrides,             # any field of TwinConfig
              ) -> dict:
-    "ADA on twin flow data: a sim-trained model of every field at the system's probes, aligned to the fields exp measures."
+    """ADA on twin flow data: a sim-trained model of every field at the system's probes, aligned to the fields exp
+    measures."""
     from simreal_nb.twins.systems import SYSTEMS, make_twins, probe_samples
     from simreal_nb.core.schema import fields_of
     cfg, seed, S, t_start = start_run(TWIN_PRESETS, preset, overrides, seed, 'run_twins')
@@ -377,7 +404,8 @@ def run_twins(out,                     # output folder (created if missing)
     seen = fields_of(d['exp'])                                       # what the experiment measures
     hidden = tuple(f for f in every if f not in seen)                # what only the simulation has
     if not seen or not hidden:
-        raise ADAInputError(f"system={system!r}: exp measures {seen} of the sim fields {every}; expected some but not all")
+        raise ADAInputError(f"system={system!r}: exp measures {seen} of the sim fields {every}; expected some "
+                            "but not all")
     P, nf = len(probes), len(every)
     sim = probe_samples(d['sim'], probes, every)                     # [n, P·nf], probe-major
     truth = probe_samples(d['exp_truth'], probes, every)             # the real physics, never trained on

@@ -31,15 +31,18 @@ MOG_PAIRS = ((0, 1), (2, 3), (4, 5), (6, 7))
 MOG_PROJECTIONS = {'xy': (0, 1), 'yz': (1, 2), 'xz': (0, 2)}
 
 # %% ../../nbs/ada/73_adamog.ipynb #c042
-MOG_KINDS = ('base', 'target', 'identifiable')   # the base, the paper's target ν, and ν's identifiable neighbour (below)
+# the base, the paper's target ν, and ν's identifiable neighbour (below)
+MOG_KINDS = ('base', 'target', 'identifiable')
 MOG_TARGETS = MOG_KINDS[1:]                      # the mixtures a benchmark run can take as ν
 
 def mog_params(kind:str='target'):
-    "Weights [8], means [8, 3] and sigmas of a mixture of `MOG_KINDS`: isotropic [8], or per coordinate [8, 3] ('identifiable')."
+    """Weights [8], means [8, 3] and sigmas of a mixture of `MOG_KINDS`: isotropic [8], or per coordinate [8, 3]
+    ('identifiable')."""
     pw = torch.tensor([0.40, 0.30, 0.20, 0.10]).repeat_interleave(2) / 2
     if kind == 'base': return torch.full((8,), 1 / 8), MOG_VERTICES.clone(), torch.full((8,), 0.5)
     if kind == 'target': return pw, MOG_VERTICES.clone(), torch.tensor([0.8, 0.6, 0.5, 0.4]).repeat_interleave(2)
-    if kind == 'identifiable': return pw, MOG_VERTICES.clone(), face_projected((0.8, 0.6, 0.5, 0.4)).repeat_interleave(2, 0)
+    if kind == 'identifiable':
+        return pw, MOG_VERTICES.clone(), face_projected((0.8, 0.6, 0.5, 0.4)).repeat_interleave(2, 0)
     raise ADAInputError(f"kind={kind!r}: expected one of {list(MOG_KINDS)}")
 
 def pair_radii(kind:str='target') -> list:
@@ -52,7 +55,8 @@ def mog_sample(kind:str, n:int, seed:int=0) -> torch.Tensor:
     return _mix_sample(*mog_params(kind), n, torch.Generator().manual_seed(seed))
 
 def _mix_sample(w, m, s, n:int, g) -> torch.Tensor:
-    "`n` samples of the mixture (weights `w`, means `m`, sigmas `s`: [8] isotropic or [8, 3] per coordinate) from generator `g`."
+    """`n` samples of the mixture (weights `w`, means `m`, sigmas `s`: [8] isotropic or [8, 3] per coordinate) from
+    generator `g`."""
     i = torch.multinomial(w, n, replacement=True, generator=g)
     return m[i] + (s[i] if s.dim() == 2 else s[i, None]) * torch.randn(n, 3, generator=g)
 
@@ -106,34 +110,42 @@ def kde_l1(x, ref, bw:float=0.3, lim:float=7., n_grid:int=141) -> float:
                           for ij in MOG_PROJECTIONS.values()]))
 
 def energy_tail(x, ref, logpdf, q:float=0.999) -> dict:
-    "Where Energy W2 comes from: the share of samples `x` beyond the reference samples' `q` energy quantile (stranded), and Energy W2 without every sample beyond it."
+    """Where Energy W2 comes from: the share of samples `x` beyond the reference samples' `q` energy quantile
+    (stranded), and Energy W2 without every sample beyond it."""
     x, ref = torch.as_tensor(_np(x)), torch.as_tensor(_np(ref))
     ex, er = -logpdf(x), -logpdf(ref)
     cut = float(torch.quantile(er, q)); far = ex > cut
     return dict(stranded=int(far.sum()) / len(far), energy_w2_kept=energy_w2(x[~far], ref[er <= cut], logpdf))
 
 def mog_metrics(x, ref, target:str='target') -> dict:
-    "Energy W2 (the energy of the mixture `target`) with its `energy_tail`, Cluster KL and KDE l1 of samples `x` against its reference samples `ref`."
+    """Energy W2 (the energy of the mixture `target`) with its `energy_tail`, Cluster KL and KDE l1 of samples `x`
+    against its reference samples `ref`."""
     lp = lambda a: mog_logpdf(a, target)
-    return dict(energy_w2=energy_w2(x, ref, lp), **energy_tail(x, ref, lp), cluster_kl=cluster_kl(x, ref), kde_l1=kde_l1(x, ref))
+    return dict(energy_w2=energy_w2(x, ref, lp), **energy_tail(x, ref, lp),
+                cluster_kl=cluster_kl(x, ref), kde_l1=kde_l1(x, ref))
 
 # %% ../../nbs/ada/73_adamog.ipynb #cd08a526
 def mog_floor(n:int=2000, seed:int=0, draws:int=5, kind:str='target') -> dict:
-    "Two-sample noise floor of `mog_metrics` at sample size `n`: the median over `draws` pairs of exact draws of `kind`."
-    rows = [mog_metrics(mog_sample(kind, n, 10_000 + 97 * seed + 2 * i), mog_sample(kind, n, 10_001 + 97 * seed + 2 * i), kind)
+    """Two-sample noise floor of `mog_metrics` at sample size `n`: the median over `draws` pairs of exact draws of
+    `kind`."""
+    rows = [mog_metrics(mog_sample(kind, n, 10_000 + 97 * seed + 2 * i),
+                        mog_sample(kind, n, 10_001 + 97 * seed + 2 * i), kind)
             for i in range(draws)]
     return {k: float(np.median([r[k] for r in rows])) for k in rows[0]}
 
 def pair_stats(x) -> dict:
-    "Per antipodal pair P1..P4: weight (share of samples nearest its vertices), radius (RMS distance / √3) and the RMS offset along each axis."
+    """Per antipodal pair P1..P4: weight (share of samples nearest its vertices), radius (RMS distance / √3) and the RMS
+    offset along each axis."""
     x = _np(x).astype(np.float64); v = _np(MOG_VERTICES).astype(np.float64)
     d2 = ((x[:, None, :] - v[None]) ** 2).sum(-1)
     idx = d2.argmin(1); near = d2[np.arange(len(x)), idx]
     out = {}
     for k, (a, b) in enumerate(MOG_PAIRS):
         m = (idx == a) | (idx == b)
-        off = (x[m] - v[idx[m]]) ** 2                                  # squared offsets from the nearest vertex, per axis
-        out[f'P{k + 1}'] = dict(weight=float(m.mean()), radius=float(np.sqrt(near[m].mean() / 3)) if m.any() else float('nan'),
+        # squared offsets from the nearest vertex, per axis
+        off = (x[m] - v[idx[m]]) ** 2
+        out[f'P{k + 1}'] = dict(weight=float(m.mean()),
+                                radius=float(np.sqrt(near[m].mean() / 3)) if m.any() else float('nan'),
                                 **{f'radius_{c}': float(np.sqrt(off[:, i].mean())) if m.any() else float('nan') for i, c in enumerate('xyz')})
     return out
 
@@ -141,7 +153,8 @@ def pair_stats(x) -> dict:
 def heldout_resolution(pair_sigmas:dict,                       # candidate name -> per-pair widths (P1..P4), the target's pair weights
                        sizes=((256, 256), (2048, 800), (4096, 3200)),  # (generated, measured) sample sizes per projection
                        reps:int=20, n_dirs:int=32, seed:int=0) -> dict:
-    "Mean and std over `reps` draws of the summed sliced W1 of the three projections between each candidate and ν, per size pair."
+    """Mean and std over `reps` draws of the summed sliced W1 of the three projections between each candidate and ν, per
+    size pair."""
     check_int('reps', reps, 2)
     target = mog_params('target'); w, m, _ = target
     g, out = torch.Generator().manual_seed(seed), {}
@@ -167,7 +180,8 @@ def mog_cells(grid, kind:str='target') -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def mog_limit(lim:float=7., n_grid:int=141, tol:float=1e-9, max_sweeps:int=500, target:str='target') -> tuple:
-    "ADA's β → 0 optimum: the base's I-projection onto the three exact projections of `target`, by iterative proportional fitting on a grid; (cell centres [n_grid], probabilities [n_grid]*3, sweeps)."
+    """ADA's β → 0 optimum: the base's I-projection onto the three exact projections of `target`, by iterative
+    proportional fitting on a grid; (cell centres [n_grid], probabilities [n_grid]*3, sweeps)."""
     check_int('n_grid', n_grid, 8)
     grid = np.linspace(-lim, lim, n_grid)
     nu, p = mog_cells(grid, target), mog_cells(grid, 'base')
@@ -179,7 +193,8 @@ def mog_limit(lim:float=7., n_grid:int=141, tol:float=1e-9, max_sweeps:int=500, 
     return grid, p, sweep
 
 def grid_sample(grid, p, n:int, seed:int=0) -> torch.Tensor:
-    "`n` samples [n, 3] of the grid density `p` (cells drawn by probability, uniform within a cell), reproducible from `seed`."
+    """`n` samples [n, 3] of the grid density `p` (cells drawn by probability, uniform within a cell), reproducible from
+    `seed`."""
     r, h = np.random.default_rng(seed), grid[1] - grid[0]
     i = np.unravel_index(r.choice(p.size, n, p=p.ravel()), p.shape)
     return torch.tensor(np.stack([grid[k] for k in i], 1) + (r.random((n, 3)) - 0.5) * h, dtype=torch.float32)
@@ -191,25 +206,30 @@ def grid_kl(p, q) -> float:
 
 # %% ../../nbs/ada/73_adamog.ipynb #idn0
 def _face_signs() -> torch.Tensor:
-    "[3, 4]: for each coordinate, the product of the other two signs of each pair's vertex — the pattern its precision must not carry."
+    """[3, 4]: for each coordinate, the product of the other two signs of each pair's vertex — the pattern its precision
+    must not carry."""
     v = torch.sign(MOG_VERTICES[[a for a, _ in MOG_PAIRS]]).double()
     return torch.stack([v[:, [j for j in range(3) if j != c]].prod(1) for c in range(3)])
 
 def _pair_sigmas(pair_sigmas) -> torch.Tensor:
     "Per-pair widths [4] (isotropic) or [4, 3] (per coordinate) as a float64 [4, 3] tensor."
     s = torch.as_tensor(pair_sigmas, dtype=torch.float64)
-    if s.shape not in ((4,), (4, 3)) or not (s > 0).all(): raise ADAInputError(f"pair_sigmas: shape {tuple(s.shape)}; expected 4 or 4x3 positive widths")
+    if s.shape not in ((4,), (4, 3)) or not (s > 0).all():
+        raise ADAInputError(f"pair_sigmas: shape {tuple(s.shape)}; expected 4 or 4x3 positive widths")
     return s[:, None].expand(4, 3) if s.dim() == 1 else s
 
 def face_gaps(pair_sigmas) -> torch.Tensor:
-    "Per coordinate x, y, z: the pairs' precisions 1/σ² summed along the coordinate's forbidden sign pattern (all 0: identifiable)."
+    """Per coordinate x, y, z: the pairs' precisions 1/σ² summed along the coordinate's forbidden sign pattern (all 0:
+    identifiable)."""
     return (_face_signs() * _pair_sigmas(pair_sigmas).pow(-2).T).sum(1)
 
 def face_projected(pair_sigmas) -> torch.Tensor:
-    "[4, 3] widths per pair and coordinate: the precisions of `pair_sigmas`, per coordinate, projected (least squares) onto zero face gaps."
+    """[4, 3] widths per pair and coordinate: the precisions of `pair_sigmas`, per coordinate, projected (least squares)
+    onto zero face gaps."""
     n, a = _face_signs(), _pair_sigmas(pair_sigmas).pow(-2).T          # [3, 4] each
     a = a - (n * a).sum(1, keepdim=True) / 4 * n
-    if not (a > 0).all(): raise ADAInputError(f"pair_sigmas={pair_sigmas}: the projected precisions are not all positive")
+    if not (a > 0).all():
+        raise ADAInputError(f"pair_sigmas={pair_sigmas}: the projected precisions are not all positive")
     return a.rsqrt().T.float()
 
 
@@ -229,7 +249,9 @@ def plot_projections(samples:dict, bins:int=60, lim:float=6.5, dpi:int=70):
 
 # %% ../../nbs/ada/73_adamog.ipynb #99db51ca
 def mog_monitor(ref, z, steps:int, kl_ref=None, target:str='target'):
-    "A `monitor` for the alignments: Energy W2 and each pair's weight and radius of a model's samples from noise `z` against samples `ref` of ν (the mixture `target`); with `kl_ref` (samples of ν) also KL(ν ‖ model) from the model's likelihoods."
+    """A `monitor` for the alignments: Energy W2 and each pair's weight and radius of a model's samples from noise `z`
+    against samples `ref` of ν (the mixture `target`); with `kl_ref` (samples of ν) also KL(ν ‖ model) from the
+    model's likelihoods."""
     lp = lambda a: mog_logpdf(a, target)
     def monitor(model) -> dict:
         with torch.no_grad(): x = model.sample(z=z, steps=steps)
@@ -246,42 +268,55 @@ class MogConfig(RunConfig):
     "The mixture-of-Gaussians benchmark: data sizes, the base that fits them, and β = 0.3 (see the list above)."
     n_sim: int = 20000           # base ("simulation") samples
     n_exp: int = 4000            # independent target samples per projection ("experiments")
-    hidden: int = 128            # base velocity MLP width (measured: 128×3 fits as well as 256×4 at a sixth of the cost)
+    # base velocity MLP width (measured: 128×3 fits as well as 256×4 at a sixth of the cost)
+    hidden: int = 128
     depth: int = 3               # base velocity MLP hidden layers
     base_iters: int = 8000       # base flow-matching Adam steps
     base_batch: int = 1024       # base samples per step (also the stable target's reference set)
     base_lr: float = 2e-3        # base peak learning rate (one-cycle)
-    stable_target: bool = True   # base trained on the stable target field (measured: Energy W2 to its own truth 0.30 -> 0.18)
+    # base trained on the stable target field (measured: Energy W2 to its own truth 0.30 -> 0.18)
+    stable_target: bool = True
     eval_steps: int = 30         # ODE steps for the scored samples (picked from the metric-vs-steps curve)
-    corrector: tuple = (0.9, 20, 1e-3)  # the scored samples' Langevin corrector (chosen on validation draws: the base at its floor)
+    # the scored samples' Langevin corrector (chosen on validation draws: the base at its floor)
+    corrector: tuple = (0.9, 20, 1e-3)
     beta: float = 0.3            # KL weight, every method
     iters: int = 400             # generator steps per alignment: the cap (the holdout rule stops earlier)
     stop: str = 'holdout'        # every alignment stops on held-out experimental samples and returns its best check
     patience: int = 4            # holdout rule: checks (every `window` = 25 steps) without a 1 % gain that end it
     batch: int = 256             # generated samples per step (observable term; every critic step draws as many)
     kl_batch: int = 32           # generated samples per step (KL term)
-    ada_lr: float = 1e-3         # ADA generator learning rate (the holdout rule keeps the best step, so a faster one is safe)
+    # ADA generator learning rate (the holdout rule keeps the best step, so a faster one is safe)
+    ada_lr: float = 1e-3
     critic_steps: int = 5        # ADA critic updates per generator step (fresh samples each)
-    ema: float = 0.98            # every method returns its generator's weight average (the last steps' jitter blurs the blobs)
+    # every method returns its generator's weight average (the last steps' jitter blurs the blobs)
+    ema: float = 0.98
     monitor_kl: int = 1000       # samples of ν for the curves' truth KL(ν ‖ model) at every check (0: none)
     limit_grid: int = 141        # `ada_limit`: grid points per axis of the I-projection (cells of 0.1 on [-7, 7])
-    target: str = 'target'       # ν, the mixture the experiments sample and every score uses: 'target' (the paper's) or 'identifiable'
+    # ν, the mixture the experiments sample and every score uses: 'target' (the paper's) or 'identifiable'
+    target: str = 'target'
     sliced_beta: float = 0.01    # `ada_sliced`: ADA with the sliced fit term, its KL weight,
     sliced_batch: int = 4096     #   generated samples per step,
-    sliced_iters: int = 600      #   and steps: a fixed budget (its truth KL is flat from ~300-400), the best held-out check returned
+    # and steps: a fixed budget (its truth KL is flat from ~300-400), the best held-out check returned
+    sliced_iters: int = 600
     def sliced_config(self) -> 'MogConfig':
-        "This run's config for the `ada_sliced` row: the sliced fit term, its own β, batch and budget, the holdout rule's checks without its stop."
-        return replace(self, ada_fit='sliced', beta=self.sliced_beta, batch=self.sliced_batch, iters=self.sliced_iters, patience=0)
+        """This run's config for the `ada_sliced` row: the sliced fit term, its own β, batch and budget, the holdout
+        rule's checks without its stop."""
+        return replace(self, ada_fit='sliced', beta=self.sliced_beta, batch=self.sliced_batch,
+                       iters=self.sliced_iters, patience=0)
 
-MOG_PRESETS = {'test': MogConfig(n_sim=4000, n_exp=1000, n_eval=1000, hidden=32, depth=2, base_iters=150, base_batch=256,
-                                 eval_steps=10, iters=4, batch=128, kl_batch=32, critic_steps=2, critic_warmup=4, window=2,
+MOG_PRESETS = {'test': MogConfig(n_sim=4000, n_exp=1000, n_eval=1000, hidden=32, depth=2,
+                                 base_iters=150, base_batch=256,
+                                 eval_steps=10, iters=4, batch=128, kl_batch=32, critic_steps=2,
+                                 critic_warmup=4, window=2,
                                  patience=1, monitor_kl=100, limit_grid=41, sliced_batch=128, sliced_iters=4),
                'default': MogConfig()}
 
-PAPER_TABLE5 = {'base': (1.10, 0.12), 'base_ode': (1.10, 0.12), 'ada': (0.05, 0.01), 'ea1': (1.10, 0.12), 'ea2': (0.90, 0.02),
+PAPER_TABLE5 = {'base': (1.10, 0.12), 'base_ode': (1.10, 0.12), 'ada': (0.05, 0.01),
+                'ea1': (1.10, 0.12), 'ea2': (0.90, 0.02),
                 'ea3': (0.90, 0.02), 'ea4': (0.70, 0.05)}
 
-MOG_METHODS = ('base', 'base_ode', 'ada_limit', 'ada', 'ada_sliced', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance', 'guidance2', 'guidance3')
+MOG_METHODS = ('base', 'base_ode', 'ada_limit', 'ada', 'ada_sliced', 'ada1', 'ea1', 'ea2', 'ea3', 'ea4', 'guidance',
+               'guidance2', 'guidance3')
 MOG_GUIDANCE = {'guidance': ('xy',), 'guidance2': ('xy', 'yz'), 'guidance3': ('xy', 'yz', 'xz')}
 
 # %% ../../nbs/ada/73_adamog.ipynb #76fd6915
@@ -292,7 +327,8 @@ def _running_mean(a, w:int) -> np.ndarray:
 def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
                    rule:tuple=None,   # (patience, tol) of a holdout rule replayed on the checks: where it would stop, marked
                    beta:float=None):  # the method's KL weight in its objective (default: the run's `beta`)
-    "The alignment curves of `method` from a benchmark run's info (`run_info.json`): losses, KL, held-out checks, radii."
+    """The alignment curves of `method` from a benchmark run's info (`run_info.json`): losses, KL, held-out checks,
+    radii."""
     import matplotlib.pyplot as plt
     hist, checks = info['history'][method], info.get('checks', {}).get(method, [])
     w = window or info['config']['window']
@@ -303,14 +339,17 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
         obj = np.array([r['fit'] + beta * r.get('kl', 0.) for r in hist])
         x = it[len(it) - len(_running_mean(obj, w)):]
         axs[0].plot(x, _running_mean(obj, w), 'k', label='objective')
-        for k in [k for k in hist[0] if k.startswith(('w1_', 'sw_'))]:   # the critics' W1 estimates or the sliced W1 terms
-            axs[0].plot(x, _running_mean([r[k] for r in hist], w), label=k.replace('w1_', 'W1 ').replace('sw_', 'sliced W1 '))
+        # the critics' W1 estimates or the sliced W1 terms
+        for k in [k for k in hist[0] if k.startswith(('w1_', 'sw_'))]:
+            axs[0].plot(x, _running_mean([r[k] for r in hist], w),
+                        label=k.replace('w1_', 'W1 ').replace('sw_', 'sliced W1 '))
         if 'kl' in hist[0]: axs[1].plot(x, _running_mean([r['kl'] for r in hist], w), 'k', label='KL(model ‖ base)')
     axs[0].set_title(f'{method}: losses (mean of {w} steps)', fontsize=8); axs[0].legend(fontsize=6)
     axs[1].set_title('KL (nats)', fontsize=8)
     if checks:
         ci = [c['it'] for c in checks]
-        if 'kl_target' in checks[0]: axs[1].plot(ci, [c['kl_target'] for c in checks], 's-', c='C1', label='KL(ν ‖ model) (truth)')
+        if 'kl_target' in checks[0]:
+            axs[1].plot(ci, [c['kl_target'] for c in checks], 's-', c='C1', label='KL(ν ‖ model) (truth)')
         if 'kl_target' in checks[0] and 'ada_limit' in info:       # the truth's KL at ADA's β → 0 optimum: its floor
             axs[1].axhline(info['ada_limit']['kl_target'], ls='--', lw=0.7, c='C1', label='KL(ν ‖ ada_limit)')
         if axs[1].get_legend_handles_labels()[0]: axs[1].legend(fontsize=6)
@@ -335,7 +374,8 @@ def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
 
 # %% ../../nbs/ada/73_adamog.ipynb #c053
 _METRICS_TAIL = ('energy_w2', 'energy_w2_kept', 'stranded', 'cluster_kl', 'kde_l1')
-_HEAD = dict(energy_w2='Energy W2', energy_w2_kept='Energy W2 w/o stranded', stranded='stranded', cluster_kl='Cluster KL', kde_l1='KDE l1')
+_HEAD = dict(energy_w2='Energy W2', energy_w2_kept='Energy W2 w/o stranded', stranded='stranded',
+             cluster_kl='Cluster KL', kde_l1='KDE l1')
 
 def _cell(v, k):
     "`v[k]` as 'mean ± std' when `v` holds seed spreads (`k`_std), else the plain number."
@@ -343,9 +383,12 @@ def _cell(v, k):
     return fmt.format(v[k]) + (' ± ' + fmt.format(v[k + '_std']) if k + '_std' in v else '')
 
 def mog_table(metrics:dict) -> str:
-    "Markdown table: Energy W2 (and without its stranded tail) / Cluster KL / KDE l1 beside their two-sample floors and the paper's Table 5."
-    ks = [k for k in _METRICS_TAIL if k in next(iter(metrics.values()))]    # runs recorded before the tail split have none
-    rows = ['| method | ' + ' | '.join(_HEAD[k] for k in ks) + ' | paper Energy W2 | paper Cluster KL |', '|---' * (len(ks) + 3) + '|']
+    """Markdown table: Energy W2 (and without its stranded tail) / Cluster KL / KDE l1 beside their two-sample floors
+    and the paper's Table 5."""
+    # runs recorded before the tail split have none
+    ks = [k for k in _METRICS_TAIL if k in next(iter(metrics.values()))]
+    rows = ['| method | ' + ' | '.join(_HEAD[k] for k in ks) + ' | paper Energy W2 | paper Cluster KL |',
+            '|---' * (len(ks) + 3) + '|']
     for m, v in metrics.items():
         p = PAPER_TABLE5.get(m)
         rows.append(f"| {m} | " + ' | '.join(_cell(v, k) for k in ks) + ' | '
@@ -358,7 +401,8 @@ def pairs_table(metrics:dict, target:str='target') -> str:
     "Markdown table: each method's pair weights and radii beside those of the mixture `target`."
     w, r = mog_params(target)[0], pair_radii(target)
     rows = ['| method | ' + ' | '.join(f'P{k} weight | P{k} radius' for k in range(1, 5)) + ' |', '|---' * 9 + '|',
-            f'| *{target}* | ' + ' | '.join(f"{float(w[a] + w[b]):.3f} | {r[k]:.3f}" for k, (a, b) in enumerate(MOG_PAIRS)) + ' |']
+            '| '
+            f'*{target}* | ' + ' | '.join(f"{float(w[a] + w[b]):.3f} | {r[k]:.3f}" for k, (a, b) in enumerate(MOG_PAIRS)) + ' |']
     for m, v in metrics.items():
         rows.append(f'| {m} | ' + ' | '.join(f"{v['pairs'][p]['weight']:.3f} | {v['pairs'][p]['radius']:.3f}" for p in v['pairs']) + ' |')
     return '\n'.join(rows)
@@ -368,7 +412,9 @@ def mog_tables(metrics:dict, target:str='target') -> str:
     return mog_table(metrics) + '\n\n' + pairs_table(metrics, target)
 
 def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50), corrector:tuple=None) -> dict:
-    "The base flow (sampled with `corrector` (t, moves, eps) when given) against fresh exact base samples per ODE step count: Energy W2 (base energy), the share of samples stranded beyond the exact samples' 99.9 % energy quantile and Energy W2 without them; the two-sample floor."
+    """The base flow (sampled with `corrector` (t, moves, eps) when given) against fresh exact base samples per ODE step
+    count: Energy W2 (base energy), the share of samples stranded beyond the exact samples' 99.9 % energy quantile
+    and Energy W2 without them; the two-sample floor."""
     lp = lambda a: mog_logpdf(a, 'base')
     ref = mog_sample('base', n, 20_000 + seed)
     z = torch.randn(n, 3, generator=torch.Generator().manual_seed(20_001 + seed))
@@ -383,7 +429,8 @@ def base_fit(flow, n:int=2000, seed:int=0, steps=(5, 10, 20, 30, 50), corrector:
 
 # %% ../../nbs/ada/73_adamog.ipynb #c053b
 def mog_setup(cfg:MogConfig, seed:int):
-    "Seed streams, reference samples of ν, common noise, observables, experiments and the base cache key of one MoG run."
+    """Seed streams, reference samples of ν, common noise, observables, experiments and the base cache key of one MoG
+    run."""
     if cfg.target not in MOG_TARGETS: raise ADAInputError(f"target={cfg.target!r}: expected one of {list(MOG_TARGETS)}")
     S = lambda k: 1000 * seed + k                           # every random stream derives from `seed`
     ref = mog_sample(cfg.target, cfg.n_eval, S(50))         # the reference samples of ν
@@ -393,9 +440,12 @@ def mog_setup(cfg:MogConfig, seed:int):
     return S, ref, z, obs, exp, dict(bench='mog', n_sim=cfg.n_sim, data_seed=S(1))
 
 def mog_run_monitor(cfg:MogConfig, S):
-    "The MoG run's `mog_monitor`: samples of ν and noise of its own (streams `S(55)`, `S(65)`, `S(56)` for the KL: held out from the scored reference), the scored ODE steps."
-    return mog_monitor(mog_sample(cfg.target, cfg.n_eval, S(55)), torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))),
-                       cfg.eval_steps or cfg.steps, mog_sample(cfg.target, cfg.monitor_kl, S(56)) if cfg.monitor_kl else None, cfg.target)
+    """The MoG run's `mog_monitor`: samples of ν and noise of its own (streams `S(55)`, `S(65)`, `S(56)` for the KL:
+    held out from the scored reference), the scored ODE steps."""
+    return mog_monitor(mog_sample(cfg.target, cfg.n_eval, S(55)),
+                       torch.randn(cfg.n_eval, 3, generator=torch.Generator().manual_seed(S(65))),
+                       cfg.eval_steps or cfg.steps,
+                       mog_sample(cfg.target, cfg.monitor_kl, S(56)) if cfg.monitor_kl else None, cfg.target)
 
 def run_mog(out,                   # output folder (created if missing)
             seed:int=0,            # every random stream derives from it
@@ -404,27 +454,33 @@ def run_mog(out,                   # output folder (created if missing)
             cache_dir=None,        # trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
             **overrides,           # any field of MogConfig
            ) -> dict:
-    "The ADA paper's mixture-of-Gaussians benchmark: cached base, ADA, EA(1..4), guidance; metrics with floors -> metrics.json + samples_<method>.npy."
+    """The ADA paper's mixture-of-Gaussians benchmark: cached base, ADA, EA(1..4), guidance; metrics with floors ->
+    metrics.json + samples_<method>.npy."""
     cfg, seed, _, t_start = start_run(MOG_PRESETS, preset, overrides, seed, 'run_mog')
     timings, info = {}, {}
     S, ref, z, obs, exp, key = mog_setup(cfg, seed)
     t0 = time.time(); base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir); timings['base'] = time.time() - t0
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
-    info['base_fit'] = base_fit(base, cfg.n_eval, seed, steps=sorted({5, 10, 20, cfg.eval_steps, 50}), corrector=cfg.corrector)
+    info['base_fit'] = base_fit(base, cfg.n_eval, seed,
+                                steps=sorted({5, 10, 20, cfg.eval_steps, 50}), corrector=cfg.corrector)
     monitor = mog_run_monitor(cfg, S)
     models = {'base': base}
     for m, c, o in (('ada', cfg, obs), ('ada_sliced', cfg.sliced_config(), obs), ('ada1', cfg, {'xy': obs['xy']})):
         t0 = time.time(); models[m] = fit_ada(base, o, {k: exp[k] for k in o}, c.align_config('ada', S(3)), monitor)
         timings[m] = time.time() - t0
     for k in (1, 2, 3, 4):
-        t0 = time.time(); models[f'ea{k}'] = fit_ea(base, obs, exp, cfg.align_config('ea', S(3)), order=k, monitor=monitor)
+        t0 = time.time(); models[f'ea{k}'] = fit_ea(base, obs, exp, cfg.align_config('ea', S(3)),
+                                                    order=k, monitor=monitor)
         timings[f'ea{k}'] = time.time() - t0
     samples = {m: cfg.sample(model, z, S(75)) for m, model in models.items()}
-    samples['base_ode'] = replace(cfg, corrector=None).sample(base, z)   # the base by the plain ODE, the sampler every aligned flow uses
-    grid, limit, _ = mog_limit(7., cfg.limit_grid, target=cfg.target)   # ADA's β → 0 optimum: what its objective can reach
+    # the base by the plain ODE, the sampler every aligned flow uses
+    samples['base_ode'] = replace(cfg, corrector=None).sample(base, z)
+    # ADA's β → 0 optimum: what its objective can reach
+    grid, limit, _ = mog_limit(7., cfg.limit_grid, target=cfg.target)
     samples['ada_limit'] = grid_sample(grid, limit, cfg.n_eval, S(76))
-    info['ada_limit'] = dict(kl_target=grid_kl(mog_cells(grid, cfg.target), limit), kl_base=grid_kl(limit, mog_cells(grid, 'base')))
+    info['ada_limit'] = dict(kl_target=grid_kl(mog_cells(grid, cfg.target), limit),
+                             kl_base=grid_kl(limit, mog_cells(grid, 'base')))
     g = torch.Generator().manual_seed(S(70))
     for m, names in MOG_GUIDANCE.items():                   # each condition drawn from its own experiment
         given = {n: exp[n][torch.randint(len(exp[n]), (cfg.n_eval,), generator=g)] for n in names}
@@ -434,10 +490,12 @@ def run_mog(out,                   # output folder (created if missing)
     metrics = {}
     for m, s in samples.items():
         s = s.numpy().astype(np.float32)
-        metrics[m] = dict(mog_metrics(s, ref, cfg.target), **{f'floor_{k}': v for k, v in floor.items()}, pairs=pair_stats(s))
+        metrics[m] = dict(mog_metrics(s, ref, cfg.target),
+                          **{f'floor_{k}': v for k, v in floor.items()}, pairs=pair_stats(s))
         if m in models and m != 'base':
             metrics[m].update(converged=models[m].converged, stopped_at=models[m].stopped_at)
-            if models[m].best_at is not None: metrics[m]['best_at'] = models[m].best_at   # the holdout rule's returned step
+            # the holdout rule's returned step
+            if models[m].best_at is not None: metrics[m]['best_at'] = models[m].best_at
         _save_npy(os.path.join(out, f'samples_{m}.npy'), s)
     timings['total'] = time.time() - t_start
     info.update(seed=seed, preset=preset, config=asdict(cfg), timings_s=timings, base_cached=base.from_cache,
@@ -450,22 +508,28 @@ def run_mog(out,                   # output folder (created if missing)
         atomic_write(os.path.join(out, f'alignment_{m}.png'), lambda tmp: fig.savefig(tmp, format='png')); plt.close(fig)
     bf = info['base_fit']
     text = (mog_tables(metrics, cfg.target) + '\n\nbase fit (Energy W2 against exact base samples, '
-            + (f'corrector {cfg.corrector}, ' if cfg.corrector else '') + f"floor {bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
-            + '; samples stranded beyond the exact 99.9 % energy: ' + ', '.join(f'{s} steps {v:.1%}' for s, v in bf['stranded'].items()))
+            + (f'corrector {cfg.corrector}, ' if cfg.corrector else '') + "floor "
+                                                                          f"{bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
+            + '; samples stranded beyond the exact 99.9 '
+              '% energy: ' + ', '.join(f'{s} steps {v:.1%}' for s, v in bf['stranded'].items()))
     return finish_run(out, metrics, info, text, verbose)
 
 # %% ../../nbs/ada/73_adamog.ipynb #mb01
-def mog_beta_sweep(out, betas=(0.03, 0.1, 0.3, 1.0), seed:int=0, preset:str='default', verbose:bool=True, cache_dir=None,
+def mog_beta_sweep(out, betas=(0.03, 0.1, 0.3, 1.0), seed:int=0, preset:str='default',
+                   verbose:bool=True, cache_dir=None,
                    **overrides) -> dict:
-    "ADA on all three projections at each β (one seed, one cached base): Energy W2, Cluster KL, KL to base -> beta_sweep.json."
+    """ADA on all three projections at each β (one seed, one cached base): Energy W2, Cluster KL, KL to base ->
+    beta_sweep.json."""
     cfg = _preset(MOG_PRESETS, preset, overrides, 'mog_beta_sweep'); seed = _check_seed(seed, 'mog_beta_sweep')
     S, ref, z, obs, exp, key = mog_setup(cfg, seed)
     base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir)
     rows, floor = {}, mog_floor(cfg.n_eval, seed, kind=cfg.target)
     for b in betas:
         m = fit_ada(base, obs, exp, replace(cfg.align_config('ada', S(3)), beta=float(b)))
-        with torch.no_grad(): kl, _ = kl_divergence(m, base, 1000, steps=cfg.eval_steps, generator=torch.Generator().manual_seed(S(80)))
-        rows[str(b)] = dict(mog_metrics(cfg.sample(m, z, S(75)), ref, cfg.target), kl_to_base=float(kl), converged=m.converged, stopped_at=m.stopped_at)
+        with torch.no_grad():
+            kl, _ = kl_divergence(m, base, 1000, steps=cfg.eval_steps, generator=torch.Generator().manual_seed(S(80)))
+        rows[str(b)] = dict(mog_metrics(cfg.sample(m, z, S(75)), ref, cfg.target), kl_to_base=float(kl),
+                            converged=m.converged, stopped_at=m.stopped_at)
     res = dict(seed=seed, floor=floor, betas=rows)
     write_text(os.path.join(out, 'beta_sweep.json'), json.dumps(res, indent=1))
     if verbose:

@@ -26,7 +26,8 @@ class Critic(nn.Module):
     def forward(self, o): return self.net(o).squeeze(-1)
 
 def gradient_penalty(critic, real, fake, generator=None, one_sided:bool=True):
-    "Penalty on ‖∇f(o)‖ at random interpolates of real and fake: max(0, ‖∇f‖-1)² (one-sided, WGAN-LP) or (‖∇f‖-1)² (WGAN-GP)."
+    """Penalty on ‖∇f(o)‖ at random interpolates of real and fake: max(0, ‖∇f‖-1)² (one-sided, WGAN-LP) or (‖∇f‖-1)²
+    (WGAN-GP)."""
     n = min(len(real), len(fake))
     e = torch.rand(n, 1, generator=generator)
     o = (e * real[:n] + (1 - e) * fake[:n]).requires_grad_(True)
@@ -39,10 +40,12 @@ def check_alignment_inputs(base:Flow, observables:dict, exp:dict, beta:float):
     "Validate observables vs experimental samples before any training; returns exp as float tensors [n, k]."
     if not isinstance(observables, dict) or not observables:
         raise ADAInputError(f"observables: expected a non-empty dict name -> callable, got {observables!r}")
-    if not isinstance(exp, dict): raise ADAInputError(f"exp: expected a dict name -> samples array, got {type(exp).__name__}")
+    if not isinstance(exp, dict):
+        raise ADAInputError(f"exp: expected a dict name -> samples array, got {type(exp).__name__}")
     try: beta = float(beta)
     except (TypeError, ValueError): raise ADAInputError(f"beta={beta!r}: expected a number >= 0")
-    if not (beta >= 0) or not math.isfinite(beta): raise ADAInputError(f"beta={beta}: expected a finite number >= 0 (KL weight)")
+    if not (beta >= 0) or not math.isfinite(beta):
+        raise ADAInputError(f"beta={beta}: expected a finite number >= 0 (KL weight)")
     missing = [k for k in observables if k not in exp]
     if missing: raise ADAInputError(f"exp: no experimental samples for observables {missing}; got keys {list(exp)}")
     with torch.no_grad(): xs = base.sample(8, generator=torch.Generator().manual_seed(0))
@@ -61,7 +64,8 @@ def check_alignment_inputs(base:Flow, observables:dict, exp:dict, beta:float):
         o = as2d(torch.as_tensor(fn(xs)))
         if o.shape[0] != 8 or o.shape[1] != e.shape[1]:
             raise ADAInputError(f"observables[{name!r}]: output shape {tuple(o.shape)} for 8 samples does not match "
-                                f"the experimental samples' shape {tuple(np.asarray(exp[name]).shape)}; expected [8, {e.shape[1]}]")
+                                f"the experimental samples' shape {tuple(np.asarray(exp[name]).shape)}; expected [8, "
+                                f"{e.shape[1]}]")
         out[name] = torch.from_numpy(e)
     return out
 
@@ -102,20 +106,26 @@ class AlignConfig:
     one_sided: bool = True       # ADA: one-sided penalty (WGAN-LP); False: two-sided WGAN-GP
     critic_hidden: int = 64      # ADA: critic width
     critic_warmup: int = 100     # ADA: critic updates against the base before the first generator step
-    fit: str = 'critics'         # ADA's fit term: 'critics' (learnt W1 estimates, the paper's) or 'sliced' (sliced W1, no critic)
-    real_batch: int = None       # ADA: experimental samples per critic step and fit term (None: `batch` for the critics,
+    # ADA's fit term: 'critics' (learnt W1 estimates, the paper's) or 'sliced' (sliced W1, no critic)
+    fit: str = 'critics'
+    # ADA: experimental samples per critic step and fit term (None: `batch` for the critics,
+    real_batch: int = None
                                  # every sample for 'sliced'; 0: every sample)
     n_dirs: int = 64             # ADA 'sliced': fresh random directions per step and observable
     moment_weight: float = 10.   # EA: weight of the whitened moment mismatch
     clip: float = 1.0            # generator gradient-norm clip (0: none)
     betas: tuple = (0.5, 0.9)    # generator Adam betas
     ema: float = 0.              # > 0: return the exponential moving average of the generator weights (decay)
-    window: int = 25             # stopping rule: generator steps per window (plateau) or between held-out checks (holdout)
-    patience: int = 3            # stopping rule: flat windows / checks without improvement that end it (0: always run `iters`)
+    # stopping rule: generator steps per window (plateau) or between held-out checks (holdout)
+    window: int = 25
+    # stopping rule: flat windows / checks without improvement that end it (0: always run `iters`)
+    patience: int = 3
     tol: float = 0.01            # plateau: a term is flat when its window mean moves by <= tol·max(1, |previous|);
                                  # holdout: a check improves when it beats the best so far by more than tol·best
-    stop: str = 'plateau'        # 'plateau' (windows of the training losses) or 'holdout' (held-out observables, best model kept)
-    holdout: float = 0.2         # holdout rule: share of every observable's experimental samples kept out of the fit term
+    # 'plateau' (windows of the training losses) or 'holdout' (held-out observables, best model kept)
+    stop: str = 'plateau'
+    # holdout rule: share of every observable's experimental samples kept out of the fit term
+    holdout: float = 0.2
     check_batch: int = 2048      # holdout rule: generated samples per check (one fixed noise batch)
     seed: int = 0                # seeds the critics, the noise and the experimental mini-batches
     verbose: bool = False        # print the losses now and then
@@ -125,21 +135,26 @@ class AlignConfig:
             check_int(name, getattr(self, name), lo)
         if self.kl_steps is not None: check_int('kl_steps', self.kl_steps, 1)
         if self.real_batch is not None: check_int('real_batch', self.real_batch, 0)
-        if self.fit not in ('critics', 'sliced'): raise ADAInputError(f"fit={self.fit!r}: expected 'critics' or 'sliced'")
+        if self.fit not in ('critics', 'sliced'):
+            raise ADAInputError(f"fit={self.fit!r}: expected 'critics' or 'sliced'")
         if not (self.tol >= 0): raise ADAInputError(f"tol={self.tol!r}: expected a number >= 0")
-        if self.stop not in ('plateau', 'holdout'): raise ADAInputError(f"stop={self.stop!r}: expected 'plateau' or 'holdout'")
-        if not (0 < self.holdout < 1): raise ADAInputError(f"holdout={self.holdout!r}: expected a share between 0 and 1")
+        if self.stop not in ('plateau', 'holdout'):
+            raise ADAInputError(f"stop={self.stop!r}: expected 'plateau' or 'holdout'")
+        if not (0 < self.holdout < 1):
+            raise ADAInputError(f"holdout={self.holdout!r}: expected a share between 0 and 1")
         check_int('check_batch', self.check_batch, 2)
 
 # %% ../../nbs/ada/70_ada.ipynb #f381c270
 def sliced_w1(a:torch.Tensor, b:torch.Tensor, dirs:torch.Tensor) -> torch.Tensor:
-    "Sliced W1 between samples `a` [n, k] and `b` [m, k]: the mean over unit directions `dirs` [k, D] of the 1-D W1 of the projections."
+    """Sliced W1 between samples `a` [n, k] and `b` [m, k]: the mean over unit directions `dirs` [k, D] of the 1-D W1 of
+    the projections."""
     n = max(len(a), len(b))
     q = (torch.arange(n, dtype=a.dtype) + 0.5) / n                 # one quantile grid for both sample sizes
     return (torch.quantile(a @ dirs, q, dim=0) - torch.quantile(b @ dirs, q, dim=0)).abs().mean()
 
 def split_holdout(exp_t:dict, share:float, generator=None) -> tuple:
-    "(fit, held): every observable's experimental samples split at random, `share` of them held out (at least one on each side)."
+    """(fit, held): every observable's experimental samples split at random, `share` of them held out (at least one on
+    each side)."""
     fit, held = {}, {}
     for k, e in exp_t.items():
         i = torch.randperm(len(e), generator=generator)
@@ -148,7 +163,8 @@ def split_holdout(exp_t:dict, share:float, generator=None) -> tuple:
     return fit, held
 
 class HoldoutCheck:
-    "The holdout rule's score of a model: per observable, the sliced W1 between one fixed noise batch's observables and held-out samples."
+    """The holdout rule's score of a model: per observable, the sliced W1 between one fixed noise batch's observables
+    and held-out samples."""
     def __init__(self, observables:dict, held:dict, dim:int, n:int=2048, seed:int=0, n_dirs:int=32):
         g = torch.Generator().manual_seed(seed)
         self.observables, self.held, self.z = observables, held, torch.randn(n, dim, generator=g)
@@ -163,7 +179,8 @@ class HoldoutCheck:
 
 # %% ../../nbs/ada/70_ada.ipynb #hs0
 def holdout_stop(scores, patience:int, tol:float) -> tuple:
-    "The holdout rule on a sequence of check scores: (index of the check that ends the alignment, or None; index of the best check, None while no score is finite)."
+    """The holdout rule on a sequence of check scores: (index of the check that ends the alignment, or None; index of
+    the best check, None while no score is finite)."""
     best, best_s, ref, ref_i = None, math.inf, math.inf, 0
     for i, s in enumerate(scores):
         if s < best_s: best, best_s = i, s
@@ -191,7 +208,8 @@ def _with_weights(model:Flow, weights:list) -> Flow:
     return m
 
 def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit, monitor=None) -> Flow:
-    "Fine-tune a copy of `base` on fit + β·KL(μθ‖μ_base), the fit term from `make_fit(exp_t, model, g)`, until `cfg.stop`'s rule."
+    """Fine-tune a copy of `base` on fit + β·KL(μθ‖μ_base), the fit term from `make_fit(exp_t, model, g)`, until
+    `cfg.stop`'s rule."""
     if not isinstance(cfg, AlignConfig): raise ADAInputError(f"cfg: expected an AlignConfig, got {type(cfg).__name__}")
     exp_t = check_alignment_inputs(base, observables, exp, cfg.beta)
     g = torch.Generator().manual_seed(cfg.seed)
@@ -200,7 +218,8 @@ def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit,
         exp_t, held = split_holdout(exp_t, cfg.holdout, g)
         check = HoldoutCheck(observables, held, base.dim, cfg.check_batch, cfg.seed + 1)
     model = copy.deepcopy(base)
-    model.implies_score = False                                      # fine-tuned: no longer a flow-matching velocity (no `Corrector`)
+    # fine-tuned: no longer a flow-matching velocity (no `Corrector`)
+    model.implies_score = False
     for p in model.velocity.parameters(): p.requires_grad_(True)
     model.train()
     gopt = torch.optim.Adam(model.velocity.parameters(), lr=cfg.lr, betas=tuple(cfg.betas))
@@ -209,7 +228,8 @@ def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit,
     hist, checks, converged = [], [], False
     best = dict(it=0, weights=None)                                  # holdout rule: the best check's step and model
     def judge(it) -> bool:
-        "Score the candidate (the weight average when `ema`) at step `it`; True when the holdout rule ends the alignment."
+        """Score the candidate (the weight average when `ema`) at step `it`; True when the holdout rule ends the
+        alignment."""
         cand = _with_weights(model, avg) if cfg.ema else model
         rec = dict(it=it, **(check(cand) if check else {}), **(monitor(cand) if monitor else {}))
         checks.append(rec)
@@ -253,7 +273,8 @@ def _fine_tune(base:Flow, observables:dict, exp:dict, cfg:AlignConfig, make_fit,
 
 # %% ../../nbs/ada/70_ada.ipynb #c037g
 def _sliced_fit(exp_t:dict, cfg:AlignConfig, g):
-    "ADA's critic-free fit term: per observable the sliced W1 between the generated batch and the experimental samples (`n_dirs` fresh directions a step)."
+    """ADA's critic-free fit term: per observable the sliced W1 between the generated batch and the experimental samples
+    (`n_dirs` fresh directions a step)."""
     def fit(obs, rec):
         total = 0.
         for n, e in exp_t.items():
@@ -271,7 +292,8 @@ def fit_ada(base:Flow,              # the frozen base model μ_base (trained on 
             cfg:AlignConfig=AlignConfig(),  # knobs: β, steps, batches, learning rates, critics, stopping rule
             monitor=None,            # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
            ) -> Flow:
-    "ADA: fine-tune a copy of `base` so that each observable's distribution matches `exp` (one critic each, or sliced W1) + β·KL."
+    """ADA: fine-tune a copy of `base` so that each observable's distribution matches `exp` (one critic each, or sliced
+    W1) + β·KL."""
     def make_fit(exp_t, model, g):
         if cfg.fit == 'sliced': return _sliced_fit(exp_t, cfg, g)
         with torch.random.fork_rng(devices=[]):      # seeded critics without touching the global RNG
@@ -286,7 +308,8 @@ def fit_ada(base:Flow,              # the frozen base model μ_base (trained on 
                 with torch.no_grad(): x = model.sample(cfg.batch, generator=g)   # fresh fakes for every critic step
                 for n, c in critics.items():
                     real, fake = real_batch(n), as2d(observables[n](x))
-                    lc = c(fake).mean() - c(real).mean() + cfg.gp_weight * gradient_penalty(c, real, fake, g, cfg.one_sided)
+                    lc = c(fake).mean() - c(real).mean() + cfg.gp_weight * gradient_penalty(c,
+                            real, fake, g, cfg.one_sided)
                     copts[n].zero_grad(); lc.backward(); copts[n].step()
         critic_updates(cfg.critic_warmup)
         def fit(obs, rec):
@@ -308,7 +331,8 @@ def fit_ea(base:Flow,              # the frozen base model μ_base (trained on s
            order:int=2,             # match all moments up to this total degree
            monitor=None,            # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
           ) -> Flow:
-    "Expectation alignment: fine-tune a copy of `base` so that each observable's moments up to `order` match `exp` + β·KL."
+    """Expectation alignment: fine-tune a copy of `base` so that each observable's moments up to `order` match `exp` +
+    β·KL."""
     check_int('order', order, 1)
     def make_fit(exp_t, model, g):
         matchers = {n: MomentMatcher(e, order) for n, e in exp_t.items()}

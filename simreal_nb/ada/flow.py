@@ -22,7 +22,8 @@ class ADAInputError(InputError):
 
 def check_int(name:str, v, lo:int):
     "Raise `ADAInputError` naming `name` unless `v` is an integer >= `lo`."
-    if v is None or isinstance(v, bool) or int(v) != v or v < lo: raise ADAInputError(f"{name}={v!r}: expected an integer >= {lo}")
+    if v is None or isinstance(v, bool) or int(v) != v or v < lo:
+        raise ADAInputError(f"{name}={v!r}: expected an integer >= {lo}")
 
 # %% ../../nbs/ada/68_flow.ipynb #c008
 def _silu_grad(a):
@@ -48,7 +49,8 @@ class VelocityMLP(nn.Module):
     def forward(self, x, t, with_div=False, cond=None):
         n, d = x.shape
         if (cond is None) != (self.cond_dim == 0):
-            raise ADAInputError(f"VelocityMLP: cond_dim={self.cond_dim} but cond is {'missing' if cond is None else 'given'}")
+            raise ADAInputError(f"VelocityMLP: cond_dim={self.cond_dim} but cond is "
+                                f"{'missing' if cond is None else 'given'}")
         h = torch.cat([x, _time_features(t, n, self.n_freq).to(x)] + ([] if cond is None else [cond.to(x)]), dim=1)
         a = self.layers[0](h)
         J = self.layers[0].weight[:, :d].expand(n, -1, -1) if with_div else None  # [n, H, d] = da/dx
@@ -104,16 +106,23 @@ class Flow(nn.Module):
         super().__init__()
         d = velocity.dim
         self.velocity, self.dim, self.steps, self.method = velocity, d, steps, method
-        self.implies_score = getattr(velocity, 'implies_score', True)   # a flow-matching velocity of the linear path: `Corrector` may use its score (False once fine-tuned)
+        # a flow-matching velocity of the linear path: `Corrector` may use its score (False once fine-tuned)
+        self.implies_score = getattr(velocity, 'implies_score', True)
         self.register_buffer('mean', torch.zeros(d) if mean is None else torch.as_tensor(mean, dtype=torch.float32))
         self.register_buffer('std', torch.ones(d) if std is None else torch.as_tensor(std, dtype=torch.float32))
     def sample(self, n:int=None, z=None, with_logp=False, steps=None, method=None, generator=None, corrector=None):
-        "Samples (and their exact-flow log-density when `with_logp`) from noise `z` or `n` fresh draws; `corrector`: Langevin moves on the way (no log-density)."
+        """Samples (and their exact-flow log-density when `with_logp`) from noise `z` or `n` fresh draws; `corrector`:
+        Langevin moves on the way (no log-density)."""
         if z is None: z = torch.randn(n, self.dim, generator=generator)
         if corrector is not None:
-            if not self.implies_score: raise ADAInputError("Flow.sample: this flow's velocity was not trained by flow matching (fine-tuned), so it implies no score; expected corrector=None")
-            if with_logp: raise ADAInputError("Flow.sample: a corrected sample has no exact log-density; expected with_logp=False")
-            return self.mean + self.std * integrate(self.velocity, z, steps or self.steps, method or self.method, corrector, generator)
+            if not self.implies_score:
+                raise ADAInputError("Flow.sample: this flow's velocity was not trained by flow matching (fine-tuned), "
+                                    "so it implies no score; expected corrector=None")
+            if with_logp:
+                raise ADAInputError("Flow.sample: a corrected sample has no exact log-density; expected "
+                                    "with_logp=False")
+            return self.mean + self.std * integrate(self.velocity, z, steps or self.steps,
+                                                    method or self.method, corrector, generator)
         y = odeint(self.velocity, z, 0., 1., steps or self.steps, method or self.method, with_div=with_logp)
         if not with_logp: return self.mean + self.std * y
         y, div = y
@@ -144,23 +153,27 @@ class GaussianPath(nn.Module):
 # %% ../../nbs/ada/68_flow.ipynb #lc0
 @dataclass(frozen=True)
 class Corrector:
-    "Langevin moves inside the sampler: at time `t`, `moves` unadjusted Langevin steps of size `eps` on the score the velocity implies."
+    """Langevin moves inside the sampler: at time `t`, `moves` unadjusted Langevin steps of size `eps` on the score the
+    velocity implies."""
     t: float = 0.9          # the time of the moves, 0 < t < 1
     moves: int = 20         # Langevin steps
     eps: float = 1e-3       # step size (in the flow's standardised units)
     def __post_init__(self):
         if not (0 < self.t < 1): raise ADAInputError(f"Corrector t={self.t!r}: expected a time between 0 and 1")
         check_int('moves', self.moves, 1)
-        if not (self.eps > 0 and math.isfinite(self.eps)): raise ADAInputError(f"Corrector eps={self.eps!r}: expected a finite number > 0")
+        if not (self.eps > 0 and math.isfinite(self.eps)):
+            raise ADAInputError(f"Corrector eps={self.eps!r}: expected a finite number > 0")
 
 def linear_path_score(f, x, t:float) -> torch.Tensor:
     "Score ∇log p_t(x) of the linear path's marginal from its flow-matching velocity `f`: -(x - t·f(x, t)) / (1 - t)."
     return -(x - t * f(x, t)) / (1 - t)
 
 def integrate(f, z, steps:int, method:str='heun', corrector:Corrector=None, generator=None) -> torch.Tensor:
-    "The sampler: the ODE from noise `z` at t = 0 to t = 1 in `steps` steps; with `corrector`, its Langevin moves at its time on the way."
+    """The sampler: the ODE from noise `z` at t = 0 to t = 1 in `steps` steps; with `corrector`, its Langevin moves at
+    its time on the way."""
     if corrector is None: return odeint(f, z, 0., 1., steps, method)
-    if not isinstance(corrector, Corrector): raise ADAInputError(f"corrector: expected a Corrector, got {type(corrector).__name__}")
+    if not isinstance(corrector, Corrector):
+        raise ADAInputError(f"corrector: expected a Corrector, got {type(corrector).__name__}")
     check_int('steps', steps, 2)
     before = max(1, min(steps - 1, round(steps * corrector.t)))       # the ODE's steps up to the moves' time
     y = odeint(f, z, 0., corrector.t, before, method)
@@ -170,7 +183,8 @@ def integrate(f, z, steps:int, method:str='heun', corrector:Corrector=None, gene
 
 # %% ../../nbs/ada/68_flow.ipynb #78a86a97
 def stable_target(x0, x1, xt, t) -> torch.Tensor:
-    "The batch's posterior average of the flow-matching target at x_t (stable target field): E[x₁ - x₀ | x_t] over the batch's x₁."
+    """The batch's posterior average of the flow-matching target at x_t (stable target field): E[x₁ - x₀ | x_t] over the
+    batch's x₁."""
     with torch.no_grad():
         c = (1 - t).clamp_min(1e-6)
         # log p(x₁ = b_j | x_t) for the path x_t ~ N(t x₁, (1-t)² I), less the row's constant |x_t|²/(2(1-t)²): no cancellation in float32
@@ -190,11 +204,13 @@ def _check_samples(x, name, dim=None):
     return torch.from_numpy(x)
 
 def _fm_fit(flow, y, iters, batch, lr, g, t_power, cond=None, verbose=False, stable:bool=False):
-    "Flow matching on standardised data `y`: regress v(x_t, t[, cond(idx)]) onto x₁ - x₀ or its `stable_target` (Adam, warm-up + cosine); freezes `flow`."
+    """Flow matching on standardised data `y`: regress v(x_t, t[, cond(idx)]) onto x₁ - x₀ or its `stable_target` (Adam,
+    warm-up + cosine); freezes `flow`."""
     check_int('iters', iters, 1); check_int('batch', batch, 1)
     opt = torch.optim.Adam(flow.velocity.parameters(), lr=lr)
     warm = max(1, iters // 20)                                  # 5 % linear warm-up, then cosine decay to 0
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda it: min(1, (it + 1) / warm) * 0.5 * (1 + math.cos(math.pi * it / iters)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt,
+            lambda it: min(1, (it + 1) / warm) * 0.5 * (1 + math.cos(math.pi * it / iters)))
     for it in range(iters):
         i = torch.randint(len(y), (batch,), generator=g)
         x1 = y[i]
@@ -228,7 +244,8 @@ def train_flow(x,                   # simulation samples [n, d] (array or tensor
     with torch.random.fork_rng(devices=[]):          # seeded initialisation without touching the global RNG
         torch.manual_seed(seed)
         flow = Flow(VelocityMLP(x.shape[1], hidden, depth), mean, std, steps, method)
-    return _fm_fit(flow, (x - mean) / std, iters, batch, lr, torch.Generator().manual_seed(seed), t_power, verbose=verbose, stable=stable)
+    return _fm_fit(flow, (x - mean) / std, iters, batch, lr, torch.Generator().manual_seed(seed), t_power,
+                   verbose=verbose, stable=stable)
 
 # %% ../../nbs/ada/68_flow.ipynb #c023
 def kl_divergence(model:Flow, base:Flow, n:int=256, z=None, steps=None, method=None, generator=None):
@@ -245,7 +262,8 @@ def as2d(o:torch.Tensor) -> torch.Tensor:
 # %% ../../nbs/ada/68_flow.ipynb #57a4561b
 class GuidedFlow(Flow):
     "A flow conditioned on observables (classifier-free guidance): sample with conditions drawn from experiments."
-    def __init__(self, velocity:VelocityMLP, names, dims, o_mean, o_std, mean=None, std=None, steps:int=16, method:str='heun'):
+    def __init__(self, velocity:VelocityMLP, names, dims, o_mean, o_std, mean=None, std=None,
+                 steps:int=16, method:str='heun'):
         super().__init__(velocity, mean, std, steps, method)
         self.names, self.dims = list(names), [int(k) for k in dims]
         self.register_buffer('o_mean', torch.as_tensor(o_mean, dtype=torch.float32))
@@ -258,15 +276,20 @@ class GuidedFlow(Flow):
         for name, k in zip(self.names, self.dims):
             if name in given:
                 o = as2d(torch.as_tensor(given[name], dtype=torch.float32))
-                if o.shape != (n, k): raise ADAInputError(f"GuidedFlow.cond: {name!r} has shape {tuple(o.shape)}; expected ({n}, {k})")
+                if o.shape != (n, k):
+                    raise ADAInputError(f"GuidedFlow.cond: {name!r} has shape {tuple(o.shape)}; expected ({n}, {k})")
                 parts += [(o - self.o_mean[j:j + k]) / self.o_std[j:j + k], torch.ones(n, 1)]
             else: parts += [torch.zeros(n, k + 1)]
             j += k
         return torch.cat(parts, 1)
-    def sample(self, n:int=None, z=None, given:dict=None, w:float=1.0, steps=None, method=None, generator=None, with_logp=False,
+    def sample(self, n:int=None, z=None, given:dict=None, w:float=1.0, steps=None, method=None,
+               generator=None, with_logp=False,
                corrector=None):
-        "Samples given observable values `given` {name: [n, k]} with guidance weight `w` (no likelihoods); `corrector` as in `Flow.sample`."
-        if with_logp: raise ADAInputError("GuidedFlow.sample: a guided flow has no exact likelihood here; expected with_logp=False")
+        """Samples given observable values `given` {name: [n, k]} with guidance weight `w` (no likelihoods); `corrector`
+        as in `Flow.sample`."""
+        if with_logp:
+            raise ADAInputError("GuidedFlow.sample: a guided flow has no exact likelihood here; expected "
+                                "with_logp=False")
         if z is None: z = torch.randn(n, self.dim, generator=generator)
         n = len(z); c, c0 = self.cond(given or {}, n), self.cond({}, n)
         def f(x, t):
@@ -297,17 +320,20 @@ def train_guided_flow(x,                    # simulation samples [n, d]
     def cond(i):
         keep = (torch.rand(len(i), len(flow.dims), generator=g) >= p_drop).float()
         return full[i] * keep[:, keep_cols]
-    return _fm_fit(flow, (x - mean) / std, iters, batch, lr, torch.Generator().manual_seed(seed), t_power, cond, verbose)
+    return _fm_fit(flow, (x - mean) / std, iters, batch, lr,
+                   torch.Generator().manual_seed(seed), t_power, cond, verbose)
 
 # %% ../../nbs/ada/68_flow.ipynb #377e46b2
 def flow_state(flow:Flow) -> dict:
     "A trained `VelocityMLP` flow as plain tensors and numbers (what `torch.load(weights_only=True)` reads back)."
     v = flow.velocity
-    if not isinstance(v, VelocityMLP): raise ADAInputError(f"flow_state: expected a Flow around a VelocityMLP, got {type(v).__name__}")
+    if not isinstance(v, VelocityMLP):
+        raise ADAInputError(f"flow_state: expected a Flow around a VelocityMLP, got {type(v).__name__}")
     s = dict(dim=v.dim, hidden=v.hidden, depth=v.depth, n_freq=v.n_freq, cond_dim=v.cond_dim, steps=flow.steps,
              method=flow.method, mean=flow.mean.clone(), std=flow.std.clone(),
              velocity={k: t.clone() for k, t in v.state_dict().items()})
-    if isinstance(flow, GuidedFlow): s['guide'] = dict(names=flow.names, dims=flow.dims, o_mean=flow.o_mean, o_std=flow.o_std)
+    if isinstance(flow, GuidedFlow):
+        s['guide'] = dict(names=flow.names, dims=flow.dims, o_mean=flow.o_mean, o_std=flow.o_std)
     return s
 
 def flow_from_state(s:dict) -> Flow:
@@ -315,7 +341,8 @@ def flow_from_state(s:dict) -> Flow:
     vel = VelocityMLP(s['dim'], s['hidden'], s['depth'], s['n_freq'], s.get('cond_dim', 0))
     if 'guide' in s:
         gd = s['guide']
-        flow = GuidedFlow(vel, gd['names'], gd['dims'], gd['o_mean'], gd['o_std'], s['mean'], s['std'], s['steps'], s['method'])
+        flow = GuidedFlow(vel, gd['names'], gd['dims'], gd['o_mean'], gd['o_std'], s['mean'],
+                          s['std'], s['steps'], s['method'])
     else: flow = Flow(vel, s['mean'], s['std'], s['steps'], s['method'])
     flow.velocity.load_state_dict(s['velocity'])
     flow.eval()
@@ -331,7 +358,8 @@ def cached_flow(key:dict,          # everything that decides the flow (data reci
                 train,             # train() -> Flow, called when the cache has no valid entry
                 cache_dir=None,    # folder of the cache (default: $SIMREAL_CACHE, else the user cache folder)
                ) -> Flow:
-    "The flow `train()` makes for `key`, from the cache when a valid entry is there (atomic writes, weights_only loads)."
+    """The flow `train()` makes for `key`, from the cache when a valid entry is there (atomic writes, weights_only
+    loads)."""
     from simreal_nb.core.store import save_torch, load_torch, cache_folder
     h = _cache_key(key)
     path = cache_folder('ada', cache_dir) / f'flow-{h}.pt'

@@ -30,17 +30,22 @@ def wake_response(ds:xr.Dataset, # a contract dataset with v (any domain)
                   box=WAKE_BOX, # (x0, x1, y0, y1) fractions of the domain
                  ) -> xr.DataArray:
     "Mean transverse velocity v over valid points of `box`, per (traj, time) [m/s]."
-    if 'v' not in ds: _fail(f"wake_response: the dataset has no field 'v' (fields: {list(ds.data_vars)}); expected the transverse velocity")
+    if 'v' not in ds:
+        _fail(f"wake_response: the dataset has no field 'v' (fields: {list(ds.data_vars)}); expected the "
+              "transverse velocity")
     x0, x1, y0, y1 = box
-    if not (0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1): _fail(f"box={box}: expected fractions 0 <= x0 < x1 <= 1, 0 <= y0 < y1 <= 1")
+    if not (0 <= x0 < x1 <= 1 and 0 <= y0 < y1 <= 1):
+        _fail(f"box={box}: expected fractions 0 <= x0 < x1 <= 1, 0 <= y0 < y1 <= 1")
     x, y = ds.x.values, ds.y.values
     sel = dict(x=slice(x[0] + x0 * (x[-1] - x[0]), x[0] + x1 * (x[-1] - x[0])),
                y=slice(y[0] + y0 * (y[-1] - y[0]), y[0] + y1 * (y[-1] - y[0])))
     v = ds['v'].sel(**sel)
     w = ds['valid'].sel(**sel) if 'valid' in ds else xr.ones_like(v, dtype=bool)
-    if v.sizes['x'] * v.sizes['y'] == 0: _fail(f"box={box}: holds no grid point of this {ds.sizes['y']}x{ds.sizes['x']} grid; expected a larger box")
+    if v.sizes['x'] * v.sizes['y'] == 0:
+        _fail(f"box={box}: holds no grid point of this {ds.sizes['y']}x{ds.sizes['x']} grid; expected a larger box")
     n = w.sum(('y', 'x'))
-    return (v.where(w, 0).sum(('y', 'x')) / n.where(n > 0)).rename('wake_v').assign_attrs(units='m s-1', long_name='mean v in the near-wake box')
+    return (v.where(w, 0).sum(('y', 'x')) / n.where(n > 0)).rename('wake_v').assign_attrs(units='m s-1',
+            long_name='mean v in the near-wake box')
 
 # %% ../../nbs/checks/81_causal.ipynb #c12
 def delta_corr(cmd, # command [..., T]
@@ -67,7 +72,8 @@ def dominant_frequency(series, # samples [..., T] on a regular clock
                       ) -> np.ndarray:
     "Frequency [Hz] of the largest peak of the Hann-windowed spectrum of `series` (mean removed), per leading index."
     a = np.asarray(series, np.float64)
-    if a.shape[-1] < 4 or not dt > 0: _fail(f"series of {a.shape[-1]} samples, dt={dt!r}: expected >= 4 samples and dt > 0")
+    if a.shape[-1] < 4 or not dt > 0:
+        _fail(f"series of {a.shape[-1]} samples, dt={dt!r}: expected >= 4 samples and dt > 0")
     a = (a - a.mean(-1, keepdims=True)) * np.hanning(a.shape[-1])
     P = np.abs(np.fft.rfft(a, pad * a.shape[-1], axis=-1)) ** 2
     P[..., 0] = 0
@@ -86,10 +92,13 @@ def predicted_response(model:nn.Module, # model(x, field_mask, cond) -> [B, n_ou
                        normalizer, # the data's `align.Normalizer`
                        box=WAKE_BOX, batch_size:int=64,
                       ) -> dict:
-    "One-step predicted and measured wake response and the command, per trajectory of `wd`: dict(cmd, pred, data) [traj, T']."
-    if getattr(wd, 'stride', None) != 1: _fail(f"wd: expected one-step windows with stride 1 (a WindowDataset), got {type(wd).__name__}")
+    """One-step predicted and measured wake response and the command, per trajectory of `wd`: dict(cmd, pred, data)
+    [traj, T']."""
+    if getattr(wd, 'stride', None) != 1:
+        _fail(f"wd: expected one-step windows with stride 1 (a WindowDataset), got {type(wd).__name__}")
     inputs = wd.cond_names[wd.n_params:]
-    if not inputs: _fail("wd: the windows have no time-varying input; expected the controlled system's command in `cond`")
+    if not inputs:
+        _fail("wd: the windows have no time-varying input; expected the controlled system's command in `cond`")
     if 'v' not in wd.fields: _fail(f"wd: fields {wd.fields} have no 'v'; expected the transverse velocity")
     iv, y, x = wd.fields.index('v'), wd.ds['y'].values, wd.ds['x'].values
     dev = next((p.device for p in model.parameters()), torch.device('cpu'))
@@ -108,7 +117,8 @@ def predicted_response(model:nn.Module, # model(x, field_mask, cond) -> [B, n_ou
     return dict(cmd=cmd, pred=np.concatenate(pred).reshape(n, T), data=np.concatenate(data).reshape(n, T))
 
 def causal_consistency(model:nn.Module, wd, normalizer, box=WAKE_BOX) -> dict:
-    "Corr(Δcmd, Δ predicted response), Corr(Δcmd, Δ measured response) and their difference (the score), per trajectory and mean."
+    """Corr(Δcmd, Δ predicted response), Corr(Δcmd, Δ measured response) and their difference (the score), per
+    trajectory and mean."""
     r = predicted_response(model, wd, normalizer, box)
     cp, cd = delta_corr(r['cmd'], r['pred']), delta_corr(r['cmd'], r['data'])
     return dict(corr_pred=cp, corr_data=cd, score=cp - cd, mean_score=float(np.nanmean(cp - cd)),
@@ -138,7 +148,8 @@ def granger_test(y, # response samples [n] (the effect)
 
 # %% ../../nbs/checks/81_causal.ipynb #c27
 class GrangerMonitor:
-    "Every `every` samples: does the command still Granger-cause the response over the last `window` samples? Warn when not."
+    """Every `every` samples: does the command still Granger-cause the response over the last `window` samples? Warn
+    when not."""
     def __init__(self, every:int=10, # samples between tests (the write-up's N)
                  window:int=100, # samples per test
                  lags:int=4, # past samples in the regressions
@@ -155,7 +166,8 @@ class GrangerMonitor:
     def update(self, cmd, resp) -> list:
         "Feed new samples (scalars or 1-D arrays of equal length); returns the records of the tests they triggered."
         c, r = np.atleast_1d(np.asarray(cmd, np.float64)), np.atleast_1d(np.asarray(resp, np.float64))
-        if c.shape != r.shape or c.ndim != 1: _fail(f"cmd, resp: shapes {c.shape}, {r.shape}; expected equal 1-D chunks")
+        if c.shape != r.shape or c.ndim != 1:
+            _fail(f"cmd, resp: shapes {c.shape}, {r.shape}; expected equal 1-D chunks")
         new = []
         for a, b in zip(c, r):
             self.cmd.append(a); self.resp.append(b); self.n += 1
@@ -171,7 +183,8 @@ class GrangerMonitor:
         self.alarm = self.misses >= self.patience
         if raised and self.warn:
             warnings.warn(f"GrangerMonitor: at sample {self.n} the command has not Granger-caused the response for "
-                          f"{self.misses} tests in a row (p = {p:.2g} > alpha = {self.alpha}): check the actuator and the sensors", stacklevel=3)
+                          f"{self.misses} tests in a row (p = {p:.2g} > alpha = {self.alpha}): check the actuator and "
+                          "the sensors", stacklevel=3)
         rec = dict(sample=self.n, F=F, p=p, miss=miss, alarm=self.alarm)
         self.log.append(rec)
         return rec
@@ -179,10 +192,12 @@ class GrangerMonitor:
 # %% ../../nbs/checks/81_causal.ipynb #c29
 def actuator_off_stream(traj:int=0, # trajectory of the twin
                         at:float=0.5, # fraction of the stream after which the actuator is disconnected
-                        size:str='test', seed:int=0, n_frames:int=300, n_traj:int=4, # the controlled twin (cached by `load_twins`)
+                        size:str='test', seed:int=0, n_frames:int=300,
+                        n_traj:int=4, # the controlled twin (cached by `load_twins`)
                         box=WAKE_BOX, domain:str='exp', # measured stream ('exp') or its hidden truth ('exp_truth')
                        ) -> dict:
-    "Command and wake response of one exp trajectory whose actuator is disconnected after `at`: dict(time, cmd, resp, off, f_c)."
+    """Command and wake response of one exp trajectory whose actuator is disconnected after `at`: dict(time, cmd, resp,
+    off, f_c)."""
     if not 0 < at < 1: _fail(f"at={at!r}: expected a fraction in (0, 1)")
     if domain not in ('exp', 'exp_truth'): _fail(f"domain={domain!r}: expected 'exp' or 'exp_truth'")
     on = load_twins('controlled', seed, size, n_frames=n_frames, n_traj=n_traj)[domain]
@@ -190,7 +205,8 @@ def actuator_off_stream(traj:int=0, # trajectory of the twin
     cut = load_twins('controlled', seed, size, n_frames=n_frames, n_traj=n_traj, gain=0.0)[domain]
     k = int(round(at * n_frames))
     r_on, r_off = wake_response(on.isel(traj=[traj]), box).values[0], wake_response(cut.isel(traj=[traj]), box).values[0]
-    return dict(time=on.time.values, cmd=on['omega_cmd'].values[traj].astype(np.float64), resp=np.r_[r_on[:k], r_off[k:]],
+    return dict(time=on.time.values, cmd=on['omega_cmd'].values[traj].astype(np.float64),
+                resp=np.r_[r_on[:k], r_off[k:]],
                 off=k, f_c=float(on.f_c.values[traj]))
 
 def run_monitor(cmd, resp, # the stream: command and response samples [n]

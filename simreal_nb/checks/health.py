@@ -41,7 +41,8 @@ def inject_fault(ds:xr.Dataset, # a measured exp stream (traj, time, y, x) with 
     "A copy of `ds` with a slow sensor fault injected; its size per frame is the coordinate `fault_size` (time)."
     if kind not in FAULTS: _fail(f"kind={kind!r}: expected one of {FAULTS}")
     for f in fields:
-        if f not in ds: _fail(f"fields: {f!r} is not in the dataset; expected some of {[k for k in ('u', 'v') if k in ds]}")
+        if f not in ds:
+            _fail(f"fields: {f!r} is not in the dataset; expected some of {[k for k in ('u', 'v') if k in ds]}")
     t = ds.time.values - ds.time.values[0]
     s = np.clip(rate * (t - start), 0, None)
     m = _box_mask(ds, box)
@@ -49,7 +50,8 @@ def inject_fault(ds:xr.Dataset, # a measured exp stream (traj, time, y, x) with 
     out = ds.copy(deep=True)
     sh = (1, len(t), 1, 1)
     if kind == 'zero':
-        for f in fields: out[f] = (ds[f] + (s.reshape(sh) * m).astype(np.float32)).where(ds.get('valid', True), 0).astype(np.float32)
+        for f in fields:
+            out[f] = (ds[f] + (s.reshape(sh) * m).astype(np.float32)).where(ds.get('valid', True), 0).astype(np.float32)
     elif kind == 'gain':
         for f in fields: out[f] = (ds[f] * (1 + s.reshape(sh) * m).astype(np.float32)).astype(np.float32)
     else:
@@ -64,7 +66,8 @@ def inject_fault(ds:xr.Dataset, # a measured exp stream (traj, time, y, x) with 
             if f in ds: out[f] = out[f].where(out['valid'], 0).astype(np.float32)
     for f in ('u', 'v'):
         if f in out: out[f].attrs = dict(ds[f].attrs)
-    out.attrs.update(fault_kind=kind, fault_rate=float(rate), fault_start=float(start), fault_box=' '.join(map(str, box)))
+    out.attrs.update(fault_kind=kind, fault_rate=float(rate), fault_start=float(start),
+                     fault_box=' '.join(map(str, box)))
     return validate(out.assign_coords(fault_size=('time', s.astype(np.float64), dict(long_name=f'{kind} fault size'))))
 
 # %% ../../nbs/checks/83_health.ipynb #h12
@@ -98,8 +101,10 @@ def frame_stats(u, v, valid, y, x, masks) -> dict:
         for f, a in (('u', u), ('v', v)):
             mu = (a * w).sum((1, 2)) / np.maximum(n, 1)
             out[f'mean_{f}'][:, r] = np.where(n > 0, mu, np.nan)
-            out[f'std_{f}'][:, r] = np.where(n > 1, np.sqrt(((a - mu[:, None, None]) ** 2 * w).sum((1, 2)) / np.maximum(n, 1)), np.nan)
-        out['div'][:, r] = np.where(ns > 0, np.sqrt((d ** 2 * ws).sum((1, 2)) / np.maximum((w_ ** 2 * ws).sum((1, 2)), 1e-300)), np.nan)
+            out[f'std_{f}'][:, r] = np.where(n > 1,
+                    np.sqrt(((a - mu[:, None, None]) ** 2 * w).sum((1, 2)) / np.maximum(n, 1)), np.nan)
+        out['div'][:, r] = np.where(ns > 0,
+                np.sqrt((d ** 2 * ws).sum((1, 2)) / np.maximum((w_ ** 2 * ws).sum((1, 2)), 1e-300)), np.nan)
         out['valid'][:, r] = n / m.sum()
     return out
 
@@ -110,7 +115,8 @@ FLOOR_BIAS, FLOOR_LOG = 0.02, 0.1
 
 # %% ../../nbs/checks/83_health.ipynb #h16
 def _kalman_zero(y, R, Q):
-    "Scalar random-walk Kalman filter over observations y of an offset (noise variance R, drift variance Q per step): the last estimate."
+    """Scalar random-walk Kalman filter over observations y of an offset (noise variance R, drift variance Q per step):
+    the last estimate."""
     x, P = 0.0, 100.0 * R
     for yk in y:
         if not np.isfinite(yk): continue
@@ -138,12 +144,14 @@ def health_monitor(ds:xr.Dataset, # a measured exp stream: one trajectory (traj 
                    quarantine:bool=True, # noise/dropout-driven low health: mask the region from then on
                    q:float=0.1, # Kalman drift std per frame, as a fraction of the frame noise std
                   ) -> xr.Dataset:
-    "Online health per region (commissioning-referenced residual z-scores), with recalibration/quarantine; error vs truth."
+    """Online health per region (commissioning-referenced residual z-scores), with recalibration/quarantine; error vs
+    truth."""
     d = ds.isel(traj=0) if 'traj' in ds.dims else ds
     for k in ('u', 'v', 'valid'):
         if k not in d: _fail(f"ds: has no {k!r}; expected a measured stream with u, v and valid")
     T = d.sizes['time']
-    if not (2 <= window <= n_ref < T): _fail(f"window={window}, n_ref={n_ref}: expected 2 <= window <= n_ref < {T} frames")
+    if not (2 <= window <= n_ref < T):
+        _fail(f"window={window}, n_ref={n_ref}: expected 2 <= window <= n_ref < {T} frames")
     regions = region_boxes() if regions is None else list(regions)
     y, x = d.y.values, d.x.values
     masks = [_box_mask(d, b) for b in regions]
@@ -151,7 +159,8 @@ def health_monitor(ds:xr.Dataset, # a measured exp stream: one trajectory (traj 
     st = frame_stats(u, v, ok, y, x, masks)
     ref = _ref_stats(st, n_ref, window)
     U = float(d.attrs.get('U_ref', np.sqrt(np.nanmean(u[:n_ref] ** 2))))
-    floor = dict(mean_u=FLOOR_BIAS * U, mean_v=FLOOR_BIAS * U, std_u=FLOOR_LOG, std_v=FLOOR_LOG, div=FLOOR_LOG, valid=0.02)
+    floor = dict(mean_u=FLOOR_BIAS * U, mean_v=FLOOR_BIAS * U, std_u=FLOOR_LOG, std_v=FLOOR_LOG,
+                 div=FLOOR_LOG, valid=0.02)
     sd = {k: np.maximum(ref[k][1], floor[k]) for k in ref}
     Rn = {f: np.nanvar(st[f'mean_{f}'][:n_ref], 0) for f in ('u', 'v')}
     R = len(regions)
@@ -177,19 +186,22 @@ def health_monitor(ds:xr.Dataset, # a measured exp stream: one trajectory (traj 
             for r in np.flatnonzero(h < threshold):
                 cause = list(Z)[int(np.nanargmax(zz[:, r]))]
                 if cause == 'bias' and recalibrate:
-                    b = [_kalman_zero(st[f'mean_{f}'][sl, r] - cal[i, r] - ref[f'mean_{f}'][0][r], Rn[f][r], (q ** 2) * Rn[f][r])
+                    b = [_kalman_zero(st[f'mean_{f}'][sl, r] - cal[i, r] - ref[f'mean_{f}'][0][r],
+                                      Rn[f][r], (q ** 2) * Rn[f][r])
                          for i, f in enumerate(('u', 'v'))]
                     cal[:, r] += b
                     events.append(dict(frame=t, time=float(d.time[t]), region=int(r), cause=cause, action='recalibrate',
                                        health=float(h[r]), offset_u=float(b[0]), offset_v=float(b[1])))
                 elif cause in ('noise', 'dropout') and quarantine:
                     masked[r] = True
-                    events.append(dict(frame=t, time=float(d.time[t]), region=int(r), cause=cause, action='quarantine', health=float(h[r])))
+                    events.append(dict(frame=t, time=float(d.time[t]), region=int(r), cause=cause,
+                                       action='quarantine', health=float(h[r])))
     out = xr.Dataset(dict(health=(('time', 'region'), H), **{f'z_{k}': (('time', 'region'), a) for k, a in Z.items()},
                           offset_u=(('time', 'region'), CAL[:, 0]), offset_v=(('time', 'region'), CAL[:, 1]),
                           quarantined=(('time', 'region'), MASK)),
                      coords=dict(time=d.time.values, region=np.arange(R)))
-    out.attrs.update(n_ref=n_ref, window=window, threshold=threshold, regions=json.dumps(regions), events=json.dumps(events))
+    out.attrs.update(n_ref=n_ref, window=window, threshold=threshold, regions=json.dumps(regions),
+                     events=json.dumps(events))
     out.attrs['n_events'] = len(events)
     if truth is not None:
         tr = truth.sel(traj=[int(d.traj)]) if 'traj' in truth.dims else truth.expand_dims(traj=[0])
@@ -207,7 +219,8 @@ def time_to_double(err, # error per frame [T]
                    time, # frame times [s]
                    n_ref:int, # baseline frames (the commissioning period)
                    window:int=20) -> float: # trailing frames the error is averaged over
-    "Time [s] (after the commissioning period ends) until the trailing-mean error first exceeds twice its commissioning mean; inf if never."
+    """Time [s] (after the commissioning period ends) until the trailing-mean error first exceeds twice its
+    commissioning mean; inf if never."""
     e = np.asarray(err, np.float64)
     base = np.nanmean(e[:n_ref])
     sm = np.array([np.nanmean(e[max(0, t - window + 1):t + 1]) for t in range(len(e))])

@@ -43,9 +43,12 @@ def divergence(u, v,  # velocity components [..., H, W] (numpy), physical units
     "(du/dx + dv/dy, usable) by central differences; usable: the point and its four neighbours valid, off the edge."
     u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
     y, x = np.asarray(y, np.float64), np.asarray(x, np.float64)
-    if u.shape != v.shape or u.ndim < 2: _fail(f"u, v: shapes {u.shape}, {v.shape}; expected two equal arrays [..., H, W]")
-    if u.shape[-2:] != (len(y), len(x)): _fail(f"y, x: {len(y)} and {len(x)} points; expected the grid of u, {u.shape[-2:]}")
-    if min(len(y), len(x)) < 3: _fail(f"grid {u.shape[-2:]}: expected at least 3 points per axis for central differences")
+    if u.shape != v.shape or u.ndim < 2:
+        _fail(f"u, v: shapes {u.shape}, {v.shape}; expected two equal arrays [..., H, W]")
+    if u.shape[-2:] != (len(y), len(x)):
+        _fail(f"y, x: {len(y)} and {len(x)} points; expected the grid of u, {u.shape[-2:]}")
+    if min(len(y), len(x)) < 3:
+        _fail(f"grid {u.shape[-2:]}: expected at least 3 points per axis for central differences")
     if not ((np.diff(y) > 0).all() and (np.diff(x) > 0).all()): _fail("y, x: expected strictly increasing coordinates")
     div = np.zeros_like(u)
     div[..., :, 1:-1] += (u[..., :, 2:] - u[..., :, :-2]) / (x[2:] - x[:-2])
@@ -81,7 +84,8 @@ def _device_of(model, device=None):
 
 def _check_data(data, where):
     for a in ('sim', 'exp', 'normalizer', 'fields'):
-        if not hasattr(data, a): _fail(f"{where}: data is a {type(data).__name__} without `{a}`; expected an domains.DomainData")
+        if not hasattr(data, a):
+            _fail(f"{where}: data is a {type(data).__name__} without `{a}`; expected an domains.DomainData")
 
 def _coords(wd):
     "(y, x) coordinates of a window dataset's grid, physical units."
@@ -89,7 +93,8 @@ def _coords(wd):
 
 @torch.no_grad()
 def _roll(model, b, lw, horizon, device, cond=None, x=None):
-    "Normalised rollout [B, horizon, C, H, W] of `model` from batch `b` of long windows `lw` (inputs optionally replaced)."
+    """Normalised rollout [B, horizon, C, H, W] of `model` from batch `b` of long windows `lw` (inputs optionally
+    replaced)."""
     model.eval()
     dev = _device_of(model, device)
     c = b['cond'] if cond is None else cond
@@ -114,7 +119,8 @@ def divergence_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out
                      factor:float=DIV_FACTOR,  # pass when rms div(pred) <= factor * rms div(data)
                      device=None,  # None: the model's device
                     ) -> dict:
-    "Divergence residual of rolled-out velocity against the residual of the domain's own data on the same frames and points."
+    """Divergence residual of rolled-out velocity against the residual of the domain's own data on the same frames and
+    points."""
     _check_data(data, 'divergence_check')
     if not ('u' in data.fields and 'v' in data.fields):
         return dict(verdict='n/a', reason=f"the data have fields {data.fields}; a divergence needs u and v")
@@ -130,7 +136,8 @@ def divergence_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out
         p = _phys(data, _roll(model, b, lw, horizon, device)).numpy()
         t = _phys(data, b['y'][:, :horizon].float()).numpy()
         n_t = lw.index[idx]                                        # (trajectory, first frame) of each window
-        seen = torch.stack([lw.valid_all[n, t:t + lw.n_in].all(0) for n, t in n_t.tolist()])  # valid in every input frame
+        # valid in every input frame
+        seen = torch.stack([lw.valid_all[n, t:t + lw.n_in].all(0) for n, t in n_t.tolist()])
         # a point counts at frame j if it was valid in every frame the rollout has seen or fed back up to j (a rollout
         # zeroes fed-back frames where the target is invalid: PIV dropouts would otherwise leave holes in the prediction)
         valid = (b['valid'][:, :horizon].cummin(1).values & seen[:, None]).numpy()
@@ -193,12 +200,14 @@ def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
                     max_windows:int|None=4,  # evenly spaced windows (None: all)
                     atol:float=1e-6,  # a frame 'responds' when some predicted value moves by more than this (normalised units)
                     device=None) -> dict:
-    "Step the input at each predicted frame s: no prediction before s may move, and a step k frames later must move the onset by >= k."
+    """Step the input at each predicted frame s: no prediction before s may move, and a step k frames later must move
+    the onset by >= k."""
     if not hasattr(wd, 'cond_names') or not hasattr(wd, 'n_in'):
         _fail(f"causality_check: wd is a {type(wd).__name__}; expected an domains.WindowDataset")
     inputs = tuple(wd.cond_names[wd.n_params:])
     if not inputs:
-        return dict(verdict='n/a', reason="the data have no time-varying input (only per-trajectory parameters): the rollout "
+        return dict(verdict='n/a',
+                    reason="the data have no time-varying input (only per-trajectory parameters): the rollout "
                                           "feeds back only its own past frames, so nothing can arrive ahead of time")
     k = min(2, horizon - 1) if k is None else k
     if not (isinstance(k, int) and isinstance(horizon, int) and 1 <= k < horizon):
@@ -220,7 +229,8 @@ def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
 
 # %% ../../nbs/checks/80_physics.ipynb #p25
 class CommandEcho(nn.Module):
-    "Last frame + `gain` x the first time-varying input, read `lead` frames after the predicted one (lead > 0: peeks ahead)."
+    """Last frame + `gain` x the first time-varying input, read `lead` frames after the predicted one (lead > 0: peeks
+    ahead)."""
     def __init__(self, n_params:int, # leading per-trajectory entries of `cond` (WindowDataset.n_params)
                  lead:int=0, # frames of look-ahead (0: causal)
                  gain:float=0.05): # response per normalised input unit
@@ -228,7 +238,8 @@ class CommandEcho(nn.Module):
         self.n_params, self.lead, self.gain, self.n_out = n_params, lead, gain, 1 + lead
     def forward(self, x, field_mask, cond=None):
         B, n_in = x.shape[:2]
-        cmd = cond[:, self.n_params:].reshape(B, -1, n_in + self.n_out)[:, 0, -1]   # the command of the call's last frame
+        # the command of the call's last frame
+        cmd = cond[:, self.n_params:].reshape(B, -1, n_in + self.n_out)[:, 0, -1]
         last = torch.where(field_mask[:, None, :, None, None], x[:, -1:], 0.)
         return (last + self.gain * cmd.view(B, 1, 1, 1, 1)).expand(-1, self.n_out, -1, -1, -1).clone()
 
@@ -239,13 +250,17 @@ def _ddx_periodic(a, h, axis): return (np.roll(a, -1, axis) - np.roll(a, 1, axis
 
 def energy_budget(u, v,  # velocity [..., T, H, W] (physical units) on a periodic grid
                   y, x, t,  # coordinates [H], [W] (evenly spaced) and frame times [T]
-                  nu, alpha:float, chi:float, k_f:float,  # viscosity ([...] or a number), drag, forcing amplitude and wavenumber
+                  nu, alpha:float, chi:float,
+                  k_f:float,  # viscosity ([...] or a number), drag, forcing amplitude and wavenumber
                  ) -> dict:
-    "dE/dt and the budget's terms at the interior frames [..., T-2], and the residual dE/dt − (forcing − dissipation − drag)."
+    """dE/dt and the budget's terms at the interior frames [..., T-2], and the residual dE/dt − (forcing − dissipation −
+    drag)."""
     u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
     y, x, t = (np.asarray(a, np.float64) for a in (y, x, t))
-    if u.shape != v.shape or u.ndim < 3 or u.shape[-3] < 3: _fail(f"u, v: shapes {u.shape}, {v.shape}; expected equal [..., T >= 3, H, W]")
-    if u.shape[-3:] != (len(t), len(y), len(x)): _fail(f"t, y, x: {len(t)}, {len(y)}, {len(x)} points; expected the frames and grid of u, {u.shape[-3:]}")
+    if u.shape != v.shape or u.ndim < 3 or u.shape[-3] < 3:
+        _fail(f"u, v: shapes {u.shape}, {v.shape}; expected equal [..., T >= 3, H, W]")
+    if u.shape[-3:] != (len(t), len(y), len(x)):
+        _fail(f"t, y, x: {len(t)}, {len(y)}, {len(x)} points; expected the frames and grid of u, {u.shape[-3:]}")
     hy, hx = y[1] - y[0], x[1] - x[0]
     w = _ddx_periodic(v, hx, -1) - _ddx_periodic(u, hy, -2)
     L = len(y) * hy
@@ -256,7 +271,8 @@ def energy_budget(u, v,  # velocity [..., T, H, W] (physical units) on a periodi
     E = 0.5 * (u ** 2 + v ** 2).mean((-2, -1))
     dEdt = (E[..., 2:] - E[..., :-2]) / (t[2:] - t[:-2])
     rhs = (forcing - diss - drag)[..., 1:-1]
-    return dict(dEdt=dEdt, forcing=forcing[..., 1:-1], dissipation=diss[..., 1:-1], drag=drag[..., 1:-1], residual=dEdt - rhs)
+    return dict(dEdt=dEdt, forcing=forcing[..., 1:-1], dissipation=diss[..., 1:-1],
+                drag=drag[..., 1:-1], residual=dEdt - rhs)
 
 # %% ../../nbs/checks/80_physics.ipynb #pe4
 def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
@@ -264,14 +280,18 @@ def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C,
                  split:str='test', horizon:int=4, max_windows:int|None=8,
                  factor:float=ENERGY_FACTOR,  # pass when rms residual(pred) <= factor * rms residual(data)
                  device=None) -> dict:
-    "Energy-budget residual of rolled-out sim frames against the data's own on the same frames (systems with a known budget)."
+    """Energy-budget residual of rolled-out sim frames against the data's own on the same frames (systems with a known
+    budget)."""
     _check_data(data, 'energy_check')
     wd = data.sim.get(split)
     attrs = getattr(getattr(wd, 'ds', None), 'attrs', {})
     if wd is None or not all(k in attrs for k in ('alpha', 'chi', 'k_f')) or not int(attrs.get('periodic', 0)) or 'nu' not in wd.ds.coords:
-        return dict(verdict='n/a', reason="the system defines no closed energy budget on its sampled window (needs a periodic "
-                                          "domain whose attrs name alpha, chi, k_f and a per-trajectory nu: the Kolmogorov flow)")
-    if not ('u' in data.fields and 'v' in data.fields): return dict(verdict='n/a', reason=f"the data have fields {data.fields}; the budget needs u and v")
+        return dict(verdict='n/a',
+                    reason="the system defines no closed energy budget on its sampled window (needs a periodic "
+                                          "domain whose attrs name alpha, chi, k_f and a per-trajectory nu: the "
+                                          "Kolmogorov flow)")
+    if not ('u' in data.fields and 'v' in data.fields):
+        return dict(verdict='n/a', reason=f"the data have fields {data.fields}; the budget needs u and v")
     if horizon < 3: _fail(f"horizon={horizon}: expected >= 3 frames (dE/dt by central differences)")
     lw = long_windows(wd, horizon)
     if not len(lw): _fail(f"energy_check: no {split!r} sim window of n_in + {horizon} frames")
@@ -290,7 +310,8 @@ def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C,
     rd = np.concatenate([energy_budget(d[i:i + 1, :, iu], d[i:i + 1, :, iv], y, x, t[i], nu[i], *args)['residual'].ravel() for i in range(len(idx))])
     rms = lambda a: float(np.sqrt((a ** 2).mean()))
     ratio = rms(rp) / rms(rd) if rms(rd) > 0 else float('inf')
-    return dict(factor=factor, horizon=int(horizon), windows=len(idx), resid_pred=rms(rp), resid_data=rms(rd), ratio=ratio,
+    return dict(factor=factor, horizon=int(horizon), windows=len(idx), resid_pred=rms(rp),
+                resid_data=rms(rd), ratio=ratio,
                 verdict='pass' if ratio <= factor else 'fail')
 
 # %% ../../nbs/checks/80_physics.ipynb #pe6
@@ -354,7 +375,8 @@ def extreme_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C
                   c:float=EXTREME_C,  # the bound's factor
                   max_windows:int|None=4,  # evenly spaced windows per domain
                   device=None) -> dict:
-    "Roll out from inputs outside the training range; pass when every prediction is finite and |u, v| stays within the bound."
+    """Roll out from inputs outside the training range; pass when every prediction is finite and |u, v| stays within the
+    bound."""
     _check_data(data, 'extreme_check')
     vel = [f for f in ('u', 'v') if f in data.fields]
     if not vel: return dict(verdict='n/a', reason=f"the data have fields {data.fields}; the bound is on velocity u, v")
@@ -382,7 +404,8 @@ def extreme_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C
 
 # %% ../../nbs/checks/80_physics.ipynb #p33
 class Fragile(nn.Module):
-    "Persistence inside |x| <= `limit` (normalised units), plus the cube of the excess outside: blows up on out-of-range inputs."
+    """Persistence inside |x| <= `limit` (normalised units), plus the cube of the excess outside: blows up on
+    out-of-range inputs."""
     def __init__(self, limit:float): # largest |normalised value| seen in training
         super().__init__()
         self.limit, self.n_out = float(limit), 1
@@ -398,9 +421,12 @@ def check_model(model:nn.Module,  # any model(x, field_mask, cond) -> [B, n_out,
                 max_windows:int|None=4,  # windows per domain and check
                 factor:float=DIV_FACTOR, c:float=EXTREME_C,  # the divergence and extreme-input bounds
                 device=None) -> dict:
-    "The physics checks of one model: divergence, causality (on the exp windows), extreme inputs, energy budget (where defined); verdict pass/fail."
-    out = dict(divergence=divergence_check(model, data, truth, horizon=horizon, max_windows=max_windows, factor=factor, device=device),
-               causality=causality_check(model, data.exp['test'], horizon=horizon, max_windows=max_windows, device=device),
+    """The physics checks of one model: divergence, causality (on the exp windows), extreme inputs, energy budget (where
+    defined); verdict pass/fail."""
+    out = dict(divergence=divergence_check(model, data, truth, horizon=horizon, max_windows=max_windows,
+                                           factor=factor, device=device),
+               causality=causality_check(model, data.exp['test'], horizon=horizon,
+                                         max_windows=max_windows, device=device),
                extreme=extreme_check(model, data, horizon=horizon, c=c, max_windows=max_windows, device=device),
                energy=energy_check(model, data, horizon=max(horizon, 3), max_windows=max_windows, device=device))
     out['verdict'] = 'fail' if any(r['verdict'] == 'fail' for r in out.values()) else 'pass'
@@ -425,17 +451,21 @@ def _jsonable(o):
 def load_cell_model(run_dir, # a run directory of `simreal run`
                     cell:Cell, cfg:GridConfig, # the cell and the run's config
                     data) -> nn.Module: # the cell's DomainData (`cell.cell_data`)
-    "The trained model of `cell`: `run_dir/cells/<key>/model.pt` as `models.save_model` wrote it, else (a run from before it was saved) rebuilt from the final checkpoint `last.pt`."
+    """The trained model of `cell`: `run_dir/cells/<key>/model.pt` as `models.save_model` wrote it, else (a run from
+    before it was saved) rebuilt from the final checkpoint `last.pt`."""
     saved = cell_folder(run_dir, cell) / MODEL_FILE
     if saved.exists():
         try: return load_model(saved).eval()
-        except CheckpointError as e: _fail(f"{saved}: {e}; expected the final model `simreal run` saves for a trained cell")
+        except CheckpointError as e:
+            _fail(f"{saved}: {e}; expected the final model `simreal run` saves for a trained cell")
     ck = saved.with_name('last.pt')
     if not ck.exists(): _fail(f"{ck}: missing; expected the checkpoint `simreal run` leaves for a trained cell")
     try: st = load_torch(ck)
     except CheckpointError as e: _fail(f"{ck}: {e}; expected a readable trainer checkpoint")
-    if not isinstance(st, dict) or 'model' not in st: _fail(f"{ck}: holds no model weights; expected a trainer checkpoint")
-    if not st.get('history', {}).get('done', False): _fail(f"{ck}: training did not finish; expected the final checkpoint")
+    if not isinstance(st, dict) or 'model' not in st:
+        _fail(f"{ck}: holds no model weights; expected a trainer checkpoint")
+    if not st.get('history', {}).get('done', False):
+        _fail(f"{ck}: training did not finish; expected the final checkpoint")
     model = cell_model(cell, cfg, data)
     model.load_state_dict(st['model'])
     return model.eval()
@@ -456,24 +486,31 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
     if not keys: _fail(f"run_dir {run_dir}: no finished cell in cells/; expected cell files written by `simreal run`")
     cells = [Cell.from_key(k) for k in keys]
     cells = [c for c in cells if c.protocol.trains or (baselines and c.protocol.name == PERSISTENCE)]
-    out = dict(package='simreal_nb', version=__version__, run_dir=str(run_dir), horizon=int(horizon), max_windows=max_windows,
+    out = dict(package='simreal_nb', version=__version__, run_dir=str(run_dir),
+               horizon=int(horizon), max_windows=max_windows,
                criteria=dict(divergence=f"rms div(u, v) of the rollout <= {DIV_FACTOR:g} x the data's own on the same "
-                                        "frames and points (central differences, physical units, points whose 4 neighbours are valid)",
-                             causality="a step of the time-varying input at any predicted frame s moves no prediction before s "
-                                       "(|change| <= atol), and a step k frames later moves the response onset by >= k",
-                             extreme=f"finite, and |u, v| <= {EXTREME_C:g} x max(|u, v| of the training data, of the given input), "
-                                     "for inputs stretched x3 and parameters one training-range width outside the range",
-                             energy=f"rms energy-budget residual (dE/dt - forcing + dissipation + drag) of the sim rollout <= "
-                                    f"{ENERGY_FACTOR:g} x the data's own on the same frames (Kolmogorov flow; n/a elsewhere)"),
+                                        "frames and points (central differences, physical units, points whose 4 "
+                                        "neighbours are valid)",
+                             causality="a step of the time-varying input at any predicted frame s moves no "
+                                       "prediction before s (|change| <= atol), and a step k frames later moves the "
+                                       "response onset by >= k",
+                             extreme=f"finite, and |u, v| <= {EXTREME_C:g} x max(|u, v| of the training data, of the "
+                                     "given input), for inputs stretched x3 and parameters one training-range width "
+                                     "outside the range",
+                             energy="rms energy-budget residual (dE/dt - forcing + dissipation + drag) of the sim "
+                                    f"rollout <= {ENERGY_FACTOR:g} x the data's own on the same frames (Kolmogorov "
+                                    "flow; n/a elsewhere)"),
                cells={})
     t0 = time.perf_counter()
     for cell in cells:
         data, truth, _ = cell_data(cell.system, cfg, data_dir, cell.seed)  # the cell's own data replicate
-        rec = dict(system=cell.system, capacity=cell.capacity, protocol=cell.protocol.name, seed=cell.seed, arch=cell.arch,
+        rec = dict(system=cell.system, capacity=cell.capacity, protocol=cell.protocol.name,
+                   seed=cell.seed, arch=cell.arch,
                    exp_trajs=cell.exp_trajs)
         try:
             model = Persistence(cfg.n_out) if cell.protocol.name == PERSISTENCE else load_cell_model(run_dir, cell, cfg, data)
-            rec.update(check_model(model.to(device), data, truth, horizon=horizon, max_windows=max_windows, device=device))
+            rec.update(check_model(model.to(device), data, truth, horizon=horizon,
+                                   max_windows=max_windows, device=device))
         except PhysicsCheckError as e: rec.update(verdict='error', error=str(e))
         out['cells'][cell.key] = rec
         if verbose: print(f"{cell.key}: {rec['verdict']}", flush=True)

@@ -41,7 +41,8 @@ def make_rigs(size:str='test',  # twin size preset
              ) -> dict:
     "The controlled cylinder as several rigs: dict(sim=, exp={rig: ds}, calib={rig: ds}, calib_sim=ds)."
     rigs = RIGS if rigs is None else rigs
-    if not isinstance(rigs, dict) or len(rigs) < 2: raise RigError(f"rigs: expected a dict of at least two rigs (name -> overrides), got {rigs!r}")
+    if not isinstance(rigs, dict) or len(rigs) < 2:
+        raise RigError(f"rigs: expected a dict of at least two rigs (name -> overrides), got {rigs!r}")
     extra = {} if n_traj is None else dict(n_traj=n_traj)
     cal = dict(n_traj=1, A=(CALIB['A'],) * 2, f_c=(CALIB['f_c'],) * 2, n_frames=CALIB['n_frames'])
     out = dict(exp={}, calib={})
@@ -74,16 +75,20 @@ def circulation(ds:xr.Dataset, traj:int=0) -> np.ndarray:
     Lx, Ly = ds.x.values[x1] - ds.x.values[x0], ds.y.values[y1] - ds.y.values[y0]
     g = (m(u, np.s_[:, y0, x0:x1 + 1]) - m(u, np.s_[:, y1, x0:x1 + 1])) * Lx + \
         (m(v, np.s_[:, y0:y1 + 1, x1]) - m(v, np.s_[:, y0:y1 + 1, x0])) * Ly
-    if not np.isfinite(g).all(): raise RigError("circulation: a side of the box around the body has no valid point in some frame")
+    if not np.isfinite(g).all():
+        raise RigError("circulation: a side of the box around the body has no valid point in some frame")
     return g
 
 def fingerprint(calib:xr.Dataset,  # a calibration run (one trajectory under the fixed command), sim or exp
                ) -> dict:
-    "The rig's three features: response gain (as a fraction of a rotating cylinder's 2πR²ω) and lag (periods) at the command frequency, and the inflow turbulence intensity."
+    """The rig's three features: response gain (as a fraction of a rotating cylinder's 2πR²ω) and lag (periods) at the
+    command frequency, and the inflow turbulence intensity."""
     if 'omega_cmd' not in calib or 'f_c' not in calib.coords:
-        raise RigError("fingerprint: expected a controlled-cylinder run with the input `omega_cmd` and the parameter `f_c`")
+        raise RigError("fingerprint: expected a controlled-cylinder run with the input `omega_cmd` and the "
+                       "parameter `f_c`")
     t, f = calib.time.values.astype(np.float64), float(calib.f_c.values[0])
-    if f * (t[-1] - t[0]) < 2: raise RigError(f"fingerprint: the calibration covers {f * (t[-1] - t[0]):.2f} command periods; expected >= 2")
+    if f * (t[-1] - t[0]) < 2:
+        raise RigError(f"fingerprint: the calibration covers {f * (t[-1] - t[0]):.2f} command periods; expected >= 2")
     c = calib['omega_cmd'].isel(traj=0).values.astype(np.float64)
     g = circulation(calib)
     e = np.exp(-2j * np.pi * f * t)
@@ -95,7 +100,8 @@ def fingerprint(calib:xr.Dataset,  # a calibration run (one trajectory under the
     ti = float(np.nanmean(np.nanstd(u, axis=0)) / abs(np.nanmean(u)))
     lag = float(-np.angle(G / C) / (2 * np.pi))  # in (-½, ½] periods
     R = 0.5 * float(calib.attrs['body_size'])
-    return dict(fp_gain=float(abs(G) / abs(C)) / (2 * np.pi * R ** 2), fp_lag=lag, fp_ti=ti)  # gain: of a rotating cylinder's Γ = 2πR²ω
+    # gain: of a rotating cylinder's Γ = 2πR²ω
+    return dict(fp_gain=float(abs(G) / abs(C)) / (2 * np.pi * R ** 2), fp_lag=lag, fp_ti=ti)
 
 # %% ../../nbs/checks/82_rigs.ipynb #r013
 def with_fingerprint(ds:xr.Dataset, fp:dict|None) -> xr.Dataset:
@@ -109,7 +115,8 @@ def with_fingerprint(ds:xr.Dataset, fp:dict|None) -> xr.Dataset:
 def standardise(fps:dict,  # name -> fingerprint (rigs, and 'sim')
                 train:list,  # the names whose fingerprints set the scale (the training rigs)
                ) -> dict:
-    "Fingerprints as z-scores over the training rigs (each feature's mean and std there), so that every feature spans O(1) in `cond`."
+    """Fingerprints as z-scores over the training rigs (each feature's mean and std there), so that every feature spans
+    O(1) in `cond`."""
     a = np.array([[fps[r][k] for k in FP_NAMES] for r in train])
     if len(train) < 2: raise RigError(f"standardise: expected at least two training rigs to set the scale, got {train}")
     m, s = a.mean(0), a.std(0)
@@ -132,9 +139,11 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
                 steps:int=600, batch_size:int=8, lr:float=2e-3,
                 horizon:int=8,  # rollout frames scored
                ) -> pd.DataFrame:
-    "Exp rollout RMSE (nondimensional) on the held-out rig and on the training rigs' test split, per seed, with and without fingerprints; persistence on both beside them."
+    """Exp rollout RMSE (nondimensional) on the held-out rig and on the training rigs' test split, per seed, with and
+    without fingerprints; persistence on both beside them."""
     import pandas as pd
-    if heldout not in rigs['exp']: raise RigError(f"heldout: {heldout!r} is not a rig; expected one of {list(rigs['exp'])}")
+    if heldout not in rigs['exp']:
+        raise RigError(f"heldout: {heldout!r} is not a rig; expected one of {list(rigs['exp'])}")
     seen = [r for r in rigs['exp'] if r != heldout]
     fps = standardise({**{r: fingerprint(c) for r, c in rigs['calib'].items()}, 'sim': fingerprint(rigs['calib_sim'])}, seen)
     fp_sim = fps['sim']
@@ -154,8 +163,13 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
         dh = make_domain_data(sim, held, n_in=2, n_out=1, exp_fracs=(0.6, 0.2, 0.2))
         for seed in seeds:
             torch.manual_seed(seed)
-            m = make_model(arch, capacity, fields=dd.fields, grid=dd.grid, n_cond=dd.n_cond, n_in=dd.n_in, n_out=dd.n_out)
-            h = train(m, dd, protocol, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=False, device='cpu', **FIXED_BUDGET)
-            rows.append(dict(fingerprint=use, seed=seed, heldout_rmse=score_heldout(m, dh), seen_rmse=score(m, dd, 'test'), updates=h.steps_done))
-    ref = Persistence(1)  # the same trajectories, the last input frame repeated (fingerprints change no field it repeats)
-    return pd.DataFrame(rows).assign(heldout_persistence=score_heldout(ref, dh), seen_persistence=score(ref, dd, 'test'))
+            m = make_model(arch, capacity, fields=dd.fields, grid=dd.grid, n_cond=dd.n_cond,
+                           n_in=dd.n_in, n_out=dd.n_out)
+            h = train(m, dd, protocol, steps=steps, batch_size=batch_size, lr=lr, seed=seed, progress=False,
+                      device='cpu', **FIXED_BUDGET)
+            rows.append(dict(fingerprint=use, seed=seed, heldout_rmse=score_heldout(m, dh),
+                             seen_rmse=score(m, dd, 'test'), updates=h.steps_done))
+    # the same trajectories, the last input frame repeated (fingerprints change no field it repeats)
+    ref = Persistence(1)
+    return pd.DataFrame(rows).assign(heldout_persistence=score_heldout(ref, dh),
+                                     seen_persistence=score(ref, dd, 'test'))

@@ -10,7 +10,8 @@ class SimrealError(Exception):
     "Base of every error class the package defines."
 
 class InputError(SimrealError, ValueError):
-    "The user's input (an argument, a file, a folder) is not usable: one line naming it, exit status 2 at the command line."
+    """The user's input (an argument, a file, a folder) is not usable: one line naming it, exit status 2 at the command
+    line."""
 
 NOT_INPUT = {  # package errors that are not the user's mistake -> why (the command line shows their traceback)
     'NonFiniteLossError': 'training diverged (a non-finite loss): the run stops and says so; not an input error',

@@ -22,11 +22,13 @@ class MetricInputError(InputError):
 
 # %% ../../nbs/core/30_metrics.ipynb #c007
 def _as_tensor(x, name):
-    "`x` (numpy array or torch tensor) as a torch tensor on its own device (no copy; converted to float64 chunk by chunk)."
+    """`x` (numpy array or torch tensor) as a torch tensor on its own device (no copy; converted to float64 chunk by
+    chunk)."""
     if isinstance(x, xr.DataArray): x = x.values
     if isinstance(x, np.ndarray): x = torch.from_numpy(np.ascontiguousarray(x))
     if not isinstance(x, torch.Tensor):
-        raise TypeError(f"`{name}` must be a numpy array or torch tensor shaped [b, t, h, w, c], got {type(x).__name__}")
+        raise TypeError(f"`{name}` must be a numpy array or torch tensor shaped [b, t, h, w, c], got "
+                        f"{type(x).__name__}")
     if x.is_complex() or x.dtype == torch.bool:
         raise MetricInputError(f"`{name}` must hold real numbers, got dtype {x.dtype}")
     return x.detach()
@@ -43,8 +45,10 @@ def _as_mask(mask, shape, device):
     if tuple(mask.shape) == tuple(shape[:4]): mask = mask[..., None]
     try: return torch.broadcast_to(mask, shape)
     except RuntimeError:
-        raise MetricInputError(f"`mask` of shape {tuple(mask.shape)} does not broadcast to the data shape {tuple(shape)} "
-                               "(expected [b, t, h, w], [b, t, h, w, c] or anything broadcastable to [b, t, h, w, c])") from None
+        raise MetricInputError(f"`mask` of shape {tuple(mask.shape)} does not broadcast to the data shape "
+                               f"{tuple(shape)} "
+                               "(expected [b, t, h, w], [b, t, h, w, c] or anything broadcastable to [b, "
+                               "t, h, w, c])") from None
 
 def _prep(pred, target, mask=None):
     "Checked tensors (pred, target, mask-or-None), all on `pred`'s device."
@@ -58,15 +62,17 @@ def _prep(pred, target, mask=None):
     return p, t, m
 
 def _chunks(p, t, m, max_elems=2**24):
-    "Sample chunks in float64 of at most ~`max_elems` values: (pred - target with 0 at invalid points, target (0 there), mask)."
+    """Sample chunks in float64 of at most ~`max_elems` values: (pred - target with 0 at invalid points, target (0
+    there), mask)."""
     step = max(1, max_elems // max(1, p[0].numel()))
     for s in range(0, p.shape[0], step):
         pc, tc, mc = p[s:s+step].double(), t[s:s+step].double(), None if m is None else m[s:s+step]
         d = pc - tc
         if mc is not None: d, tc = torch.where(mc, d, 0.), torch.where(mc, tc, 0.)
         if not bool(torch.isfinite(tc).all()):
-            raise MetricInputError(f"`target` has {int((~torch.isfinite(tc)).sum())} NaN/inf values at valid points; expected finite "
-                                   "ground truth wherever `mask` is True (mark missing data False in `mask`)")
+            raise MetricInputError(f"`target` has {int((~torch.isfinite(tc)).sum())} NaN/inf values at valid points; "
+                                   "expected finite ground truth wherever `mask` is True (mark missing data False "
+                                   "in `mask`)")
         yield d, tc, mc
 
 def _chunked(fn, p, t, m, batch_size):
@@ -157,8 +163,8 @@ def _check_degenerate(shape, degenerate):
     if degenerate not in ('raise', 'nan'):
         raise MetricInputError(f"`degenerate` must be 'raise' or 'nan', got {degenerate!r}")
     if min(shape[1] // 2, shape[2] // 2, shape[3] // 2) == 0 and degenerate == 'raise':
-        raise MetricInputError(f"fRMSE needs t, h and w >= 2 (n = min(t//2, h//2, w//2) >= 1 frequency bin), got [b, t, h, w, c] = "
-                               f"{list(shape)}; pass degenerate='nan' for RealPDEBench's NaN result")
+        raise MetricInputError("fRMSE needs t, h and w >= 2 (n = min(t//2, h//2, w//2) >= 1 frequency bin), got [b, "
+                               f"t, h, w, c] = {list(shape)}; pass degenerate='nan' for RealPDEBench's NaN result")
 
 # %% ../../nbs/core/30_metrics.ipynb #c025
 def frmse_spectrum(pred,     # prediction [b, t, h, w, c], numpy or torch, physical units
@@ -181,7 +187,8 @@ def frmse(pred,              # prediction [b, t, h, w, c], numpy or torch, physi
     p, t, m = _prep(pred, target, mask)
     _check_degenerate(p.shape, degenerate)
     def one(p, t, m):
-        if min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2) == 0: return dict.fromkeys(('low', 'mid', 'high', 'all'), float('nan'))
+        if min(p.shape[1] // 2, p.shape[2] // 2, p.shape[3] // 2) == 0:
+            return dict.fromkeys(('low', 'mid', 'high', 'all'), float('nan'))
         return _bands(_spectrum(p, t, m))
     return _chunked(one, p, t, m, batch_size)
 
@@ -203,7 +210,9 @@ def _r2(p, t, m):
     return 1 - se / ss
 
 def _ke_error(p, t, m):
-    if p.shape[-1] < 2: raise MetricInputError(f"the kinetic-energy error needs u and v as the first two channels, got {p.shape[-1]} channel(s)")
+    if p.shape[-1] < 2:
+        raise MetricInputError(f"the kinetic-energy error needs u and v as the first two channels, got {p.shape[-1]} "
+                               "channel(s)")
     err, n = 0.0, 0
     for s in range(p.shape[0]):  # per sample: K = ½ (var_t u + var_t v) over its valid frames at each point
         ks = []
@@ -226,7 +235,8 @@ def _rel_bands(p, t, m):
     b, nt, h, w, c = p.shape
     err, ref = (torch.zeros(min(nt // 2, h // 2, w // 2), c, dtype=torch.float64, device=p.device) for _ in range(2))
     for d, tc, _ in _chunks(p, t, m): _spectrum_add(err, d); _spectrum_add(ref, tc)
-    with np.errstate(divide='ignore', invalid='ignore'):  # a shell the target has no energy in: inf (or NaN), as upstream's division gives
+    # a shell the target has no energy in: inf (or NaN), as upstream's division gives
+    with np.errstate(divide='ignore', invalid='ignore'):
         E = _spectrum_finish(err, p.shape) / _spectrum_finish(ref, p.shape)
     return {k: v for k, v in _bands(E).items() if k != 'all'}
 
@@ -235,15 +245,18 @@ def mae(pred, target, mask=None, batch_size=None) -> float:
     return _chunked(_mae, *_prep(pred, target, mask), batch_size)
 
 def r2(pred, target, mask=None, batch_size=None) -> float:
-    "RealPDEBench's R²: 1 − Σ(pred − target)² / Σ(target − its mean over the samples at each (t, h, w, c))², valid points only."
+    """RealPDEBench's R²: 1 − Σ(pred − target)² / Σ(target − its mean over the samples at each (t, h, w, c))², valid
+    points only."""
     return _chunked(_r2, *_prep(pred, target, mask), batch_size)
 
 def ke_error(pred, target, mask=None, batch_size=None) -> float:
-    "Mean |K_pred − K_true| over samples and points of the fluctuation energy K = ½ (var_t u + var_t v), u, v the first two channels."
+    """Mean |K_pred − K_true| over samples and points of the fluctuation energy K = ½ (var_t u + var_t v), u, v the
+    first two channels."""
     return _chunked(_ke_error, *_prep(pred, target, mask), batch_size)
 
 def freq_error(pred, target, mask=None, batch_size=None) -> float:
-    "RealPDEBench's FE: the mean modulus of FFT_t(Σ_{h,w,c} pred) − FFT_t(Σ_{h,w,c} target) over samples and frequencies."
+    """RealPDEBench's FE: the mean modulus of FFT_t(Σ_{h,w,c} pred) − FFT_t(Σ_{h,w,c} target) over samples and
+    frequencies."""
     return _chunked(_freq_error, *_prep(pred, target, mask), batch_size)
 
 def frmse_relative(pred, target, mask=None, batch_size=None) -> dict:
@@ -294,12 +307,14 @@ def score_fields(pred,              # prediction [b, t, h, w, c], numpy or torch
                  batch_size=None,   # RealPDEBench `eval_batch_size` chunking (None = all samples at once)
                  degenerate='nan',  # fRMSE when t, h or w < 2: 'nan' (default here, e.g. one-step scores) or 'raise'
                 ) -> dict:
-    "Every metric per field and over all given fields: {field or 'all': {rmse, rel_l2, frmse, frmse_low, frmse_mid, frmse_high}}."
+    """Every metric per field and over all given fields: {field or 'all': {rmse, rel_l2, frmse, frmse_low, frmse_mid,
+    frmse_high}}."""
     p, t, m = _prep(pred, target, mask)
     try: names = None if isinstance(fields, str) else tuple(fields)
     except TypeError: names = None
     if names is None or len(names) != p.shape[-1] or len(set(names)) != len(names) or 'all' in names:
-        raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got {fields!r}")
+        raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got "
+                               f"{fields!r}")
     _check_degenerate(p.shape, degenerate)
     return _chunked(lambda p, t, m: _score_chunk(p, t, m, names), p, t, m, batch_size)
 
@@ -313,14 +328,16 @@ def scores_to_xarray(scores:dict, # output of `score_fields`
                         coords=dict(field=fields, metric=keys), name='score')
 
 # %% ../../nbs/core/30_metrics.ipynb #9fa0ed3d
-UPSTREAM_METRICS = ('mae', 'r2', 'ke_error', 'freq_error', 'frmse_rel_low', 'frmse_rel_mid', 'frmse_rel_high', 'mvpe')  # keys of one `upstream_scores` entry
+# keys of one `upstream_scores` entry
+UPSTREAM_METRICS = ('mae', 'r2', 'ke_error', 'freq_error', 'frmse_rel_low', 'frmse_rel_mid', 'frmse_rel_high', 'mvpe')
 
 def _or_nan(fn, *a):
     try: return fn(*a)
     except MetricInputError: return float('nan')
 
 def _ke_add(acc:list, pp, tt, k):
-    "Add |K_pred - K_true| and the point count of a chunk to `acc`, K = ½ (var_t u + var_t v) per sample and point over its valid frames (k [b, t, h, w])."
+    """Add |K_pred - K_true| and the point count of a chunk to `acc`, K = ½ (var_t u + var_t v) per sample and point
+    over its valid frames (k [b, t, h, w])."""
     kk = torch.ones(pp.shape[:4], dtype=torch.float64, device=pp.device) if k is None else k.double()
     nt = kk.sum(1).clamp_min(1)[..., None]
     K = []
@@ -346,8 +363,10 @@ def _upstream_pass(p, t, m, uv:bool) -> tuple:
         s = d.sum((2, 3))  # [b, t, c]: FE transforms spatial sums
         fe_c.append(torch.fft.fft(s, dim=1).abs()); fe_a.append(torch.fft.fft(s.sum(-1), dim=1).abs())
         if uv: _ke_add(ke, d + tc, tc, None if mc is None else mc[..., 0] & mc[..., 1])
-    ss = (tsq - tot ** 2 / kt.clamp_min(1)).clamp_min(0).sum((0, 1, 2))  # R²'s Σ (target - its mean over the samples)², per channel
-    with np.errstate(divide='ignore', invalid='ignore'): E = _spectrum_finish(es, p.shape) / _spectrum_finish(rs, p.shape) if nb else None
+    # R²'s Σ (target - its mean over the samples)², per channel
+    ss = (tsq - tot ** 2 / kt.clamp_min(1)).clamp_min(0).sum((0, 1, 2))
+    with np.errstate(divide='ignore', invalid='ignore'):
+        E = _spectrum_finish(es, p.shape) / _spectrum_finish(rs, p.shape) if nb else None
     fe_c, fe_a, nan = torch.cat(fe_c), torch.cat(fe_a), float('nan')
     def one(sl, pooled:bool) -> dict:
         n, s2 = cnt[sl].sum().item(), ss[sl].sum().item()
@@ -365,11 +384,13 @@ def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or to
                     batch_size=None,   # RealPDEBench `eval_batch_size` chunking (None = all samples at once)
                     probes=None,       # (rows, columns) of the wake probes (`probe_points`) for the MVPE of u and v; None: MVPE NaN
                    ) -> dict:
-    "RealPDEBench's other numbers per field and over all given fields: {field or 'all': {`UPSTREAM_METRICS`}} (NaN where undefined)."
+    """RealPDEBench's other numbers per field and over all given fields: {field or 'all': {`UPSTREAM_METRICS`}} (NaN
+    where undefined)."""
     p, t, m = _prep(pred, target, mask)
     names = tuple(fields)
     if len(names) != p.shape[-1] or len(set(names)) != len(names) or 'all' in names:
-        raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got {fields!r}")
+        raise MetricInputError(f"`fields` must name the {p.shape[-1]} channels of `pred` once each (not 'all'), got "
+                               f"{fields!r}")
     if probes is not None: probes = _checked_probes(*probes, *p.shape[2:4])
     vel = [i for i, f in enumerate(names) if f in ('u', 'v')]  # the probes read velocity
     def chunk(p, t, m):
@@ -377,18 +398,24 @@ def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or to
         out = {f: one(slice(i, i + 1), False) for i, f in enumerate(names)}
         out['all'] = one(slice(None), True)
         if probes:
-            for i in vel: out[names[i]]['mvpe'] = _or_nan(_mvpe, p[..., i:i + 1], t[..., i:i + 1], None if m is None else m[..., i:i + 1], *probes)
-            if vel: out['all']['mvpe'] = _or_nan(_mvpe, p[..., vel], t[..., vel], None if m is None else m[..., vel], *probes)
+            for i in vel:
+                out[names[i]]['mvpe'] = _or_nan(_mvpe, p[..., i:i + 1], t[..., i:i + 1],
+                                                None if m is None else m[..., i:i + 1], *probes)
+            if vel:
+                out['all']['mvpe'] = _or_nan(_mvpe, p[..., vel], t[..., vel],
+                                             None if m is None else m[..., vel], *probes)
         return out
     return _chunked(chunk, p, t, m, batch_size)
 
 # %% ../../nbs/core/30_metrics.ipynb #c5fada3c
 def probe_points(h:int, w:int,  # grid rows and columns
-                 d:float, center_x:float, center_y:float,  # body diameter and centre in pixels of the full-resolution grid
+                 d:float, center_x:float,
+                 center_y:float,  # body diameter and centre in pixels of the full-resolution grid
                  sub_s:int=1,  # the grid's spatial step
                  n_probe:int=9,  # probes per station
                 ) -> tuple:
-    "(rows, columns) of RealPDEBench's wake probes: `n_probe` rows around the centre line, four station columns behind the body."
+    """(rows, columns) of RealPDEBench's wake probes: `n_probe` rows around the centre line, four station columns behind
+    the body."""
     cy, dy = int(center_y / sub_s), min(2, int(h / (n_probe + 1)))
     rows = [cy + dy * j for j in range(-(n_probe - 1) // 2, n_probe - (n_probe - 1) // 2)]
     near = int((2 * d + center_x) / sub_s) >= w  # 2 D would leave the grid: stations 0.5 D apart
@@ -402,7 +429,9 @@ def probes_outside(rows, cols, h:int, w:int) -> list:
 def _checked_probes(rows, cols, h, w) -> tuple:
     rows, cols = list(rows), list(cols)
     bad = probes_outside(rows, cols, h, w) or ([] if rows and cols else ['none given'])
-    if bad: raise MetricInputError(f"probes at rows {rows} and columns {cols} leave the {h} x {w} grid ({bad}); expected indices inside it")
+    if bad:
+        raise MetricInputError(f"probes at rows {rows} and columns {cols} leave the {h} x {w} grid ({bad}); expected "
+                               "indices inside it")
     return rows, cols
 
 def _mvpe(p, t, m, rows, cols):
@@ -419,7 +448,8 @@ def _mvpe(p, t, m, rows, cols):
 def mvpe(pred, target,  # [b, t, h, w, c] (the velocity channels), numpy or torch
          rows, cols,  # probe rows and station columns (`probe_points`)
          mask=None, batch_size=None) -> float:
-    "RealPDEBench's probe diagnostic (MVPE): per station, mean |time-mean pred − time-mean target| over samples, probes and channels; mean over stations."
+    """RealPDEBench's probe diagnostic (MVPE): per station, mean |time-mean pred − time-mean target| over samples,
+    probes and channels; mean over stations."""
     p, t, m = _prep(pred, target, mask)
     rows, cols = _checked_probes(rows, cols, *p.shape[2:4])
     return _chunked(lambda p, t, m: _mvpe(p, t, m, rows, cols), p, t, m, batch_size)

@@ -27,8 +27,10 @@ def _redraws(f) -> bool:
     except (AttributeError, ValueError): return False
 
 class Bar:
-    "A text progress bar over `total` units of work (any floats; `total` may be revised), with its ETA and a `trace` of updates."
-    def __init__(self, total:float, label:str='', display:bool=True, file=None, every:float=0.2, width:int=24, clock=time.monotonic):
+    """A text progress bar over `total` units of work (any floats; `total` may be revised), with its ETA and a `trace`
+    of updates."""
+    def __init__(self, total:float, label:str='', display:bool=True, file=None, every:float=0.2,
+                 width:int=24, clock=time.monotonic):
         self.total, self.label, self.display, self.file, self.every, self.width, self._clock = float(total), label, display, file, every, width, clock
         self.done, self.comment, self.t0, self.trace, self._shown, self._tenth, self._first = 0., '', clock(), [], -1e9, -1, None
 
@@ -37,7 +39,8 @@ class Bar:
 
     @property
     def eta(self) -> float|None:
-        "Seconds left at the rate seen since the first work was reported (what came before, a start, is not a rate; None until then)."
+        """Seconds left at the rate seen since the first work was reported (what came before, a start, is not a rate;
+        None until then)."""
         if self._first is None: return None
         t, d = self._first
         if self.done <= d: return None if self.done < self.total else 0.
@@ -48,7 +51,8 @@ class Bar:
         if total is not None: self.total = float(total)
         if comment is not None: self.comment = comment
         self.done = min(float(done), self.total)
-        if self._first is None and self.done > 0: self._first = (self.elapsed, self.done)  # the first report: from here on a rate
+        # the first report: from here on a rate
+        if self._first is None and self.done > 0: self._first = (self.elapsed, self.done)
         self.trace.append((self.elapsed, self.done, self.total))
         self._show()
 
@@ -66,7 +70,8 @@ class Bar:
             print('\r' + str(self), end='\n' if end else '', file=f, flush=True)
         else:
             tenth = int(10 * self.done / self.total) if self.total > 0 else 10
-            if (tenth <= self._tenth) if not end else tenth == self._tenth == 10: return  # the end: unless the full bar was the last line
+            # the end: unless the full bar was the last line
+            if (tenth <= self._tenth) if not end else tenth == self._tenth == 10: return
             self._tenth = tenth
             print(str(self), file=f, flush=True)
         self._shown = self._clock()
@@ -95,7 +100,8 @@ PROGRESS_FILE = 'progress.json'  # in a cell's folder, beside its checkpoints
 def write_progress(path, **rec) -> Path:
     "Write `rec` as JSON to `path` atomically (no fsync: progress is rewritten within seconds)."
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")  # named as `store.atomic_write` names them: a killed run's are removed
+    # named as `store.atomic_write` names them: a killed run's are removed
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try: tmp.write_text(json.dumps(rec)); os.replace(tmp, path)
     finally: tmp.unlink(missing_ok=True)
     return path
@@ -106,12 +112,14 @@ def read_progress(path) -> dict|None:
     except (OSError, ValueError): return None
 
 class ProgressFile:
-    "A trainer callback writing {updates, bounds, made} to `path` at most every `every` seconds and at the end of each phase (`made`: updates each phase made)."
+    """A trainer callback writing {updates, bounds, made} to `path` at most every `every` seconds and at the end of each
+    phase (`made`: updates each phase made)."""
     def __init__(self, path, every:float=1.0, on_write:Callable|None=None):
         self.path, self.every, self.on_write, self._t, self.made = Path(path), every, on_write, -1e9, {}
     def __call__(self, tr):
         i, n, b = tr.phase_idx, tr.updates_done, list(tr.bounds)
-        self.made[i] = self.made.get(i, max(0, min(n, b[i + 1]) - b[i] - 1)) + 1  # a resumed phase counts from where it resumed
+        # a resumed phase counts from where it resumed
+        self.made[i] = self.made.get(i, max(0, min(n, b[i + 1]) - b[i] - 1)) + 1
         if time.monotonic() - self._t < self.every and n not in b: return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         rec = dict(updates=n, bounds=b, made=[self.made.get(j) for j in range(len(b) - 1)])

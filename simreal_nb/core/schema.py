@@ -23,9 +23,13 @@ FIELD_META = {
     'p': dict(units='Pa', long_name='pressure'),
 }
 SCALE_PREFIX = 'scale_'  # attrs[SCALE_PREFIX + field]: the field's reference scale, in the field's units
-GROUPS = ('remain', 'in_dist', 'out_dist')  # values of the optional coord `group` on `traj` (RealPDEBench's): the training pool, test at interior parameters, test outside every training parameter
+# values of the optional coord `group` on `traj` (RealPDEBench's): the training pool, test at interior parameters, test
+# outside every training parameter
+GROUPS = ('remain', 'in_dist', 'out_dist')
 TEST_GROUPS = GROUPS[1:]  # the test groups
-WINDOW_SPLITS = ('train', 'val', 'test')  # values 1, 2, 3 of the optional coord `window_split` on (traj, time) (RealPDEBench's): a published window of that split starts at that frame (0: none)
+# values 1, 2, 3 of the optional coord `window_split` on (traj, time) (RealPDEBench's): a published window of that split
+# starts at that frame (0: none)
+WINDOW_SPLITS = ('train', 'val', 'test')
 
 
 # %% ../../nbs/core/00_schema.ipynb #c007
@@ -46,22 +50,26 @@ def input_names(ds: xr.Dataset) -> tuple:
 def _fail(msg): raise DataContractError(msg)
 
 def check_coord(ds, name, increasing=True):
-    "Refuse (`DataContractError`) a coordinate `name` of `ds` that is missing, off its own dim, not real and finite, or (`increasing`) not strictly increasing; `traj`: unique integers."
+    """Refuse (`DataContractError`) a coordinate `name` of `ds` that is missing, off its own dim, not real and finite,
+    or (`increasing`) not strictly increasing; `traj`: unique integers."""
     if name not in ds.coords: _fail(f"coordinate {name!r} is missing; expected a 1-D coordinate on dim {name!r}")
     c = ds.coords[name]
     if c.dims != (name,): _fail(f"coordinate {name!r} has dims {c.dims}; expected ({name!r},)")
     vals = np.asarray(c.values)
     if name == 'traj':
-        if not np.issubdtype(vals.dtype, np.integer): _fail(f"coordinate 'traj' has dtype {vals.dtype}; expected integers")
-        if len(np.unique(vals)) != len(vals): _fail("coordinate 'traj' has repeated values; expected unique trajectory ids")
+        if not np.issubdtype(vals.dtype, np.integer):
+            _fail(f"coordinate 'traj' has dtype {vals.dtype}; expected integers")
+        if len(np.unique(vals)) != len(vals):
+            _fail("coordinate 'traj' has repeated values; expected unique trajectory ids")
         return
     if not np.issubdtype(vals.dtype, np.number) or np.issubdtype(vals.dtype, np.complexfloating):
-        _fail(f"coordinate {name!r} has dtype {vals.dtype}; expected real numbers ({'seconds' if name == 'time' else 'a length'})")
+        _fail(f"coordinate {name!r} has dtype {vals.dtype}; expected real numbers "
+              f"({'seconds' if name == 'time' else 'a length'})")
     if not np.isfinite(vals).all(): _fail(f"coordinate {name!r} has NaN/inf values; expected finite numbers")
     if increasing and len(vals) > 1 and not (np.diff(vals) > 0).all():
         i = int(np.argmax(~(np.diff(vals) > 0)))
-        _fail(f"coordinate {name!r} is not strictly increasing (at index {i}: {vals[i].item()!r} then {vals[i+1].item()!r}); "
-              f"expected strictly increasing values (try ds.sortby({name!r}))")
+        _fail(f"coordinate {name!r} is not strictly increasing (at index {i}: {vals[i].item()!r} then "
+              f"{vals[i+1].item()!r}); expected strictly increasing values (try ds.sortby({name!r}))")
 
 def _nonfinite_where(arr, valid=None):
     "Count and first index of non-finite entries of `arr` (only where `valid`, if given)."
@@ -78,13 +86,16 @@ def _flag(attrs, key):
     if x not in (0.0, 1.0): _fail(f"attrs[{key!r}]={v!r}; expected a flag 0 or 1")
     return int(x)
 def _check_param(ds, name):
-    "A numeric per-trajectory parameter (1-D coord on 'traj'): real and finite, since it conditions models and orders splits."
+    """A numeric per-trajectory parameter (1-D coord on 'traj'): real and finite, since it conditions models and orders
+    splits."""
     c = ds.coords[name]
     if c.dims != ('traj',) or name == 'traj' or not np.issubdtype(c.dtype, np.number): return
-    if np.issubdtype(c.dtype, np.complexfloating): _fail(f"parameter coordinate {name!r} has dtype {c.dtype}; expected real numbers")
+    if np.issubdtype(c.dtype, np.complexfloating):
+        _fail(f"parameter coordinate {name!r} has dtype {c.dtype}; expected real numbers")
     n, idx = _nonfinite_where(np.asarray(c.values))
-    if n: _fail(f"parameter coordinate {name!r} has {n} NaN/inf values (first at traj index {idx[0]}); expected finite numbers "
-                "(per-trajectory parameters condition the models and order the splits)")
+    if n:
+        _fail(f"parameter coordinate {name!r} has {n} NaN/inf values (first at traj index {idx[0]}); expected "
+              "finite numbers (per-trajectory parameters condition the models and order the splits)")
 def _scale_value(ds, f):
     "The reference scale of field `f` from attrs, or one DataContractError naming the attr and the expectation."
     key = SCALE_PREFIX + f
@@ -137,22 +148,30 @@ def validate(ds: xr.Dataset,  # the dataset to check
         _check_param(ds, name)
     # data variables
     raw = ds.attrs.get('inputs', '')
-    if raw is not None and not isinstance(raw, str): _fail(f"attrs['inputs']={raw!r}; expected one string of space-separated input names")
+    if raw is not None and not isinstance(raw, str):
+        _fail(f"attrs['inputs']={raw!r}; expected one string of space-separated input names")
     inputs = input_names(ds)
-    if len(set(inputs)) != len(inputs): _fail(f"attrs['inputs']={raw!r} repeats a name; expected each conditioning input once")
+    if len(set(inputs)) != len(inputs):
+        _fail(f"attrs['inputs']={raw!r} repeats a name; expected each conditioning input once")
     fields = fields_of(ds)
-    window = str(ds.attrs.get('window_fields', '') or '').split()  # the truth at the measurement's window (exp_truth only)
-    if window and dom != 'exp_truth': _fail(f"attrs['window_fields']={ds.attrs['window_fields']!r} on a {dom!r} dataset; expected it on 'exp_truth' only")
+    # the truth at the measurement's window (exp_truth only)
+    window = str(ds.attrs.get('window_fields', '') or '').split()
+    if window and dom != 'exp_truth':
+        _fail(f"attrs['window_fields']={ds.attrs['window_fields']!r} on a {dom!r} dataset; expected it on "
+              "'exp_truth' only")
     for name in window:
-        if name not in ds.data_vars: _fail(f"window field {name!r} is listed in attrs['window_fields'] but missing; expected a {DIMS} variable")
+        if name not in ds.data_vars:
+            _fail(f"window field {name!r} is listed in attrs['window_fields'] but missing; expected a {DIMS} variable")
         var = ds[name]
         if var.dims != DIMS or var.dtype != np.float32 or not {'units', 'long_name'} <= set(var.attrs):
-            _fail(f"window field {name!r} has dims {var.dims}, dtype {var.dtype}, attrs {sorted(var.attrs)}; expected {DIMS}, float32, units and long_name")
+            _fail(f"window field {name!r} has dims {var.dims}, dtype {var.dtype}, attrs {sorted(var.attrs)}; expected "
+                  f"{DIMS}, float32, units and long_name")
     for name, var in ds.data_vars.items():
         if name in FIELDS or name == 'valid' or name in inputs or name in window: continue
         _fail(f"unknown data variable {name!r} with dims {var.dims}; expected a field among {FIELDS}, "
               f"'valid', or a conditioning input listed in attrs['inputs']")
-    if not fields: _fail(f"dataset has no physical field (data vars: {list(ds.data_vars)}); expected at least one of {FIELDS}")
+    if not fields:
+        _fail(f"dataset has no physical field (data vars: {list(ds.data_vars)}); expected at least one of {FIELDS}")
     if dom == 'exp' and 'p' in fields and not _flag(ds.attrs, 'measures_pressure'):
         _fail("field 'p' in an 'exp' dataset; expected velocity only (pressure belongs to 'sim' or the hidden "
               "'exp_truth'); set attrs['measures_pressure']=1 if the experiment really measures pressure")
@@ -167,7 +186,8 @@ def validate(ds: xr.Dataset,  # the dataset to check
         if var.dims != DIMS:
             hint = f" (try ds.transpose{DIMS})" if set(var.dims) == set(DIMS) else ''
             _fail(f"field {f!r} has dims {var.dims}; expected {DIMS}{hint}")
-        if var.dtype != np.float32: _fail(f"field {f!r} has dtype {var.dtype}; expected float32 (try ds[{f!r}].astype('float32'))")
+        if var.dtype != np.float32:
+            _fail(f"field {f!r} has dtype {var.dtype}; expected float32 (try ds[{f!r}].astype('float32'))")
         for a in ('units', 'long_name'):
             if a not in var.attrs: _fail(f"field {f!r} has no attrs[{a!r}]; expected e.g. {FIELD_META[f][a]!r}")
         n, idx = _nonfinite_where(np.asarray(var.values), valid)
@@ -177,12 +197,16 @@ def validate(ds: xr.Dataset,  # the dataset to check
                   f"expected finite values wherever data is valid (mark missing data False in 'valid')")
     _check_scales(ds, fields)
     for name in inputs:
-        if name not in ds.data_vars: _fail(f"input {name!r} is listed in attrs['inputs'] but missing; expected a (traj, time) data variable")
+        if name not in ds.data_vars:
+            _fail(f"input {name!r} is listed in attrs['inputs'] but missing; expected a (traj, time) data variable")
         var = ds[name]
         if var.dims != ('traj', 'time'): _fail(f"input {name!r} has dims {var.dims}; expected ('traj', 'time')")
-        if not np.issubdtype(var.dtype, np.floating): _fail(f"input {name!r} has dtype {var.dtype}; expected a float dtype")
+        if not np.issubdtype(var.dtype, np.floating):
+            _fail(f"input {name!r} has dtype {var.dtype}; expected a float dtype")
         n, idx = _nonfinite_where(np.asarray(var.values))
-        if n: _fail(f"input {name!r} has {n} NaN/inf values (first at {dict(zip(('traj', 'time'), idx))}); expected finite values")
+        if n:
+            _fail(f"input {name!r} has {n} NaN/inf values (first at {dict(zip(('traj', 'time'), idx))}); expected "
+                  "finite values")
     return ds
 
 def drop_window_fields(ds:xr.Dataset) -> xr.Dataset:
@@ -206,7 +230,8 @@ class NeverTrainError(DataContractError):
     "Evaluation-only data (the hidden experimental truth) reached something that trains or fits."
 
 def never_train(obj) -> bool:
-    "True when `obj` (a Dataset, or anything holding one as `.ds`/`.dataset`, or naming its `domain`) is evaluation-only."
+    """True when `obj` (a Dataset, or anything holding one as `.ds`/`.dataset`, or naming its `domain`) is
+    evaluation-only."""
     for cand in (obj, getattr(obj, 'ds', None), getattr(obj, 'dataset', None)):
         a = getattr(cand, 'attrs', None)
         if isinstance(a, dict) and (a.get('domain') == 'exp_truth' or _flag(a, 'never_train')): return True
@@ -215,6 +240,6 @@ def never_train(obj) -> bool:
 def refuse_never_train(obj, where:str):
     "Raise `NeverTrainError` naming `where` when `obj` is evaluation-only data."
     if never_train(obj):
-        raise NeverTrainError(f"{where}: got evaluation-only data (domain 'exp_truth' / attrs never_train=1); the hidden "
-                              "experimental truth is for evaluation only (use WindowDataset(..., for_eval=True) or "
-                              "DomainData.truth_windows to evaluate on it)")
+        raise NeverTrainError(f"{where}: got evaluation-only data (domain 'exp_truth' / attrs never_train=1); "
+                              "the hidden experimental truth is for evaluation only (use WindowDataset(..., "
+                              "for_eval=True) or DomainData.truth_windows to evaluate on it)")

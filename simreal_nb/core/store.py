@@ -52,7 +52,8 @@ def atomic_write(path,  # destination file
         os.replace(tmp, path)
     except BaseException as e:
         if os.path.exists(tmp): os.remove(tmp)
-        if isinstance(e, OSError) and e.errno is not None and e.filename is None:  # a full disk inside a writer: name the file
+        # a full disk inside a writer: name the file
+        if isinstance(e, OSError) and e.errno is not None and e.filename is None:
             raise OSError(e.errno, e.strerror or os.strerror(e.errno), str(path)) from e
         raise
     return path
@@ -67,26 +68,32 @@ class CacheError(InputError):
     "The cache folder named (`cache=`, `--cache`, $SIMREAL_CACHE) is empty or cannot be a folder."
 
 def cache_folder(part:str, cache=None) -> Path:
-    "The package's cache folder `part` (twins, web, ada): under `cache`, else $SIMREAL_CACHE, else the user cache dir; an empty name is refused."
+    """The package's cache folder `part` (twins, web, ada): under `cache`, else $SIMREAL_CACHE, else the user cache dir;
+    an empty name is refused."""
     if cache is None:
         cache = os.environ.get('SIMREAL_CACHE')
         if cache is not None and not cache.strip():
-            raise CacheError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user cache folder)")
-    elif not str(cache).strip(): raise CacheError("cache: empty; expected a folder path (or none for $SIMREAL_CACHE, else the user cache folder)")
+            raise CacheError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user "
+                             "cache folder)")
+    elif not str(cache).strip():
+        raise CacheError("cache: empty; expected a folder path (or none for $SIMREAL_CACHE, else the user "
+                         "cache folder)")
     if cache is None:
         import platformdirs
         cache = platformdirs.user_cache_dir('simreal_nb')
     return Path(cache) / part
 
 def broken_link(path) -> str|None:
-    "'P: a symbolic link to nothing (a loop ...)' or '(dangling ...)' for the first link P on `path` (itself or a folder above it) that leads nowhere; None when there is none."
+    """'P: a symbolic link to nothing (a loop ...)' or '(dangling ...)' for the first link P on `path` (itself or a
+    folder above it) that leads nowhere; None when there is none."""
     parts = Path(path).parts
     for i in range(len(parts)):
         q = Path(*parts[:i + 1])
         if q.is_symlink():
             try: os.stat(q)
             except OSError as e:
-                if e.errno == errno.ELOOP: return f"{q}: a symbolic link to nothing (a loop: following it leads back to itself)"
+                if e.errno == errno.ELOOP:
+                    return f"{q}: a symbolic link to nothing (a loop: following it leads back to itself)"
                 if e.errno in (errno.ENOENT, errno.ENOTDIR):
                     return f"{q}: a symbolic link to nothing (dangling: its target {os.readlink(q)} does not exist)"
                 raise
@@ -94,7 +101,8 @@ def broken_link(path) -> str|None:
     return None
 
 def unmarked_files(folder, markers:tuple, own:tuple=()) -> list:
-    "Names in `folder` (but `own`) where it holds none of the `markers`, the files a command writes to say a folder is its own: what that command must not replace."
+    """Names in `folder` (but `own`) where it holds none of the `markers`, the files a command writes to say a folder is
+    its own: what that command must not replace."""
     folder = Path(folder)
     if not folder.is_dir() or any((folder / m).exists() for m in markers): return []
     return sorted(p.name for p in folder.iterdir() if p.name not in own)
@@ -105,7 +113,8 @@ SPACE_MARGIN = 1 << 20  # bytes `check_space` keeps free beyond what a write nee
 def write_bytes(path,  # destination file
                 data,  # the whole content: bytes, bytearray or memoryview
                ) -> Path:
-    "Write `data` to `path` atomically with plain Python, flushed to disk before the rename: a full disk is an `OSError` naming `path`."
+    """Write `data` to `path` atomically with plain Python, flushed to disk before the rename: a full disk is an
+    `OSError` naming `path`."""
     return atomic_write(path, lambda tmp: _write_synced(tmp, data))
 
 def _write_synced(path, data):
@@ -129,26 +138,32 @@ class CheckpointError(InputError):
 class RunFileError(InputError):
     "A file of a run directory (JSON, netCDF) that is unreadable, truncated or foreign."
 
-TIMING_TYPES = {'*': (int, float, dict)}  # a run's timing.json: '_data_s', '_run_s' in seconds; per cell key, its seconds
+# a run's timing.json: '_data_s', '_run_s' in seconds; per cell key, its seconds
+TIMING_TYPES = {'*': (int, float, dict)}
 
-_JSON_NAMES = {dict: 'an object', list: 'a list', str: 'a string', int: 'a number', float: 'a number', bool: 'true or false',
+_JSON_NAMES = {dict: 'an object', list: 'a list', str: 'a string', int: 'a number',
+               float: 'a number', bool: 'true or false',
                type(None): 'null'}
 
 def read_json(path, expected:str,
               types:dict|None=None,  # key -> the Python type(s) its value must have where present; '*': every other key
              ) -> dict:
-    "The JSON object in `path`; `RunFileError` naming the file when it is not valid JSON, not an object, or a value of `types` has another type."
+    """The JSON object in `path`; `RunFileError` naming the file when it is not valid JSON, not an object, or a value of
+    `types` has another type."""
     path = Path(path)
     try: obj = json.loads(path.read_text())
-    except ValueError as e: raise RunFileError(f"{path}: not valid JSON ({type(e).__name__}: {e}); expected {expected}") from None
-    if not isinstance(obj, dict): raise RunFileError(f"{path}: holds a JSON {type(obj).__name__}, not an object; expected {expected}")
+    except ValueError as e:
+        raise RunFileError(f"{path}: not valid JSON ({type(e).__name__}: {e}); expected {expected}") from None
+    if not isinstance(obj, dict):
+        raise RunFileError(f"{path}: holds a JSON {type(obj).__name__}, not an object; expected {expected}")
     for k, v in obj.items():
         want = (types or {}).get(k, (types or {}).get('*'))
         if want is None: continue
         want = want if isinstance(want, tuple) else (want,)
         if not isinstance(v, want) or (isinstance(v, bool) and bool not in want):  # JSON true is no number
             names = ' or '.join(dict.fromkeys(_JSON_NAMES[t] for t in want))
-            raise RunFileError(f"{path}: {k!r} holds {_JSON_NAMES[type(v)]} ({json.dumps(v)[:40]}), not {names}; expected {expected}")
+            raise RunFileError(f"{path}: {k!r} holds {_JSON_NAMES[type(v)]} ({json.dumps(v)[:40]}), not {names}; "
+                               f"expected {expected}")
     return obj
 
 def write_text(path,  # destination file
@@ -175,13 +190,15 @@ def load_torch(path,  # a file written by `save_torch`
     if not path.exists(): raise CheckpointError(f"checkpoint: no file at {str(path)!r}")
     try: return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
-        raise CheckpointError(f"checkpoint: cannot read {str(path)!r} with weights_only=True ({type(e).__name__}: {e})") from e
+        raise CheckpointError(f"checkpoint: cannot read {str(path)!r} with weights_only=True "
+                              f"({type(e).__name__}: {e})") from e
 
 # %% ../../nbs/core/10_store.ipynb #set1
 SET_SUFFIX = '.set.json'  # NAME.set.json: the members of set NAME in its folder
 
 class SetError(InputError):
-    "Files written as one set whose members no longer belong together (one missing, or of another content than the set records)."
+    """Files written as one set whose members no longer belong together (one missing, or of another content than the set
+    records)."""
 
 class FolderBusyError(InputError):
     "A folder another process is writing a set into (`folder_lock`)."
@@ -202,7 +219,8 @@ _HELD = {}  # folder -> [fd, count]: this process's locks (taken again by the sa
 
 @contextlib.contextmanager
 def folder_lock(folder, flag:str='--out'):
-    "Exclusive use of `folder` (created, and removed again if left empty) while a set is written: `fcntl.flock` on the folder (as a run's `RunLock`), released when the process ends, even killed; `FolderBusyError` naming the holder."
+    """Exclusive use of `folder` (created, and removed again if left empty) while a set is written: `fcntl.flock` on the
+    folder (as a run's `RunLock`), released when the process ends, even killed; `FolderBusyError` naming the holder."""
     import fcntl
     folder = Path(folder); created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
@@ -237,7 +255,8 @@ def stage_path(path) -> Path:
     return path.parent / f'.{path.name}.{uuid.uuid4().hex}.tmp'
 
 def commit_set(folder, name:str, staged:dict, meta:dict|None=None) -> dict:
-    "Put the staged members of set `name` ({kind: (temporary file, destination)}) in place: `NAME.set.json` (each file's SHA-256, and `meta`) first, then each renamed; kind -> path."
+    """Put the staged members of set `name` ({kind: (temporary file, destination)}) in place: `NAME.set.json` (each
+    file's SHA-256, and `meta`) first, then each renamed; kind -> path."""
     folder = Path(folder)
     members = {k: dict(file=Path(dest).name, sha256=file_digest(tmp), bytes=os.path.getsize(tmp)) for k, (tmp, dest) in staged.items()}
     write_text(folder / f'{name}{SET_SUFFIX}', json.dumps(dict(set=name, **(meta or {}), members=members), indent=1))
@@ -265,7 +284,8 @@ def check_set(path):
             elif file_digest(f) != m.get('sha256'): bad.append(f"{m['file']} is another file than the set's")
         if bad:
             made = ', '.join(f"{k} {rec[k]}" for k in ('command', 'system', 'seed', 'size') if k in rec)
-            raise SetError(f"{sf}: the files of set {rec.get('set')!r} ({made}) no longer belong together: {'; '.join(bad)}; "
+            raise SetError(f"{sf}: the files of set {rec.get('set')!r} ({made}) no longer belong together: "
+                           f"{'; '.join(bad)}; "
                            "expected the files written together: write the set again (with --overwrite)")
 
 def leave_set(path):
@@ -281,7 +301,8 @@ def write_dataset(ds: xr.Dataset,  # dataset to write (validated first)
                   validate: bool = True,  # check the data contract before writing
                   compress: bool = False,  # gzip-compress the data variables (smaller, slower)
                  ) -> Path:
-    "Write `ds` to `path` atomically (made in memory, then `write_bytes`: a full disk an `OSError` naming `path`); return the path."
+    """Write `ds` to `path` atomically (made in memory, then `write_bytes`: a full disk an `OSError` naming `path`);
+    return the path."""
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"write_dataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
     if validate: _validate(ds)
@@ -298,7 +319,8 @@ def _netcdf_bytes(ds, compress=False) -> memoryview:
     enc = {n: dict(zlib=True, complevel=3) for n in ds.data_vars} if compress else None
     if 'dask' not in sys.modules: return ds.to_netcdf(engine='h5netcdf', encoding=enc)
     import dask
-    with dask.config.set(scheduler='synchronous'):  # a dask worker's distributed lock cannot name a buffer: none is needed
+    # a dask worker's distributed lock cannot name a buffer: none is needed
+    with dask.config.set(scheduler='synchronous'):
         return ds.to_netcdf(engine='h5netcdf', encoding=enc)
 
 # %% ../../nbs/core/10_store.ipynb #c007
@@ -322,7 +344,8 @@ def read_dataset(path,  # a `*.nc` file or `*.zarr` store written by `write_data
                  validate: bool = True,  # check the data contract after reading
                  domain: str | None = None,  # expected `attrs['domain']` when validating; None: any
                 ) -> xr.Dataset:
-    "Load a dataset fully into memory and close the file; raise `OSError` if unreadable, `DataContractError` if invalid."
+    """Load a dataset fully into memory and close the file; raise `OSError` if unreadable, `DataContractError` if
+    invalid."""
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"read_dataset: no file at {str(path)!r}")
     if not _is_zarr(path): check_set(path)  # a member of a set: its set must agree
@@ -348,7 +371,8 @@ def write_set(folder,  # destination folder (created)
               meta:dict|None=None,  # what made the set, kept in its record: command, system, seed, size
               validate:bool=True,  # check each dataset against the data contract first
              ) -> dict:
-    "Write `datasets` into `folder` as one set, holding its `folder_lock`: each member made in memory and written to a temporary file, then `commit_set`; kind -> path. Nothing in `folder` changes unless every member is written."
+    """Write `datasets` into `folder` as one set, holding its `folder_lock`: each member made in memory and written to a
+    temporary file, then `commit_set`; kind -> path. Nothing in `folder` changes unless every member is written."""
     folder, staged = Path(folder), {}
     try:
         with folder_lock(folder):
@@ -357,14 +381,17 @@ def write_set(folder,  # destination folder (created)
                 dest = folder / fname
                 staged[kind] = (stage_path(dest), dest)
                 try: _write_synced(staged[kind][0], _netcdf_bytes(_storable(ds)))
-                except OSError as e: raise OSError(e.errno, e.strerror, str(dest)) from e  # named as the file it was to become
+                # named as the file it was to become
+                except OSError as e: raise OSError(e.errno, e.strerror, str(dest)) from e
             return commit_set(folder, name, staged, meta)
     finally:
         for tmp, _ in staged.values(): tmp.unlink(missing_ok=True)
 
 # %% ../../nbs/core/10_store.ipynb #guard1
 class _GuardedFile(io.RawIOBase):
-    "The file HDF5 writes a `BlockWriter`'s blocks through: a write that fails (a full disk) is kept in `error` and reported to HDF5 as done, so that HDF5's state stays whole (HDF5 that meets a failed write crashes the interpreter when it ends); the writer checks `error` after each block."
+    """The file HDF5 writes a `BlockWriter`'s blocks through: a write that fails (a full disk) is kept in `error` and
+    reported to HDF5 as done, so that HDF5's state stays whole (HDF5 that meets a failed write crashes the
+    interpreter when it ends); the writer checks `error` after each block."""
     def __init__(self, path): self.f, self.error = open(path, 'r+b'), None
     def readable(self): return True
     def writable(self): return True
@@ -387,7 +414,8 @@ class _GuardedFile(io.RawIOBase):
         super().close()
 
 def _named(e:BaseException, path) -> OSError|None:
-    "An operating-system error of HDF5 (its errno, or 'errno = N' in its text) as an `OSError` naming `path`; None for any other error."
+    """An operating-system error of HDF5 (its errno, or 'errno = N' in its text) as an `OSError` naming `path`; None for
+    any other error."""
     if not isinstance(e, OSError): return None
     m = re.search(r'errno = (\d+)', str(e))
     code = e.errno or (int(m.group(1)) if m else None)
@@ -395,7 +423,8 @@ def _named(e:BaseException, path) -> OSError|None:
 
 # %% ../../nbs/core/10_store.ipynb #39479839
 class BlockWriter:
-    "A netCDF contract dataset written block by block (frames of one trajectory at a time) into a temporary file that `commit` moves onto `path`."
+    """A netCDF contract dataset written block by block (frames of one trajectory at a time) into a temporary file that
+    `commit` moves onto `path`."""
     def __init__(self, path,  # destination `*.nc`
                  skeleton: xr.Dataset,  # the dataset without its fields: coordinates (dims traj, time, y, x) and attributes
                  fields: dict,  # field name -> its attributes (units, long_name)
@@ -404,7 +433,8 @@ class BlockWriter:
                 ):
         import h5netcdf
         self.path = Path(path)
-        if self.path.suffix != '.nc': raise ValueError(f"BlockWriter: {str(path)!r}; expected a netCDF file name ending in .nc")
+        if self.path.suffix != '.nc':
+            raise ValueError(f"BlockWriter: {str(path)!r}; expected a netCDF file name ending in .nc")
         self.shape = tuple(int(skeleton.sizes[d]) for d in DIMS)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = self.path.parent / f'.{self.path.name}.{uuid.uuid4().hex}.tmp'
@@ -425,7 +455,8 @@ class BlockWriter:
             raise _named(e, self.path) or e
 
     def write(self, traj:int, times:slice, block:dict):
-        "Write `block` ({field: float32 (t, y, x)}, optionally 'valid': bool (t, y, x)) at trajectory `traj`, frames `times`."
+        """Write `block` ({field: float32 (t, y, x)}, optionally 'valid': bool (t, y, x)) at trajectory `traj`, frames
+        `times`."""
         valid = block.get('valid')
         check_space(self.path, sum(np.asarray(a).nbytes for a in block.values()))  # HDF5 never meets a full disk
         if valid is not None and not valid.all() and 'valid' not in self._file.variables: self._start_valid()
@@ -453,7 +484,8 @@ class BlockWriter:
         self._file.attrs.update(_clean_attrs(attrs, 'the dataset'))
 
     def finish(self) -> Path:
-        "Close the file (every block and attribute written) and return its temporary path: for `commit_set`, which moves it with the rest of a set."
+        """Close the file (every block and attribute written) and return its temporary path: for `commit_set`, which
+        moves it with the rest of a set."""
         check_space(self.path, 0)  # closing writes HDF5's metadata and the chunks still in its cache
         self._close()
         return self.tmp

@@ -57,7 +57,8 @@ def example_pair(n_traj: int = 5,  # trajectories per domain
     return validate(sim, 'sim'), validate(exp, 'exp')
 
 # %% ../../nbs/data/15_align.ipynb #c009
-def _is_same(a, b): return len(a) == len(b) and np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=0, atol=1e-12)
+def _is_same(a, b):
+    return len(a) == len(b) and np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=0, atol=1e-12)
 
 def _valid_of(ds):
     "Where `ds` is usable: its `valid` (if any) and every field finite."
@@ -98,13 +99,15 @@ def _check_target(name, v, where):
     try: a = np.asarray(v, float)
     except (TypeError, ValueError): a = None
     if a is None or a.ndim != 1 or len(a) == 0 or not np.isfinite(a).all() or (np.diff(a) <= 0).any():
-        raise ValueError(f"{where}: `{name}` (shape {np.shape(v)}) must be a non-empty, strictly increasing 1-D array of finite numbers")
+        raise ValueError(f"{where}: `{name}` (shape {np.shape(v)}) must be a non-empty, strictly increasing 1-D array "
+                         "of finite numbers")
     return a
 
 def _interp_weighted(ds, min_weight=0.5, **coords):
     "Valid-weighted linear interpolation of every field of `ds` to `coords` (subset of time/y/x)."
     if not _positive(min_weight, 1.0):
-        raise ValueError(f"`min_weight`={min_weight!r}; expected the share of valid interpolation weight a kept point needs, in (0, 1]")
+        raise ValueError(f"`min_weight`={min_weight!r}; expected the share of valid interpolation weight a kept point "
+                         "needs, in (0, 1]")
     for k in coords: check_coord(ds, k)  # the source axes: finite and strictly increasing, else the weights are wrong
     coords = {k: np.asarray(v, float) for k, v in coords.items() if not _is_same(v, ds[k].values)}
     valid = _valid_of(ds)
@@ -152,14 +155,18 @@ def _target_grid(grid, sim, exp):
     elif isinstance(grid, (tuple, list)) and len(grid) == 2:
         ny, nx = grid
         if all(isinstance(n, (int, np.integer)) for n in grid):
-            if ny < 2 or nx < 2: raise ValueError(f"align_domains: `grid`={grid!r}; expected at least 2 points per axis")
+            if ny < 2 or nx < 2:
+                raise ValueError(f"align_domains: `grid`={grid!r}; expected at least 2 points per axis")
             flat = [a for a in ('y', 'x') if sim.sizes[a] < 2]
-            if flat: raise ValueError(f"align_domains: `grid`={grid!r} spreads points over the sim extent, but the sim grid has a single "
-                                      f"{flat[0]} point; expected grid='sim', 'exp' or (y, x) coordinate arrays")
+            if flat:
+                raise ValueError(f"align_domains: `grid`={grid!r} spreads points over the sim extent, but the sim grid "
+                                 f"has a single {flat[0]} point; expected grid='sim', 'exp' or (y, x) "
+                                 "coordinate arrays")
             return np.linspace(float(sim.y.min()), float(sim.y.max()), ny), np.linspace(float(sim.x.min()), float(sim.x.max()), nx)
         gy, gx = np.asarray(ny, float), np.asarray(nx, float)
         if gy.ndim == 1 and gx.ndim == 1 and (np.diff(gy) > 0).all() and (np.diff(gx) > 0).all(): return gy, gx
-    raise ValueError(f"align_domains: `grid`={grid!r}; expected 'sim', 'exp', (ny, nx) ints, or (y, x) increasing 1-D arrays")
+    raise ValueError(f"align_domains: `grid`={grid!r}; expected 'sim', 'exp', (ny, nx) ints, or (y, x) increasing "
+                     "1-D arrays")
 
 # %% ../../nbs/data/15_align.ipynb #c012
 def align_domains(sim: xr.Dataset,  # simulation dataset (domain 'sim')
@@ -170,15 +177,16 @@ def align_domains(sim: xr.Dataset,  # simulation dataset (domain 'sim')
     "Put `sim` and `exp` on one grid with the union of fields; `attrs['present']` lists each domain's own fields."
     validate(sim, 'sim')
     validate(exp)
-    if exp.attrs['domain'] == 'sim': raise DataContractError("align_domains: `exp` has attrs['domain']='sim'; expected 'exp' or 'exp_truth'")
+    if exp.attrs['domain'] == 'sim':
+        raise DataContractError("align_domains: `exp` has attrs['domain']='sim'; expected 'exp' or 'exp_truth'")
     gy, gx = _target_grid(grid, sim, exp)
     for name, ds in (('sim', sim), ('exp', exp)):  # partial cover is normal (PIV sees a window); no cover is an error
         ext = {a: (float(ds[a].min()), float(ds[a].max())) for a in ('x', 'y')}
         if not all(((g >= ext[a][0]) & (g <= ext[a][1])).any() for a, g in (('x', gx), ('y', gy))):
-            raise DataContractError(f"align_domains: the {name} grid (x {ext['x'][0]:g}..{ext['x'][1]:g}, y {ext['y'][0]:g}.."
-                                    f"{ext['y'][1]:g}) does not overlap the target grid (x {gx[0]:g}..{gx[-1]:g}, y {gy[0]:g}.."
-                                    f"{gy[-1]:g}); expected both domains in the same coordinates and units (for lab PIV: "
-                                    "`piv.to_sim_grid`)")
+            raise DataContractError(f"align_domains: the {name} grid (x {ext['x'][0]:g}..{ext['x'][1]:g}, y "
+                                    f"{ext['y'][0]:g}..{ext['y'][1]:g}) does not overlap the target grid (x "
+                                    f"{gx[0]:g}..{gx[-1]:g}, y {gy[0]:g}..{gy[-1]:g}); expected both domains in the "
+                                    "same coordinates and units (for lab PIV: `piv.to_sim_grid`)")
     union = tuple(f for f in FIELDS if f in fields_of(sim) or f in fields_of(exp))
     out = []
     for ds in (sim, exp):
@@ -209,7 +217,8 @@ class Normalizer:
             try: m, s = (float(v) for v in ms)
             except (TypeError, ValueError): m = s = float('nan')
             if not (math.isfinite(m) and math.isfinite(s) and s > 0):
-                raise ValueError(f"Normalizer: statistics of {k!r} are {ms!r}; expected (mean, std) with a finite mean and a positive finite std")
+                raise ValueError(f"Normalizer: statistics of {k!r} are {ms!r}; expected (mean, std) with a finite mean "
+                                 "and a positive finite std")
             self.stats[k] = (m, s)
 
     @classmethod
@@ -219,7 +228,8 @@ class Normalizer:
         "Fit mean/std of each field (over valid points), parameter and input of `ds`."
         for name, d in dict(ds=ds, fallback=fallback).items():
             if d is None: continue
-            if not isinstance(d, xr.Dataset): raise TypeError(f"Normalizer.fit: `{name}` is a {type(d).__name__}; expected an xarray.Dataset")
+            if not isinstance(d, xr.Dataset):
+                raise TypeError(f"Normalizer.fit: `{name}` is a {type(d).__name__}; expected an xarray.Dataset")
             refuse_never_train(d, f'Normalizer.fit(`{name}`)')
         stats = {}
         for src in ([fallback] if fallback is not None else []) + [ds]:
@@ -248,16 +258,20 @@ class Normalizer:
             names = fields_of(x) if fields is None else tuple([fields] if isinstance(fields, str) else fields)
             self._ms(names, np.zeros(0))  # clear error for unknown names
             absent = [f for f in names if f not in x.data_vars]
-            if absent: raise ValueError(f"Normalizer: the dataset has no variables {absent} (has {list(x.data_vars)}); expected the fields to transform")
+            if absent:
+                raise ValueError(f"Normalizer: the dataset has no variables {absent} (has {list(x.data_vars)}); "
+                                 "expected the fields to transform")
             for f in names:
                 m, s = self.stats[f]
                 out[f] = ((x[f] * s + m) if inverse else ((x[f] - m) / s)).astype(x[f].dtype).assign_attrs(x[f].attrs)
             return out
         if not isinstance(x, (np.ndarray, torch.Tensor)):
-            raise TypeError(f"Normalizer: `x` is a {type(x).__name__}; expected a numpy array, torch tensor or xarray Dataset")
+            raise TypeError(f"Normalizer: `x` is a {type(x).__name__}; expected a numpy array, torch tensor or "
+                            "xarray Dataset")
         fields = tuple(FIELDS if fields is None else ([fields] if isinstance(fields, str) else fields))
         if not -x.ndim <= axis < x.ndim:
-            raise ValueError(f"Normalizer: `axis`={axis} does not exist in `x` of shape {tuple(x.shape)}; expected a channel axis of {len(fields)} fields")
+            raise ValueError(f"Normalizer: `axis`={axis} does not exist in `x` of shape {tuple(x.shape)}; expected a "
+                             f"channel axis of {len(fields)} fields")
         if x.shape[axis] != len(fields):
             raise ValueError(f"Normalizer: `x` has {x.shape[axis]} channels on axis {axis} (shape {tuple(x.shape)}); "
                              f"expected {len(fields)} for fields={fields}")
@@ -298,10 +312,12 @@ class Normalizer:
 
 # %% ../../nbs/data/15_align.ipynb #c024
 def _check_fracs(fracs):
-    try: ok = len(fracs) == 3 and all(not isinstance(f, bool) and f >= 0 for f in fracs) and math.isclose(sum(fracs), 1.0, abs_tol=1e-6)
+    try:
+        ok = len(fracs) == 3 and all(not isinstance(f, bool) and f >= 0 for f in fracs) and math.isclose(sum(fracs), 1.0, abs_tol=1e-6)
     except TypeError: ok = False
     if not ok:
-        raise ValueError(f"split_trajs: `fracs`={fracs!r}; expected three non-negative fractions (train, val, test) summing to 1")
+        raise ValueError(f"split_trajs: `fracs`={fracs!r}; expected three non-negative fractions (train, val, test) "
+                         "summing to 1")
 
 def _split_counts(n, fracs):
     _check_fracs(fracs)
@@ -310,7 +326,8 @@ def _split_counts(n, fracs):
     need = n_val + n_test + (2 if n_val + n_test else 1)
     if n < need:
         raise ValueError(f"split_trajs: the dataset has {n} trajectories; fracs={tuple(fracs)} need at least {need} "
-                         f"({n_val} val + {n_test} test held out inside the parameter range, and the two range ends in train)")
+                         f"({n_val} val + {n_test} test held out inside the parameter range, and the two range "
+                         "ends in train)")
     return n - n_val - n_test, n_val, n_test
 
 def _split_positions(n, n_val, n_test, seed):
@@ -332,8 +349,9 @@ def _test_groups_of(ds):
     g = np.asarray(ds['group'].values).astype(str)
     if not np.isin(g, GROUPS[1:]).any(): return None            # all remain, or none published
     bad = sorted(set(g.tolist()) - set(GROUPS))
-    if bad: raise ValueError(f"split_trajs: coord 'group' has values {bad}; expected every trajectory in one of {GROUPS} "
-                             f"when any is a test group (in_dist, out_dist)")
+    if bad:
+        raise ValueError(f"split_trajs: coord 'group' has values {bad}; expected every trajectory in one of {GROUPS} "
+                         f"when any is a test group (in_dist, out_dist)")
     return g
 
 def _parts(ds, idx):
@@ -352,13 +370,13 @@ def _split_by_group(ds, g, fracs, seed):
     tv = fracs[0] + fracs[1]
     n_val = (max(1, round(fracs[1] / tv * len(rem))) if fracs[1] > 0 else 0) if tv > 0 else 0
     if tv <= 0 or fracs[0] <= 0 or len(rem) == 0:
-        raise ValueError(f"split_trajs: {len(rem)} 'remain' trajectories and fracs={tuple(fracs)}; with test groups the test split "
-                         f"is in_dist + out_dist and train : val = fracs[0] : fracs[1] of remain, which needs fracs[0] > 0 and "
-                         f"at least one remain trajectory")
+        raise ValueError(f"split_trajs: {len(rem)} 'remain' trajectories and fracs={tuple(fracs)}; with test groups "
+                         "the test split is in_dist + out_dist and train : val = fracs[0] : fracs[1] of remain, which "
+                         f"needs fracs[0] > 0 and at least one remain trajectory")
     if len(rem) < n_val + 2:  # too few to hold one out and keep the range ends in train: all of them train
-        warnings.warn(f"split_trajs: {len(rem)} 'remain' trajectories are too few for a validation split ({n_val} val and the two "
-                      f"range ends in train): all of them train and the {ds.attrs.get('domain', '?')} domain has no validation "
-                      f"(no early stopping on it)", stacklevel=3)
+        warnings.warn(f"split_trajs: {len(rem)} 'remain' trajectories are too few for a validation split ({n_val} val "
+                      f"and the two range ends in train): all of them train and the {ds.attrs.get('domain', '?')} "
+                      f"domain has no validation (no early stopping on it)", stacklevel=3)
         n_val = 0
     params = [p for p in _param_names(ds) if np.ptp(ds[p].values[rem]) > 0]
     key = ds[params[0]].values[rem] if params else ds['traj'].values[rem]
@@ -377,7 +395,8 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
                 fracs=(0.6, 0.2, 0.2),  # train, val, test fractions of trajectories (with test groups: train : val of 'remain')
                 seed: int = 0,  # shifts which interior trajectories are held out
                ) -> dict:
-    "Split by trajectory into `dict(train=, val=, test=)`: held-out parameters inside the training range, or by test group."
+    """Split by trajectory into `dict(train=, val=, test=)`: held-out parameters inside the training range, or by test
+    group."""
     g = _test_groups_of(ds)
     if g is not None: return _split_by_group(ds, g, tuple(fracs) if np.iterable(fracs) else fracs, seed)
     n = ds.sizes['traj']
@@ -393,14 +412,18 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
 
 # %% ../../nbs/data/15_align.ipynb #f411bf24
 def _published_starts(ds, L:int) -> list:
-    "(trajectory index, start frame) of each window `window_split` marks for the split `ds.attrs['split']`; refused when L frames pass the published windows' span."
+    """(trajectory index, start frame) of each window `window_split` marks for the split `ds.attrs['split']`; refused
+    when L frames pass the published windows' span."""
     split = ds.attrs.get('split')
-    if split not in WINDOW_SPLITS: raise ValueError(f"WindowDataset(windows='published'): attrs['split']={split!r}; expected one of {WINDOW_SPLITS} (from `split_windows`)")
+    if split not in WINDOW_SPLITS:
+        raise ValueError(f"WindowDataset(windows='published'): attrs['split']={split!r}; expected one of "
+                         f"{WINDOW_SPLITS} (from `split_windows`)")
     if 'window_split' not in ds.coords: return []
     span = ds.attrs.get('window_frames')
     if span is not None and L > int(span):
-        raise ValueError(f"WindowDataset(windows='published'): windows of {L} frames (inputs + targets) are longer than the published "
-                         f"windows' {int(span)} frames; expected at most {int(span)} (fewer input frames or a shorter horizon)")
+        raise ValueError(f"WindowDataset(windows='published'): windows of {L} frames (inputs + targets) are longer "
+                         f"than the published windows' {int(span)} frames; expected at most {int(span)} (fewer input "
+                         "frames or a shorter horizon)")
     codes = ds['window_split'].transpose('traj', 'time').values
     i, t = np.nonzero(codes == WINDOW_SPLITS.index(split) + 1)
     keep = t + L <= ds.sizes['time']  # a window cut short by the loaded frames is not the published one
@@ -413,13 +436,17 @@ def published_windows(ds: xr.Dataset) -> bool:
 
 def split_windows(ds: xr.Dataset,  # a contract dataset with published windows (`published_windows`)
                  ) -> dict:
-    "Split as published into `dict(train=, val=, test=)`: the trajectories where each split has a window (a trajectory can be in several)."
+    """Split as published into `dict(train=, val=, test=)`: the trajectories where each split has a window (a trajectory
+    can be in several)."""
     if not published_windows(ds):
-        raise ValueError(f"split_windows: the {ds.attrs.get('domain', '?')!r} dataset marks no published window (coord 'window_split' "
-                         f"on (traj, time) with codes 1, 2, 3 for {WINDOW_SPLITS}); expected data imported from RealPDEBench")
+        raise ValueError(f"split_windows: the {ds.attrs.get('domain', '?')!r} dataset marks no published window (coord "
+                         f"'window_split' on (traj, time) with codes 1, 2, 3 for {WINDOW_SPLITS}); expected data "
+                         "imported from RealPDEBench")
     codes = ds['window_split'].transpose('traj', 'time').values
     bad = sorted(set(np.unique(codes).tolist()) - {0, 1, 2, 3})
-    if bad: raise ValueError(f"split_windows: coord 'window_split' has codes {bad}; expected 0 (none) or 1, 2, 3 for {WINDOW_SPLITS}")
+    if bad:
+        raise ValueError(f"split_windows: coord 'window_split' has codes {bad}; expected 0 (none) or 1, 2, 3 for "
+                         f"{WINDOW_SPLITS}")
     return _parts(ds, {k: np.nonzero((codes == c).any(1))[0].tolist() for c, k in enumerate(WINDOW_SPLITS, 1)})
 
 # %% ../../nbs/data/15_align.ipynb #de655bac
@@ -439,11 +466,13 @@ def resample_time(ds: xr.Dataset,  # a contract dataset
     t = ds['time'].values.astype(float)
     if times is None:
         if not _positive(dt):
-            raise ValueError(f"resample_time: `dt`={dt!r}; expected a positive finite frame interval in seconds (or `times`)")
+            raise ValueError(f"resample_time: `dt`={dt!r}; expected a positive finite frame interval in seconds "
+                             "(or `times`)")
         times = t[0] + dt * np.arange(int(math.floor((t[-1] - t[0]) / dt + 1e-9)) + 1)
     times = _check_target('times', times, 'resample_time')
     if times[0] < t[0] - 1e-9 or times[-1] > t[-1] + 1e-9:
-        raise ValueError(f"resample_time: new times span [{times[0]}, {times[-1]}] s, outside the data [{t[0]}, {t[-1]}] s; "
+        raise ValueError(f"resample_time: new times span [{times[0]}, {times[-1]}] s, outside the data [{t[0]}, "
+                         f"{t[-1]}] s; "
                          "expected times inside the recorded range (no extrapolation)")
     out = _interp_weighted(ds, min_weight, time=np.clip(times, t[0], t[-1]))
     return out.assign_coords(time=('time', times, ds['time'].attrs))

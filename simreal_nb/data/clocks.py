@@ -24,7 +24,8 @@ def event_times(t,  # sample times [s], increasing
                ) -> np.ndarray:
     "Sub-sample times of physically defined events in a sampled signal."
     t, s = np.asarray(t, float), np.asarray(sig, float)
-    if t.shape != s.shape or t.ndim != 1: raise ValueError(f"event_times: `t` {t.shape} and `sig` {s.shape} must be 1-D of equal length")
+    if t.shape != s.shape or t.ndim != 1:
+        raise ValueError(f"event_times: `t` {t.shape} and `sig` {s.shape} must be 1-D of equal length")
     ok = np.isfinite(s) & np.isfinite(t); t, s = t[ok], s[ok]
     if len(t) < 3: return np.zeros(0)
     dts = np.diff(t)
@@ -124,7 +125,8 @@ def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
     best, best_score = None, -1.0
     for c in cands[np.argsort(np.abs(cands), kind='stable')]:
         pr = _match(ea, eb, lambda x: x + c, tol)
-        score = float(np.sum(1 - ((eb[pr[:, 1]] - ea[pr[:, 0]] - c) / tol) ** 2))  # soft count: close matches weigh more
+        # soft count: close matches weigh more
+        score = float(np.sum(1 - ((eb[pr[:, 1]] - ea[pr[:, 0]] - c) / tol) ** 2))
         if score > best_score + 1e-9: best, best_score = c, score
     # refine: fit t_b = k t_a + c on matches, rematch with a tolerance shrunk to the fit's scatter, reject outliers
     floor = 2 * max(np.median(np.diff(np.asarray(t_a, float))), np.median(np.diff(np.asarray(t_b, float))))
@@ -154,11 +156,13 @@ def probe_series(ds: xr.Dataset,  # a contract dataset
                  traj: int = 0,  # trajectory index
                 ) -> tuple:
     "(times, values) of `field` at the grid point nearest to `at`; invalid samples are NaN."
-    if field not in ds: raise ValueError(f"probe_series: no field {field!r}; the dataset has {[f for f in FIELDS if f in ds]}")
+    if field not in ds:
+        raise ValueError(f"probe_series: no field {field!r}; the dataset has {[f for f in FIELDS if f in ds]}")
     x, y = at
     for name, v in (('x', x), ('y', y)):
         lo, hi = float(ds[name].min()), float(ds[name].max())
-        if not lo <= v <= hi: raise ValueError(f"probe_series: {name}={v} lies outside the dataset's {name} range [{lo:g}, {hi:g}]")
+        if not lo <= v <= hi:
+            raise ValueError(f"probe_series: {name}={v} lies outside the dataset's {name} range [{lo:g}, {hi:g}]")
     da = ds[field].isel(traj=traj).sel(x=x, y=y, method='nearest')
     if 'valid' in ds: da = da.where(ds['valid'].isel(traj=traj).sel(x=x, y=y, method='nearest'))
     return ds['time'].values.astype(float), da.values.astype(float)
@@ -173,4 +177,5 @@ def align_clocks(ref: xr.Dataset,  # the dataset whose clock is the reference (c
                 ) -> ClockMap:
     "Clock map of `other` relative to `ref` from matched events of `field` probed at the same point of both."
     if at is None: at = (float(ref.x.mean()), float(ref.y.mean()))
-    return event_anchor_align(*probe_series(ref, field, at, traj), *probe_series(other, field, at, traj), kind=kind, **kw)
+    return event_anchor_align(*probe_series(ref, field, at, traj),
+                              *probe_series(other, field, at, traj), kind=kind, **kw)

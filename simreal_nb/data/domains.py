@@ -9,9 +9,11 @@ from dataclasses import dataclass
 import numpy as np
 import xarray as xr
 import torch
-from ..core.schema import (FIELDS, DIMS, validate, fields_of, input_names, refuse_never_train, GROUPS, TEST_GROUPS,
+from ..core.schema import (FIELDS, DIMS, validate, fields_of, input_names,
+                                    refuse_never_train, GROUPS, TEST_GROUPS,
                                drop_window_fields)
-from .align import (Normalizer, _param_names, _published_starts, _valid_of, _is_same, regrid, resample_time, align_domains,
+from .align import (Normalizer, _param_names, _published_starts, _valid_of, _is_same, regrid,
+                                   resample_time, align_domains,
                               published_windows, split_trajs, split_windows)
 
 
@@ -31,8 +33,10 @@ class WindowDataset(torch.utils.data.Dataset):
                  for_eval: bool = False,  # allow a never-train dataset (exp_truth) for evaluation only
                  windows: str = 'all',  # 'all': one starting at every `stride`-th frame; 'published': those `window_split` marks for the split `ds.attrs['split']`
                 ):
-        if not isinstance(ds, xr.Dataset): raise TypeError(f"WindowDataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
-        if windows not in ('all', 'published'): raise ValueError(f"WindowDataset: windows={windows!r}; expected 'all' or 'published'")
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"WindowDataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
+        if windows not in ('all', 'published'):
+            raise ValueError(f"WindowDataset: windows={windows!r}; expected 'all' or 'published'")
         if not for_eval: refuse_never_train(ds, 'WindowDataset')
         for name, v in dict(n_in=n_in, n_out=n_out, stride=stride).items():
             if not isinstance(v, (int, np.integer)) or v < (0 if name == 'n_out' else 1):
@@ -73,8 +77,9 @@ class WindowDataset(torch.utils.data.Dataset):
         if cond is None: return params + inputs
         cond = tuple([cond] if isinstance(cond, str) else cond)
         missing = [c for c in cond if c not in params and c not in inputs]
-        if missing: raise ValueError(f"WindowDataset: `cond` names {missing} are neither per-trajectory parameters {params} "
-                                     f"nor inputs {inputs} of the {ds.attrs.get('domain')!r} dataset")
+        if missing:
+            raise ValueError(f"WindowDataset: `cond` names {missing} are neither per-trajectory parameters {params} "
+                             f"nor inputs {inputs} of the {ds.attrs.get('domain')!r} dataset")
         return tuple([c for c in cond if c in params] + [c for c in cond if c in inputs])  # params first
 
     def _cond_tensor(self, ds, normalizer):
@@ -95,7 +100,8 @@ class WindowDataset(torch.utils.data.Dataset):
     def __len__(self): return len(self.index)
 
     def __getitem__(self, i):
-        if not -len(self) <= i < len(self): raise IndexError(f"WindowDataset: index {i} out of range for {len(self)} windows")
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"WindowDataset: index {i} out of range for {len(self)} windows")
         n, t = self.index[i].tolist()
         a, b, e = t, t + self.n_in, t + self.n_in + self.n_out
         cw = self.cond_all[n, a:e]
@@ -145,7 +151,8 @@ class DomainData:
         validate(exp_truth, 'exp_truth')
         ids = self.exp_ds[split]['traj'].values
         missing = sorted(set(ids.tolist()) - set(exp_truth['traj'].values.tolist()))
-        if missing: raise ValueError(f"truth_windows: `exp_truth` lacks trajectories {missing} of the exp {split!r} split")
+        if missing:
+            raise ValueError(f"truth_windows: `exp_truth` lacks trajectories {missing} of the exp {split!r} split")
         ref = self.exp_ds[split]
         t = exp_truth.sel(traj=ids)
         if 'group' in ref.coords and 'group' not in t.coords: t = t.assign_coords(group=('traj', ref['group'].values))
@@ -184,7 +191,8 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
                     ) -> DomainData:
     "Aligned, split, normalised windows of both domains (normaliser fitted on sim train only)."
     for name, ds in dict(sim=sim, exp=exp).items():
-        if not isinstance(ds, xr.Dataset): raise TypeError(f"make_domain_data: `{name}` is a {type(ds).__name__}; expected an xarray.Dataset")
+        if not isinstance(ds, xr.Dataset):
+            raise TypeError(f"make_domain_data: `{name}` is a {type(ds).__name__}; expected an xarray.Dataset")
         refuse_never_train(ds, f'make_domain_data(`{name}`)')
     validate(sim, 'sim'); validate(exp, 'exp')
     if dt is not None:
@@ -193,24 +201,29 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
         ds_, de = _dt(sim), _dt(exp)
         uneven = [n for n, d in (('sim', ds_), ('exp', de)) if d is not None and math.isnan(d)]
         if uneven:
-            raise ValueError(f"make_domain_data: the {' and '.join(uneven)} frame times are unevenly spaced; expected a regular "
-                             f"clock (windows of n frames must span equal times) -- pass dt= to resample both onto one clock")
+            raise ValueError(f"make_domain_data: the {' and '.join(uneven)} frame times are unevenly spaced; expected "
+                             "a regular clock (windows of n frames must span equal times) -- pass dt= to resample "
+                             "both onto one clock")
         if ds_ is not None and de is not None and not math.isclose(ds_, de, rel_tol=1e-4):
             raise ValueError(f"make_domain_data: frame intervals differ (sim {ds_!r} s, exp {de!r} s); "
                              f"expected equal intervals -- pass dt= to resample both onto one clock")
-    if windows not in ('auto', 'all'): raise ValueError(f"make_domain_data: windows={windows!r}; expected 'auto' or 'all'")
+    if windows not in ('auto', 'all'):
+        raise ValueError(f"make_domain_data: windows={windows!r}; expected 'auto' or 'all'")
     sim_a, exp_a = align_domains(sim, exp, grid)
     mode = {d: 'published' if windows == 'auto' and published_windows(a) else 'all' for d, a in (('sim', sim_a), ('exp', exp_a))}
     if 'published' in mode.values() and dt is not None:
         raise ValueError("make_domain_data: dt= resamples the frames, which moves the published windows' start frames; "
                          "expected dt=None with published windows (or windows='all')")
     ss = split_windows(sim_a) if mode['sim'] == 'published' else split_trajs(sim_a, fracs, seed)
-    es = split_windows(exp_a) if mode['exp'] == 'published' else split_trajs(exp_a, fracs if exp_fracs is None else exp_fracs, seed)
-    for d, parts in (('sim', ss), ('exp', es)):  # before any training: a split of trajectories without a measured point fails only after it
+    es = split_windows(exp_a) if mode['exp'] == 'published' else split_trajs(exp_a,
+            fracs if exp_fracs is None else exp_fracs, seed)
+    # before any training: a split of trajectories without a measured point fails only after it
+    for d, parts in (('sim', ss), ('exp', es)):
         empty = [k for k, p in parts.items() if mode[d] == 'all' and 'valid' in p and p.sizes['traj'] and not bool(p['valid'].any())]
-        if empty: raise ValueError(f"make_domain_data: the {d} data leave the {' and '.join(empty)} split(s) without a valid point "
-                                   f"(valid in {int(parts[empty[0]]['valid'].sum())} of their points); expected valid points in "
-                                   f"enough trajectories to fill the train, val and test splits")
+        if empty:
+            raise ValueError(f"make_domain_data: the {d} data leave the {' and '.join(empty)} split(s) without a "
+                             f"valid point (valid in {int(parts[empty[0]]['valid'].sum())} of their points); expected "
+                             f"valid points in enough trajectories to fill the train, val and test splits")
     norm = Normalizer.fit(ss['train'], fallback=es['train'])
     cond = WindowDataset._cond_names(sim_a, cond)
     fields = tuple(exp_a.attrs['fields'].split())
@@ -237,8 +250,8 @@ def group_windows(wd: WindowDataset,  # windows of one split (e.g. `dd.exp['test
     "The windows of `wd` whose trajectories are in `group`: same window shape, normaliser, fields and conditioning."
     if group not in GROUPS: raise ValueError(f"group_windows: group={group!r}; expected one of {GROUPS}")
     if 'group' not in wd.ds.coords:
-        raise ValueError(f"group_windows: the {wd.domain!r} windows' dataset has no coord 'group'; expected data with test "
-                         f"groups (twins at the default size, RealPDEBench's real data)")
+        raise ValueError(f"group_windows: the {wd.domain!r} windows' dataset has no coord 'group'; expected data "
+                         f"with test groups (twins at the default size, RealPDEBench's real data)")
     keep = np.nonzero(np.asarray(wd.ds['group'].values).astype(str) == group)[0]
     return WindowDataset(wd.ds.isel(traj=keep), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
                          cond=wd.cond_names, for_eval=wd.for_eval, windows=wd.windows)
@@ -251,7 +264,8 @@ def _group_split(dd):
     return None
 
 def group_distances(dd: DomainData) -> xr.DataArray:
-    "Per test group (`TEST_GROUPS`): min, mean, max over its trajectories of the normalised parameter distance to the nearest training trajectory."
+    """Per test group (`TEST_GROUPS`): min, mean, max over its trajectories of the normalised parameter distance to the
+    nearest training trajectory."""
     out = np.full((len(TEST_GROUPS), 3), np.nan)
     test, train = _group_split(dd), [d['train'] for d in (dd.sim_ds, dd.exp_ds) if d['train'].sizes.get('traj', 0)]
     names, logs = [], []

@@ -60,22 +60,27 @@ class PIVFrame:
     def __repr__(self):
         t = 'no time' if self.time is None else f't={self.time:.6g} s'
         return (f"PIVFrame({Path(self.path).name!r}, {self.fmt}, {len(self.y)}x{len(self.x)}, {t}, "
-                f"{int(self.valid.sum())}/{self.valid.size} valid, x,y [{self.length_units}], u,v [{self.velocity_units}])")
+                f"{int(self.valid.sum())}/{self.valid.size} valid, x,y [{self.length_units}], u,v "
+                f"[{self.velocity_units}])")
 
 # %% ../../nbs/data/17_piv.ipynb #p014
 def _real(path, what:str, a) -> np.ndarray:
-    "`a` as float64; refused, naming `what`, where it holds complex numbers or values that are no numbers (no ComplexWarning: the imaginary part is never dropped)."
+    """`a` as float64; refused, naming `what`, where it holds complex numbers or values that are no numbers (no
+    ComplexWarning: the imaginary part is never dropped)."""
     a = np.asarray(a)
     if np.iscomplexobj(a): _bad(path, f"{what} holds complex numbers ({a.dtype}); expected real numbers")
     try: return a.astype(np.float64)
-    except (TypeError, ValueError): _bad(path, f"{what} holds {a.dtype} values that are not real numbers; expected real numbers")
+    except (TypeError, ValueError):
+        _bad(path, f"{what} holds {a.dtype} values that are not real numbers; expected real numbers")
 
 def _frame(path, fmt, x, y, u, v, valid, length_units, velocity_units, time=None, flagged=True, **attrs):
     "A `PIVFrame` with both axes ascending (rows/columns flipped where the file's axis descends), NaN outside `valid`."
     x, y, u, v = (_real(path, name, a) for name, a in (('x', x), ('y', y), ('u', u), ('v', v)))
     nonfinite = np.asarray(valid, bool) & ~(np.isfinite(u) & np.isfinite(v))
     if flagged and nonfinite.any():  # a file with vector flags must not hide NaN/inf behind a valid flag
-        _bad(path, f"{int(nonfinite.sum())} vectors that the file's flags mark valid hold NaN/inf; expected finite values wherever a vector is valid")
+        _bad(path,
+             f"{int(nonfinite.sum())} vectors that the file's flags mark valid hold NaN/inf; expected finite values "
+             "wherever a vector is valid")
     valid = np.asarray(valid, bool) & np.isfinite(u) & np.isfinite(v)
     if not (np.isfinite(x).all() and np.isfinite(y).all()): _bad(path, "coordinates contain NaN/inf")
     for name, c in (('x', x), ('y', y)):
@@ -91,10 +96,12 @@ def _frame(path, fmt, x, y, u, v, valid, length_units, velocity_units, time=None
 
 # %% ../../nbs/data/17_piv.ipynb #p015
 def _check_units(where, units):
-    "Refuse a `units=` that is neither None nor a (length, velocity) pair of strings: one `PIVFormatError` naming `where`."
+    """Refuse a `units=` that is neither None nor a (length, velocity) pair of strings: one `PIVFormatError` naming
+    `where`."""
     if units is None: return
     if not (isinstance(units, (tuple, list, np.ndarray)) and len(units) == 2 and all(isinstance(u, str) for u in units)):
-        raise PIVFormatError(f"{where}: `units`={units!r}; expected a (length, velocity) pair of strings, e.g. ('mm', 'm/s')")
+        raise PIVFormatError(f"{where}: `units`={units!r}; expected a (length, velocity) pair of strings, e.g. "
+                             "('mm', 'm/s')")
 
 def _units_arg(path, units, fmt):
     "`units=(length, velocity)` normalised, or ('', '') when not given."
@@ -215,7 +222,8 @@ def read_openpiv(path,  # an OpenPIV `.txt`/`.vec` file
 
 # %% ../../nbs/data/17_piv.ipynb #p030
 def _mat_vars(path):
-    "Variables of a MATLAB file as numpy arrays in MATLAB orientation; cells become lists (v5 via scipy, v7.3 via h5py)."
+    """Variables of a MATLAB file as numpy arrays in MATLAB orientation; cells become lists (v5 via scipy, v7.3 via
+    h5py)."""
     import h5py
     if h5py.is_hdf5(str(path)):
         def conv(f, obj):
@@ -253,9 +261,11 @@ def read_pivlab(path,  # a PIVlab `.mat` file
     cell = lambda a: [a] if not (isinstance(a, np.ndarray) and a.dtype == object) else list(a.ravel())
     if 'resultslist' in m:  # a session: rows x, y, u, v, typevector (pixels, px/frame) per frame column
         rl = m['resultslist']
-        if rl.ndim != 2 or rl.shape[0] < 5: _bad(path, f"resultslist has shape {rl.shape}; expected >= 5 rows (x, y, u, v, typevector)")
+        if rl.ndim != 2 or rl.shape[0] < 5:
+            _bad(path, f"resultslist has shape {rl.shape}; expected >= 5 rows (x, y, u, v, typevector)")
         cxy, cuv = _scalar(m.get('calxy')), _scalar(m.get('caluv'))
-        frames = [[_real(path, f"resultslist row {r + 1} ({'x y u v typevector'.split()[r]}) of frame {k}", rl[r, k]) for r in range(5)]
+        frames = [[_real(path, f"resultslist row {r + 1} ({'x y u v typevector'.split()[r]}) "
+                               f"of frame {k}", rl[r, k]) for r in range(5)]
                   for k in range(rl.shape[1])]
         frames = [(x * cxy, y * cxy, u * cuv, v * cuv, t) for x, y, u, v, t in frames if u.size]
         file_units = ('', '')
@@ -265,7 +275,8 @@ def read_pivlab(path,  # a PIVlab `.mat` file
         if missing: _bad(path, f"PIVlab export lacks {missing}")
         cols = [cell(m[k]) for k in keys]
         if len({len(c) for c in cols}) != 1: _bad(path, "PIVlab export has cells of different lengths")
-        frames = [tuple(_real(path, f'{n} of frame {k}', c[k]) for n, c in zip(keys, cols)) for k in range(len(cols[0]))]
+        frames = [tuple(_real(path, f'{n} '
+                                    f'of frame {k}', c[k]) for n, c in zip(keys, cols)) for k in range(len(cols[0]))]
         file_units = _mat_units(m['units']) if 'units' in m else ('', '')
     else: _bad(path, f"no PIVlab data (expected 'resultslist' or 'u_original'; found {sorted(m)[:8]})")
     if not frames: _bad(path, "the PIVlab file holds no vector field")
@@ -273,7 +284,9 @@ def read_pivlab(path,  # a PIVlab `.mat` file
     out = []
     for k, (x, y, u, v, t) in enumerate(frames):
         if not (x.shape == y.shape == u.shape == v.shape == t.shape) or x.ndim != 2:
-            _bad(path, f"frame {k}: x, y, u, v, typevector have shapes {[a.shape for a in (x, y, u, v, t)]}; expected one 2-D shape")
+            _bad(path,
+                 f"frame {k}: x, y, u, v, typevector have shapes {[a.shape for a in (x, y, u, v, t)]}; expected "
+                 "one 2-D shape")
         if not (np.allclose(x, x[:1]) and np.allclose(y, y[:, :1])):
             _bad(path, f"frame {k}: x must vary along columns and y along rows (a meshgrid)")
         out.append(_frame(path, 'pivlab', x[0], y[:, 0], u, v, t == 1, length, vel, None, frame_in_file=k))
@@ -297,7 +310,8 @@ def _acq_time(path, attrs):
 def read_vc7(path,  # a LaVision `.vc7` file
              units=None,  # (length, velocity) units, e.g. ('mm', 'm/s'): needed when the file states none
              ) -> list:
-    "Read a LaVision `.vc7` through `lvpyio`: active choice, masks and y-scale sign honoured; units from `frame.scales`."
+    """Read a LaVision `.vc7` through `lvpyio`: active choice, masks and y-scale sign honoured; units from
+    `frame.scales`."""
     lv = _lvpyio()
     try: buf = lv.read_buffer(str(path))
     except Exception as e: _bad(path, f"lvpyio cannot read it ({type(e).__name__}: {e})")
@@ -336,7 +350,8 @@ def piv_format(path) -> str:
 def _check_fmt(where, fmt):
     "Refuse a `fmt=` that is neither None nor a key of `READERS`: one `PIVFormatError` naming `where` and the readers."
     if fmt is not None and not (isinstance(fmt, str) and fmt in READERS):
-        raise PIVFormatError(f"{where}: `fmt`={fmt!r}; expected one of {sorted(READERS)}, or None (from the file suffix)")
+        raise PIVFormatError(f"{where}: `fmt`={fmt!r}; expected one of {sorted(READERS)}, or None (from the "
+                             "file suffix)")
 
 def read_frames(path, fmt: str | None = None, units=None) -> list:
     "Every `PIVFrame` in one file, with the reader `fmt` (default: `piv_format(path)`)."
@@ -372,7 +387,8 @@ def _check_dt(dt):
         raise PIVFormatError(f"read_piv: `dt`={dt!r}; expected the frame interval in seconds, a finite number > 0")
 
 def _times(frames, dt):
-    "Frame times [s] from the files (relative to the first), else `k * dt` (`dt` checked by `_check_dt`); plus (origin, source) for the attrs."
+    """Frame times [s] from the files (relative to the first), else `k * dt` (`dt` checked by `_check_dt`); plus
+    (origin, source) for the attrs."""
     have = [f.time is not None for f in frames]
     if all(have):
         t = np.array([f.time for f in frames], np.float64)
@@ -385,7 +401,8 @@ def _times(frames, dt):
         _bad(frames[k].path, "some frames carry an acquisition time and others do not")
     if len(frames) == 1 and dt is None: return np.zeros(1), None, 'one frame'
     if dt is None:
-        _bad(frames[0].path, f"the {len(frames)} frames carry no acquisition time; pass dt= (the frame interval in seconds)")
+        _bad(frames[0].path,
+             f"the {len(frames)} frames carry no acquisition time; pass dt= (the frame interval in seconds)")
     return np.arange(len(frames)) * float(dt), None, f'frame interval dt={float(dt):g} s (argument)'
 
 # %% ../../nbs/data/17_piv.ipynb #p040
@@ -401,7 +418,8 @@ def _check_sequence(frames):
                          f"{f0.u.shape[0]}x{f0.u.shape[1]}")
         tol = 1e-6 * max(np.ptp(f0.x), np.ptp(f0.y), 1e-30)
         if not (np.allclose(f.x, f0.x, rtol=0, atol=tol) and np.allclose(f.y, f0.y, rtol=0, atol=tol)):
-            _bad(f.path, f"vector positions differ from {Path(f0.path).name}'s; expected one grid for the whole sequence")
+            _bad(f.path,
+                 f"vector positions differ from {Path(f0.path).name}'s; expected one grid for the whole sequence")
 
 # %% ../../nbs/data/17_piv.ipynb #p041
 def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders (one sequence, in this order)
@@ -412,11 +430,13 @@ def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders 
              scale: float | None = None,  # velocity reference scale (velocity units); None: RMS speed of valid vectors
             ) -> xr.Dataset:
     "Import a PIV sequence as one 'exp' trajectory of the data contract (u, v NaN where `valid` is False)."
-    _check_fmt('read_piv', fmt); _check_dt(dt); _check_units('read_piv', units)  # the arguments, before any file is read
+    # the arguments, before any file is read
+    _check_fmt('read_piv', fmt); _check_dt(dt); _check_units('read_piv', units)
     files = _expand(paths, fmt)
     frames = [fr for p in files for fr in read_frames(p, fmt, units)]
     fmts = sorted({f.fmt for f in frames})
-    if len(fmts) > 1: _bad(frames[[f.fmt for f in frames].index(fmts[1])].path, f"mixes PIV formats {fmts} in one sequence")
+    if len(fmts) > 1:
+        _bad(frames[[f.fmt for f in frames].index(fmts[1])].path, f"mixes PIV formats {fmts} in one sequence")
     _check_sequence(frames)
     t, t0, tsource = _times(frames, dt)
     f0 = frames[0]
@@ -431,7 +451,8 @@ def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders 
     if not (np.isfinite(scale) and scale > 0): _bad(f0.path, f"velocity scale {scale!r} is not a positive number")
     lu = dict(units=f0.length_units)
     ds = xr.Dataset(coords=dict(traj=np.arange(1), time=('time', t, dict(units='s')),
-                                y=('y', f0.y, dict(lu, long_name='y position')), x=('x', f0.x, dict(lu, long_name='x position'))),
+                                y=('y', f0.y, dict(lu, long_name='y position')),
+                                x=('x', f0.x, dict(lu, long_name='x position'))),
                     attrs=dict(domain='exp', system=system, generator='simreal_nb.piv', generator_version=__version__,
                                piv_format=fmts[0], files='\n'.join(Path(p).name for p in files),
                                n_frames=len(frames), time_source=tsource, length_units=f0.length_units,
@@ -449,9 +470,11 @@ def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders 
 def import_piv(paths,  # PIV files and/or folders, one sequence
                out_dir,  # destination folder; the file written is `out_dir/piv_exp.nc`
                **kwargs) -> Path:
-    "Read a PIV sequence with `read_piv(paths, **kwargs)` and write it to `out_dir/piv_exp.nc` as a set of one (`store.write_set`: piv.set.json); return the path."
+    """Read a PIV sequence with `read_piv(paths, **kwargs)` and write it to `out_dir/piv_exp.nc` as a set of one
+    (`store.write_set`: piv.set.json); return the path."""
     ds = read_piv(paths, **kwargs)  # every file is read and checked before anything is written
-    return write_set(out_dir, 'piv', {'exp': ('piv_exp.nc', ds)}, dict(command='simreal data import piv', version=__version__))['exp']
+    return write_set(out_dir, 'piv', {'exp': ('piv_exp.nc', ds)}, dict(command='simreal data '
+                                                                               'import piv', version=__version__))['exp']
 
 # %% ../../nbs/data/17_piv.ipynb #p050
 def to_si(ds: xr.Dataset) -> xr.Dataset:
@@ -459,12 +482,14 @@ def to_si(ds: xr.Dataset) -> xr.Dataset:
     f_len, f_vel = _LENGTH_SI.get(ds.x.attrs.get('units', '')), _VELOCITY_SI.get(ds.u.attrs.get('units', ''))
     for what, f, un in (('length', f_len, ds.x.attrs.get('units')), ('velocity', f_vel, ds.u.attrs.get('units'))):
         if f is None: raise ValueError(f"to_si: {what} unit {un!r} has no SI factor (known: "
-                                       f"{sorted(_LENGTH_SI if what == 'length' else _VELOCITY_SI)}); calibrate the PIV first")
+                                       f"{sorted(_LENGTH_SI if what == 'length' else _VELOCITY_SI)}); calibrate "
+                                       "the PIV first")
     out = ds.assign_coords(x=('x', ds.x.values * f_len, dict(ds.x.attrs, units='m')),
                            y=('y', ds.y.values * f_len, dict(ds.y.attrs, units='m')))
     for n in ('u', 'v'):
         if n in out: out[n] = (out[n] * np.float32(f_vel)).astype(np.float32).assign_attrs(ds[n].attrs, units='m s-1')
-    out.attrs = dict(ds.attrs, scale_u=ds.attrs['scale_u'] * f_vel, scale_v=ds.attrs['scale_v'] * f_vel, length_units='m')
+    out.attrs = dict(ds.attrs, scale_u=ds.attrs['scale_u'] * f_vel,
+                     scale_v=ds.attrs['scale_v'] * f_vel, length_units='m')
     return out
 
 # %% ../../nbs/data/17_piv.ipynb #p051
@@ -483,12 +508,15 @@ def to_sim_grid(exp: xr.Dataset,  # a PIV 'exp' dataset (from `read_piv`), in un
         if sim[c].attrs.get('units', 'm') != 'm': raise ValueError(f"to_sim_grid: sim coordinate {c!r} is in "
                                                                    f"{sim[c].attrs['units']!r}; expected metres")
     f = _LENGTH_SI.get(exp.x.attrs.get('units', ''))
-    if f is None: raise ValueError(f"to_sim_grid: PIV length unit {exp.x.attrs.get('units')!r} has no SI factor; calibrate first")
+    if f is None:
+        raise ValueError(f"to_sim_grid: PIV length unit {exp.x.attrs.get('units')!r} has no SI factor; calibrate first")
     si = to_si(exp)
     L, V = float(length_ratio), float(velocity_ratio)
-    m = si.assign_coords(x=('x', (si.x.values - origin[0] * f) * L, si.x.attrs), y=('y', (si.y.values - origin[1] * f) * L, si.y.attrs),
+    m = si.assign_coords(x=('x', (si.x.values - origin[0] * f) * L, si.x.attrs),
+                         y=('y', (si.y.values - origin[1] * f) * L, si.y.attrs),
                          time=('time', si.time.values * L / V, si.time.attrs))
     for n in ('u', 'v'): m[n] = (m[n] * np.float32(V)).astype(np.float32).assign_attrs(si[n].attrs)
-    m.attrs.update(scale_u=si.attrs['scale_u'] * V, scale_v=si.attrs['scale_v'] * V, piv_origin=[float(o) for o in origin],
+    m.attrs.update(scale_u=si.attrs['scale_u'] * V, scale_v=si.attrs['scale_v'] * V,
+                   piv_origin=[float(o) for o in origin],
                    piv_length_ratio=L, piv_velocity_ratio=V)
     return validate(regrid(m, sim.y.values, sim.x.values, min_weight), 'exp')

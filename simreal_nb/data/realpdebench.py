@@ -13,7 +13,8 @@ from .. import __version__
 from ..core.schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, validate
 from ..core.store import BlockWriter, folder_lock, commit_set
 from ..core.metrics import probe_points, probes_outside
-from .realpdebench_files import (SCENARIOS, SOURCE_TYPES, PROBES, GENERATOR, RealPDEBenchError, parse_sim_id, _err, _groups,
+from .realpdebench_files import (SCENARIOS, SOURCE_TYPES, PROBES, GENERATOR, RealPDEBenchError,
+                                                parse_sim_id, _err, _groups,
                                            _layout_folder, _source, _trajs, _windows)
 
 # %% auto #0
@@ -28,8 +29,10 @@ def _frames(frames, T, where) -> slice:
     else: raise RealPDEBenchError(f"frames={frames!r}; expected None, a slice or (start, stop[, step])")
     start, stop, step = (sl.start or 0), (T if sl.stop is None else sl.stop), (sl.step or 1)
     if not all(isinstance(v, (int, np.integer)) for v in (start, stop, step)) or start < 0 or step < 1 or stop <= start:
-        raise RealPDEBenchError(f"frames={frames!r}; expected 0 <= start < stop and step >= 1 (integers, no negative indices)")
-    if stop > T: raise RealPDEBenchError(f"{where}: frames {start}:{stop} reach past its {T} frames; expected stop <= {T}")
+        raise RealPDEBenchError(f"frames={frames!r}; expected 0 <= start < stop and step >= 1 (integers, no "
+                                "negative indices)")
+    if stop > T:
+        raise RealPDEBenchError(f"{where}: frames {start}:{stop} reach past its {T} frames; expected stop <= {T}")
     return slice(int(start), int(stop), int(step))
 
 def _axes(where, tr, H, W):
@@ -41,7 +44,9 @@ def _axes(where, tr, H, W):
     def const(a, axis): return float(np.ptp(a, axis=axis).max()) <= 1e-6 * max(float(np.ptp(a)), 1e-300)
     if const(x, 0) and const(y, 1): x1, y1, swap = x[0, :], y[:, 0], False
     elif const(x, 1) and const(y, 0): x1, y1, swap = x[:, 0], y[0, :], True  # stored as (T, x, y)
-    else: raise _err(where, "x/y are not a rectilinear grid (x varies along both axes); pass grid='index' to use pixel indices")
+    else:
+        raise _err(where,
+                   "x/y are not a rectilinear grid (x varies along both axes); pass grid='index' to use pixel indices")
     flips = []
     for name, a in (('y', y1), ('x', x1)):
         d = np.diff(a)
@@ -67,7 +72,9 @@ def _select(trajs, scenario, groups_of, sim_ids, groups, where):
         sim_ids = [sim_ids] if isinstance(sim_ids, str) else list(sim_ids)
         have = {t.sim_id for t in trajs}
         miss = [s for s in sim_ids if s not in have]
-        if miss: raise RealPDEBenchError(f"{where}: no trajectories {miss}; it has {sorted(have)[:8]}{' ...' if len(have) > 8 else ''}")
+        if miss:
+            raise RealPDEBenchError(f"{where}: no trajectories {miss}; it has "
+                                    f"{sorted(have)[:8]}{' ...' if len(have) > 8 else ''}")
         trajs = [t for t in trajs if t.sim_id in sim_ids]
     if groups is not None:
         groups = (groups,) if isinstance(groups, str) else tuple(groups)
@@ -76,7 +83,8 @@ def _select(trajs, scenario, groups_of, sim_ids, groups, where):
         if not groups_of: raise RealPDEBenchError(f"{where}: groups={groups!r} asked for, but no published split files "
                                                   f"({{remain,in_dist_test,out_dist_test}}_params_*.json) were found")
         trajs = [t for t in trajs if groups_of.get(t.sim_id) in groups]
-    if not trajs: raise RealPDEBenchError(f"{where}: no trajectory left after selecting sim_ids={sim_ids!r}, groups={groups!r}")
+    if not trajs:
+        raise RealPDEBenchError(f"{where}: no trajectory left after selecting sim_ids={sim_ids!r}, groups={groups!r}")
     return trajs
 
 def _domain_fields(dom, trajs, fields, where):
@@ -93,19 +101,22 @@ def _domain_fields(dom, trajs, fields, where):
             continue
         raise RealPDEBenchError(f"{where}: trajectories {ids[:4]} lack field {f!r}; pass fields= without it")
     out = tuple(f for f in want if not lack[f])
-    if not out: raise RealPDEBenchError(f"fields={fields!r} leaves no field to load for domain {dom!r}; expected at least one "
-                                        f"of {FIELDS}{' other than p (real data have no pressure)' if dom == 'exp' else ''}")
+    if not out:
+        raise RealPDEBenchError(f"fields={fields!r} leaves no field to load for domain {dom!r}; expected at least one "
+                                f"of {FIELDS}{' other than p (real data have no pressure)' if dom == 'exp' else ''}")
     return out
 
 # %% ../../nbs/data/16_realpdebench.ipynb #r031
 def _differences(first, others, kind:str, where:str):
-    "One warning naming the trajectories whose `kind` (grid or clock) differs from `first`'s, each with its largest difference."
+    """One warning naming the trajectories whose `kind` (grid or clock) differs from `first`'s, each with its largest
+    difference."""
     if others: warnings.warn(f"{where}: the {kind} of {len(others)} trajectory(ies) differs from that of {first!r} ("
                              + ', '.join(f'{s}: {d}' for s, d in others.items()) + f"); indexed: every trajectory gets "
                              f"{'pixel indices' if kind == 'x/y grid' else f'the frame clock of {first!r}'}", stacklevel=4)
 
 def _grid_gaps(first, trajs, H, W) -> dict:
-    "sim_id -> the largest |difference| of its x/y from the first trajectory's, as text (grids that cannot be compared skipped)."
+    """sim_id -> the largest |difference| of its x/y from the first trajectory's, as text (grids that cannot be compared
+    skipped)."""
     out = {}
     try: a = _axes(first.where, first, H, W)
     except RealPDEBenchError: return out
@@ -114,33 +125,39 @@ def _grid_gaps(first, trajs, H, W) -> dict:
         try: b = _axes(t.where, t, H, W)
         except RealPDEBenchError: b = None
         if b is None or _close(b[0], a[0]) and _close(b[1], a[1]) and b[2:] == a[2:]: continue
-        if b[0].shape != a[0].shape or b[1].shape != a[1].shape or b[2:] != a[2:]: out[t.sim_id] = 'another orientation or size'; continue
+        if b[0].shape != a[0].shape or b[1].shape != a[1].shape or b[2:] != a[2:]:
+            out[t.sim_id] = 'another orientation or size'; continue
         dx, dy = (float(np.abs(np.asarray(q, float) - np.asarray(p, float)).max()) for p, q in ((a[0], b[0]), (a[1], b[1])))
         out[t.sim_id] = f"|dx| up to {dx:.3g}, |dy| up to {dy:.3g}"
     return out
 
 def _probe_coords(scenario, x_raw, y_raw) -> dict:
-    "attrs probe_x, probe_y: where upstream's wake probes stand, in the real grid's coordinates (stored order, full resolution); {} when it has none."
+    """attrs probe_x, probe_y: where upstream's wake probes stand, in the real grid's coordinates (stored order, full
+    resolution); {} when it has none."""
     if scenario not in PROBES: return {}
     rows, cols = probe_points(len(y_raw), len(x_raw), *PROBES[scenario])
     if probes_outside(rows, cols, len(y_raw), len(x_raw)): return {}
     return dict(probe_x=[float(x_raw[c]) for c in cols], probe_y=[float(y_raw[r]) for r in rows])
 
 def _domain_step(sub_s, scenario, dom, lay) -> int:
-    "The spatial step of domain `dom`: `sub_s` itself, its entry for `dom`, or (`'upstream'`) upstream's default for the raw files."
-    if sub_s == 'upstream': return 1 if lay == 'arrow' else SCENARIOS[scenario]['sub_s'][dom]  # Arrow: subsampled when converted
+    """The spatial step of domain `dom`: `sub_s` itself, its entry for `dom`, or (`'upstream'`) upstream's default for
+    the raw files."""
+    # Arrow: subsampled when converted
+    if sub_s == 'upstream': return 1 if lay == 'arrow' else SCENARIOS[scenario]['sub_s'][dom]
     if isinstance(sub_s, dict):
         bad = [k for k in sub_s if k not in SOURCE_TYPES.values()]
         if bad: raise RealPDEBenchError(f"sub_s={sub_s!r}: keys {bad}; expected 'sim' and/or 'exp'")
         sub_s = sub_s.get(dom, 1)
     if isinstance(sub_s, bool) or not isinstance(sub_s, (int, np.integer)) or sub_s < 1:
-        raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1, a dict of them per domain ('sim', 'exp') or 'upstream'")
+        raise RealPDEBenchError(f"sub_s={sub_s!r}; expected an integer >= 1, a dict of them per domain ('sim', 'exp') "
+                                "or 'upstream'")
     return int(sub_s)
 
 # %% ../../nbs/data/16_realpdebench.ipynb #e65600c8
 @dataclass
 class _Plan:
-    "One domain's load before any field is read: its trajectories, their frames, orientation and step, and the dataset without its fields."
+    """One domain's load before any field is read: its trajectories, their frames, orientation and step, and the dataset
+    without its fields."""
     trajs: list  # the selected `_Traj`s, in the dataset's order
     tsl: slice  # frames read from every trajectory
     step: int  # spatial step (every step-th row and column)
@@ -191,8 +208,10 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
                 if t.t is not None and not np.allclose(t.t[idx] - t.t[idx[0]], time, rtol=0, atol=1e-3 * abs(step))}
         if gaps and clock == 'file':
             s, g = next(iter(gaps.items()))
-            raise _err(next(t.where for t in trajs if t.sim_id == s), f"its time array differs from that of {first.where} by up to "
-                       f"{g:.3g} s; expected one frame clock per domain (or pass clock='index' (CLI: --clock index) to use the first one's)")
+            raise _err(next(t.where for t in trajs if t.sim_id == s),
+                       f"its time array differs from that of {first.where} by up to "
+                       f"{g:.3g} s; expected one frame clock per domain (or pass clock='index' (CLI: --clock index) to "
+                       "use the first one's)")
         _differences(first.sim_id, {s: f"|dt| up to {g:.3g} s" for s, g in gaps.items()}, 'frame clock', where)
         time_note = "seconds from the first loaded frame, from the files' 't' arrays" + (
             f" (of {first.sim_id!r}: clock='index' for {len(gaps)} trajectories whose clocks differ)" if gaps else '')
@@ -203,7 +222,8 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
         raise _err(first.where, "its time array is not strictly increasing over the loaded frames")
     N, nt, ny, nx = len(trajs), len(idx), len(y1), len(x1)
     wcode, dropped = np.zeros((N, nt), np.int8), 0
-    span = SCENARIOS[scenario]['horizon'] if horizon is None else horizon  # frames a published window reads from its start
+    # frames a published window reads from its start
+    span = SCENARIOS[scenario]['horizon'] if horizon is None else horizon
     for i, t in enumerate(trajs):
         cut = tsl.stop is not None and tsl.stop < t.shape[0]  # frames= ends before this trajectory does
         for t0, c in windows.get(t.sim_id, {}).items():
@@ -220,14 +240,16 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     for k in params[0]: coords[k] = ('traj', np.array([p[k] for p in params]))
     ds = xr.Dataset(coords=coords)
     ds.attrs = dict(domain=dom, system=f'realpdebench/{scenario}', generator=GENERATOR, generator_version=__version__,
-                    seed=0, source=f"RealPDEBench {scenario} {dtype} data, {'Arrow (Hugging Face)' if lay == 'arrow' else 'raw HDF5'} layout",
+                    seed=0,
+                    source=f"RealPDEBench {scenario} {dtype} data, "
+                           f"{'Arrow (Hugging Face)' if lay == 'arrow' else 'raw HDF5'} layout",
                     source_type=dtype, layout=lay, scenario=scenario, params=' '.join(params[0]),
                     frames=[tsl.start, tsl.stop, tsl.step], spatial_step=int(sub_s), time_note=time_note,
                     windows_dropped=int(dropped), window_frames=int(span), **probes,
                     grid_note='x, y from the files, ascending' if ax is not None else 'x, y are pixel indices',
-                    split_note=("coord 'group' (per trajectory): published group remain | in_dist | out_dist ('' = none "
-                                "published); coord 'window_split' (traj, time): published window starting there, "
-                                "0 none, 1 train, 2 val, 3 test"))
+                    split_note=("coord 'group' (per trajectory): published group remain | in_dist | out_dist "
+                                "('' = none published); coord 'window_split' (traj, time): published window "
+                                "starting there, 0 none, 1 train, 2 val, 3 test"))
     if dom == 'exp':
         ds.attrs['pressure_note'] = ("RealPDEBench's real data measure no pressure (its loaders fill zeros); "
                                      "field 'p' is absent here, never zero")
@@ -237,17 +259,21 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
 def _field_attrs(f): return dict(units='as published (RealPDEBench)', long_name=FIELD_META[f]['long_name'])
 
 def _blocks(plan:_Plan):
-    "(trajectory index, output frames, block) for every `BLOCK_FRAMES` frames of every trajectory; a block maps each field to float32 (t, y, x), NaN wherever some field is not finite, and 'valid' to where all are."
+    """(trajectory index, output frames, block) for every `BLOCK_FRAMES` frames of every trajectory; a block maps each
+    field to float32 (t, y, x), NaN wherever some field is not finite, and 'valid' to where all are."""
     nt, ny, nx = (plan.skeleton.sizes[d] for d in DIMS[1:])
     for i, t in enumerate(plan.trajs):
         for j0 in range(0, nt, BLOCK_FRAMES):
             j1 = min(j0 + BLOCK_FRAMES, nt)
-            tsl = slice(plan.tsl.start + j0 * plan.tsl.step, plan.tsl.start + (j1 - 1) * plan.tsl.step + 1, plan.tsl.step)
+            tsl = slice(plan.tsl.start + j0 * plan.tsl.step,
+                        plan.tsl.start + (j1 - 1) * plan.tsl.step + 1, plan.tsl.step)
             block = {}
             for f in plan.fields:
                 a = _orient(t.reader(f, tsl, plan.step), *plan.orient)
                 if a.shape != (j1 - j0, ny, nx):
-                    raise _err(t.where, f"frames {tsl.start}:{tsl.stop} of {f!r} have shape {a.shape}; expected {(j1 - j0, ny, nx)}")
+                    raise _err(t.where,
+                            f"frames {tsl.start}:{tsl.stop} of {f!r} have shape {a.shape}; expected "
+                            f"{(j1 - j0, ny, nx)}")
                 block[f] = a
             ok = np.logical_and.reduce([np.isfinite(a) for a in block.values()])
             if not ok.all():
@@ -270,7 +296,8 @@ def _load_domain(plan:_Plan) -> xr.Dataset:
 
 # %% ../../nbs/data/16_realpdebench.ipynb #r032
 class ScaleSums:
-    "The sums behind `rms_scales`, added block by block: sum(u²+v²) and count over finite points; count, mean and M2 of p (Chan et al.'s pairwise update)."
+    """The sums behind `rms_scales`, added block by block: sum(u²+v²) and count over finite points; count, mean and M2
+    of p (Chan et al.'s pairwise update)."""
     def __init__(self): self.s2, self.n, self.pn, self.pmean, self.pm2, self.has_p = 0.0, 0, 0, 0.0, 0.0, False
 
     def add(self, block:dict):
@@ -316,7 +343,8 @@ def _chosen_scales(user, ref, measured) -> tuple:
     "(scales, note): the user's, else `measured` (`rms_scales` of the loaded `ref` domain)."
     if user is not None: return user, 'reference scales given by the user'
     return measured, (f"from the loaded {ref!r} data: scale_u = scale_v = U_ref = RMS speed sqrt(<u^2+v^2>)"
-                      + (", scale_p = std(p)" if 'p' in measured else '') + "; the same values on every domain of this load")
+                      + (", scale_p = std(p)" if 'p' in measured else '') + "; the same values on every domain "
+                                                                            "of this load")
 
 def _set_scales(ds, scales, note, fields):
     for f, s in scales.items():
@@ -325,22 +353,26 @@ def _set_scales(ds, scales, note, fields):
     for f in fields:
         s = ds.attrs.get(SCALE_PREFIX + f)
         if s is None or not (np.isfinite(s) and s > 0):
-            raise RealPDEBenchError(f"reference scale of {f!r} in the {ds.attrs['domain']!r} data is {s!r} (the data are "
-                                    f"zero or missing); pass scales=dict(u=..., v=..., p=...) with positive numbers")
+            raise RealPDEBenchError(f"reference scale of {f!r} in the {ds.attrs['domain']!r} data is {s!r} "
+                                    "(the data are zero or missing); pass scales=dict(u=..., v=..., p=...) with "
+                                    "positive numbers")
     return ds
 
 def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, sim_ids=None, groups=None, fields=None,
            param_names=None, dt=None, grid='file', clock='file', horizon=None) -> dict:
-    "{domain: `_Plan`} of a load (the arguments of `load_realpdebench` but `scales`): every argument and file checked, no field read."
+    """{domain: `_Plan`} of a load (the arguments of `load_realpdebench` but `scales`): every argument and file checked,
+    no field read."""
     if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or not 1 <= horizon < 2 ** 31):
-        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer in [1, 2**31) (frames a published window spans) or None")
+        raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer in [1, 2**31) (frames a published window "
+                                "spans) or None")
     if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
     if clock not in ('file', 'index'): raise RealPDEBenchError(f"clock={clock!r}; expected 'file' or 'index'")
     for d in SOURCE_TYPES.values():  # every step checked before any file is read
         if sub_s != 'upstream': _domain_step(sub_s, scenario, d, 'hdf5')
     sdir, src = _source(path, scenario, layout, domains)
     steps = {dom: _domain_step(sub_s, scenario, dom, lay) for dom, (dtype, lay) in src.items()}
-    plans = {dom: _plan_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
+    plans = {dom: _plan_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields,
+                               param_names, dt, grid, clock, horizon)
              for dom, (dtype, lay) in src.items()}
     if 'exp' in plans and 'sim' in plans:  # the probes stand at the same places in both domains
         plans['sim'].skeleton.attrs.update({k: plans['exp'].skeleton.attrs[k] for k in ('probe_x', 'probe_y') if k in plans['exp'].skeleton.attrs})
@@ -363,9 +395,11 @@ def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
                       clock: str = 'file',  # 'file': one frame clock per domain, else refused; 'index': the first trajectory's for all (those that differ named in a warning)
                       horizon: int | None = None,  # frames a published window spans (None: upstream's, `SCENARIOS`): where `frames` cuts a trajectory, windows that would pass the cut are dropped
                      ) -> dict:
-    "Load a RealPDEBench scenario as contract datasets `{'sim': numerical, 'exp': real}`, reading only the asked window."
+    """Load a RealPDEBench scenario as contract datasets `{'sim': numerical, 'exp': real}`, reading only the asked
+    window."""
     user = _user_scales(scales)
-    plans = _plans(path, scenario, layout, domains, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid, clock, horizon)
+    plans = _plans(path, scenario, layout, domains, frames, sub_s, sim_ids, groups, fields, param_names,
+                   dt, grid, clock, horizon)
     out = {dom: _load_domain(plan) for dom, plan in plans.items()}
     ref = 'sim' if 'sim' in out else 'exp'
     sc, note = _chosen_scales(user, ref, rms_scales(out[ref]) if user is None else None)
@@ -381,7 +415,8 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
                         compress: bool = False,  # gzip the data variables (see `write_dataset`)
                         **kwargs,  # the options of `load_realpdebench` (layout, domains, frames, sub_s, sim_ids, scales, ...)
                        ) -> dict:
-    "Stream a scenario into `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` block by block (memory bounded by a block, not by the data), all files or none, as one set (`NAME.set.json`); return `{domain: path}`."
+    """Stream a scenario into `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` block by block (memory bounded by a block, not by
+    the data), all files or none, as one set (`NAME.set.json`); return `{domain: path}`."""
     name = name or scenario
     if not isinstance(name, str) or not re.fullmatch(r'[\w.-]+', name):
         raise RealPDEBenchError(f"name={name!r}; expected a plain file stem (letters, digits, _ . -)")
@@ -391,13 +426,16 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
     with folder_lock(out_dir):  # one writer at a time: another data command on this folder is refused at once
         if not overwrite:
             exist = [str(p) for p in dest.values() if p.exists()]
-            if exist: raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True (CLI: --overwrite) to replace them")
+            if exist:
+                raise FileExistsError(f"import_realpdebench: {exist} exist; pass overwrite=True (CLI: --overwrite) to "
+                                      "replace them")
         ref = 'sim' if 'sim' in plans else 'exp'
         writers, heads, sums = {}, {}, ScaleSums()
         try:
             for dom in sorted(plans, key=lambda d: d != ref):  # the domain the scales come from first
                 plan = plans[dom]
-                writers[dom] = w = BlockWriter(dest[dom], plan.skeleton, {f: _field_attrs(f) for f in plan.fields}, compress=compress)
+                writers[dom] = w = BlockWriter(dest[dom], plan.skeleton,
+                                               {f: _field_attrs(f) for f in plan.fields}, compress=compress)
                 for i, frames, block in _blocks(plan):
                     if dom == ref: sums.add(block)
                     heads.setdefault(dom, (frames, block))
@@ -407,8 +445,10 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
                 _set_scales(plan.skeleton, sc, note, plan.fields)
                 writers[dom].set_attrs({k: v for k, v in plan.skeleton.attrs.items() if k.startswith(SCALE_PREFIX) or k == 'scale_note'})
                 validate(_head(plan, *heads[dom], writers[dom].has_valid), dom)
-            staged = {dom: (writers[dom].finish(), dest[dom]) for dom in plans}  # every file whole before any is in place
-            commit_set(out_dir, name, staged, dict(command='simreal data import realpdebench', scenario=scenario, version=__version__))
+            # every file whole before any is in place
+            staged = {dom: (writers[dom].finish(), dest[dom]) for dom in plans}
+            commit_set(out_dir, name, staged,
+                       dict(command='simreal data import realpdebench', scenario=scenario, version=__version__))
         finally:
             for w in writers.values(): w.discard()
     return dest

@@ -20,12 +20,15 @@ SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match),
     # defaults of upstream's dataset classes: spatial step per domain (`sub_s_real`, `sub_s_numerical`: applied to the raw
     # HDF5 files; the Arrow layout is stored already subsampled) and frames per window (`in_step + out_step`)
     'cylinder': dict(pattern=r'(\d+)\.h5', params=('Re',), sub_s=dict(exp=1, sim=2), horizon=40),
-    'controlled_cylinder': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'f_ctrl'), sub_s=dict(exp=1, sim=2), horizon=20),
+    'controlled_cylinder': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'f_ctrl'),
+                                sub_s=dict(exp=1, sim=2), horizon=20),
     'fsi': dict(pattern=r'(\d+)_([\d\.]+)_', params=('Re', 'param2'), sub_s=dict(exp=2, sim=2), horizon=40),
     'foil': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'aoa'), sub_s=dict(exp=2, sim=2), horizon=40),
 }
 SOURCE_TYPES = {'numerical': 'sim', 'real': 'exp'}  # RealPDEBench data type -> domain of this package
-PROBES = {'cylinder': (18, 32, 32), 'controlled_cylinder': (18, 16, 32)}  # upstream's (d, center_x, center_y) in pixels of the raw real grid, for its wake probes (MVPE); fsi's and foil's leave their grids
+# upstream's (d, center_x, center_y) in pixels of the raw real grid, for its wake probes (MVPE); fsi's and foil's leave
+# their grids
+PROBES = {'cylinder': (18, 32, 32), 'controlled_cylinder': (18, 16, 32)}
 # published trajectory groups (file stems `{group}_params_{type}`): `schema.GROUPS`
 GENERATOR = 'simreal_nb.realpdebench'
 
@@ -55,8 +58,8 @@ def parse_sim_id(scenario: str,  # a key of `SCENARIOS`
 # %% ../../nbs/data/16a_realpdebench_files.ipynb #r010
 def _spec(scenario):
     if scenario == 'combustion':
-        raise RealPDEBenchError("scenario 'combustion' holds a 15-channel reacting flow ('observed'/'numerical' columns), "
-                                f"not u, v, p fields; expected one of {tuple(SCENARIOS)}")
+        raise RealPDEBenchError("scenario 'combustion' holds a 15-channel reacting flow ('observed'/'numerical' "
+                                f"columns), not u, v, p fields; expected one of {tuple(SCENARIOS)}")
     if scenario not in SCENARIOS:
         raise RealPDEBenchError(f"unknown scenario {scenario!r}; expected one of {tuple(SCENARIOS)}")
     return SCENARIOS[scenario]
@@ -113,45 +116,58 @@ def _h5_open(path):
     import h5py
     try: return h5py.File(path, 'r')
     except OSError as e:
-        raise _err(path, f"cannot open as HDF5 ({e}); the file may be truncated or not HDF5 -- download it again") from None
+        raise _err(path, f"cannot open as HDF5 ({e}); the file may be truncated or not HDF5 -- "
+                         "download it again") from None
 
 def _h5_array(where, d, name, expected:str):
-    "`d` (an HDF5 object, or None) checked to be a dataset of real numbers: a group, strings, complex or compound data are refused."
+    """`d` (an HDF5 object, or None) checked to be a dataset of real numbers: a group, strings, complex or compound data
+    are refused."""
     import h5py
     if d is None: return None
-    if not isinstance(d, h5py.Dataset): raise _err(where, f"{name} is an HDF5 {type(d).__name__.lower()}, not a dataset; expected {expected}")
+    if not isinstance(d, h5py.Dataset):
+        raise _err(where, f"{name} is an HDF5 {type(d).__name__.lower()}, not a dataset; expected {expected}")
     if d.dtype.kind not in 'fiu':
-        kind = {'c': 'complex numbers', 'S': 'strings', 'U': 'strings', 'O': 'strings or objects', 'V': 'compound records', 'b': 'booleans'}
-        raise _err(where, f"{name} holds {kind.get(d.dtype.kind, d.dtype.name)} ({d.dtype}); expected {expected} of real numbers")
+        kind = {'c': 'complex numbers', 'S': 'strings', 'U': 'strings', 'O': 'strings or objects',
+                'V': 'compound records', 'b': 'booleans'}
+        raise _err(where,
+                f"{name} holds {kind.get(d.dtype.kind, d.dtype.name)} ({d.dtype}); expected {expected} of real numbers")
     return d
 
 def _h5_traj(path: Path) -> _Traj:
-    "Describe one raw-HDF5 trajectory (reads only shapes, grids and times); every array checked to be real numbers of a usable shape."
+    """Describe one raw-HDF5 trajectory (reads only shapes, grids and times); every array checked to be real numbers of
+    a usable shape."""
     where = str(path)
     with _h5_open(path) as f:
         g = f.get('measured_data')
         if g is None or not hasattr(g, 'keys'):
-            raise _err(where, f"no group 'measured_data' (top level has {sorted(f.keys())}); expected measured_data/u, v[, p]")
+            raise _err(where,
+                       f"no group 'measured_data' (top level has {sorted(f.keys())}); expected measured_data/u, v[, p]")
         miss = [k for k in ('u', 'v') if k not in g]
-        if miss: raise _err(where, f"measured_data lacks {miss} (has {sorted(g.keys())}); expected measured_data/u, v[, p]")
+        if miss:
+            raise _err(where, f"measured_data lacks {miss} (has {sorted(g.keys())}); expected measured_data/u, v[, p]")
         fields = tuple(k for k in FIELDS if k in g)
         for k in fields: _h5_array(where, g[k], f'measured_data/{k}', 'frames (T, H, W)')
         shape = g['u'].shape
-        if len(shape) != 3 or min(shape) < 1: raise _err(where, f"measured_data/u has shape {shape}; expected (T, H, W), each >= 1")
+        if len(shape) != 3 or min(shape) < 1:
+            raise _err(where, f"measured_data/u has shape {shape}; expected (T, H, W), each >= 1")
         for k in fields:
-            if g[k].shape != shape: raise _err(where, f"measured_data/{k} has shape {g[k].shape}; expected {shape} like u")
+            if g[k].shape != shape:
+                raise _err(where, f"measured_data/{k} has shape {g[k].shape}; expected {shape} like u")
         T, H, W = shape
         try:
             grid = {}
             for k in ('x', 'y'):
                 d = _h5_array(where, f.get(k), k, f'a grid ({H}, {W})')
                 if d is not None and not (d.shape[-2:] == (H, W) and d.ndim in (2, 3) or d.shape in ((W if k == 'x' else H,),)):
-                    raise _err(where, f"grid {k!r} has shape {d.shape}; expected ({H}, {W}) like the fields")  # checked before it is read
+                    # checked before it is read
+                    raise _err(where, f"grid {k!r} has shape {d.shape}; expected ({H}, {W}) like the fields")
                 grid[k] = None if d is None else (d[0] if d.ndim == 3 else d[()])
             dt_ = _h5_array(where, f['t'] if 't' in f else (g['t'] if 't' in g else None), 't', f'frame times ({T},)')
-            if dt_ is not None and dt_.size != T: raise _err(where, f"time array 't' has shape {dt_.shape}; expected ({T},) like the fields")
+            if dt_ is not None and dt_.size != T:
+                raise _err(where, f"time array 't' has shape {dt_.shape}; expected ({T},) like the fields")
             t = None if dt_ is None else dt_[()]
-        except OSError as e: raise _err(where, f"cannot read the grid/time arrays ({e}); the file may be truncated") from None
+        except OSError as e:
+            raise _err(where, f"cannot read the grid/time arrays ({e}); the file may be truncated") from None
     x, y = (_check_grid_shape(where, k, grid[k], H, W) for k in ('x', 'y'))
 
     def reader(field, tsl, step):
@@ -174,7 +190,8 @@ def _pyarrow():
     try: import pyarrow as pa
     except ImportError:
         raise ImportError("reading the RealPDEBench Arrow layout (hf_dataset/) needs the `pyarrow` package, which is "
-                          "not installed; run `pip install pyarrow` (or load the raw HDF5 layout with layout='hdf5')") from None
+                          "not installed; run `pip install pyarrow` (or load the raw HDF5 layout with "
+                          "layout='hdf5')") from None
     return pa
 
 def _arrow_shards(folder: Path) -> list:
@@ -183,7 +200,8 @@ def _arrow_shards(folder: Path) -> list:
     if st.exists():
         try: names = [d['filename'] for d in json.loads(st.read_text())['_data_files']]
         except (ValueError, KeyError, TypeError) as e:
-            raise _err(st, f"not a Hugging Face state.json ({type(e).__name__}: {e}); expected '_data_files' with file names") from None
+            raise _err(st, f"not a Hugging Face state.json ({type(e).__name__}: {e}); expected '_data_files' with "
+                           "file names") from None
         miss = [n for n in names if not (folder / n).exists()]
         if miss: raise _err(st, f"lists shards {miss} that are missing; download them again")
         return [folder / n for n in names]
@@ -192,7 +210,8 @@ def _arrow_shards(folder: Path) -> list:
     return files
 
 def _arrow_batches(pa, path):
-    "Record batches of one shard, memory-mapped (zero-copy); IPC stream format as Hugging Face writes, else file format."
+    """Record batches of one shard, memory-mapped (zero-copy); IPC stream format as Hugging Face writes, else file
+    format."""
     mm = pa.memory_map(str(path), 'r')
     try: return list(pa.ipc.open_stream(mm))
     except pa.ArrowInvalid as e1:
@@ -200,7 +219,8 @@ def _arrow_batches(pa, path):
             r = pa.ipc.open_file(mm)
             return [r.get_batch(i) for i in range(r.num_record_batches)]
         except pa.ArrowInvalid:
-            raise _err(path, f"not a readable Arrow shard ({e1}); the file may be truncated -- download it again") from None
+            raise _err(path, f"not a readable Arrow shard ({e1}); the file may be truncated -- "
+                             "download it again") from None
 
 def _arrow_value(col, i):
     "Scalar `i` of a small column (ids, shapes), None when null."
@@ -224,7 +244,8 @@ def _arrow_array(where, col, i, dtype, shape, name):
     if buf is None: return None
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
     if buf.size != n:
-        raise _err(where, f"column {name!r} holds {buf.size} bytes; expected {n} for shape {shape} of {np.dtype(dtype).name}")
+        raise _err(where,
+                   f"column {name!r} holds {buf.size} bytes; expected {n} for shape {shape} of {np.dtype(dtype).name}")
     return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 def _arrow_trajs(folder: Path) -> list:
@@ -234,7 +255,10 @@ def _arrow_trajs(folder: Path) -> list:
         for b, batch in enumerate(_arrow_batches(pa, shard)):
             names = batch.schema.names
             miss = [c for c in ARROW_COLUMNS if c not in names]
-            if miss: raise _err(shard, f"missing columns {miss} (has {names}); expected a RealPDEBench fluid shard with {ARROW_COLUMNS}")
+            if miss:
+                raise _err(shard,
+                        f"missing columns {miss} (has {names}); expected a RealPDEBench fluid shard with "
+                        f"{ARROW_COLUMNS}")
             col = {c: batch.column(c) for c in names}
             for i in range(batch.num_rows):
                 out.append(_arrow_row(shard, b, i, col))
@@ -251,7 +275,8 @@ def _arrow_row(shard, b, i, col) -> _Traj:
     sid = sid.as_py() if sid is not None else f'row {i}'
     where = f"{shard} (batch {b}, row {i}, sim_id {sid!r})"
     shape = tuple(_arrow_int(where, col, i, k) for k in ('shape_t', 'shape_h', 'shape_w'))
-    if any(s is None or s <= 0 for s in shape): raise _err(where, f"shape_t/h/w = {shape}; expected three positive integers")
+    if any(s is None or s <= 0 for s in shape):
+        raise _err(where, f"shape_t/h/w = {shape}; expected three positive integers")
     data = {k: _arrow_array(where, col.get(k), i, np.float32, shape, k) for k in FIELDS}
     for k in ('u', 'v'):
         if data[k] is None: raise _err(where, f"column {k!r} is null; expected float32 bytes of shape {shape}")
@@ -308,7 +333,8 @@ def _windows(sdir, dtype) -> dict:
             if ps is None or pt is None: continue
             s, t = _read_meta(ps), _read_meta(pt)
             try: pairs = list(zip(map(str, s.get(split, [])), map(int, t.get(split, []))))
-            except (AttributeError, TypeError, ValueError): raise _err(ps, "expected a dict split -> list of sim_ids") from None
+            except (AttributeError, TypeError, ValueError):
+                raise _err(ps, "expected a dict split -> list of sim_ids") from None
         for sid, t0 in pairs: out.setdefault(sid, {})[t0] = code
     return out
 
@@ -322,9 +348,11 @@ def _layout_folder(sdir, dtype, layout):
     return sdir / 'hf_dataset' / dtype if layout == 'arrow' else sdir / dtype
 
 def _source(path, scenario, layout, domains):
-    "Scenario folder and {domain: (data type, layout)} for the domains to load; the arguments are checked before any file is read."
+    """Scenario folder and {domain: (data type, layout)} for the domains to load; the arguments are checked before any
+    file is read."""
     _spec(scenario)
-    if layout not in ('auto', 'arrow', 'hdf5'): raise RealPDEBenchError(f"layout={layout!r}; expected 'auto', 'arrow' or 'hdf5'")
+    if layout not in ('auto', 'arrow', 'hdf5'):
+        raise RealPDEBenchError(f"layout={layout!r}; expected 'auto', 'arrow' or 'hdf5'")
     if domains is not None:
         doms = (domains,) if isinstance(domains, str) else tuple(domains) if isinstance(domains, (list, tuple)) else ()
         if not doms or any(d not in SOURCE_TYPES.values() for d in doms):
@@ -406,12 +434,14 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
             pa = _pyarrow()
             folder = sdir / 'hf_dataset' / dtype
             folder.mkdir(parents=True, exist_ok=True)
-            s = SCENARIOS[scenario]['sub_s'][SOURCE_TYPES[dtype]]  # upstream's converter stores every s-th row and column
+            # upstream's converter stores every s-th row and column
+            s = SCENARIOS[scenario]['sub_s'][SOURCE_TYPES[dtype]]
             h, w = x[::s, ::s].shape
             cols = dict(sim_id=pa.array([s_ for s_, _ in rows], pa.string()))
             for k2 in ('u', 'v', 'p') if dtype == 'numerical' else ('u', 'v'):
                 cols[k2] = pa.array([np.ascontiguousarray(d[k2][:, ::s, ::s]).tobytes() for _, d in rows], pa.binary())
-            for k2, n in (('shape_t', T), ('shape_h', h), ('shape_w', w)): cols[k2] = pa.array([n] * len(rows), pa.int32())
+            for k2, n in (('shape_t', T), ('shape_h', h), ('shape_w', w)):
+                cols[k2] = pa.array([n] * len(rows), pa.int32())
             for k2, a in (('x', x), ('y', y)):
                 cols[k2] = pa.array([np.ascontiguousarray(a[::s, ::s]).tobytes()] * len(rows), pa.binary())
                 cols[f'{k2}_shape_h'] = pa.array([h] * len(rows), pa.int32())

@@ -28,10 +28,12 @@ __all__ = ['TTA_TARGETS', 'TTA_CONFIGS', 'BenchInputError', 'bench_models', 'ben
 
 # %% ../../nbs/face/95_bench.ipynb #be001
 class BenchInputError(ProtocolError):
-    "A benchmark argument (a count such as `steps`, `batch` or `threads`) is out of range; raised before anything is timed."
+    """A benchmark argument (a count such as `steps`, `batch` or `threads`) is out of range; raised before anything is
+    timed."""
 
 def _check_counts(where:str, least:int=1, **counts):
-    "Refuse the first `name=value` of `counts` that is not an integer >= `least`, naming `where`, the argument and the bound."
+    """Refuse the first `name=value` of `counts` that is not an integer >= `least`, naming `where`, the argument and the
+    bound."""
     for name, v in counts.items():
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
             raise BenchInputError(f"{where}: `{name}`={v!r}; expected an integer >= {least}")
@@ -122,7 +124,8 @@ def bench_models(presets=('S', 'M'),   # capacity presets (keys of CAPACITIES)
             rows.append(dict(preset=preset, params=n_params(model), samples_per_s=round(batch / dt, 2),
                              flop_util=round(statistics.median(utils), 3), peak_mb=round((base + mem.peak) / 2**20, 1),
                              arch=arch, grid=list(grid), batch=batch, threads=threads, step_ms=round(dt * 1e3, 1),
-                             gflop_per_step=round(flops / 1e9, 2), matmul_gflops=round(statistics.median(peaks) / 1e9, 1),
+                             gflop_per_step=round(flops / 1e9, 2),
+                             matmul_gflops=round(statistics.median(peaks) / 1e9, 1),
                              load1=round(os.getloadavg()[0], 2)))
             del model, opt
     return rows
@@ -132,7 +135,8 @@ def _synthetic_batch(batch, C, n_in, n_out, grid, n_cond, present, seed):
     g = torch.Generator().manual_seed(seed)
     H, W = grid
     m = torch.tensor(present, dtype=torch.bool)
-    return dict(x=torch.randn(batch, n_in, C, H, W, generator=g) * m[:, None, None], y=torch.randn(batch, n_out, C, H, W, generator=g),
+    return dict(x=torch.randn(batch, n_in, C, H, W, generator=g) * m[:, None, None],
+                y=torch.randn(batch, n_out, C, H, W, generator=g),
                 field_mask=m.expand(batch, C).clone(), valid=torch.rand(batch, n_out, H, W, generator=g) > 0.02,
                 cond=torch.randn(batch, n_cond, generator=g))
 
@@ -173,7 +177,8 @@ def bench_joint(batch:int=8,  # windows per domain mini-batch
             for k in order[r % 3:] + order[:r % 3]:
                 sync(); t0 = time.perf_counter(); kinds[k](); sync(); times[k].append(time.perf_counter() - t0)
         med = {k: float(np.median(v)) for k, v in times.items()}
-        return dict(joint_s=med['joint'], sim_s=med['sim'], exp_s=med['exp'], ratio=med['joint'] / (med['sim'] + med['exp']),
+        return dict(joint_s=med['joint'], sim_s=med['sim'], exp_s=med['exp'],
+                    ratio=med['joint'] / (med['sim'] + med['exp']),
                     batch=batch, steps=steps, capacity=capacity, arch=arch, grid=list(grid), threads=threads,
                     params=sum(p.numel() for p in model.parameters()), device=str(dev),
                     load_avg=round(os.getloadavg()[0], 2) if hasattr(os, 'getloadavg') else None)
@@ -193,7 +198,8 @@ def bench_systems(size:str='default', # size preset to time
     try:
         load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
         t = time.perf_counter()
-        if workers > 1: per = {e_[0]: v for e_, v in fill_cache([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
+        if workers > 1:
+            per = {e_[0]: v for e_, v in fill_cache([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
         else: per = {s_: fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
         cold = time.perf_counter() - t
         warm = []
@@ -245,7 +251,8 @@ def _val_mse(model, batches, n_cond):
 
 def _config(c):
     c = TTA_CONFIGS[c] if isinstance(c, str) else c
-    if isinstance(c, str) or not isinstance(c, dict): raise ValueError(f"config: got {c!r}; expected a dict or a key of TTA_CONFIGS")
+    if isinstance(c, str) or not isinstance(c, dict):
+        raise ValueError(f"config: got {c!r}; expected a dict or a key of TTA_CONFIGS")
     name = c.get('name') or next((k for k, v in TTA_CONFIGS.items() if v == {k2: v2 for k2, v2 in c.items() if k2 != 'name'}), None)
     kw = {k: v for k, v in c.items() if k not in ('name', 'arch', 'capacity', 'lr', 'init')}
     arch, cap, init = c.get('arch', 'fan'), c.get('capacity', 'S'), c.get('init')
@@ -269,16 +276,19 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
               data=None,                   # a DomainData to use instead of loading the twins (n_in=2, n_out=1)
               log=None,                    # called with each finished row (e.g. print)
              ) -> list:
-    "Train each configuration (from its `init` checkpoint, if any) on sim train windows; wall time and updates to reach each val-MSE target: one dict per config."
+    """Train each configuration (from its `init` checkpoint, if any) on sim train windows; wall time and updates to
+    reach each val-MSE target: one dict per config."""
     _check_counts('bench_tta', updates=updates, every=every, batch=batch, val_windows=val_windows, threads=threads)
     _check_counts('bench_tta', 0, warmup=warmup)
-    if isinstance(configs, (str, dict)): configs = [c for c in configs.split(',') if c] if isinstance(configs, str) else [configs]
+    if isinstance(configs, (str, dict)):
+        configs = [c for c in configs.split(',') if c] if isinstance(configs, str) else [configs]
     cfgs = [_config(c) for c in configs]
     if data is None:
         tw = load_twins(system, size=size)
         data = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     tr, va = data.sim['train'], data.sim['val']
-    if len(tr) == 0 or len(va) == 0: raise ValueError(f"bench_tta: the sim train/val splits of {system!r} ({size}) are empty")
+    if len(tr) == 0 or len(va) == 0:
+        raise ValueError(f"bench_tta: the sim train/val splits of {system!r} ({size}) are empty")
     vidx = spread(len(va), val_windows)
     vb = [va.get_batch(vidx[i:i + 16]) for i in range(0, len(vidx), 16)]
     n_in, n_out = tr[0]['x'].shape[0], tr[0]['y'].shape[0]
@@ -321,7 +331,8 @@ def bench_tta(configs=('fan-p8', 'fno'),  # names of `TTA_CONFIGS` or config dic
                 tta[f'{t:g}'] = None if hit is None else dict(s=hit['train_s'], updates=hit['updates'])
             best = min(curve, key=lambda p: p['val'] if np.isfinite(p['val']) else float('inf'))
             rows.append(dict(name=c['name'], system=system, size=size, arch=c['arch'], capacity=c['capacity'],
-                             kwargs=c['kwargs'], init=c['init'], lr=peak, params=n_params(model), updates=u, train_s=round(train_s, 2),
+                             kwargs=c['kwargs'], init=c['init'], lr=peak, params=n_params(model), updates=u,
+                             train_s=round(train_s, 2),
                              step_ms=round(statistics.median(steps_t) * 1e3, 1), best_val=best['val'],
                              best_at=best['updates'], final_val=curve[-1]['val'], tta=tta, diverged=diverged,
                              curve=[dict(p, val=float(f"{p['val']:.4g}")) for p in curve],
@@ -379,7 +390,8 @@ def pretrain_morph(path,                      # where the checkpoint goes: MORPH
                    warmup:int=50, batch:int=8, val_windows:int=32, threads:int=2, seed:int=0,
                    log=None,                  # called with each validation point (e.g. print)
                   ) -> dict:
-    "Train MORPH on the sim data of `systems` and save it as a MORPH checkpoint: what it trained on, its curve and the path."
+    """Train MORPH on the sim data of `systems` and save it as a MORPH checkpoint: what it trained on, its curve and the
+    path."""
     _check_counts('pretrain_morph', updates=updates, every=every, batch=batch, val_windows=val_windows, threads=threads)
     systems = [systems] if isinstance(systems, str) else list(systems)
     if not systems: raise BenchInputError("pretrain_morph: systems is empty; expected one or more twin systems")
@@ -414,6 +426,7 @@ def pretrain_morph(path,                      # where the checkpoint goes: MORPH
                 curve.append(dict(updates=u, train_s=round(train_s, 2), val=float(f'{val():.4g}')))
                 if log is not None: log(curve[-1])
                 if not np.isfinite(curve[-1]['val']) or (seconds is not None and train_s >= seconds): break
-    made = dict(systems=systems, size=size, capacity=capacity, updates=u, train_s=round(train_s, 2), lr=lr, batch=batch, seed=seed)
+    made = dict(systems=systems, size=size, capacity=capacity, updates=u, train_s=round(train_s, 2),
+                lr=lr, batch=batch, seed=seed)
     save_torch(dict(model_state_dict=net.state_dict(), pretrained_on=made), path)
     return dict(made, path=str(path), curve=curve)

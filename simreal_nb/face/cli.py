@@ -8,8 +8,10 @@ import json, os, re, sys
 from pathlib import Path
 from fastcore.script import call_parse, anno_parser, store_true, Param
 from .. import __version__
-from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line, check_at_least, check_positive,
-                              check_seed, check_names, _listed, check_device_flag, refuse_existing, check_links, check_out_dir,
+from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line,
+                                   check_at_least, check_positive,
+                              check_seed, check_names, _listed, check_device_flag, refuse_existing,
+                                   check_links, check_out_dir,
                               check_netcdf, check_json, written_by, check_owner)
 
 # %% auto #0
@@ -22,7 +24,8 @@ __all__ = ['ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'data_list
 @call_parse
 def data_list():
     "Print the names of the embedded twin systems, one per line."
-    from simreal_nb.core.names import SYSTEM_NAMES  # not `systems`: that imports torch and xarray, seconds for four names
+    # not `systems`: that imports torch and xarray, seconds for four names
+    from simreal_nb.core.names import SYSTEM_NAMES
     for name in SYSTEM_NAMES: print(name)
 
 @call_parse
@@ -59,7 +62,8 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     if scenario is None:
         from simreal_nb.data.realpdebench_files import SCENARIOS
         raise UsageError(f"--scenario: required; expected one of {', '.join(SCENARIOS)}")
-    if layout not in ('auto', 'hdf5', 'arrow'): raise UsageError(f"--layout: expected auto, hdf5 or arrow, got {layout!r}")
+    if layout not in ('auto', 'hdf5', 'arrow'):
+        raise UsageError(f"--layout: expected auto, hdf5 or arrow, got {layout!r}")
     if name is not None and not re.fullmatch(r'[\w.-]+', name):
         raise UsageError(f"--name: expected a plain file stem (letters, digits, _ . -), got {name!r}")
     check_links(path, 'PATH', 'a RealPDEBench download'); check_out_dir(out); check_at_least('--horizon', horizon)
@@ -68,7 +72,8 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     step = sub_s if sub_s == 'upstream' else _steps(sub_s)
     from simreal_nb.data.realpdebench import import_realpdebench
     for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite, sub_s=step,
-                                       frames=None if frames is None else _frame_range(frames), sim_ids=_listed(check_names('--sim-ids', sim_ids)),
+                                       frames=None if frames is None else _frame_range(frames),
+                                       sim_ids=_listed(check_names('--sim-ids', sim_ids)),
                                        groups=_listed(check_names('--groups', groups)), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
 
 def _steps(text:str):
@@ -76,13 +81,15 @@ def _steps(text:str):
     try:
         if '=' not in text: return int(text)
         return {k.strip(): int(v) for k, v in (o.split('=', 1) for o in text.split(',') if o.strip())}
-    except ValueError: raise UsageError(f"--sub-s: {text!r}; expected upstream, an integer >= 1, or sim=N,exp=M") from None
+    except ValueError:
+        raise UsageError(f"--sub-s: {text!r}; expected upstream, an integer >= 1, or sim=N,exp=M") from None
 
 def _frame_range(text:str) -> tuple:
     "`--frames 0:200` or `0:200:2` as (start, stop[, step])."
     try: parts = tuple(int(o) for o in text.split(':'))
     except ValueError: parts = ()
-    if len(parts) not in (2, 3): raise UsageError(f"--frames: {text!r}; expected START:STOP or START:STOP:STEP (integers)")
+    if len(parts) not in (2, 3):
+        raise UsageError(f"--frames: {text!r}; expected START:STOP or START:STOP:STEP (integers)")
     return parts
 
 @call_parse
@@ -94,12 +101,14 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
                     overwrite:store_true=False): # Replace an existing piv_exp.nc instead of refusing
     "Import a lab PIV sequence (LaVision VC7, Insight, OpenPIV, PIVlab) into the experiment contract as piv_exp.nc."
     u = None if units is None else tuple(o.strip() for o in units.split(','))
-    if u is not None and (len(u) != 2 or not all(u)): raise UsageError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
+    if u is not None and (len(u) != 2 or not all(u)):
+        raise UsageError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
     for p in paths: check_links(p, 'PATHS', 'PIV files or folders')
     check_positive('--dt', dt); check_out_dir(out); refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
     from simreal_nb.data.piv import import_piv, READERS
     from simreal_nb.core.store import folder_lock
-    if fmt is not None and fmt not in READERS: raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
+    if fmt is not None and fmt not in READERS:
+        raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
     with folder_lock(out):  # one writer at a time: another data command on this --out is refused at once
         refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
         print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
@@ -115,19 +124,24 @@ def _check_run_dir(out, workers):
     cells = sorted((out / 'cells').glob('*.nc'))
     if cells:
         from simreal_nb.study.rundir import is_cell_key
-        for cell in cells:  # the run checks its own cells' files (one cut short is computed again); others must be netCDF
-            if not is_cell_key(cell.stem): check_netcdf(cell, 'a finished cell of `simreal run` (delete it to compute the cell again)')
+        # the run checks its own cells' files (one cut short is computed again); others must be netCDF
+        for cell in cells:
+            if not is_cell_key(cell.stem):
+                check_netcdf(cell, 'a finished cell of `simreal run` (delete it to compute the cell again)')
 
 def _check_executor(executor, scheduler, workers):
-    "The executor options: `local` (a process pool of --workers) or `dask` (the workers of the scheduler at --scheduler)."
+    """The executor options: `local` (a process pool of --workers) or `dask` (the workers of the scheduler at
+    --scheduler)."""
     if executor not in ('local', 'dask'): raise UsageError(f"--executor: expected local or dask, got {executor!r}")
     if executor == 'local' and scheduler is not None:
         raise UsageError("--scheduler: only with --executor dask; expected no --scheduler with --executor local")
     if executor == 'dask':
-        if scheduler is None: raise UsageError("--scheduler: required with --executor dask; expected the address of a running "
-                                               "dask scheduler, e.g. tcp://127.0.0.1:8786")
-        if workers is not None: raise UsageError("--workers: only with --executor local; with --executor dask the scheduler's "
-                                                 "workers run the cells (start them with `dask worker ADDRESS --nthreads 1`)")
+        if scheduler is None:
+            raise UsageError("--scheduler: required with --executor dask; expected the address of a running "
+                             "dask scheduler, e.g. tcp://127.0.0.1:8786")
+        if workers is not None:
+            raise UsageError("--workers: only with --executor local; with --executor dask the scheduler's "
+                             "workers run the cells (start them with `dask worker ADDRESS --nthreads 1`)")
 
 def _dask_client(address:str):
     "A dask.distributed Client of the scheduler at `address` (dask is imported only here: a dev extra)."
@@ -136,8 +150,8 @@ def _dask_client(address:str):
                                          "`pip install 'dask[distributed]'`, or --executor local") from None
     try: return Client(address, timeout='20s')
     except (OSError, TimeoutError, ValueError) as e:
-        raise UsageError(f"--scheduler {address}: cannot connect ({error_line(e)}); expected the address of a running dask "
-                         "scheduler, e.g. tcp://127.0.0.1:8786") from None
+        raise UsageError(f"--scheduler {address}: cannot connect ({error_line(e)}); expected the address of a "
+                         "running dask scheduler, e.g. tcp://127.0.0.1:8786") from None
 
 def _check_run_data(data, systems, device):
     "What `run` checks before computing: the netCDF files of the imported pairs it will read, and the device."
@@ -187,7 +201,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     from simreal_nb.study.grid import PRESETS, GridError
     from simreal_nb.training.protocols import Joint, ExposureControl, EXP_ONLY, SIM_TO_EXP
     name = preset or ('quick' if quick else None)
-    if name is not None and name not in PRESETS: raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
+    if name is not None and name not in PRESETS:
+        raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")
     if config is None: name = name or 'default'; cfg, base, in_file = PRESETS[name].config, PRESETS[name].grid, {}
     else:  # the file over the preset (--preset, else the file's own, else default); the options below over both
         from simreal_nb.study.runconfig import read_toml, settings_from
@@ -197,14 +212,21 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     def counts(s):
         given = check_names('--exp-trajs', s)
         try: return tuple(None if o == 'all' else int(o) for o in given)
-        except ValueError: raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
-    given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities), protocols=check_names('--protocols', protocols),
-                 seeds=seeds, archs=check_names('--archs', archs), exp_trajs=None if exp_trajs is None else counts(exp_trajs))
-    if data is not None and given['systems'] is None and 'systems' not in in_file: given['systems'] = ()  # every imported pair, not the preset's twins
+        except ValueError:
+            raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
+    given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities),
+                 protocols=check_names('--protocols', protocols),
+                 seeds=seeds, archs=check_names('--archs', archs),
+                 exp_trajs=None if exp_trajs is None else counts(exp_trajs))
+    # every imported pair, not the preset's twins
+    if data is not None and given['systems'] is None and 'systems' not in in_file: given['systems'] = ()
     if lambdas is not None:
         try: lams = [float(o) for o in check_names('--lambdas', lambdas)]
-        except ValueError: raise UsageError(f"--lambdas: {lambdas!r} is not a list of numbers; expected e.g. 0.1,0.3,0.5,0.7,0.9") from None
-        if not lams or not all(0 <= l <= 1 for l in lams): raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
+        except ValueError:
+            raise UsageError(f"--lambdas: {lambdas!r} is not a list of numbers; expected e.g. "
+                             "0.1,0.3,0.5,0.7,0.9") from None
+        if not lams or not all(0 <= l <= 1 for l in lams):
+            raise UsageError(f"--lambdas: {lambdas!r}; expected numbers in [0, 1]")
         have = given['protocols'] or base.protocols
         given['protocols'] = tuple(have) + tuple(Joint(l) for l in lams)  # the grid keeps one cell per protocol
     if exposure_control:
@@ -212,7 +234,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         given['protocols'] = tuple(have) + (ExposureControl(EXP_ONLY), ExposureControl(SIM_TO_EXP))
     grid = replace(base, **{k: v for k, v in given.items() if v is not None})
     if init is not None:
-        if not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
+        if not init.strip():
+            raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
         cfg = replace(cfg, init=init, init_digest=None)  # the digest of this file (`rundir.resolve_init`)
     if level is not None:
         try: cfg = replace(cfg, level=level)
@@ -220,7 +243,9 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     _check_run_data(data, given['systems'], device)
     if executor == 'dask':
         client = _dask_client(scheduler)
-        try: run_experiment(out, cfg, grid, executor=client.get_executor(), device=device, verbose=True, data=data, overwrite=overwrite)
+        try:
+            run_experiment(out, cfg, grid, executor=client.get_executor(), device=device, verbose=True,
+                           data=data, overwrite=overwrite)
         finally: client.close()
         return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
@@ -243,39 +268,49 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
           init:str=None,               # Checkpoint the model starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --arch morph
           level:str=None,              # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
           overwrite:store_true=False): # Write into an --out that holds files no job wrote (replacing any of the same name)
-    "Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`; resumable."
+    """Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`;
+    resumable."""
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
     check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
     check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
     from simreal_nb.study.jobs import train_job
     from simreal_nb.study.grid import PRESETS, GridError
     if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
-    if init is not None and not init.strip(): raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
+    if init is not None and not init.strip():
+        raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
     if level is not None:
         from dataclasses import replace
         try: replace(PRESETS[preset].config, level=level)
         except ValueError as e: raise UsageError(f"--level: {e}") from None
-    if (Path(out) / 'job.json').exists(): check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
+    if (Path(out) / 'job.json').exists():
+        check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
     _check_run_data(data, None if data is None else [system], device); check_device_flag(device)
-    train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed, config=preset, steps=steps,
-              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data, overwrite=overwrite, init=init, level=level)
+    train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed,
+              config=preset, steps=steps,
+              batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data,
+              overwrite=overwrite, init=init, level=level)
 
 @call_parse
 def report(run_dir:str,                 # Run directory holding results.nc
            overwrite:store_true=False):  # Write report.md, figures/ and scores.nc into a folder no `simreal run` wrote
     "Rebuild report.md, figures/ and scores.nc of a run from its results.nc alone."
-    if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory written by `simreal run` (write . for the current folder)")
+    if not run_dir.strip():
+        raise UsageError("RUN_DIR: empty; expected a run directory written by `simreal run` (write . for the "
+                         "current folder)")
     d = Path(run_dir); check_links(d, 'RUN_DIR', 'a run directory written by `simreal run`')
     if not d.is_dir(): raise UsageError(f"{run_dir}: {'not a directory' if d.exists() else 'no such directory'}; "
                                         "expected a run directory written by `simreal run`")
-    check_netcdf(d / 'results.nc', 'the results of `simreal run` (run it again into this folder to rewrite them)', ('score',))
-    if (d / 'timing.json').exists(): check_json(d / 'timing.json', 'the timing.json that `simreal run` writes (or none)')
+    check_netcdf(d / 'results.nc',
+                 'the results of `simreal run` (run it again into this folder to rewrite them)', ('score',))
+    if (d / 'timing.json').exists():
+        check_json(d / 'timing.json', 'the timing.json that `simreal run` writes (or none)')
     check_out_dir(d, 'RUN_DIR')
     if written_by(d) != 'simreal run' and not overwrite:
         from simreal_nb.reading.report import _read_results
         _read_results(d / 'results.nc')  # a damaged results.nc is named first
         mine = ', '.join(n for n in ('report.md', 'figures/', 'scores.nc') if (d / n).exists())
-        raise UsageError(f"{run_dir}: no manifest.json, so not a folder `simreal run` wrote{f' (its {mine} would be replaced)' if mine else ''}; "
+        raise UsageError(f"{run_dir}: no manifest.json, so not a folder `simreal run` "
+                         f"wrote{f' (its {mine} would be replaced)' if mine else ''}; "
                          "expected a run directory of `simreal run` (or --overwrite to write the report there)")
     from simreal_nb.reading.report import write_report
     print(write_report(run_dir))
@@ -290,13 +325,16 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
          workers:int=None,         # Processes in parallel (default: one per CPU core)
          device:str='auto',        # Torch device: auto, cpu or cuda
          protocols:str=None):      # Comma-separated protocols to tune (default: the families sim_only, exp_only, sim_to_exp, joint, pooled); a beyond-Joint one (joint_pcgrad, sim_to_exp_l2sp, ...) is tuned on its own
-    "Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid; write the choices the presets read."
+    """Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid;
+    write the choices the presets read."""
     check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--workers', workers); check_device_flag(device)
     if into is not None and Path(into).exists(): check_json(Path(into), 'the tuned settings that `simreal tune` writes')
-    if into is not None: check_out_dir(Path(into).parent, '--into')  # written at the end: its folder checked before any training
+    # written at the end: its folder checked before any training
+    if into is not None: check_out_dir(Path(into).parent, '--into')
     from simreal_nb.study.tuning import tune as run_tuning
     fams = check_names('--protocols', protocols)
-    run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device, **({'families': list(fams)} if fams else {}))
+    run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device,
+               **({'families': list(fams)} if fams else {}))
 
 # %% ../../nbs/face/90_cli.ipynb #c010
 def _print_json(rows):
@@ -337,26 +375,32 @@ def _seed_list(flag:str, text:str) -> list:
     for s in seeds: check_seed(flag, s)
     return seeds
 
-ADA_MARKERS = ('metrics.json', 'summary.json', 'beta_sweep.json', ADA_STAMP)  # what an `ada` command writes into its --out (all at its end)
+# what an `ada` command writes into its --out (all at its end)
+ADA_MARKERS = ('metrics.json', 'summary.json', 'beta_sweep.json', ADA_STAMP)
 
 def check_ada_out(out, overwrite:bool=False, command:str='simreal ada'):
-    "Refuse an --out another command wrote (`check_owner`), or that holds files no `ada` command wrote (none of `ADA_MARKERS`, nor seed<k>/ folders of a multi-seed run) unless `overwrite`."
+    """Refuse an --out another command wrote (`check_owner`), or that holds files no `ada` command wrote (none of
+    `ADA_MARKERS`, nor seed<k>/ folders of a multi-seed run) unless `overwrite`."""
     from simreal_nb.core.store import unmarked_files
     out = Path(out); check_owner(out, command)
-    seeds = tuple(p.name for p in out.glob('seed*') if (p / 'metrics.json').exists()) if out.is_dir() else ()  # a killed --seeds run's
+    # a killed --seeds run's
+    seeds = tuple(p.name for p in out.glob('seed*') if (p / 'metrics.json').exists()) if out.is_dir() else ()
     theirs = unmarked_files(out, ADA_MARKERS, seeds)
     if theirs and not overwrite:
         shown = ', '.join(theirs[:5]) + (f', … ({len(theirs)} in all)' if len(theirs) > 5 else '')
-        raise UsageError(f"--out {out}: holds files no `simreal ada` wrote ({shown}); expected a new folder or an earlier "
-                         "run's (use another --out, or --overwrite to write beside them and replace any of the same name)")
+        raise UsageError(f"--out {out}: holds files no `simreal ada` wrote ({shown}); expected a new folder or "
+                         "an earlier run's (use another --out, or --overwrite to write beside them and replace any of "
+                         "the same name)")
 
 def _stamp_ada(out, command:str):
-    "Write `ada.json` into `out`, naming the `ada` command that owns it (at its end: a refused command leaves no folder)."
+    """Write `ada.json` into `out`, naming the `ada` command that owns it (at its end: a refused command leaves no
+    folder)."""
     from simreal_nb.core.store import write_text
     write_text(Path(out) / ADA_STAMP, json.dumps(dict(command=command)))
 
 def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simreal ada', **kw):
-    "Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it wrote."
+    """Run an ADA experiment once (`seed`) or once per seed of `seeds` (mean ± std in summary.json); print where it
+    wrote."""
     check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out)
     if kw.get('cache_dir') is not None: check_out_dir(kw['cache_dir'], '--cache')  # the trained flows go there
     seed_list = None if seeds is None else _seed_list('--seeds', seeds)
@@ -365,7 +409,8 @@ def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simrea
         run(out, seed=seed, **kw); _stamp_ada(out, command); print(f"metrics: {Path(out) / 'metrics.json'}")
     else:
         from simreal_nb.ada.adabench import run_seeds
-        run_seeds(run, out, seed_list, table=table, **kw); _stamp_ada(out, command); print(f"summary: {Path(out) / 'summary.json'}")
+        run_seeds(run, out, seed_list, table=table, **kw); _stamp_ada(out, command); print("summary: "
+                                                                                           f"{Path(out) / 'summary.json'}")
 
 # %% ../../nbs/face/90_cli.ipynb #82ca4901
 @call_parse
@@ -377,17 +422,21 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
             cache:str=None,         # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
             target:str='target',    # The mixture the experiments sample: target (the ADA paper's) or identifiable (its neighbour the projections determine)
             overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
-    "ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its floor."
+    """ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its
+    floor."""
     from functools import partial
     from simreal_nb.ada.adamog import run_mog, mog_beta_sweep, mog_tables, MOG_TARGETS
     if target not in MOG_TARGETS: raise UsageError(f"--target: {target!r}; expected one of {', '.join(MOG_TARGETS)}")
     preset = 'test' if quick else 'default'
-    if betas is None: return _run_ada(run_mog, out, seed, seeds, table=partial(mog_tables, target=target), overwrite=overwrite,
-                                      command='simreal ada mog', preset=preset, cache_dir=cache, target=target)
+    if betas is None:
+        return _run_ada(run_mog, out, seed, seeds, table=partial(mog_tables, target=target), overwrite=overwrite,
+                        command='simreal ada mog', preset=preset, cache_dir=cache, target=target)
     try: bs = [float(b) for b in betas.split(',') if b.strip()]
-    except ValueError: raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
+    except ValueError:
+        raise UsageError(f"--betas: {betas!r} is not a list of numbers; expected e.g. 0.03,0.1,0.3,1") from None
     if not bs or min(bs) < 0: raise UsageError(f"--betas: {betas!r}; expected numbers >= 0, e.g. 0.03,0.1,0.3,1")
-    check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out); check_ada_out(out, overwrite, 'simreal ada mog')
+    check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out); check_ada_out(out,
+            overwrite, 'simreal ada mog')
     if cache is not None: check_out_dir(cache, '--cache')
     mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target); _stamp_ada(out, 'simreal ada mog')
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
@@ -401,7 +450,8 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json, run_in
               overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     "ADA vs expectation alignment and guidance on the bead-chain toy, observables added one at a time."
     from simreal_nb.ada.adabench import run_chain, chain_table
-    _run_ada(run_chain, out, seed, seeds, table=chain_table, overwrite=overwrite, command='simreal ada chain', preset='test' if quick else 'default',
+    _run_ada(run_chain, out, seed, seeds, table=chain_table, overwrite=overwrite, command='simreal ada chain',
+             preset='test' if quick else 'default',
              cache_dir=cache)
 
 @call_parse
@@ -415,18 +465,22 @@ def ada_twins(out:str=None,             # Output directory (metrics.json, run_in
     "ADA vs expectation alignment on twin flow data: the fields exp never measures, at the system's probes."
     if out is None: raise UsageError("--out: required; expected the directory that receives metrics.json")
     from simreal_nb.ada.adabench import run_twins, twins_table
-    _run_ada(run_twins, out, seed, seeds, table=twins_table, overwrite=overwrite, command='simreal ada twins', system=system, preset=preset,
+    _run_ada(run_twins, out, seed, seeds, table=twins_table, overwrite=overwrite, command='simreal ada twins',
+             system=system, preset=preset,
              cache_dir=cache)
 
 @call_parse
 def physics_check(run_dir:str,             # A run directory of `simreal run` (manifest.json, cells/)
                   max_windows:int=4,        # Test windows per check and cell
                   device:str='cpu'):        # Where the models run: cpu, cuda or auto
-    "Physics stress tests of every trained cell: divergence residual, causality, extreme inputs -> RUN_DIR/physics.json."
+    """Physics stress tests of every trained cell: divergence residual, causality, extreme inputs ->
+    RUN_DIR/physics.json."""
     check_at_least('--max-windows', max_windows)
-    if not run_dir.strip(): raise UsageError("RUN_DIR: empty; expected a run directory of `simreal run` (write . for the current folder)")
+    if not run_dir.strip():
+        raise UsageError("RUN_DIR: empty; expected a run directory of `simreal run` (write . for the current folder)")
     check_links(run_dir, 'RUN_DIR', 'a run directory of `simreal run`')
-    if not Path(run_dir).is_dir(): raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
+    if not Path(run_dir).is_dir():
+        raise UsageError(f"{run_dir}: not a directory; expected a run directory of `simreal run`")
     check_out_dir(run_dir, 'RUN_DIR')  # physics.json goes there: a read-only folder is refused before any check runs
     check_device_flag(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
     from simreal_nb.checks.physics import physics_check as _check
@@ -441,17 +495,20 @@ def docs(out:str='runs/docs',        # Site folder: index.html, one page per not
          workers:int=2,              # Notebooks executed at once
          no_execute:store_true=False, # Render the outputs stored in the notebooks instead of executing them
          overwrite:store_true=False):  # Build into an --out that holds files no docs build wrote (replacing any of the same name)
-    "Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local widget JavaScript."
+    """Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local
+    widget JavaScript."""
     check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers); check_owner(out, 'simreal docs')
     from simreal_nb.face.docs import build_docs, DocsError
-    build = build_docs(out, small=not full, notebooks=_listed(check_names('--notebooks', notebooks)), timeout=timeout, workers=workers, execute=not no_execute, overwrite=overwrite)
+    build = build_docs(out, small=not full, notebooks=_listed(check_names('--notebooks', notebooks)), timeout=timeout,
+                       workers=workers, execute=not no_execute, overwrite=overwrite)
     print(f"{len(build.pages)} pages in {build.seconds:.0f} s: {build.index}")
     if build.failed: raise DocsError(f"{len(build.failed)} notebook(s) failed (their pages show the error): "
                                      + '; '.join(f'{p.notebook}: {p.error}' for p in build.failed))
 
 
 # %% ../../nbs/face/90_cli.ipynb #c012
-COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('data','import','realpdebench'): data_import_realpdebench,
+COMMANDS = {('data','list'): data_list, ('data','make'): data_make,
+            ('data','import','realpdebench'): data_import_realpdebench,
             ('data','import','piv'): data_import_piv, ('run',): run, ('train',): train, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
             ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins,
@@ -460,8 +517,9 @@ COMMANDS = {('data','list'): data_list, ('data','make'): data_make, ('data','imp
 def usage() -> str:
     "The top-level help: one line per subcommand."
     width = max(len(' '.join(k)) for k in COMMANDS)
-    lines = [f"  {' '.join(k):<{width}}  {(f.__doc__ or '').splitlines()[0]}" for k,f in COMMANDS.items()]
-    return ('usage: simreal COMMAND [ARGS]  (simreal COMMAND --help for its options; simreal --version)\n\ncommands:\n' + '\n'.join(lines) +
+    lines = [f"  {' '.join(k):<{width}}  {' '.join((f.__doc__ or '').split())}" for k,f in COMMANDS.items()]
+    return ('usage: simreal COMMAND [ARGS]  (simreal COMMAND --help for its options; simreal '
+            '--version)\n\ncommands:\n' + '\n'.join(lines) +
             '\n\nexit status: 0 done, 2 user error (one line on stderr), 1 internal error (traceback)')
 
 def find_command(argv:list):
@@ -471,10 +529,12 @@ def find_command(argv:list):
     known = sorted({' '.join(k) for k in COMMANDS})
     raise UsageError(f"unknown command {' '.join(argv[:2])!r}; expected one of: {', '.join(known)}")
 
-REQUIRED = {('train',): ('out',), ('ada','twins'): ('out',), ('data','import','realpdebench'): ('scenario',)}  # options without a default
+# options without a default
+REQUIRED = {('train',): ('out',), ('ada','twins'): ('out',), ('data','import','realpdebench'): ('scenario',)}
 
 def command_parser(words:tuple, prog:str|None=None):
-    "The argparse parser of command `words`; its usage and help show the `REQUIRED` options as required (the command itself refuses their absence, naming what it expects)."
+    """The argparse parser of command `words`; its usage and help show the `REQUIRED` options as required (the command
+    itself refuses their absence, naming what it expects)."""
     parser = anno_parser(COMMANDS[words], prog=prog or 'simreal ' + ' '.join(words))
     req = [a for a in parser._actions if a.dest in REQUIRED.get(words, ())]
     def shown(fmt):
@@ -489,7 +549,8 @@ def command_parser(words:tuple, prog:str|None=None):
 
 # %% ../../nbs/face/90_cli.ipynb #dash1
 def _option_token(a:str) -> str:
-    "`--exp-trajs` as `--exp_trajs` (argparse's names); only the name: a value after `=` stays as typed (`--out=runs/my-dir`)."
+    """`--exp-trajs` as `--exp_trajs` (argparse's names); only the name: a value after `=` stays as typed
+    (`--out=runs/my-dir`)."""
     if not a.startswith('--') or a == '--': return a
     name, eq, value = a[2:].partition('=')
     if eq and value == '--':  # argparse would read it as the end of the options and pass an empty list on
@@ -497,7 +558,8 @@ def _option_token(a:str) -> str:
     return '--' + name.replace('-', '_') + eq + value
 
 def _dash_values(parser, args:list) -> list:
-    "`--out -dir` as `--out=-dir`: a value that starts with '-' reads the same in both spellings; an option of the command is no value in either."
+    """`--out -dir` as `--out=-dir`: a value that starts with '-' reads the same in both spellings; an option of the
+    command is no value in either."""
     opts, out, i = parser._option_string_actions, [], 0
     key = lambda t: '--' + t[2:].replace('-', '_') if t.startswith('--') else t  # argparse's name of an option as typed
     while i < len(args):
@@ -507,7 +569,8 @@ def _dash_values(parser, args:list) -> list:
         act = opts.get(key(name)) if a.startswith('--') else None
         if act is not None and act.nargs is None:  # an option that takes one value
             if eq and key(value) in opts:
-                raise UsageError(f"{a}: {value} is an option of {parser.prog}, not a value; expected {name}=VALUE (a path: ./{value})")
+                raise UsageError(f"{a}: {value} is an option of {parser.prog}, not a value; expected {name}=VALUE (a "
+                                 f"path: ./{value})")
             nxt = args[i + 1] if i + 1 < len(args) and not eq else None
             k = None if nxt is None else key(nxt.partition('=')[0])
             if nxt is not None and nxt.startswith('-') and nxt != '--' and k not in opts \
@@ -518,14 +581,16 @@ def _dash_values(parser, args:list) -> list:
 
 # %% ../../nbs/face/90_cli.ipynb #c013
 class Terminated(KeyboardInterrupt):
-    "SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every `finally` runs: workers stopped, lock released."
+    """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every `finally` runs: workers
+    stopped, lock released."""
 
 def _raise_terminated(signum, frame): raise Terminated()
 
 INTERRUPT_STATUS = {KeyboardInterrupt: (130, 'SIGINT'), Terminated: (143, 'SIGTERM')}  # the shell's 128 + signal number
 
 def main(argv:list=None):
-    "Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug, 130 / 143 when interrupted."
+    """Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug, 130 / 143
+    when interrupted."""
     import signal, threading
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
@@ -538,17 +603,22 @@ def main(argv:list=None):
     try:
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
-        if os.environ.get('SIMREAL_CACHE') is not None and not os.environ['SIMREAL_CACHE'].strip():  # else a cache in the current folder
-            raise UsageError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user cache folder)")
+        # else a cache in the current folder
+        if os.environ.get('SIMREAL_CACHE') is not None and not os.environ['SIMREAL_CACHE'].strip():
+            raise UsageError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user "
+                             "cache folder)")
         parser = command_parser(words, prog)
         def refuse(msg): raise UsageError(f"{msg} (see {prog} --help)")
         parser.error = refuse  # argparse's complaints: one line and status 2, like every other user error
-        args = vars(parser.parse_args([_option_token(a) for a in _dash_values(parser, argv[len(words):])]))  # --exp-trajs == --exp_trajs
+        # --exp-trajs == --exp_trajs
+        args = vars(parser.parse_args([_option_token(a) for a in _dash_values(parser, argv[len(words):])]))
         for k in ('pdb','xtra'): args.pop(k, None)
         getattr(func, '__wrapped__', func)(**args)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGINT, or SIGTERM: the command has stopped what it ran (its `finally` blocks)
+    # Ctrl-C or SIGINT, or SIGTERM: the command has stopped what it ran (its `finally` blocks)
+    except KeyboardInterrupt as e:
         code, name = INTERRUPT_STATUS[type(e) if type(e) in INTERRUPT_STATUS else KeyboardInterrupt]
-        print(f"{prog}: stopped by {name}; what finished is kept (atomic files): the same command again resumes", file=sys.stderr, flush=True)
+        print(f"{prog}: stopped by {name}; what finished is kept (atomic files): the same command again resumes",
+              file=sys.stderr, flush=True)
         raise SystemExit(code) from None
     except Exception as e:
         if not is_user_error(e) or os.environ.get('SIMREAL_DEBUG'): raise  # a bug: the traceback, status 1

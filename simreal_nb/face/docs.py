@@ -24,7 +24,8 @@ __all__ = ['WEB_ASSETS', 'SITE_CSS', 'DocsError', 'DocsFolderError', 'default_nb
            'render_page', 'PageResult', 'DocsBuild', 'build_docs']
 
 # %% ../../nbs/face/92_docs.ipynb #d003b
-WEB_ASSETS = {'@jupyter-widgets/html-manager': '1.0.15', 'requirejs': '2.3.8', 'mathjax': '3.2.2'}  # npm packages served from DIR/static
+# npm packages served from DIR/static
+WEB_ASSETS = {'@jupyter-widgets/html-manager': '1.0.15', 'requirejs': '2.3.8', 'mathjax': '3.2.2'}
 
 class DocsError(RuntimeError):
     "The docs could not be built: a missing tool (npm), a notebook that is not there, pages that failed."
@@ -33,8 +34,10 @@ class DocsFolderError(InputError):
     "The site folder holds files no docs build wrote (it has no `build.json`): they are not replaced unless asked."
 
 def default_nbs_path() -> Path:
-    "The repository's `nbs/` folder: next to the installed package (an editable install), else under the working directory."
-    here = [Path(__file__).resolve().parents[2]] if '__file__' in globals() else []  # the package's repository (this module is in face/)
+    """The repository's `nbs/` folder: next to the installed package (an editable install), else under the working
+    directory."""
+    # the package's repository (this module is in face/)
+    here = [Path(__file__).resolve().parents[2]] if '__file__' in globals() else []
     for root in here + [Path.cwd(), *Path.cwd().parents]:
         if (root / 'nbs').is_dir() and (root / 'settings.ini').exists(): return root / 'nbs'
     raise DocsError("cannot find the notebooks folder `nbs/`: run from the repository root or pass `nbs_path=`")
@@ -51,13 +54,16 @@ def _npm_pack(name, version, cache, timeout=300) -> Path:
     if npm is None:
         raise DocsError(f"the docs need {name}@{version} from the npm registry, and `npm` is not installed "
                         "(install Node.js and npm, e.g. `apt-get install npm`)")
-    r = subprocess.run([npm, 'pack', f'{name}@{version}', '--silent'], cwd=cache, capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run([npm, 'pack', f'{name}@{version}', '--silent'], cwd=cache, capture_output=True,
+                       text=True, timeout=timeout)
     if r.returncode or not tgz.exists():
-        raise DocsError(f"`npm pack {name}@{version}` failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-500:]}")
+        raise DocsError(f"`npm pack {name}@{version}` failed (exit {r.returncode}): "
+                        f"{(r.stderr or r.stdout).strip()[-500:]}")
     return tgz
 
 def _extract(tgz, members, dest):
-    "Copy the tarball files whose path (after 'package/') matches one of the regexes `members` into `dest`, keeping the rest of the path after the regex's group 1."
+    """Copy the tarball files whose path (after 'package/') matches one of the regexes `members` into `dest`, keeping
+    the rest of the path after the regex's group 1."""
     n = 0
     with tarfile.open(tgz) as t:
         for m in t.getmembers():
@@ -77,7 +83,8 @@ def web_assets(dest,          # the site folder; the files go to `dest/static`
                cache=None,    # folder of downloaded tarballs (default: $SIMREAL_CACHE/web, else the user cache dir)
                versions=None, # {npm package: version} (default: `WEB_ASSETS`)
               ) -> Path:
-    "Fetch the widget manager, RequireJS and MathJax from the npm registry (once; cached) and copy the files the pages load into `dest/static`."
+    """Fetch the widget manager, RequireJS and MathJax from the npm registry (once; cached) and copy the files the pages
+    load into `dest/static`."""
     v = {**WEB_ASSETS, **(versions or {})}
     static = Path(dest) / 'static'
     cache = _cache_dir(cache)
@@ -87,12 +94,14 @@ def web_assets(dest,          # the site folder; the files go to `dest/static`
                           r'a11y/assistive-mml\.js|adaptors/.+\.js)', 'mathjax')]}
     for name, rs in rules.items():
         if not _extract(_npm_pack(name, v[name], cache), rs, static):
-            raise DocsError(f"{name}@{v[name]} has none of the files the pages need ({rs}); pick another version in `versions=`")
+            raise DocsError(f"{name}@{v[name]} has none of the files the pages need ({rs}); pick another version in "
+                            "`versions=`")
     return static
 
 # %% ../../nbs/face/92_docs.ipynb #d008
 def page_name(rel) -> str:
-    "The page of a notebook, relative to the site root: 'index.ipynb' → 'index.html', '60_tradeoff.ipynb' → 'tradeoff.html', 'tutorials/x.ipynb' → 'tutorials/x.html' (the names nbdev/Quarto give)."
+    """The page of a notebook, relative to the site root: 'index.ipynb' → 'index.html', '60_tradeoff.ipynb' →
+    'tradeoff.html', 'tutorials/x.ipynb' → 'tutorials/x.html' (the names nbdev/Quarto give)."""
     rel = Path(rel)
     stem = re.sub(r'^\d+[a-z]?_', '', rel.stem)
     return (rel.parent / f'{stem}.html').as_posix()
@@ -100,7 +109,8 @@ def page_name(rel) -> str:
 def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the repository's `nbs/`)
                    notebooks=None,  # a subset: paths relative to `nbs_path`, with or without '.ipynb', or page names ('tradeoff')
                   ) -> list:
-    "The site's notebooks (paths relative to `nbs_path`) in navigation order: index, the guides (the other unnumbered pages), tutorials, then the modules by number, whatever their part."
+    """The site's notebooks (paths relative to `nbs_path`) in navigation order: index, the guides (the other unnumbered
+    pages), tutorials, then the modules by number, whatever their part."""
     nbs = Path(nbs_path) if nbs_path else default_nbs_path()
     allnb = ([Path('index.ipynb')] if (nbs / 'index.ipynb').exists() else []) + \
             sorted(p.relative_to(nbs) for p in nbs.glob('[!0-9_]*.ipynb') if p.name != 'index.ipynb') + \
@@ -112,7 +122,8 @@ def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the reposit
     for n in notebooks:
         n = str(n).removesuffix('.ipynb').removesuffix('.html')
         hit = [p for p in allnb if n in (p.with_suffix('').as_posix(), p.stem, page_name(p).removesuffix('.html'), Path(page_name(p)).stem)]
-        if not hit: raise DocsError(f"no notebook {n!r} in {nbs}; the site's notebooks are {[p.as_posix() for p in allnb]}")
+        if not hit:
+            raise DocsError(f"no notebook {n!r} in {nbs}; the site's notebooks are {[p.as_posix() for p in allnb]}")
         out += [h for h in hit if h not in out]
     return sorted(out, key=allnb.index)
 
@@ -128,7 +139,8 @@ def nb_title(nb) -> tuple:
 # %% ../../nbs/face/92_docs.ipynb #d011w
 _WIDGET_REPR = re.compile(r'^\w+\(children=\(')  # how ipywidgets containers print themselves
 
-def _widget_state(nb) -> bool: return bool(nb.metadata.get('widgets', {}).get('application/vnd.jupyter.widget-state+json'))
+def _widget_state(nb) -> bool:
+    return bool(nb.metadata.get('widgets', {}).get('application/vnd.jupyter.widget-state+json'))
 
 def _is_widget(o) -> bool:
     "An output that is a widget view (or its printed repr): without saved widget state a page can only show its text."
@@ -140,8 +152,8 @@ def _widget_note(o):
     import nbformat
     name = ''.join(o.get('data', {}).get('text/plain', 'A widget')).split('(')[0]
     return nbformat.v4.new_output('display_data', data={'text/markdown': (
-        f"*An interactive widget (`{name}`) is shown here when the notebook runs: open it in Jupyter or Voilà, or build "
-        "the site executed (`simreal docs`), which saves every widget's state into its page.*")})
+        f"*An interactive widget (`{name}`) is shown here when the notebook runs: open it in Jupyter or "
+        "Voilà, or build the site executed (`simreal docs`), which saves every widget's state into its page.*")})
 
 # %% ../../nbs/face/92_docs.ipynb #d011
 _DIRECTIVE = re.compile(r'^\s*#\s*\|\s*([\w-]+)\s*:?\s*(.*?)\s*$')
@@ -155,7 +167,8 @@ def _directives(src) -> dict:
     return out
 
 def prepare_for_run(nb, small=True):
-    "Tag the cells nbclient must not run: '#| eval: false', and with `small` the '#| slow' cells (as `nbdev_test` without flags)."
+    """Tag the cells nbclient must not run: '#| eval: false', and with `small` the '#| slow' cells (as `nbdev_test`
+    without flags)."""
     for c in nb.cells:
         if c.cell_type != 'code': continue
         d = _directives(c.source)
@@ -167,10 +180,12 @@ def prepare_for_run(nb, small=True):
 _NB_LINK = re.compile(r'\]\(([^)\s:]+?\.ipynb)(#[^)\s]*)?\)')
 
 def prepare_for_page(nb):
-    "The notebook as a documentation page: cells marked '#| hide', '#| include: false' or '#| default_exp' dropped, '#| echo: false' sources hidden, directive lines removed, links to notebooks pointed at their pages."
+    """The notebook as a documentation page: cells marked '#| hide', '#| include: false' or '#| default_exp' dropped,
+    '#| echo: false' sources hidden, directive lines removed, links to notebooks pointed at their pages."""
     cells = []
     for c in nb.cells:
-        if c.cell_type == 'markdown': c.source = _NB_LINK.sub(lambda m: f'](' + page_name(m.group(1)) + (m.group(2) or '') + ')', c.source)
+        if c.cell_type == 'markdown':
+            c.source = _NB_LINK.sub(lambda m: f'](' + page_name(m.group(1)) + (m.group(2) or '') + ')', c.source)
         if c.cell_type != 'code': cells.append(c); continue
         d = _directives(c.source)
         if 'hide' in d or d.get('include') == 'false' or 'default_exp' in d: continue
@@ -189,7 +204,8 @@ def execute_notebook(path,            # the notebook
                      kernel_name='python3', # Jupyter kernel
                      env=None,        # extra environment variables of the kernel
                     ) -> tuple:
-    "(notebook with outputs and saved widget state, error message or None): runs `path` with nbclient in its own folder."
+    """(notebook with outputs and saved widget state, error message or None): runs `path` with nbclient in its own
+    folder."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
@@ -256,7 +272,8 @@ body.simreal-page > main { margin-left: 230px; padding: 16px 28px; max-width: 10
 """
 
 def nav_html(pages, current) -> str:
-    "The navigation sidebar: the site's pages [(page, title, group, description)], links relative to `current` (a page name)."
+    """The navigation sidebar: the site's pages [(page, title, group, description)], links relative to `current` (a page
+    name)."""
     up = '../' * current.count('/')
     out = [f'<nav class="simreal-nav"><div class="site"><a href="{up}index.html">simreal_nb</a></div>']
     group = None
@@ -277,7 +294,8 @@ def render_page(nb,               # an (executed) notebook
                 nav='',           # the navigation HTML (`nav_html`)
                 error=None,       # the execution error to show on top of the page, if any
                ) -> str:
-    "The notebook as one static HTML page (JupyterLab look) whose scripts — widget manager, RequireJS, MathJax — come from the site's `static/`."
+    """The notebook as one static HTML page (JupyterLab look) whose scripts — widget manager, RequireJS, MathJax — come
+    from the site's `static/`."""
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
     up = '../' * page.count('/')
@@ -343,7 +361,8 @@ def _one(nbs, rel, out, pages, small, timeout, execute, env):
 def _with_contents(nb, pages):
     "`nb` with a 'Contents' markdown cell listing the site's pages appended."
     import nbformat
-    rows = ''.join(f'<tr><td>{html.escape(g)}</td><td><a href="{p}">{html.escape(t)}</a></td><td>{html.escape(d)}</td></tr>'
+    rows = ''.join(f'<tr><td>{html.escape(g)}</td><td><a '
+                   f'href="{p}">{html.escape(t)}</a></td><td>{html.escape(d)}</td></tr>'
                    for p, t, g, d in pages if p != 'index.html')
     nb.cells.append(nbformat.v4.new_markdown_cell(f'## Contents\n\n<table class="simreal-contents">{rows}</table>'))
     return nb
@@ -360,7 +379,8 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
                verbose=True,      # one line per page
                overwrite=False,   # build into an `out` that holds files no build wrote (replacing any of the same name)
               ) -> DocsBuild:
-    "Execute the tutorials and module notebooks with nbclient (saving widget state) and render a static site: `out/index.html` with navigation, one page per notebook, every script served from `out/static` (no CDN)."
+    """Execute the tutorials and module notebooks with nbclient (saving widget state) and render a static site:
+    `out/index.html` with navigation, one page per notebook, every script served from `out/static` (no CDN)."""
     import concurrent.futures as cf
     t0 = time.monotonic()
     nbs = Path(nbs_path) if nbs_path else default_nbs_path()
@@ -368,10 +388,12 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
     out, theirs = Path(out), unmarked_files(out, ('build.json',))
     if theirs and not overwrite:
         shown = ', '.join(theirs[:5]) + (f', … ({len(theirs)} in all)' if len(theirs) > 5 else '')
-        raise DocsFolderError(f"{out}: holds files no docs build wrote ({shown}); expected a new folder or an earlier site "
-                              "(use another --out, or --overwrite to build beside them and replace any of the same name)")
+        raise DocsFolderError(f"{out}: holds files no docs build wrote ({shown}); expected a new folder or an "
+                              "earlier site (use another --out, or --overwrite to build beside them and replace any of "
+                              "the same name)")
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / 'build.json', json.dumps(dict(building=True)))  # the site's marker first: a killed build's folder is still ours
+    # the site's marker first: a killed build's folder is still ours
+    write_text(out / 'build.json', json.dumps(dict(building=True)))
     if assets: web_assets(out)
     import nbformat
     pages = [(page_name(r), *_titled(nbformat.read(nbs / r, as_version=4), r), _group(r)) for r in rels]
@@ -382,7 +404,9 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
     results = {}
     def done(r):
         results[r.notebook] = r
-        if verbose: print(f"{'FAILED' if r.error else 'ok':6} {r.seconds:7.1f} s  {r.page}" + (f"  ({r.error})" if r.error else ''), flush=True)
+        if verbose:
+            print(f"{'FAILED' if r.error else 'ok':6} {r.seconds:7.1f} "
+                  f"s  {r.page}" + (f"  ({r.error})" if r.error else ''), flush=True)
     args = (out, pages, small, timeout, execute, env)
     if workers <= 1:
         for r in rels: done(_one(nbs, r, *args))
@@ -391,8 +415,10 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
             for f in cf.as_completed([pool.submit(_one, nbs, r, *args) for r in rels]): done(f.result())
     if not any(p == 'index.html' for p in map(page_name, rels)):  # a site without index.ipynb still gets a home page
         import nbformat as nbf
-        home = nbf.v4.new_notebook(cells=[nbf.v4.new_markdown_cell('# simreal_nb\n> Learning physical systems from simulation and experiment together')])
+        home = nbf.v4.new_notebook(cells=[nbf.v4.new_markdown_cell('# simreal_nb\n> Learning physical systems from '
+                                                                   'simulation and experiment together')])
         (out / 'index.html').write_text(render_page(_with_contents(home, pages), 'index.html', nav_html(pages, 'index.html')), encoding='utf-8')
     build = DocsBuild(out, [results[r.as_posix()] for r in rels], round(time.monotonic() - t0, 2))
-    write_text(out / 'build.json', json.dumps(dict(seconds=build.seconds, small=small, pages=[vars(p) for p in build.pages]), indent=1))
+    write_text(out / 'build.json',
+               json.dumps(dict(seconds=build.seconds, small=small, pages=[vars(p) for p in build.pages]), indent=1))
     return build

@@ -24,7 +24,8 @@ class UserExit(SystemExit):
 
 USER_ERRORS = (InputError,  # every input error of the package (`errors.InputError`), the CLI's own `UsageError` among them
                FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
-USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG', 'ELOOP') if hasattr(errno, n)}  # unwritable outputs, a symbolic link loop
+# unwritable outputs, a symbolic link loop
+USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG', 'ELOOP') if hasattr(errno, n)}
 
 def is_user_error(e:BaseException) -> bool:
     "Whether `e` is the user's mistake (one line, exit 2) rather than a bug (traceback, exit 1)."
@@ -41,16 +42,20 @@ def error_line(e:BaseException) -> str:
 def check_at_least(flag:str, value, least=1):
     "`value`, refused unless it is a number >= `least` (None passes: the default applies)."
     if value is not None and not value >= least:
-        raise UsageError(f"{flag}: expected {'an integer' if isinstance(value, int) else 'a number'} >= {least}, got {value}")
+        raise UsageError(f"{flag}: expected {'an integer' if isinstance(value, int) else 'a number'} >= {least}, "
+                         f"got {value}")
     return value
 
 def check_positive(flag:str, value):
     "`value`, refused unless it is a finite number > 0 (None passes)."
     import math
-    if value is not None and not (math.isfinite(value) and value > 0): raise UsageError(f"{flag}: expected a number > 0, got {value}")
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag}: expected a number > 0, got {value}")
     return value
 
-SEED_END = 2 ** 32  # seeds of train, tune and ada: [0, 2**32), so that every stream they derive (ada's 1000·seed + k) stays in numpy's and torch's range
+# seeds of train, tune and ada: [0, 2**32), so that every stream they derive (ada's 1000·seed + k) stays in numpy's and
+# torch's range
+SEED_END = 2 ** 32
 
 def check_seed(flag:str, value, end:int=SEED_END):
     "`value`, refused unless it is an integer in [0, `end`) (None passes)."
@@ -59,44 +64,52 @@ def check_seed(flag:str, value, end:int=SEED_END):
     return value
 
 def check_names(flag:str, text:str|None) -> tuple|None:
-    "A comma-separated option as a tuple of its names (None passes: the default applies); one that names nothing (`,`) is refused."
+    """A comma-separated option as a tuple of its names (None passes: the default applies); one that names nothing (`,`)
+    is refused."""
     if text is None: return None
     names = tuple(o.strip() for o in text.split(',') if o.strip())
-    if not names: raise UsageError(f"{flag}: {text!r} names nothing; expected comma-separated values, e.g. {flag} a,b (or no {flag} for the default)")
+    if not names:
+        raise UsageError(f"{flag}: {text!r} names nothing; expected comma-separated values, e.g. {flag} a,b (or no "
+                         f"{flag} for the default)")
     return names
 
 def _listed(names:tuple|None) -> list|None: return None if names is None else list(names)
 
 def check_device_flag(device:str, flag:str='--device'):
-    "`device` checked by the one rule of a device (`executors.check_device`: auto, cpu, cuda or cuda:N, and there), before any work."
+    """`device` checked by the one rule of a device (`executors.check_device`: auto, cpu, cuda or cuda:N, and there),
+    before any work."""
     from simreal_nb.study.executors import check_device
     from simreal_nb.study.grid import GridError
     try: return check_device(device)
     except GridError as e: raise UsageError(f"{flag}: {e}") from None
 
 def refuse_existing(paths, overwrite:bool=False, flag:str='--overwrite'):
-    "`UsageError` naming the first of `paths` that exists, unless `overwrite`: a command never replaces a file it was not told to."
+    """`UsageError` naming the first of `paths` that exists, unless `overwrite`: a command never replaces a file it was
+    not told to."""
     there = [str(p) for p in paths if Path(p).exists() or Path(p).is_symlink()]
     if there and not overwrite:
-        raise UsageError(f"{there[0]}: exists{f' (and {len(there) - 1} more)' if len(there) > 1 else ''}; expected a new file "
-                         f"(use another --out, or {flag} to replace it)")
+        raise UsageError(f"{there[0]}: exists{f' (and {len(there) - 1} more)' if len(there) > 1 else ''}; expected "
+                         f"a new file (use another --out, or {flag} to replace it)")
 
 def check_links(path, flag:str, expected:str):
-    "Refuse `path` where it, or a folder above it, is a symbolic link loop or a dangling link (`store.broken_link`), naming that link."
+    """Refuse `path` where it, or a folder above it, is a symbolic link loop or a dangling link (`store.broken_link`),
+    naming that link."""
     from simreal_nb.core.store import broken_link
     bad = broken_link(path)
     if bad: raise UsageError(f"{f'{flag} {path}: ' if flag else ''}{bad}; expected {expected}")
 
 def check_out_dir(path, flag:str='--out') -> Path:
     "`path` as a folder that exists or can be created, and written to; checked without creating anything."
-    if not str(path).strip(): raise UsageError(f"{flag}: empty; expected a folder path (write {flag} . for the current folder)")
+    if not str(path).strip():
+        raise UsageError(f"{flag}: empty; expected a folder path (write {flag} . for the current folder)")
     p = Path(path)
     check_links(path, flag, 'a directory or a new path')
     if p.exists() and not p.is_dir():
         raise UsageError(f"{flag} {path}: is a file; expected a directory (or a path that does not exist yet)")
     q = p
     while not q.exists() and not q.is_symlink() and q != q.parent: q = q.parent  # the nearest thing that is there
-    if not q.is_dir(): raise UsageError(f"{flag} {path}: {q} is a file; expected a directory (or a path that does not exist yet)")
+    if not q.is_dir():
+        raise UsageError(f"{flag} {path}: {q} is a file; expected a directory (or a path that does not exist yet)")
     if not os.access(q, os.W_OK | os.X_OK):
         where = 'it' if q == p else f'the folder {q} it would be created in'
         raise UsageError(f"{flag} {path}: {where} is not writable (no permission, or a read-only file system); "
@@ -110,11 +123,13 @@ def check_netcdf(path, expected:str, variables=()) -> Path:
     if not p.is_file(): raise UsageError(f"{p}: {'not a file' if p.exists() else 'no such file'}; expected {expected}")
     import xarray as xr
     try:
-        with xr.open_dataset(p, engine='h5netcdf', decode_times=False, decode_timedelta=False) as d: have = set(d.variables)
+        with xr.open_dataset(p, engine='h5netcdf', decode_times=False, decode_timedelta=False) as d:
+            have = set(d.variables)
     except PermissionError: raise
     except Exception as e:
         why = re.sub(r'^Unable to (?:synchronously )?open file \((.*)\)$', r'\1', error_line(e))
-        raise UsageError(f"{p}: not a readable netCDF file, truncated or corrupt ({why}); expected {expected}") from None
+        raise UsageError(f"{p}: not a readable netCDF file, truncated or corrupt ({why}); expected "
+                         f"{expected}") from None
     missing = [v for v in variables if v not in have]
     if missing: raise UsageError(f"{p}: a netCDF file without the variable(s) {missing}; expected {expected}")
     return p
@@ -126,25 +141,30 @@ def check_json(path, expected:str) -> Path:
     return Path(path)
 
 # %% ../../nbs/face/89_flags.ipynb #own1
-OWNERS = {'manifest.json': 'simreal run', 'job.json': 'simreal train', 'build.json': 'simreal docs'}  # the file a command writes first into its folder -> that command
+# the file a command writes first into its folder -> that command
+OWNERS = {'manifest.json': 'simreal run', 'job.json': 'simreal train', 'build.json': 'simreal docs'}
 ADA_STAMP = 'ada.json'  # what an `ada` command writes into its --out when it ends: {"command": "simreal ada mog"}
 
 def _ada_command(folder:Path) -> str|None:
-    "The `ada` command that wrote `folder`: its `ADA_STAMP`, else (a folder of an older version) read from its results; 'simreal ada' where they do not say."
+    """The `ada` command that wrote `folder`: its `ADA_STAMP`, else (a folder of an older version) read from its
+    results; 'simreal ada' where they do not say."""
     from simreal_nb.core.store import read_json
     if (folder / ADA_STAMP).exists():
         cmd = read_json(folder / ADA_STAMP, 'the ada.json that `simreal ada` writes', dict(command=str)).get('command')
         if cmd in ('simreal ada mog', 'simreal ada chain', 'simreal ada twins'): return cmd
-        raise UsageError(f"{folder / ADA_STAMP}: names {cmd!r}; expected the ada.json that `simreal ada` writes (use another --out)")
+        raise UsageError(f"{folder / ADA_STAMP}: names {cmd!r}; expected the ada.json that `simreal ada` writes (use "
+                         "another --out)")
     if (folder / 'beta_sweep.json').exists(): return 'simreal ada mog'
     for p in [folder / 'run_info.json', *sorted(folder.glob('seed*/run_info.json'))]:
         try: info = json.loads(p.read_text())
         except (OSError, ValueError): continue
-        if isinstance(info, dict): return 'simreal ada ' + ('chain' if 'order' in info else 'twins' if 'system' in info else 'mog')
+        if isinstance(info, dict):
+            return 'simreal ada ' + ('chain' if 'order' in info else 'twins' if 'system' in info else 'mog')
     return 'simreal ada' if any((folder / m).exists() for m in ('metrics.json', 'summary.json')) else None
 
 def written_by(folder) -> str|None:
-    "The command that wrote `folder` (its `OWNERS` file, or an `ada` command's); None where no command did, or there is no folder."
+    """The command that wrote `folder` (its `OWNERS` file, or an `ada` command's); None where no command did, or there
+    is no folder."""
     f = Path(folder)
     if not f.is_dir(): return None
     for marker, cmd in OWNERS.items():
@@ -152,9 +172,11 @@ def written_by(folder) -> str|None:
     return _ada_command(f)
 
 def check_owner(folder, ours:str, flag:str='--out'):
-    "Refuse `folder` where another command wrote it, naming that command: a command writes only into new folders, its own, or (`--overwrite`) plain ones."
+    """Refuse `folder` where another command wrote it, naming that command: a command writes only into new folders, its
+    own, or (`--overwrite`) plain ones."""
     theirs = written_by(folder)
     if theirs is None or theirs == ours or (theirs == 'simreal ada' and ours.startswith('simreal ada')): return
-    sign = next((m for m, c in OWNERS.items() if c == theirs), ADA_STAMP if (Path(folder) / ADA_STAMP).exists() else 'its results')
-    raise UsageError(f"{flag} {folder}: a folder `{theirs}` wrote ({sign}); `{ours}` does not write into another command's "
-                     f"folder: expected a new folder or one `{ours}` wrote")
+    sign = next((m for m, c in OWNERS.items() if c == theirs),
+                ADA_STAMP if (Path(folder) / ADA_STAMP).exists() else 'its results')
+    raise UsageError(f"{flag} {folder}: a folder `{theirs}` wrote ({sign}); `{ours}` does not write into another "
+                     f"command's folder: expected a new folder or one `{ours}` wrote")

@@ -21,9 +21,11 @@ __all__ = ['CAPACITIES', 'ARCHS', 'MODEL_CLASSES', 'make_model', 'n_params', 'sa
 
 # %% ../../nbs/models/20_models.ipynb #c019
 CAPACITIES = {
-    'S':  dict(fan=dict(dim=192, depth=4, heads=3, mlp=768),   fno=dict(width=32, modes=12, layers=4), unet=dict(base=24, levels=3),
+    'S':  dict(fan=dict(dim=192, depth=4, heads=3, mlp=768),   fno=dict(width=32, modes=12, layers=4),
+               unet=dict(base=24, levels=3),
           morph=dict(MORPH_SIZES['S'])),
-    'M':  dict(fan=dict(dim=384, depth=4, heads=6, mlp=1536),  fno=dict(width=48, modes=12, layers=4), unet=dict(base=48, levels=3),
+    'M':  dict(fan=dict(dim=384, depth=4, heads=6, mlp=1536),  fno=dict(width=48, modes=12, layers=4),
+               unet=dict(base=48, levels=3),
           morph=dict(MORPH_SIZES['M'])),
     'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024), morph=dict(MORPH_SIZES['Ti'])),   # MORPH-Ti widths
     'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048), morph=dict(MORPH_SIZES['S'])),   # MORPH-S widths (morph: MORPH-S itself)
@@ -51,7 +53,8 @@ def make_model(arch:str='fan',         # 'fan' (FieldAttentionNet), 'fno' (FNO2d
     kw = {**CAPACITIES[capacity][arch], **overrides}
     allowed = set(inspect.signature(cls.__init__).parameters) - {'self', 'fields', 'n_in', 'n_out', 'grid', 'n_cond'}
     bad = sorted(set(kw) - allowed)
-    if bad: raise TypeError(f"overrides: unknown keyword(s) {bad} for {cls.__name__}; expected some of {sorted(allowed)}")
+    if bad:
+        raise TypeError(f"overrides: unknown keyword(s) {bad} for {cls.__name__}; expected some of {sorted(allowed)}")
     return cls(fields=fields, n_in=n_in, n_out=n_out, grid=grid, n_cond=n_cond, **kw)
 
 # %% ../../nbs/models/20_models.ipynb #c021
@@ -63,7 +66,8 @@ def n_params(model:nn.Module) -> int:
 def save_model(model:FieldModel,  # a model built by `make_model` (or any `FieldModel`)
                path):             # destination file (parent directories are created)
     "Atomically save `model` with its class name, init kwargs and package version."
-    if not hasattr(model, 'init_kwargs'): _fail(f"model: {type(model).__name__} has no init_kwargs; expected a FieldModel")
+    if not hasattr(model, 'init_kwargs'):
+        _fail(f"model: {type(model).__name__} has no init_kwargs; expected a FieldModel")
     kw = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.init_kwargs.items()}
     ckpt = dict(format='simreal_nb.model/1', cls=type(model).__name__, init_kwargs=kw,
                 version=simreal_nb.__version__, state_dict=model.state_dict())
@@ -77,9 +81,11 @@ def load_model(path,                  # a file written by `save_model`
     if not path.exists(): raise FileNotFoundError(f"path: {str(path)!r} does not exist; expected a checkpoint file")
     ckpt = load_torch(path, map_location)
     if not isinstance(ckpt, dict) or ckpt.get('format') != 'simreal_nb.model/1':
-        raise CheckpointError(f"path: {str(path)!r} is not a simreal_nb model checkpoint; expected one written by save_model")
+        raise CheckpointError(f"path: {str(path)!r} is not a simreal_nb model checkpoint; expected one written by "
+                              "save_model")
     if ckpt['cls'] not in MODEL_CLASSES:
-        raise CheckpointError(f"cls: checkpoint holds unknown model class {ckpt['cls']!r}; expected one of {tuple(MODEL_CLASSES)}")
+        raise CheckpointError(f"cls: checkpoint holds unknown model class {ckpt['cls']!r}; expected one of "
+                              f"{tuple(MODEL_CLASSES)}")
     if ckpt['version'] != simreal_nb.__version__:
         msg = (f"version: checkpoint {str(path)!r} was written by simreal_nb {ckpt['version']}; "
                f"this is {simreal_nb.__version__} (expected the same version; the weights may not match the code)")
@@ -98,22 +104,27 @@ def checkpoint_digest(path) -> str:
     try:
         with open(path, 'rb') as fh:
             for block in iter(lambda: fh.read(1 << 22), b''): h.update(block)
-    except OSError as e: raise CheckpointError(f"{path}: cannot be read ({e.strerror}); expected a checkpoint file") from None
+    except OSError as e:
+        raise CheckpointError(f"{path}: cannot be read ({e.strerror}); expected a checkpoint file") from None
     return h.hexdigest()
 
 def init_weights(model:FieldModel,  # a model built for the cell it starts (`make_model`)
                  path,              # a `save_model` file of the same class; for `MorphField` also a MORPH checkpoint
                 ) -> FieldModel:
-    "`model` (in place) with the weights of checkpoint `path`; one `CheckpointError` naming every missing, unexpected and mis-shaped key."
+    """`model` (in place) with the weights of checkpoint `path`; one `CheckpointError` naming every missing, unexpected
+    and mis-shaped key."""
     ck, name = load_torch(path, 'cpu'), type(model).__name__
     fresh, err, what = (), CheckpointError, 'simreal_nb model'
     if isinstance(ck, dict) and ck.get('format') == 'simreal_nb.model/1':
-        if ck.get('cls') != name: raise CheckpointError(f"{path}: holds a {ck.get('cls')} (saved by save_model); expected a {name}, the model it starts")
+        if ck.get('cls') != name:
+            raise CheckpointError(f"{path}: holds a {ck.get('cls')} (saved by save_model); expected a {name}, the "
+                                  "model it starts")
         sd = dict(ck['state_dict'])
     elif isinstance(model, MorphField) and (ms := morph_state(ck)) is not None:
         lora = any(k.endswith('.A') for k in model.state_dict())
         sd = {'net.' + k: v for k, v in (ms if lora else fold_lora(ms)).items()}
-        fresh, err, what = ('cond_mlp.',), MorphCheckpointError, 'MORPH checkpoint'  # MORPH has no conditioning: ours keeps its zero start
+        # MORPH has no conditioning: ours keeps its zero start
+        fresh, err, what = ('cond_mlp.',), MorphCheckpointError, 'MORPH checkpoint'
     else:
         also = ' or a MORPH checkpoint' if isinstance(model, MorphField) else ''
         raise CheckpointError(f"{path}: not a model saved by save_model{also}; expected one of those for a {name}")
@@ -123,7 +134,8 @@ def init_weights(model:FieldModel,  # a model built for the cell it starts (`mak
     unexpected = sorted(set(sd) - set(want))
     shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd) if tuple(sd[k].shape) != want[k])
     if missing or unexpected or shaped:
-        raise err(f"{path}: this {what} does not fit the {name} it starts (fields {model.fields}, n_in={model.n_in}, grid {model.grid}, "
-                  f"n_cond={model.n_cond}): missing keys {missing or 'none'}; unexpected keys {unexpected or 'none'}; mis-shaped {shaped or 'none'}")
+        raise err(f"{path}: this {what} does not fit the {name} it starts (fields {model.fields}, n_in={model.n_in}, "
+                  f"grid {model.grid}, n_cond={model.n_cond}): missing keys {missing or 'none'}; unexpected keys "
+                  f"{unexpected or 'none'}; mis-shaped {shaped or 'none'}")
     model.load_state_dict(sd, strict=False)
     return model

@@ -32,7 +32,8 @@ class MorphInputError(InputError):
     "A MORPH input or setting that does not fit: the 7-D layout, the patch rule, fields, components or time steps."
 
 class MorphCheckpointError(CheckpointError):
-    "A MORPH checkpoint whose weights do not fit the model; the message names the missing, unexpected and mis-shaped keys."
+    """A MORPH checkpoint whose weights do not fit the model; the message names the missing, unexpected and mis-shaped
+    keys."""
 
 def _fail(msg): raise MorphInputError(msg)
 
@@ -98,7 +99,8 @@ class _EncoderBlock(nn.Module):
         super().__init__()
         self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.axial_attn = _AxialAttention(dim, heads, dropout, lora_r_attn, lora_alpha, lora_p)
-        self.mlp = nn.Sequential(LoRALinear(dim, mlp_dim, lora_r_mlp, lora_alpha, lora_p), nn.GELU(), nn.Dropout(dropout),
+        self.mlp = nn.Sequential(LoRALinear(dim, mlp_dim, lora_r_mlp, lora_alpha, lora_p),
+                                 nn.GELU(), nn.Dropout(dropout),
                                  LoRALinear(mlp_dim, dim, lora_r_mlp, lora_alpha, lora_p), nn.Dropout(dropout))
     def forward(self, x, grid):
         x = x + self.axial_attn(self.norm1(x), grid)
@@ -161,7 +163,8 @@ class _PatchEmbedding(nn.Module):
 
 # %% ../../nbs/models/21_morph.ipynb #m018
 class _PositionalEncoding(nn.Module):
-    "Learned table [1, max_ar, max_patches, dim]: first t rows, linearly interpolated to n patches (L: bilinear in both)."
+    """Learned table [1, max_ar, max_patches, dim]: first t rows, linearly interpolated to n patches (L: bilinear in
+    both)."""
     def __init__(self, max_ar, max_patches, dim, emb_dropout=0., bilinear=False):
         super().__init__()
         self.pos_embedding = nn.Parameter(torch.randn(1, max_ar, max_patches, dim))
@@ -169,7 +172,8 @@ class _PositionalEncoding(nn.Module):
     def forward(self, t, n):
         pe = self.pos_embedding
         if self.bilinear:
-            pe = F.interpolate(pe.permute(0, 3, 1, 2), size=(t, n), mode='bilinear', align_corners=False, antialias=True)
+            pe = F.interpolate(pe.permute(0, 3, 1, 2), size=(t, n), mode='bilinear',
+                               align_corners=False, antialias=True)
             return self.dropout(pe.permute(0, 2, 3, 1))
         if t > pe.shape[1]: _fail(f"time: got t={t} input frames; expected at most max_ar={pe.shape[1]}")
         pe = F.interpolate(pe[0, :t].transpose(1, 2), size=n, mode='linear', align_corners=False).transpose(1, 2)
@@ -181,25 +185,29 @@ class _Decoder(nn.Module):
         super().__init__()
         self.norm, self.linear = nn.LayerNorm(dim), nn.Linear(dim, max_out_ch)
     def forward(self, z, out_ch):
-        if out_ch > self.linear.out_features: _fail(f"decoder: {out_ch} values per token; expected at most {self.linear.out_features}")
+        if out_ch > self.linear.out_features:
+            _fail(f"decoder: {out_ch} values per token; expected at most {self.linear.out_features}")
         return F.linear(self.norm(z), self.linear.weight[:out_ch], self.linear.bias[:out_ch])
 
 # %% ../../nbs/models/21_morph.ipynb #m021
 class MORPH(nn.Module):
     "MORPH: a window [B, t, F, C, D, H, W] in, the next frame [B, 1, F, C, D, H, W] out (MORPH's layout)."
-    def __init__(self, patch_size=8, dim=256, depth=4, heads=4, heads_xa=32, mlp_dim=1024, max_components=3, conv_filter=8,
+    def __init__(self, patch_size=8, dim=256, depth=4, heads=4, heads_xa=32, mlp_dim=1024,
+                 max_components=3, conv_filter=8,
                  max_ar=1, max_patches=4096, max_fields=3, dropout=0.1, emb_dropout=0.1, lora_r_attn=0, lora_r_mlp=0,
                  lora_alpha=None, lora_p=0.0, model_size='Ti', activated_ar1k=False):
         super().__init__()
         ps = tuple(patch_size) if isinstance(patch_size, (tuple, list)) else (patch_size,) * 3
         self.config = dict(patch_size=patch_size, dim=dim, depth=depth, heads=heads, heads_xa=heads_xa, mlp_dim=mlp_dim,
-                           max_components=max_components, conv_filter=conv_filter, max_ar=max_ar, max_patches=max_patches,
+                           max_components=max_components, conv_filter=conv_filter,
+                           max_ar=max_ar, max_patches=max_patches,
                            max_fields=max_fields, dropout=dropout, emb_dropout=emb_dropout, lora_r_attn=lora_r_attn,
                            lora_r_mlp=lora_r_mlp, lora_alpha=lora_alpha, lora_p=lora_p, model_size=model_size,
                            activated_ar1k=activated_ar1k)
         self.patch_size, self.max_fields, self.max_components = ps, max_fields, max_components
         self.patch_embedding = _PatchEmbedding(ps, max_components, conv_filter, dim, heads_xa)
-        self.pos_encoding = _PositionalEncoding(max_ar, max_patches, dim, emb_dropout, bilinear=model_size == 'L' and max_ar > 1)
+        self.pos_encoding = _PositionalEncoding(max_ar, max_patches, dim, emb_dropout,
+                                                bilinear=model_size == 'L' and max_ar > 1)
         self.dropout = nn.Dropout(emb_dropout)
         self.transformer_blocks = nn.ModuleList(_EncoderBlock(dim, heads, mlp_dim, dropout, lora_r_attn, lora_r_mlp,
                                                               lora_alpha, lora_p) for _ in range(depth))
@@ -208,10 +216,12 @@ class MORPH(nn.Module):
     def embed(self, vol, field_mask=None):
         "Tokens [B, t, n, dim] of a window, position added; with the patch grid and the patch size."
         if not isinstance(vol, torch.Tensor) or vol.dim() != 7:
-            _fail(f"vol: got {tuple(getattr(vol, 'shape', ())) or type(vol).__name__}; expected a 7-D tensor [B, t, F, C, D, H, W]")
+            _fail(f"vol: got {tuple(getattr(vol, 'shape', ())) or type(vol).__name__}; expected a 7-D tensor [B, t, F, "
+                  "C, D, H, W]")
         B, t, F_, C, D, H, W = vol.shape
         if F_ > self.max_fields or C > self.max_components:
-            _fail(f"vol: F={F_} fields of C={C} components; expected at most {self.max_fields} of {self.max_components}")
+            _fail(f"vol: F={F_} fields of C={C} components; expected at most {self.max_fields} of "
+                  f"{self.max_components}")
         patch, grid = patch_rule((D, H, W), self.patch_size)
         x = self.patch_embedding(vol, patch, field_mask)
         return self.dropout(x + self.pos_encoding(t, x.shape[2])), grid, patch
@@ -229,7 +239,8 @@ class MORPH(nn.Module):
         return y.reshape(B, 1, n_fields, n_components, Dp * pD, Hp * pH, Wp * pW)
 
     def forward(self, vol, field_mask=None, n_fields=None):
-        "Next frame of `vol` [B, t, F, C, D, H, W]; `field_mask` [B, F] drops absent fields; `n_fields` decodes more fields."
+        """Next frame of `vol` [B, t, F, C, D, H, W]; `field_mask` [B, F] drops absent fields; `n_fields` decodes more
+        fields."""
         x, grid, patch = self.embed(vol, field_mask)
         return self.decode(self.backbone(x, grid)[:, -1], grid, patch, n_fields or vol.shape[2], vol.shape[3])
 
@@ -274,31 +285,40 @@ def load_morph(path,               # a MORPH checkpoint file, or its dict / a st
     "MORPH with a MORPH checkpoint's weights, in eval mode; one `MorphCheckpointError` when they do not fit."
     ckpt = path if isinstance(path, Mapping) else load_torch(path, map_location)
     if not isinstance(ckpt, Mapping):
-        raise MorphCheckpointError(f"checkpoint: holds a {type(ckpt).__name__}; expected MORPH's checkpoint dict or a state dict")
+        raise MorphCheckpointError(f"checkpoint: holds a {type(ckpt).__name__}; expected MORPH's checkpoint dict or a "
+                                   "state dict")
     sd = _strip(ckpt['model_state_dict'] if 'model_state_dict' in ckpt else ckpt)
     cfg = {**infer_morph_config(sd), **kwargs}
     for k in ('heads', 'heads_xa'):
-        if k not in cfg: raise MorphCheckpointError(f"{k}: not in the weights and dim={cfg.get('dim')} has no MORPH default; pass {k}=")
+        if k not in cfg:
+            raise MorphCheckpointError(f"{k}: not in the weights and dim={cfg.get('dim')} has no MORPH "
+                                       f"default; pass {k}=")
     try:
         with torch.device('meta'): want = {k: tuple(v.shape) for k, v in MORPH(**cfg).state_dict().items()}
-    except (InputError, ValueError, AssertionError) as e: raise MorphCheckpointError(f"checkpoint: no MORPH fits its shapes and {kwargs}: {e}") from e
+    except (InputError, ValueError, AssertionError) as e:
+        raise MorphCheckpointError(f"checkpoint: no MORPH fits its shapes and {kwargs}: {e}") from e
     fresh = {k for k in want if k.endswith(('.A', '.B')) and k not in sd}   # LoRA asked for by keyword
     missing, unexpected = sorted(set(want) - set(sd) - fresh), sorted(set(sd) - set(want))
     shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd) if tuple(sd[k].shape) != want[k])
     if missing or unexpected or shaped:
-        raise MorphCheckpointError(f"checkpoint: does not fit MORPH({', '.join(f'{k}={v!r}' for k, v in sorted(cfg.items()))}): "
-                                   f"missing keys {missing or 'none'}; unexpected keys {unexpected or 'none'}; mis-shaped {shaped or 'none'}")
+        raise MorphCheckpointError("checkpoint: does not fit "
+                                   f"MORPH({', '.join(f'{k}={v!r}' for k, v in sorted(cfg.items()))}): missing keys "
+                                   f"{missing or 'none'}; unexpected keys {unexpected or 'none'}; mis-shaped "
+                                   f"{shaped or 'none'}")
     model = MORPH(**cfg)
     model.load_state_dict(sd, strict=False)
     return model.to(next(iter(sd.values())).device).eval()
 
 # %% ../../nbs/models/21_morph.ipynb #m029b
-MORPH_LEVELS = {'latent': 1, 'encoder': 2, 'decoder': 3, 'full': 4}  # MORPH's fine-tuning levels (its --ft_level1..4), each training more than the one before
-MORPH_FT_LORA = dict(r_attn=16, r_mlp=12, p=0.05)  # the adapters of MORPH's fine-tune script (its --rank_lora_attn, --rank_lora_mlp, --lora_p)
+# MORPH's fine-tuning levels (its --ft_level1..4), each training more than the one before
+MORPH_LEVELS = {'latent': 1, 'encoder': 2, 'decoder': 3, 'full': 4}
+# the adapters of MORPH's fine-tune script (its --rank_lora_attn, --rank_lora_mlp, --lora_p)
+MORPH_FT_LORA = dict(r_attn=16, r_mlp=12, p=0.05)
 
 def level_parameters(net:nn.Module, level:str) -> list:
     "Names of the parameters of `net` (a `MORPH`, or a module holding one) that MORPH's fine-tuning `level` trains."
-    if level not in MORPH_LEVELS: _fail(f"level: unknown fine-tuning level {level!r}; expected one of {tuple(MORPH_LEVELS)}")
+    if level not in MORPH_LEVELS:
+        _fail(f"level: unknown fine-tuning level {level!r}; expected one of {tuple(MORPH_LEVELS)}")
     names, n = [k for k, _ in net.named_parameters()], MORPH_LEVELS[level]
     if n == 4: return names
     keep = set()
@@ -311,7 +331,8 @@ def level_parameters(net:nn.Module, level:str) -> list:
     return [k for k in names if k in keep]
 
 def add_lora(net:nn.Module, r_attn:int=16, r_mlp:int=12, p:float=0.05) -> list:
-    "Fresh adapters (`B = 0`) on every encoder `LoRALinear` of `net` without one: rank `r_attn` in attention, `r_mlp` in the MLP; the layers given them."
+    """Fresh adapters (`B = 0`) on every encoder `LoRALinear` of `net` without one: rank `r_attn` in attention, `r_mlp`
+    in the MLP; the layers given them."""
     out = []
     for name, m in net.named_modules():
         r = r_attn if 'axial_attn.' in name else r_mlp
@@ -326,24 +347,28 @@ def add_lora(net:nn.Module, r_attn:int=16, r_mlp:int=12, p:float=0.05) -> list:
     return out
 
 def merge_lora(layers) -> None:
-    "Fold the adapters of `layers` (`LoRALinear`s) into their base weights and remove them: the same function, MORPH's plain keys."
+    """Fold the adapters of `layers` (`LoRALinear`s) into their base weights and remove them: the same function, MORPH's
+    plain keys."""
     for m in layers:
         with torch.no_grad(): m.base.weight += m.scaling * (m.B @ m.A)
         del m.A, m.B, m.drop
         m.rank = 0
 
 def fold_lora(state_dict:Mapping, scaling:float=2.0) -> dict:
-    "A MORPH state dict with every adapter folded into its base weight (`W + scaling·B·A`; MORPH's default α = 2·rank gives 2)."
+    """A MORPH state dict with every adapter folded into its base weight (`W + scaling·B·A`; MORPH's default α = 2·rank
+    gives 2)."""
     sd = dict(state_dict)
     for k in [k for k in sd if k.endswith('.A') and k[:-1] + 'B' in sd and k[:-1] + 'base.weight' in sd]:
         a, b = sd.pop(k), sd.pop(k[:-1] + 'B')
         sd[k[:-1] + 'base.weight'] = sd[k[:-1] + 'base.weight'] + scaling * (b.to(a.dtype) @ a)
     return sd
 
-MORPH_MODULES = ('patch_embedding.', 'pos_encoding.', 'transformer_blocks.', 'decoder.')  # the top-level modules of MORPH's state dict
+# the top-level modules of MORPH's state dict
+MORPH_MODULES = ('patch_embedding.', 'pos_encoding.', 'transformer_blocks.', 'decoder.')
 
 def morph_state(ckpt) -> dict|None:
-    "The model state dict of a MORPH checkpoint (its dict, or a bare state dict; `module.` stripped), or None when `ckpt` is neither."
+    """The model state dict of a MORPH checkpoint (its dict, or a bare state dict; `module.` stripped), or None when
+    `ckpt` is neither."""
     sd = ckpt.get('model_state_dict', ckpt) if isinstance(ckpt, Mapping) else None
     if not isinstance(sd, Mapping) or not sd or not all(isinstance(v, torch.Tensor) for v in sd.values()): return None
     sd = _strip(sd)
@@ -353,18 +378,21 @@ def fit_time_rows(table:torch.Tensor,  # a position table [1, T, max_patches, di
                   n:int,               # the time steps the model takes
                   bilinear:bool=False, # MORPH-L's table (resampled bilinearly)
                  ) -> torch.Tensor:
-    "The table with `n` time rows: fewer repeated as MORPH's extend_pos_embd does (the remainder from the last row), more cut to the first `n` (L: resampled in time)."
+    """The table with `n` time rows: fewer repeated as MORPH's extend_pos_embd does (the remainder from the last row),
+    more cut to the first `n` (L: resampled in time)."""
     T = table.shape[1]
     if T == n: return table
     if T < n:
         reps, rem = divmod(n, T)
         return torch.cat([table.repeat(1, reps, 1, 1), table[:, -1:].repeat(1, rem, 1, 1)], 1)
     if not bilinear: return table[:, :n].clone()
-    pe = F.interpolate(table.permute(0, 3, 1, 2), size=(n, table.shape[2]), mode='bilinear', align_corners=False, antialias=True)
+    pe = F.interpolate(table.permute(0, 3, 1, 2), size=(n, table.shape[2]), mode='bilinear',
+                       align_corners=False, antialias=True)
     return pe.permute(0, 2, 3, 1).contiguous()
 
 # %% ../../nbs/models/21_morph.ipynb #m031
-CONTRACT_GROUPS = (('u', 'v'), ('p',))  # the data contract's fields as MORPH fields: velocity (two components), pressure (one)
+# the data contract's fields as MORPH fields: velocity (two components), pressure (one)
+CONTRACT_GROUPS = (('u', 'v'), ('p',))
 
 def morph_layout(fields) -> tuple:
     "Indices into `fields` of each MORPH field (velocity, then pressure), groups without a member left out."
@@ -376,7 +404,8 @@ def morph_layout(fields) -> tuple:
 def to_morph(x,           # [B, T, n_fields, H, W] contract windows
              field_mask,  # [B, n_fields] bool: present fields
              layout):     # `morph_layout(fields)`
-    "MORPH's window [B, T, F, C, 1, H, W] and each MORPH field's presence [B, F] (absent values zeroed, scalars repeated)."
+    """MORPH's window [B, T, F, C, 1, H, W] and each MORPH field's presence [B, F] (absent values zeroed, scalars
+    repeated)."""
     C = max(map(len, layout))
     x = torch.where(field_mask[:, None, :, None, None], x, 0.)   # an absent value (NaN, anything) never reaches MORPH
     groups = [x[:, :, list(ix)].expand(-1, -1, C, -1, -1) if len(ix) < C else x[:, :, list(ix)] for ix in layout]

@@ -9,7 +9,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from ..core.schema import FIELDS
 from ..core.errors import InputError
-from .morph import (MORPH, MORPH_LEVELS, MORPH_FT_LORA, morph_layout, to_morph, from_morph, level_parameters, add_lora,
+from .morph import (MORPH, MORPH_LEVELS, MORPH_FT_LORA, morph_layout, to_morph, from_morph,
+                                     level_parameters, add_lora,
                               merge_lora, fit_time_rows)
 
 # %% auto #0
@@ -43,7 +44,8 @@ def _check_grid(grid, multiple, what):
     "Validate `grid=(H, W)` and that both sizes are multiples of `multiple`."
     try: H, W = grid
     except Exception: _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
-    if not all(hasattr(g, '__index__') and not isinstance(g, bool) for g in (H, W)): _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
+    if not all(hasattr(g, '__index__') and not isinstance(g, bool) for g in (H, W)):
+        _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
     H, W = int(H), int(W)
     if H <= 0 or W <= 0: _fail(f"grid: got {(H, W)}; expected positive sizes")
     if H % multiple or W % multiple:
@@ -77,20 +79,26 @@ class FieldModel(nn.Module):
         if p is not None and x.dtype != p.dtype and not torch.is_autocast_enabled(x.device.type):
             _fail(f"x: got dtype {x.dtype}; expected the model's dtype {p.dtype} (or run under torch.autocast)")
         if not isinstance(field_mask, torch.Tensor) or field_mask.dtype != torch.bool:
-            _fail(f"field_mask: got {getattr(field_mask, 'dtype', type(field_mask).__name__)}; expected a bool tensor [B={B}, C={C}]")
-        if tuple(field_mask.shape) != (B, C): _fail(f"field_mask: got shape {tuple(field_mask.shape)}; expected [B={B}, C={C}]")
+            _fail(f"field_mask: got {getattr(field_mask, 'dtype', type(field_mask).__name__)}; expected a bool tensor "
+                  f"[B={B}, C={C}]")
+        if tuple(field_mask.shape) != (B, C):
+            _fail(f"field_mask: got shape {tuple(field_mask.shape)}; expected [B={B}, C={C}]")
         empty = (~field_mask.any(1)).nonzero().flatten()
-        if len(empty): _fail(f"field_mask: sample {empty[0].item()} has no present field; expected at least one True per row")
+        if len(empty):
+            _fail(f"field_mask: sample {empty[0].item()} has no present field; expected at least one True per row")
         if cond is not None and not isinstance(cond, torch.Tensor):
             _fail(f"cond: got {type(cond).__name__}; expected None or a float tensor [B={B}, K={self.n_cond}]")
         if self.n_cond == 0:
-            if cond is not None and cond.numel(): _fail(f"cond: got shape {tuple(cond.shape)}; expected None (model built with n_cond=0)")
+            if cond is not None and cond.numel():
+                _fail(f"cond: got shape {tuple(cond.shape)}; expected None (model built with n_cond=0)")
         else:
             if cond is None: _fail(f"cond: got None; expected a float tensor [B={B}, K={self.n_cond}]")
-            if tuple(cond.shape) != (B, self.n_cond): _fail(f"cond: got shape {tuple(cond.shape)}; expected [B={B}, K={self.n_cond}]")
+            if tuple(cond.shape) != (B, self.n_cond):
+                _fail(f"cond: got shape {tuple(cond.shape)}; expected [B={B}, K={self.n_cond}]")
             if not cond.is_floating_point(): _fail(f"cond: got dtype {cond.dtype}; expected a float tensor")
             if not bool(torch.isfinite(cond).all()):
-                _fail(f"cond: has {int((~torch.isfinite(cond)).sum())} NaN/inf values; expected finite conditioning values")
+                _fail(f"cond: has {int((~torch.isfinite(cond)).sum())} NaN/inf values; expected finite "
+                      "conditioning values")
 
     def present_last(self, x, field_mask):
         "The last input frame with missing fields set to zero: [B, 1, C, H, W] (the residual base)."
@@ -148,7 +156,8 @@ class _FieldCrossAttention(nn.Module):
 # %% ../../nbs/models/20a_nets.ipynb #c012
 class FieldAttentionNet(FieldModel):
     "Field-wise cross-attention transformer: any subset of fields in, every field out."
-    stem_prefixes, decoder_prefixes = ('stem_in.', 'stem_out.'), ('dec_',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    stem_prefixes, decoder_prefixes = ('stem_in.', 'stem_out.'), ('dec_',)
     def __init__(self,
                  fields=FIELDS,   # field names, in the order of the C axis of x and of the output
                  n_in=1,          # input frames T_in
@@ -163,7 +172,8 @@ class FieldAttentionNet(FieldModel):
                  xheads=None,     # heads of the field cross-attention (default: `heads`)
                  residual=True):  # predict last present frame + increment
         xheads = xheads or heads
-        _check_ints(dim=(dim, 1), depth=(depth, 0), heads=(heads, 1), mlp=(mlp, 1), patch=(patch, 1), xheads=(xheads, 1))
+        _check_ints(dim=(dim, 1), depth=(depth, 0), heads=(heads, 1), mlp=(mlp, 1),
+                    patch=(patch, 1), xheads=(xheads, 1))
         super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch, multiple_name='patch')
         for h in (heads, xheads):
             if dim % h: _fail(f"dim: {dim} is not divisible by heads={h}; expected a multiple of the head count")
@@ -212,21 +222,31 @@ class FieldAttentionNet(FieldModel):
 
 # %% ../../nbs/models/20a_nets.ipynb #c017n
 class MorphField(FieldModel):
-    "MORPH behind the shared interface: u, v one MORPH field of two components, p one of one, D = 1, the n_in frames its time."
-    stem_prefixes, decoder_prefixes = ('net.patch_embedding.',), ('net.decoder.',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
-    tune_levels = tuple(MORPH_LEVELS)  # MORPH's fine-tuning levels (`morph.level_parameters`): what a fine-tune may train
+    """MORPH behind the shared interface: u, v one MORPH field of two components, p one of one, D = 1, the n_in frames
+    its time."""
+    # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    stem_prefixes, decoder_prefixes = ('net.patch_embedding.',), ('net.decoder.',)
+    # MORPH's fine-tuning levels (`morph.level_parameters`): what a fine-tune may train
+    tune_levels = tuple(MORPH_LEVELS)
     def __init__(self, fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
-                 conv_filter=8, dim=256, heads=4, depth=4, mlp_dim=1024,  # MORPH's widths (Ti's here; `CAPACITIES` holds the others)
-                 patch_size=8, heads_xa=32, max_patches=4096, max_fields=3, max_components=3,  # MORPH FM's data settings (its checkpoints' shapes)
-                 dropout=0.1, emb_dropout=0.1, lora_r_attn=0, lora_r_mlp=0, lora_alpha=None, lora_p=0.0,  # MORPH's regularisation and LoRA
+                 conv_filter=8, dim=256, heads=4, depth=4,
+                 mlp_dim=1024,  # MORPH's widths (Ti's here; `CAPACITIES` holds the others)
+                 patch_size=8, heads_xa=32, max_patches=4096, max_fields=3,
+                 max_components=3,  # MORPH FM's data settings (its checkpoints' shapes)
+                 dropout=0.1, emb_dropout=0.1, lora_r_attn=0, lora_r_mlp=0, lora_alpha=None,
+                 lora_p=0.0,  # MORPH's regularisation and LoRA
                  model_size=None,  # 'L': MORPH-L's bilinear space-time position table (with n_in > 1)
                  residual=False):  # False: MORPH's target, the next frame itself; True: last present frame + increment
         _check_ints(patch_size=(patch_size, 1))
         super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch_size, multiple_name='patch_size')
-        self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond, conv_filter=conv_filter,
-                                dim=dim, heads=heads, depth=depth, mlp_dim=mlp_dim, patch_size=patch_size, heads_xa=heads_xa,
-                                max_patches=max_patches, max_fields=max_fields, max_components=max_components, dropout=dropout,
-                                emb_dropout=emb_dropout, lora_r_attn=lora_r_attn, lora_r_mlp=lora_r_mlp, lora_alpha=lora_alpha,
+        self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid,
+                                n_cond=n_cond, conv_filter=conv_filter,
+                                dim=dim, heads=heads, depth=depth, mlp_dim=mlp_dim,
+                                patch_size=patch_size, heads_xa=heads_xa,
+                                max_patches=max_patches, max_fields=max_fields,
+                                max_components=max_components, dropout=dropout,
+                                emb_dropout=emb_dropout, lora_r_attn=lora_r_attn,
+                                lora_r_mlp=lora_r_mlp, lora_alpha=lora_alpha,
                                 lora_p=lora_p, model_size=model_size, residual=residual)
         self.layout, self.residual = morph_layout(self.fields), residual
         self.n_components = max(map(len, self.layout))
@@ -240,11 +260,13 @@ class MorphField(FieldModel):
         self._adapters = []  # the adapters `tune_level` added, folded in by `end_level`
 
     def tune_level(self, level:str) -> list:
-        "Train only MORPH's fine-tuning `level` (MORPH's adapters added where missing) and the conditioning MLP; the names of what trains."
+        """Train only MORPH's fine-tuning `level` (MORPH's adapters added where missing) and the conditioning MLP; the
+        names of what trains."""
         level_parameters(self.net, level)  # an unknown level is refused before anything changes
         if level != 'full': self._adapters += add_lora(self.net, **MORPH_FT_LORA)
         keep = {'net.' + k for k in level_parameters(self.net, level)}
-        keep |= {k for k, _ in self.named_parameters() if k.startswith('cond_mlp.')}  # ours, not MORPH's: trained at every level
+        # ours, not MORPH's: trained at every level
+        keep |= {k for k, _ in self.named_parameters() if k.startswith('cond_mlp.')}
         for k, p in self.named_parameters(): p.requires_grad_(k in keep)
         return [k for k, _ in self.named_parameters() if k in keep]
 
@@ -259,8 +281,10 @@ class MorphField(FieldModel):
         return {**sd, k: fit_time_rows(sd[k], self.n_in, bilinear=self.net.config['model_size'] == 'L')}
 
     def _next(self, vol, present, cond):
-        "MORPH's next frame [B, 1, F, C, 1, H, W] of every MORPH field; a batch whose samples share their fields sees only those."
-        if bool((present == present[:1]).all()): vol, present = vol[:, :, present[0]], None   # MORPH's own F axis, no mask
+        """MORPH's next frame [B, 1, F, C, 1, H, W] of every MORPH field; a batch whose samples share their fields sees
+        only those."""
+        # MORPH's own F axis, no mask
+        if bool((present == present[:1]).all()): vol, present = vol[:, :, present[0]], None
         x, grid, patch = self.net.embed(vol, present)
         if self.cond_mlp is not None: x = x + self.cond_mlp(cond.to(x.dtype))[:, None, None]
         return self.net.decode(self.net.backbone(x, grid)[:, -1], grid, patch, len(self.layout), self.n_components)

@@ -18,16 +18,20 @@ __all__ = ['FNO2d', 'UNet2d']
 # %% ../../nbs/models/20b_operators.ipynb #c014
 @functools.lru_cache(maxsize=32)
 def _dft_matrices(H, W, m1, m2, device='cpu'):
-    "Real matrices of the truncated 2-D DFT (norm='ortho') of an H×W grid and of its inverse, for channels-last fields, float32 on `device`."
+    """Real matrices of the truncated 2-D DFT (norm='ortho') of an H×W grid and of its inverse, for channels-last
+    fields, float32 on `device`."""
     s = 1 / math.sqrt(H * W)
     kw, w = torch.arange(m2, dtype=torch.float64), torch.arange(W, dtype=torch.float64)
     aw = 2 * math.pi * kw[:, None] * w[None] / W                            # [m2, W]
     kh = torch.tensor(list(range(m1)) + list(range(H - m1, H)), dtype=torch.float64)  # kept H frequencies: both signs
     ah = 2 * math.pi * kh[:, None] * torch.arange(H, dtype=torch.float64)[None] / H   # [2·m1, H]
     keep = torch.tensor([0. if k >= H - m1 else 1. for k in range(m1)] + [1.] * m1, dtype=torch.float64)
-    c, sn = ah.cos().T * keep, ah.sin().T * keep                            # a row kept twice counts once (as irfft2 would)
-    hermite = torch.where((kw == 0) | ((W % 2 == 0) & (kw == W // 2)), 1.0, 2.0)[:, None]  # irfft: DC and Nyquist once, the rest twice
-    fh = torch.stack([torch.stack([ah.cos(), ah.sin()], -1), torch.stack([-ah.sin(), ah.cos()], -1)])  # [Re|Im, kh, h, Re|Im]
+    # a row kept twice counts once (as irfft2 would)
+    c, sn = ah.cos().T * keep, ah.sin().T * keep
+    # irfft: DC and Nyquist once, the rest twice
+    hermite = torch.where((kw == 0) | ((W % 2 == 0) & (kw == W // 2)), 1.0, 2.0)[:, None]
+    # [Re|Im, kh, h, Re|Im]
+    fh = torch.stack([torch.stack([ah.cos(), ah.sin()], -1), torch.stack([-ah.sin(), ah.cos()], -1)])
     mats = (torch.cat([aw.cos(), -aw.sin()], 0),                            # fw @ [W, C]: [Re; Im] of the W transform
             fh.reshape(4 * m1, 2 * H) * s,                                  # fh @ [(h, Re|Im), ·]: [Re; Im] of the H transform
             torch.cat([torch.cat([c, -sn], 1), torch.cat([sn, c], 1)], 0),  # gh @ [Re; Im]: [Re; Im] of the inverse H transform
@@ -39,28 +43,33 @@ def _transforms(h, m1, m2):
     return tuple(t.to(h.dtype) for t in _dft_matrices(h.shape[1], h.shape[2], m1, m2, str(h.device)))
 
 def _spectral_products(h, weight, m1, m2):
-    "The W and H transforms of channels-last `h` and the kept modes times `weight`: (mode-major input z, modes out [Re|Im, n, B, cout])."
+    """The W and H transforms of channels-last `h` and the kept modes times `weight`: (mode-major input z, modes out
+    [Re|Im, n, B, cout])."""
     B, H, W, C = h.shape
     n = 2 * m1 * m2
     fw, fh, _, _ = _transforms(h, m1, m2)
     wr, wi = weight.reshape(2, n, C, -1).unbind(0)                          # [n, cin, cout] each: views
     a = fw @ h.reshape(B * H, W, C)                                         # W transform: [B·H, (Re|Im, kw), C]
     f = (fh @ a.view(B, 2 * H, m2 * C)).view(B, 2, 2 * m1, m2, C)           # H transform: [B, Re|Im, kh, kw, C]
-    z = f.permute(2, 3, 1, 0, 4).reshape(n, 2 * B, C)                       # the kept modes, mode-major: [n, (Re|Im, B), C]
-    zr, zi = torch.bmm(z, wr), torch.bmm(z, wi)                             # the complex product as two real batched products
+    # the kept modes, mode-major: [n, (Re|Im, B), C]
+    z = f.permute(2, 3, 1, 0, 4).reshape(n, 2 * B, C)
+    # the complex product as two real batched products
+    zr, zi = torch.bmm(z, wr), torch.bmm(z, wi)
     out = h.new_empty(2, n, B, wr.shape[-1])
     torch.sub(zr[:, :B], zi[:, B:], out=out[0]); torch.add(zi[:, :B], zr[:, B:], out=out[1])
     return z, out
 
 class _FourierLayer(torch.autograd.Function):
-    "Fourier layer on channels-last fields, plus an optional 1×1 path beside it (`pw`, `pb`) and exact GELU after it, with a hand-written backward."
+    """Fourier layer on channels-last fields, plus an optional 1×1 path beside it (`pw`, `pb`) and exact GELU after it,
+    with a hand-written backward."""
     @staticmethod
     def forward(ctx, h, weight, pw, pb, m1, m2, gelu):
         B, H, W, C = h.shape
         _, _, gh, gw = _transforms(h, m1, m2)
         z, out = _spectral_products(h, weight, m1, m2)
         co = out.shape[-1]
-        y = (gh @ out.view(4 * m1, -1)).view(2, H, m2, B, co).permute(3, 1, 0, 2, 4).reshape(B * H, 2 * m2, co)  # inverse H
+        # inverse H
+        y = (gh @ out.view(4 * m1, -1)).view(2, H, m2, B, co).permute(3, 1, 0, 2, 4).reshape(B * H, 2 * m2, co)
         gwb = gw.expand(B * H, W, 2 * m2)
         u = torch.bmm(gwb, y) if pb is None else torch.baddbmm(pb, gwb, y)    # inverse W (+ the 1×1 path's bias)
         if pw is not None: u.view(-1, co).addmm_(h.reshape(-1, C), pw.t())   # + the 1×1 path, accumulated in place
@@ -109,24 +118,29 @@ class _SpectralConv2d(nn.Module):
         self.weight = nn.Parameter((s * torch.rand(2, cin, cout, m1, m2, 2)).permute(5, 0, 3, 4, 1, 2).contiguous())
     def _load_from_state_dict(self, sd, prefix, *args, **kw):
         w = sd.get(prefix + 'weight')
-        old = (2, self.weight.shape[4], self.weight.shape[5], self.m1, self.m2, 2)  # checkpoints before the mode-major layout
-        if w is not None and tuple(w.shape) == old and old != tuple(self.weight.shape): sd[prefix + 'weight'] = w.permute(5, 0, 3, 4, 1, 2)
+        # checkpoints before the mode-major layout
+        old = (2, self.weight.shape[4], self.weight.shape[5], self.m1, self.m2, 2)
+        if w is not None and tuple(w.shape) == old and old != tuple(self.weight.shape):
+            sd[prefix + 'weight'] = w.permute(5, 0, 3, 4, 1, 2)
         super()._load_from_state_dict(sd, prefix, *args, **kw)
     def forward(self, x):
         "[B, cin, H, W] → [B, cout, H, W]."
         return self.forward_cl(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
     def forward_cl(self, h, pointwise=None, gelu:bool=False):
-        "The layer on channels-last fields, plus a 1×1 `pointwise` layer beside it and a GELU after it if asked: [B, H, W, cin] → [B, H, W, cout]."
+        """The layer on channels-last fields, plus a 1×1 `pointwise` layer beside it and a GELU after it if asked: [B,
+        H, W, cin] → [B, H, W, cout]."""
         w, b = (pointwise.weight.flatten(1), pointwise.bias) if pointwise is not None else (None, None)
         with torch.autocast(h.device.type, enabled=False):  # the transforms in fp32 also under autocast
             dt = torch.float64 if h.dtype == torch.float64 else torch.float32
-            return _FourierLayer.apply(h.to(dt), self.weight.to(dt), None if w is None else w.to(dt), None if b is None else b.to(dt),
+            return _FourierLayer.apply(h.to(dt), self.weight.to(dt), None if w is None else w.to(dt),
+                                       None if b is None else b.to(dt),
                                        self.m1, self.m2, gelu)
 
 _ELEMENTWISE = (nn.GELU, nn.ReLU, nn.SiLU, nn.Tanh, nn.Identity)
 
 def _pointwise(layer, h):
-    "A 1×1 convolution (or an adapter exposing `weight` and `bias`) on channels-last fields as one matrix product; a `Sequential` of them and activations layer by layer: [B, H, W, C] in and out."
+    """A 1×1 convolution (or an adapter exposing `weight` and `bias`) on channels-last fields as one matrix product; a
+    `Sequential` of them and activations layer by layer: [B, H, W, C] in and out."""
     if isinstance(layer, nn.Sequential):
         if _is_mlp(layer) and h.dtype in (torch.float32, torch.float64) and not torch.is_autocast_enabled(h.device.type):
             (a, _, b), shape = layer, h.shape
@@ -161,13 +175,15 @@ def _is_mlp(layer):
             and layer[1].approximate == 'none')
 
 class _RowBlockMLP(torch.autograd.Function):
-    "linear → exact GELU → linear over the rows of [N, cin], a block of rows at a time; the backward recomputes each block's hidden layer."
+    """linear → exact GELU → linear over the rows of [N, cin], a block of rows at a time; the backward recomputes each
+    block's hidden layer."""
     rows = 1024  # a block's hidden layer stays in a core's cache (measured: 1024-2048 fastest at 128 hidden channels)
     @staticmethod
     def forward(ctx, h, w1, b1, w2, b2):
         ctx.save_for_backward(h, w1, b1, w2)
         y, r = h.new_empty(len(h), len(w2)), _RowBlockMLP.rows
-        for s in range(0, len(h), r): torch.addmm(b2, F.gelu(torch.addmm(b1, h[s:s + r], w1.t())), w2.t(), out=y[s:s + r])
+        for s in range(0, len(h), r):
+            torch.addmm(b2, F.gelu(torch.addmm(b1, h[s:s + r], w1.t())), w2.t(), out=y[s:s + r])
         return y
     @staticmethod
     @once_differentiable
@@ -176,7 +192,8 @@ class _RowBlockMLP(torch.autograd.Function):
         gy, r = gy.contiguous(), _RowBlockMLP.rows
         need = ctx.needs_input_grad
         gh = torch.empty_like(h) if need[0] else None
-        train = any(need[1:])                          # a frozen head (decoder fine-tune) passes only the input gradient
+        # a frozen head (decoder fine-tune) passes only the input gradient
+        train = any(need[1:])
         gw1, gb1, gw2 = (torch.zeros_like(w1), torch.zeros_like(b1), torch.zeros_like(w2)) if train else (None, None, None)
         for s in range(0, len(h), r):
             hb, gyb = h[s:s + r], gy[s:s + r]
@@ -190,7 +207,8 @@ class _RowBlockMLP(torch.autograd.Function):
 # %% ../../nbs/models/20b_operators.ipynb #c015
 class FNO2d(FieldModel):
     "Fourier neural operator baseline with masked input channels and mask channels."
-    stem_prefixes, decoder_prefixes = ('lift.',), ('head.',)  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    stem_prefixes, decoder_prefixes = ('lift.',), ('head.',)
     def __init__(self,
                  fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
                  width=32,       # channels of the Fourier layers
@@ -212,7 +230,8 @@ class FNO2d(FieldModel):
     def forward(self, x, field_mask, cond=None):
         self.check_inputs(x, field_mask, cond)
         B, T, C, H, W = x.shape
-        h = _pointwise(self.lift, _aux_channels(self, x, field_mask, cond).permute(0, 2, 3, 1))  # channels-last: [B, H, W, width]
+        # channels-last: [B, H, W, width]
+        h = _pointwise(self.lift, _aux_channels(self, x, field_mask, cond).permute(0, 2, 3, 1))
         fused = not torch.is_autocast_enabled(x.device.type)  # under autocast the 1×1 path runs in its lower precision
         for i, (sc, pw) in enumerate(zip(self.spectral, self.pointwise)):
             gelu = i < len(self.spectral) - 1
@@ -232,7 +251,8 @@ class _ConvBlock(nn.Sequential):
 # %% ../../nbs/models/20b_operators.ipynb #c017
 class UNet2d(FieldModel):
     "Small U-Net baseline with masked input channels and mask channels (periodic-agnostic, zero padding)."
-    stem_prefixes, decoder_prefixes = ('inc.',), ('up.', 'dec.', 'out.')  # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    # what a frozen-stem / frozen-decoder fine-tune keeps fixed
+    stem_prefixes, decoder_prefixes = ('inc.',), ('up.', 'dec.', 'out.')
     def __init__(self,
                  fields=FIELDS, n_in=1, n_out=1, grid=(32, 64), n_cond=0,
                  base=32,        # channels at full resolution (doubled per level)

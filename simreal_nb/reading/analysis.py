@@ -9,7 +9,8 @@ import warnings
 import numpy as np
 import xarray as xr
 from ..core.metrics import MetricInputError, METRICS
-from ..training.protocols import (NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+from ..training.protocols import (NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP,
+                                           BASELINES, PERSISTENCE, MEAN_FIELD,
                                   ProtocolError, valid_lam, joint_name, protocol_coords)
 
 
@@ -26,11 +27,13 @@ LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
 def protocol_coord(x, # results: a Dataset or an array of it, with a `protocol` dim
                    name:str, # a coordinate of `protocols.COORDS`: 'family', 'lam_train' or 'domains'
                   ) -> dict:
-    "{protocol: value} of `x`'s coordinate `name` on `protocol`; for results written before runs recorded it, from the protocol objects of the names (None where a name is no protocol, e.g. the report's two-model pair)."
+    """{protocol: value} of `x`'s coordinate `name` on `protocol`; for results written before runs recorded it, from the
+    protocol objects of the names (None where a name is no protocol, e.g. the report's two-model pair)."""
     protos = [str(p) for p in x['protocol'].values]
     if name in x.coords:
         c = x.coords[name]
-        if c.dims != ('protocol',): raise MetricInputError(f"`{name}` must be a coordinate on dim 'protocol' alone, got dims {c.dims}")
+        if c.dims != ('protocol',):
+            raise MetricInputError(f"`{name}` must be a coordinate on dim 'protocol' alone, got dims {c.dims}")
         return {p: (v if isinstance(v, str) or v is None or v == v else None) for p, v in zip(protos, c.values.tolist())}
     out = {}
     for p in protos:
@@ -39,14 +42,16 @@ def protocol_coord(x, # results: a Dataset or an array of it, with a `protocol` 
     return out
 
 def train_domains(x) -> dict:
-    "{protocol: the domains its model ends up fitted to} of results `x` (('sim', 'exp') for Joint, ('exp',) for a fine-tune, () for a baseline or what is no protocol)."
+    """{protocol: the domains its model ends up fitted to} of results `x` (('sim', 'exp') for Joint, ('exp',) for a
+    fine-tune, () for a baseline or what is no protocol)."""
     return {p: tuple(d.split('+')) if d else () for p, d in protocol_coord(x, 'domains').items()}
 
 # %% ../../nbs/reading/31_analysis.ipynb #c044
 def check_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
               name:str='lam', # the argument's name, for the error message
              ) -> float:
-    "λ as a float in [0, 1] (`protocols.valid_lam`), or one `MetricInputError` naming the argument and the expected range."
+    """λ as a float in [0, 1] (`protocols.valid_lam`), or one `MetricInputError` naming the argument and the expected
+    range."""
     try: return valid_lam(lam, name)
     except ProtocolError as e: raise MetricInputError(str(e)) from None
 
@@ -76,9 +81,11 @@ def mean_ci(da:xr.DataArray,  # values with a `dim` of independent repeats (NaN 
             dim:str='seed',   # the dim summarised
             level:float=0.95, # confidence level
            ) -> tuple:
-    "(mean, half-width) over `dim` of the Student-t interval; the half-width is NaN where fewer than 2 values are present."
+    """(mean, half-width) over `dim` of the Student-t interval; the half-width is NaN where fewer than 2 values are
+    present."""
     from scipy.stats import t as student_t
-    if not isinstance(da, xr.DataArray): raise TypeError(f"`mean_ci` needs an xarray.DataArray, got {type(da).__name__}")
+    if not isinstance(da, xr.DataArray):
+        raise TypeError(f"`mean_ci` needs an xarray.DataArray, got {type(da).__name__}")
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
         raise MetricInputError(f"`level` must be a number in (0, 1), e.g. 0.95, got {level!r}")
     if dim not in da.dims: return da, xr.full_like(da, np.nan, dtype=float)
@@ -188,22 +195,26 @@ def joint_reduction_ci(score:xr.DataArray, # results array
                        mode=None,          # evaluation mode when `score` has a `mode` dim
                        level=0.95,         # confidence level
                       ) -> xr.Dataset:
-    "Per (setting, metric): the best non-joint protocol by seed-mean bM(λ) (`which`), its and Joint's bM and Joint's reduction over it paired seed by seed, each as mean and CI half-width (`*_ci`)."
+    """Per (setting, metric): the best non-joint protocol by seed-mean bM(λ) (`which`), its and Joint's bM and Joint's
+    reduction over it paired seed by seed, each as mean and CI half-width (`*_ci`)."""
     per_seed = balanced_score(score, lam, field, mode, seed_mean=False)
     _, which = best_non_joint(balanced_score(score, lam, field, mode), baselines, return_name=True)
     j = per_seed.sel(protocol=_protocols(per_seed, joint, 'joint')[0], drop=True)
     b = xr.full_like(j, np.nan)
-    for p in _protocols(per_seed, baselines, 'baseline'): b = b.fillna(per_seed.sel(protocol=p, drop=True).where(which == p))
+    for p in _protocols(per_seed, baselines, 'baseline'):
+        b = b.fillna(per_seed.sel(protocol=p, drop=True).where(which == p))
     out = {}
     for k, v in (('best', b), ('joint', j), ('reduction', reduction_pct(b, j))):
         out[k], out[f'{k}_ci'] = mean_ci(v, 'seed', level)
     return xr.Dataset(dict(which=which, **out))
 
 # %% ../../nbs/reading/31_analysis.ipynb #c057
-WIN_RULES = ('mean', 'robust', 'clear')  # the paper's (lower seed mean); lower in every seed; the paired 95 % interval excludes zero
+# the paper's (lower seed mean); lower in every seed; the paired 95 % interval excludes zero
+WIN_RULES = ('mean', 'robust', 'clear')
 
 def _won(j, b, rule, level=0.95):
-    "(compared, won) per cell from Joint's bM and the best non-joint one (`b`; under the clear rule every non-joint protocol's, with a `protocol` dim), with a `seed` dim under the robust and clear rules."
+    """(compared, won) per cell from Joint's bM and the best non-joint one (`b`; under the clear rule every non-joint
+    protocol's, with a `protocol` dim), with a `seed` dim under the robust and clear rules."""
     if rule == 'mean':
         ok = j.notnull() & b.notnull()
         return ok, (j < b) & ok
@@ -221,7 +232,8 @@ def _win_table(score, lams, field, mode, rule):
         score = balanced_score(score, list(np.atleast_1d(lams).tolist()), field, mode, seed_mean=(rule == 'mean'))
     else: score = select_view(score, field, mode)
     if rule == 'mean' and 'seed' in score.dims: score = score.mean('seed', skipna=True)
-    if rule != 'mean' and 'seed' not in score.dims: raise MetricInputError(f"rule={rule!r} needs a `seed` dim in `score`")
+    if rule != 'mean' and 'seed' not in score.dims:
+        raise MetricInputError(f"rule={rule!r} needs a `seed` dim in `score`")
     return score
 
 def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balanced table with a `lam` dim
@@ -244,7 +256,8 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
         ok, won = _won(j, best.sel(lam=l, drop=True), rule)
         counts.append(int(won.sum()))
         total = max(total, int(ok.sum()))
-    return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins', attrs=dict(total=total, rule=rule))
+    return xr.DataArray(counts, dims='lam', coords=dict(lam=score.lam.values), name='wins',
+                        attrs=dict(total=total, rule=rule))
 
 def joint_wins(score:xr.DataArray,  # results array
                lam=0.5,             # λ of the balanced metric
@@ -280,15 +293,18 @@ def synthetic_score(systems=('A', 'B'),            # `system` coordinate (settin
     for p in protos:
         e = np.asarray(errors[p], dtype=float).reshape(-1, 2)
         if len(e) not in (1, len(seeds)):
-            raise MetricInputError(f"`errors[{p!r}]` must be one (sim, exp) pair or one per seed ({len(seeds)}), got {len(e)}")
+            raise MetricInputError(f"`errors[{p!r}]` must be one (sim, exp) pair or one per seed ({len(seeds)}), "
+                                   f"got {len(e)}")
         base.append(np.broadcast_to(e, (len(seeds), 2)))
     base = np.array(base)  # [protocol, seed, domain]
     lead = [len(systems), len(capacities)] + [len(v) for v in extra.values()]
     shape = (*lead, len(protos), len(seeds), 2, len(modes), len(fields), len(metrics))
     vals = np.broadcast_to(base.reshape((1,) * len(lead) + base.shape + (1, 1, 1)), shape).copy()
     if noise: vals *= 1 + noise * np.random.default_rng(seed).standard_normal(shape)
-    da = xr.DataArray(vals, name='score', dims=('system', 'capacity', *extra, 'protocol', 'seed', 'domain', 'mode', 'field', 'metric'),
-                      coords=dict(system=list(systems), capacity=list(capacities), **extra, protocol=protos, seed=list(seeds),
+    da = xr.DataArray(vals, name='score',
+                      dims=('system', 'capacity', *extra, 'protocol', 'seed', 'domain', 'mode', 'field', 'metric'),
+                      coords=dict(system=list(systems), capacity=list(capacities), **extra,
+                                  protocol=protos, seed=list(seeds),
                                   domain=['sim', 'exp'], mode=modes, field=list(fields), metric=list(metrics)))
     return da.isel(mode=0, drop=True) if modes == [None] else da
 
@@ -304,19 +320,22 @@ def synthetic_results(systems=('A', 'B'), # `system` coordinate
                       n_eval=6,           # evaluations per learning curve
                       eval_every=50,      # updates between evaluations
                      ) -> xr.Dataset:
-    "A small results Dataset of the experiment's layout: `score`, `score_phys`, `curve_step`, `curve_val`, `capped`, `steps_done` and attrs."
+    """A small results Dataset of the experiment's layout: `score`, `score_phys`, `curve_step`, `curve_val`, `capped`,
+    `steps_done` and attrs."""
     errors = errors or {SIM_ONLY: (0.05, 1.0), EXP_ONLY: (1.0, 0.05), SIM_TO_EXP: (0.6, 0.1), JOINT: (0.25, 0.15),
                         PERSISTENCE: (0.7, 0.6), MEAN_FIELD: (1.0, 0.9)}
     score = synthetic_score(systems, capacities, seeds, errors, noise=noise, seed=seed, dims=dims)
     score.attrs['units'] = '1'
-    if 'p' in score.field.values: score.loc[dict(domain='exp', field='p')] = np.nan  # the experiment measures no pressure
+    # the experiment measures no pressure
+    if 'p' in score.field.values: score.loc[dict(domain='exp', field='p')] = np.nan
     scales = scales or {str(s): {'u': 2.0, 'v': 2.0, 'p': 0.5} for s in systems}
     phys_f = [f for f in score.field.values if f != 'all']
     sc = xr.DataArray([[scales[str(s)][f] for f in phys_f] for s in systems], dims=('system', 'field'),
                       coords=dict(system=list(systems), field=phys_f))
     phys = (score.sel(field=phys_f) * sc).reindex(field=score.field.values).transpose(*score.dims)
     phys.attrs = dict(units='physical (per field)')
-    trained = xr.DataArray([p not in BASELINES for p in score.protocol.values], dims='protocol', coords=dict(protocol=score.protocol))
+    trained = xr.DataArray([p not in BASELINES for p in score.protocol.values], dims='protocol',
+                           coords=dict(protocol=score.protocol))
     final = score.sel(field='all', metric='rmse', drop=True).mean('domain')  # a stand-in for the validation objective
     i = np.arange(n_eval)
     shape = xr.DataArray(1 + 4 * np.exp(-i / 1.5), dims='eval_index', coords=dict(eval_index=i))
@@ -324,11 +343,12 @@ def synthetic_results(systems=('A', 'B'), # `system` coordinate
     curve_step = (xr.DataArray((i + 1.0) * eval_every, dims='eval_index', coords=dict(eval_index=i)) * xr.ones_like(final)).where(trained)
     cap = n_eval * eval_every
     res = xr.Dataset(dict(score=score, score_phys=phys, curve_step=curve_step, curve_val=curve_val,
-                          capped=xr.zeros_like(final).where(trained), steps_done=(xr.ones_like(final) * cap).where(trained)))
+                          capped=xr.zeros_like(final).where(trained),
+                          steps_done=(xr.ones_like(final) * cap).where(trained)))
     res.attrs.update(package='simreal_nb', version='synthetic', reference_scales=json.dumps(scales),
-                     budget_rule=f'every protocol trains until its validation objective has not improved for 3 evaluations, '
-                                 f'at most {cap} updates; Sim→Exp spends at most {cap // 2} on each phase, each with its own '
-                                 'early stopping',
+                     budget_rule='every protocol trains until its validation objective has not improved for 3 '
+                                 f'evaluations, at most {cap} updates; Sim→Exp spends at most {cap // 2} on each '
+                                 'phase, each with its own early stopping',
                      config=json.dumps(dict(size='synthetic', steps=cap)))
     return res
 
@@ -349,7 +369,8 @@ def forgetting(score:xr.DataArray, # results array
                metric='rmse',      # metric compared
                mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
               ) -> xr.DataArray:
-    "Per setting: True where Sim→Exp has a higher held-out sim error than Sim-only (NaN-aware: False if either is missing)."
+    """Per setting: True where Sim→Exp has a higher held-out sim error than Sim-only (NaN-aware: False if either is
+    missing)."""
     check_score(score, ('protocol', 'domain', 'metric'), 'forgetting')
     s = select_view(score.sel(domain='sim', metric=metric, drop=True), field, mode)
     if 'seed' in s.dims: s = s.mean('seed', skipna=True)
@@ -361,7 +382,8 @@ def pressure_reduction(score:xr.DataArray, # results array with field 'p'
                        mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                        level=None,         # a confidence level (e.g. 0.95): return (mean, CI half-width) over seeds
                       ):
-    "Per setting: Joint's reduction of pressure RMSE on held-out sim vs `against`, in percent, paired seed by seed and averaged."
+    """Per setting: Joint's reduction of pressure RMSE on held-out sim vs `against`, in percent, paired seed by seed and
+    averaged."""
     check_score(score, ('protocol', 'domain', 'metric', 'field'), 'pressure_reduction')
     s = select_view(score.sel(domain='sim', metric='rmse', drop=True), 'p', mode)
     r = reduction_pct(s.sel(protocol=against, drop=True), s.sel(protocol=joint, drop=True))
@@ -380,7 +402,8 @@ def headline(score:xr.DataArray, # results array
              lams=LAMS,          # λ values of the win-count sweep
              mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
             ) -> dict:
-    "The paper's headline statistics (keys of `PAPER`) measured on a results array, plus the robust and the clear win counts (`*_robust`, `*_clear`; None with one seed)."
+    """The paper's headline statistics (keys of `PAPER`) measured on a results array, plus the robust and the clear win
+    counts (`*_robust`, `*_clear`; None with one seed)."""
     score = score.sel(metric=[m for m in score.metric.values if m in METRICS])
     n_set = int(np.prod([score.sizes[d] for d in setting_dims(score)]))
     red = joint_reduction_ci(score, 0.5, joint, mode=mode).reduction.sel(metric='rmse')
@@ -405,7 +428,8 @@ def compare_to_paper(score:xr.DataArray, # results array
                      joint=JOINT,        # Joint's protocol name
                      mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                     ):
-    "A pandas DataFrame: one row per headline statistic, columns `paper`, `measured` (the paper's rule: seed means) and `clear` (the win counts where the paired 95 % interval excludes zero)."
+    """A pandas DataFrame: one row per headline statistic, columns `paper`, `measured` (the paper's rule: seed means)
+    and `clear` (the win counts where the paired 95 % interval excludes zero)."""
     import pandas as pd
     meas, rows = headline(score, joint, mode=mode), []
     for k, v in PAPER.items():

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
-from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels, iso_segment, pareto_mask,
+from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_labels,
+                                         iso_segment, pareto_mask,
                                  text_size)
 from ..core.metrics import MetricInputError
 from .analysis import setting_dims, select_view, check_lam, check_score
@@ -57,7 +58,8 @@ def results_score(results, # a results file (or its run folder), a results Datas
     "The `score` array of `results`."
     if isinstance(results, xr.DataArray): return results
     if isinstance(results, xr.Dataset):
-        if 'score' not in results: raise MetricInputError(f"the results Dataset has no `score` variable; it has {list(results.data_vars)}")
+        if 'score' not in results:
+            raise MetricInputError(f"the results Dataset has no `score` variable; it has {list(results.data_vars)}")
         return results['score']
     if isinstance(results, (str, os.PathLike)):
         p = Path(results)
@@ -70,7 +72,8 @@ def results_score(results, # a results file (or its run folder), a results Datas
 
 def inspector_choices(score, # results array (or anything `results_score` reads)
                      ) -> dict:
-    "The inspector's selector options: {dim: values} for every setting dim (system, capacity, …), then `metric`, `field` and `mode` where present."
+    """The inspector's selector options: {dim: values} for every setting dim (system, capacity, …), then `metric`,
+    `field` and `mode` where present."""
     score = results_score(score)
     out = {d: score[d].values.tolist() for d in setting_dims(score)}
     for d in ('metric', 'field', 'mode'):
@@ -78,7 +81,8 @@ def inspector_choices(score, # results array (or anything `results_score` reads)
     return out
 
 def _pick(score, settings):
-    "{setting dim: coordinate value} for every setting dim: the given one (matched as text, so 7 and '7' both work), else the first."
+    """{setting dim: coordinate value} for every setting dim: the given one (matched as text, so 7 and '7' both work),
+    else the first."""
     sd = setting_dims(score)
     bad = [k for k in settings if k not in sd]
     if bad: raise MetricInputError(f"`score` has no setting dim(s) {bad}; its setting dims are {list(sd)}")
@@ -93,7 +97,8 @@ def _pick(score, settings):
 
 # %% ../../nbs/reading/61_inspector.ipynb #c87fa764
 def _t_ci(a, level):
-    "(mean, n, CI half-width) over the last axis, NaN-ignoring; the half-width is NaN where fewer than 2 values are present."
+    """(mean, n, CI half-width) over the last axis, NaN-ignoring; the half-width is NaN where fewer than 2 values are
+    present."""
     from scipy.stats import t as student_t
     with warnings.catch_warnings(), np.errstate(all='ignore'):
         warnings.simplefilter('ignore', RuntimeWarning)
@@ -103,7 +108,9 @@ def _t_ci(a, level):
     return m, n, np.where(n >= 2, h, np.nan)
 
 def _plane_limits(sim, exp, sim_ci, exp_ci, fin, trained, scale):
-    "(scale, (x lo, x hi, y lo, y hi)) of the plane: every finite point and its interval inside; 'auto' is 'log' when the trained points span more than a factor 10 on an axis; a linear axis starts at 0 unless every point is far from it."
+    """(scale, (x lo, x hi, y lo, y hi)) of the plane: every finite point and its interval inside; 'auto' is 'log' when
+    the trained points span more than a factor 10 on an axis; a linear axis starts at 0 unless every point is far
+    from it."""
     if not fin.any(): return ('linear' if scale == 'auto' else scale), (0.0, 1.0, 0.0, 1.0)
     pos = fin & (sim > 0) & (exp > 0)
     if scale == 'auto':
@@ -120,10 +127,12 @@ def _plane_limits(sim, exp, sim_ci, exp_ci, fin, trained, scale):
             else: out += [0.0, 1.12 * b or 1.0]
         return scale, tuple(out)
     if not pos.any(): raise MetricInputError("`scale`='log' needs positive errors")
-    return scale, (float(sim[pos].min()) / 1.5, 1.5 * hi(sim, sim_ci), float(exp[pos].min()) / 1.5, 1.5 * hi(exp, exp_ci))
+    return scale, (float(sim[pos].min()) / 1.5, 1.5 * hi(sim, sim_ci),
+                   float(exp[pos].min()) / 1.5, 1.5 * hi(exp, exp_ci))
 
 def _prepare(score, settings=None, metric='rmse', field='all', mode=None, protocols=None, level=0.95, scale='auto') -> dict:
-    "Everything the inspector needs for one selection, computed once: per-seed (sim, exp) errors of the chosen setting and the seed-mean errors of every setting (for the win counts)."
+    """Everything the inspector needs for one selection, computed once: per-seed (sim, exp) errors of the chosen setting
+    and the seed-mean errors of every setting (for the win counts)."""
     score = results_score(score)
     check_score(score, ('protocol', 'domain', 'metric'), 'state_at')
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
@@ -145,11 +154,14 @@ def _prepare(score, settings=None, metric='rmse', field='all', mode=None, protoc
     if len(jf) >= 2:  # Joint's own trade-off over λ_train: its non-dominated models, in order of sim error
         on = [jf[k] for k in np.flatnonzero(pareto_mask(sim[jf], exp[jf]))]
         front = [protos[i] for i in sorted(on, key=lambda i: sim[i])]
-    if scale not in ('auto', 'linear', 'log'): raise MetricInputError(f"`scale` must be 'auto', 'linear' or 'log', got {scale!r}")
+    if scale not in ('auto', 'linear', 'log'):
+        raise MetricInputError(f"`scale` must be 'auto', 'linear' or 'log', got {scale!r}")
     scale, limits = _plane_limits(sim, exp, sim_ci, exp_ci, fin, np.array([p not in BASELINES for p in protos]), scale)
     E = allset.values  # [setting, protocol, domain]
-    return dict(selection=pick, metric=str(metric), field=str(field) if 'field' in score.dims else None, mode=mode, level=level,
-                protocols=protos, per_seed=v, sim=sim, exp=exp, sim_ci=sim_ci, exp_ci=exp_ci, n=np.minimum(n_sim, n_exp),
+    return dict(selection=pick, metric=str(metric),
+                field=str(field) if 'field' in score.dims else None, mode=mode, level=level,
+                protocols=protos, per_seed=v, sim=sim, exp=exp, sim_ci=sim_ci, exp_ci=exp_ci,
+                n=np.minimum(n_sim, n_exp),
                 trained=np.array([p not in BASELINES for p in protos]), lam_train=lt, front=front,
                 scale=scale, limits=limits,
                 all_errors=E, all_protocols=allset.protocol.values.tolist(),
@@ -174,7 +186,8 @@ class InspectorState:
     winner: str         # the trained protocol with the lowest bM(λ) ('' if none); reference baselines never win
     level: float        # bM(λ) of the winner: the iso-λ line λ·x + (1-λ)·y = level passes through it
     lam_train: dict     # {Joint protocol: its training λ}, from the results' `lam_train` coordinate (`lam_train_of`)
-    front: list         # Joint's Pareto front over λ_train (protocol names, by sim error); [] with fewer than 2 Joint models
+    # Joint's Pareto front over λ_train (protocol names, by sim error); [] with fewer than 2 Joint models
+    front: list
     best_joint: str     # the Joint model with the lowest bM(λ) ('' if none)
     wins: dict          # {protocol: settings won at λ} over every setting of the score (same metric, field)
     n_settings: int     # settings counted in `wins`
@@ -187,8 +200,10 @@ class InspectorState:
         import pandas as pd
         return pd.DataFrame({'lam_train': [self.lam_train.get(p, np.nan) for p in self.protocols],
                              'sim': [self.sim[p] for p in self.protocols], 'exp': [self.exp[p] for p in self.protocols],
-                             'bM': [self.values[p] for p in self.protocols], 'bM ±': [self.ci[p] for p in self.protocols],
-                             'winner': [p == self.winner for p in self.protocols]}, index=pd.Index(self.protocols, name='protocol'))
+                             'bM': [self.values[p] for p in self.protocols],
+                             'bM ±': [self.ci[p] for p in self.protocols],
+                             'winner': [p == self.winner for p in self.protocols]},
+                            index=pd.Index(self.protocols, name='protocol'))
 
 def _state(prep:dict, lam:float) -> InspectorState:
     "The inspector's state at `lam` from `_prepare`'s arrays (a few numpy operations, nothing re-read)."
@@ -210,12 +225,16 @@ def _state(prep:dict, lam:float) -> InspectorState:
     for s, i in enumerate(idx):
         if okb[s].any(): p = prep['all_protocols'][i]; wins[p] = wins.get(p, 0) + 1
     d = lambda a: {p: float(x) for p, x in zip(protos, a)}
-    return InspectorState(lam=lam, selection=dict(prep['selection']), metric=prep['metric'], field=prep['field'], protocols=list(protos),
+    return InspectorState(lam=lam, selection=dict(prep['selection']), metric=prep['metric'],
+                          field=prep['field'], protocols=list(protos),
                           values=d(vals), ci=d(ci), sim=d(prep['sim']), exp=d(prep['exp']), sim_ci=d(prep['sim_ci']),
                           exp_ci=d(prep['exp_ci']), n_seeds={p: int(k) for p, k in zip(protos, n)}, winner=win,
-                          level=float(vals[protos.index(win)]) if win else float('nan'), lam_train=dict(prep['lam_train']),
-                          front=list(prep['front']), best_joint=best_joint, wins=dict(sorted(wins.items(), key=lambda kv: -kv[1])),
-                          n_settings=int(E.shape[0]), scale=prep['scale'], limits=tuple(float(x) for x in prep['limits']), ci_level=prep['level'])
+                          level=float(vals[protos.index(win)]) if win else float('nan'),
+                          lam_train=dict(prep['lam_train']),
+                          front=list(prep['front']), best_joint=best_joint,
+                          wins=dict(sorted(wins.items(), key=lambda kv: -kv[1])),
+                          n_settings=int(E.shape[0]), scale=prep['scale'],
+                          limits=tuple(float(x) for x in prep['limits']), ci_level=prep['level'])
 
 def state_at(score,             # results file or folder, results Dataset or `score` DataArray
              lam=0.5,           # λ of bM(λ) = λ·M_sim + (1-λ)·M_exp
@@ -229,14 +248,16 @@ def state_at(score,             # results file or folder, results Dataset or `sc
              scale='auto',      # axes of the plane: 'linear', 'log', or 'auto' (log when the trained points span > 10×)
              **settings,        # values of any other setting dim, e.g. arch='fno', exp_trajs=7 (default: the first)
             ) -> InspectorState:
-    "What `lambda_inspector` shows at `lam` for one setting: bM(λ) per protocol with CIs, the winner, the iso-λ level, Joint's front over λ_train and the win counts over all settings."
+    """What `lambda_inspector` shows at `lam` for one setting: bM(λ) per protocol with CIs, the winner, the iso-λ level,
+    Joint's front over λ_train and the win counts over all settings."""
     for k, v in (('system', system), ('capacity', capacity)):
         if v is not None: settings[k] = v
     return _state(_prepare(score, settings, metric, field, mode, protocols, level, scale), lam)
 
 # %% ../../nbs/reading/61_inspector.ipynb #c018d2
 DEMO_ERRORS = {'sim_only': (0.02, 0.13), 'exp_only': (0.35, 0.03), 'sim_to_exp': (0.45, 0.04), 'joint': (0.03, 0.035),
-               'joint@0.1': (0.06, 0.029), 'joint@0.3': (0.04, 0.031), 'joint@0.7': (0.025, 0.043), 'joint@0.9': (0.021, 0.062),
+               'joint@0.1': (0.06, 0.029), 'joint@0.3': (0.04, 0.031), 'joint@0.7': (0.025, 0.043),
+               'joint@0.9': (0.021, 0.062),
                'persistence': (0.23, 0.24), 'mean_field': (0.16, 0.16)}  # made-up (sim, exp) errors of `inspector_demo`
 
 def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
@@ -244,7 +265,8 @@ def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
                    noise=0.08,       # relative seeded noise of the errors
                    seed=0,           # RNG seed of the noise
                   ) -> xr.DataArray:
-    "A synthetic results `score` in the layout of `simreal run --lambdas 0.1,0.3,0.7,0.9` (made-up errors `DEMO_ERRORS`), for demos and tests of the inspector."
+    """A synthetic results `score` in the layout of `simreal run --lambdas 0.1,0.3,0.7,0.9` (made-up errors
+    `DEMO_ERRORS`), for demos and tests of the inspector."""
     from simreal_nb.reading.analysis import synthetic_results
     return synthetic_results(systems=systems, capacities=('S',), seeds=seeds, errors=DEMO_ERRORS, noise=noise, seed=seed).score
 
@@ -292,7 +314,8 @@ def plane_svg(st:InspectorState, # the state to draw
               width=460,         # SVG width in pixels
               height=380,        # SVG height in pixels
              ) -> str:
-    "The sim-error vs exp-error plane of `st` as an inline SVG: every protocol's point with its seed CI, Joint's front over λ_train, the iso-λ line through the winner."
+    """The sim-error vs exp-error plane of `st` as an inline SVG: every protocol's point with its seed CI, Joint's front
+    over λ_train, the iso-λ line through the winner."""
     L, R, T, B = 62, 14, 14, 48
     pw, ph = width - L - R, height - T - B
     x0, x1, y0, y1 = st.limits
@@ -307,22 +330,26 @@ def plane_svg(st:InspectorState, # the state to draw
            f'<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="white" stroke="#444"/>']
     grid = ''.join(f'M{X(t):.0f} {T}V{T + ph}' for t in xt) + ''.join(f'M{L} {Y(t):.0f}H{L + pw}' for t in yt)
     out.append(f'<path d="{grid}" stroke="#e6e6e6"/><g font-size="12" fill="#333" text-anchor="middle">'
-               + ''.join(f'<text x="{X(t):.0f}" y="{T + ph + 16}">{t:g}</text>' for t in xt) + '</g><g font-size="12" fill="#333" text-anchor="end">'
+               + ''.join(f'<text x="{X(t):.0f}" y="{T + ph + 16}">{t:g}</text>' for t in xt) + '</g><g font-size="12" '
+                                                                                               'fill="#333" '
+                                                                                               'text-anchor="end">'
                + ''.join(f'<text x="{L - 6}" y="{Y(t) + 4:.0f}">{t:g}</text>' for t in yt) + '</g>')
     logs = ', log scale' if st.scale == 'log' else ''
-    out.append(f'<text x="{L + pw / 2}" y="{height - 8}" font-size="13" text-anchor="middle">sim {_esc(st.metric)} (held-out simulation{logs})</text>'
-               f'<text transform="translate(15 {T + ph / 2}) rotate(-90)" font-size="13" text-anchor="middle">exp {_esc(st.metric)} (held-out experiment{logs})</text>')
+    out.append(f'<text x="{L + pw / 2}" y="{height - 8}" font-size="13" text-anchor="middle">sim {_esc(st.metric)} '
+               f'(held-out simulation{logs})</text><text transform="translate(15 {T + ph / 2}) rotate(-90)" '
+               f'font-size="13" text-anchor="middle">exp {_esc(st.metric)} (held-out experiment{logs})</text>')
     texts = []  # (x px, y px, text, colour), placed at the end
     iso = _iso_points(st.lam, st.level, st.limits, st.scale) if st.winner else []
     if len(iso) >= 2:
         pts = ' '.join(f'{X(x):.1f},{Y(y):.1f}' for x, y in iso)
-        out.append(f'<polyline class="iso" points="{pts}" fill="none" stroke="#555" stroke-width="1.4" stroke-dasharray="6 4" '
-                   f'clip-path="url(#{cid})"/>')
+        out.append(f'<polyline class="iso" points="{pts}" fill="none" stroke="#555" stroke-width="1.4" '
+                   f'stroke-dasharray="6 4" clip-path="url(#{cid})"/>')
         texts.append((X(iso[0][0]), Y(iso[0][1]), f'bM({st.lam:.2f}) = {_num(st.level, 3)}', '#444'))
     fin = {p: np.isfinite(st.sim[p]) and np.isfinite(st.exp[p]) for p in st.protocols}
     if len(st.front) >= 2:
         pts = ' '.join(f'{X(st.sim[p]):.1f},{Y(st.exp[p]):.1f}' for p in st.front)
-        out.append(f'<polyline class="front" points="{pts}" fill="none" stroke="#a50f15" stroke-width="2" stroke-opacity="0.6" clip-path="url(#{cid})"/>')
+        out.append(f'<polyline class="front" points="{pts}" fill="none" stroke="#a50f15" stroke-width="2" '
+                   f'stroke-opacity="0.6" clip-path="url(#{cid})"/>')
     marks = []
     for p in st.protocols:
         if not fin[p]: continue
@@ -335,23 +362,27 @@ def plane_svg(st:InspectorState, # the state to draw
             whisk += f'M{X(lo):.1f} {y:.1f}H{X(hi):.1f}' if horiz else f'M{x:.1f} {Y(lo):.1f}V{Y(hi):.1f}'
         if whisk: out.append(f'<path d="{whisk}" stroke="{c}" stroke-width="1.2" clip-path="url(#{cid})"/>')
         if p in BASELINES:
-            out.append(f'<path data-protocol="{_esc(p)}" d="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}M{x - 5:.1f},{y + 5:.1f}L{x + 5:.1f},{y - 5:.1f}" '
-                       f'stroke="{c}" stroke-width="2"/>')
+            out.append(f'<path data-protocol="{_esc(p)}" '
+                       f'd="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}M{x - 5:.1f},{y + 5:.1f}L{x + 5:.1f},{y - 5:.1f}" stroke="{c}" stroke-width="2"/>')
         else:
             ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" stroke="black" stroke-width="1.5"/>' if p == st.winner else ''
-            out.append(f'{ring}<circle data-protocol="{_esc(p)}" cx="{x:.1f}" cy="{y:.1f}" r="5.5" fill="{c}" stroke="white" stroke-width="1"/>')
+            out.append(f'{ring}<circle data-protocol="{_esc(p)}" cx="{x:.1f}" cy="{y:.1f}" r="5.5" fill="{c}" '
+                       'stroke="white" stroke-width="1"/>')
         marks.append((x - 7, y - 7, x + 7, y + 7))
         texts.append((x, y, p, '#666' if p in BASELINES else '#111'))
     # labels: placed in a y-up frame (flipped), written in SVG's y-down coordinates
     anchors = [(x, height - y) for x, y, _, _ in texts]
     sizes = [text_size(t, 12) for _, _, t, _ in texts]
-    where = place_labels(anchors, sizes, (L + 2, B + 2, L + pw - 2, height - T - 2), [(a, height - d, b, height - c) for a, c, b, d in marks], gap=5)
+    where = place_labels(anchors, sizes, (L + 2, B + 2, L + pw - 2, height - T - 2),
+                         [(a, height - d, b, height - c) for a, c, b, d in marks], gap=5)
     lead = ''
     for (ax_, ay), (lx, ly), (w, h) in zip(anchors, where, sizes):
         nx, ny = min(max(ax_, lx), lx + w), min(max(ay, ly), ly + h)  # nearest point of the label box (y-up frame)
         if math.dist((ax_, ay), (nx, ny)) > 9: lead += f'M{ax_:.0f} {height - ay:.0f}L{nx:.0f} {height - ny:.0f}'
     if lead: out.append(f'<path d="{lead}" stroke="#999" stroke-width="0.7"/>')
-    out.append('<g font-size="12">' + ''.join(f'<text x="{lx:.0f}" y="{height - ly - 0.25 * h:.0f}" fill="{c}">{_esc(t)}</text>'
+    out.append('<g '
+               'font-size="12">' + ''.join(f'<text x="{lx:.0f}" y="{height - ly - 0.25 * h:.0f}" '
+                                           f'fill="{c}">{_esc(t)}</text>'
                                               for (_, _, t, c), (lx, ly), (w, h) in zip(texts, where, sizes)) + '</g>')
     out.append('</svg>')
     return ''.join(out)
@@ -359,23 +390,25 @@ def plane_svg(st:InspectorState, # the state to draw
 # %% ../../nbs/reading/61_inspector.ipynb #ea3c5229
 _CSS = ('<style>.simreal-inspector{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;font-size:14px;line-height:1.35;'
         'font-family:-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif}'
-        '.simreal-inspector .si-text{flex:0 1 auto;width:min-content;min-width:300px;overflow-x:auto}.simreal-inspector p{margin:0 0 4px 0}'
-        '.simreal-inspector .si-note{color:#555;font-size:12px;margin-bottom:6px}'
-        '.si-table{border-collapse:collapse;font-size:13px;margin-bottom:6px}.si-table th{border-bottom:1px solid #999}'
-        '.si-table td,.si-table th{padding:2px 8px;text-align:right;white-space:nowrap}.si-table td:first-child,.si-table th:first-child{text-align:left}'
+        '.simreal-inspector .si-text{flex:0 1 '
+        'auto;width:min-content;min-width:300px;overflow-x:auto}.simreal-inspector p{margin:0 0 4px '
+        '0}.simreal-inspector '
+        '.si-note{color:#555;font-size:12px;margin-bottom:6px}.si-table{border-collapse:collapse;font-size:13px;margin-bottom:6px}.si-table th{border-bottom:1px solid #999}.si-table td,.si-table th{padding:2px 8px;text-align:right;white-space:nowrap}.si-table td:first-child,.si-table th:first-child{text-align:left}'
         '.si-table tr.win{font-weight:bold;background:#fff3c4}.si-table tr.ref{color:#888}</style>')
 
 def state_html(st:InspectorState, # the state to show
                css=True,          # include the view's style sheet (the widget puts it once above its pages instead)
               ) -> str:
-    "The inspector's view of one state: headline with the winner, the bM(λ) table (mean ± CI), win counts, and the plane (`plane_svg`)."
+    """The inspector's view of one state: headline with the winner, the bM(λ) table (mean ± CI), win counts, and the
+    plane (`plane_svg`)."""
     sel = ' / '.join(f'{v}' for v in st.selection.values()) or 'all'
     what = f'{st.metric}' + (f', field {st.field}' if st.field else '')
     nseed = max(st.n_seeds.values()) if st.n_seeds else 0
     ci_note = (f'mean ± {st.ci_level:.0%} CI over {nseed} seeds' if nseed >= 2 else 'one seed: no interval')
     if st.winner:
         c = st.ci[st.winner]
-        head = (f'Winner: <b class="si-winner">{_esc(st.winner)}</b>, bM(λ) = <span class="si-level">{_num(st.level)}</span>'
+        head = (f'Winner: <b class="si-winner">{_esc(st.winner)}</b>, bM(λ) = <span '
+                f'class="si-level">{_num(st.level)}</span>'
                 + _pm(st.level, c))
     else: head = 'Winner: <b class="si-winner">none</b> (no trained protocol has both errors)'
     rows = []
@@ -393,23 +426,25 @@ def state_html(st:InspectorState, # the state to show
     summary = ', '.join(f'{_esc(p)}: {n}/{st.n_settings}' for p, n in st.wins.items()) or 'no data'
     table = ('<table class="si-table"><tr><th>protocol</th><th>λ_train</th><th>sim</th><th>exp</th><th>bM(λ)</th></tr>'
              + ''.join(rows) + '</table>')
-    return (f'{_CSS if css else ""}<div class="simreal-inspector" data-lam="{st.lam:.2f}" data-winner="{_esc(st.winner)}" data-metric="{_esc(st.metric)}" '
-            f'data-field="{_esc(st.field or "")}" data-setting="{_esc(sel)}" data-scale="{st.scale}">'
-            f'<div class="si-text"><p><b>λ = <span class="si-lam">{st.lam:.2f}</span></b> (weight of the sim error) · '
-            f'{_esc(sel)} · {_esc(what)}</p><p>{head}</p>'
-            f'<p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; grey rows are reference baselines and never win.</p>'
-            f'{table}{joint}<p class="si-wins">λ = {st.lam:.2f} — wins over all {st.n_settings} settings: {summary}</p></div>'
-            f'<div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
+    return (f'{_CSS if css else ""}<div class="simreal-inspector" data-lam="{st.lam:.2f}" '
+            f'data-winner="{_esc(st.winner)}" data-metric="{_esc(st.metric)}" data-field="{_esc(st.field or "")}" '
+            f'data-setting="{_esc(sel)}" data-scale="{st.scale}"><div class="si-text"><p><b>λ = <span '
+            f'class="si-lam">{st.lam:.2f}</span></b> (weight of the sim error) · {_esc(sel)} · '
+            f'{_esc(what)}</p><p>{head}</p><p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; grey rows are '
+            f'reference baselines and never win.</p>{table}{joint}<p class="si-wins">λ = {st.lam:.2f} — wins over all '
+            f'{st.n_settings} settings: {summary}</p></div><div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
 
 # %% ../../nbs/reading/61_inspector.ipynb #c019
 _INSPECTOR_CLASS = None
 
 def _inspector_class(w):
-    "A VBox whose `table`/`image` is the page shown now and `state` its `InspectorState` (built on first use: ipywidgets is optional)."
+    """A VBox whose `table`/`image` is the page shown now and `state` its `InspectorState` (built on first use:
+    ipywidgets is optional)."""
     global _INSPECTOR_CLASS
     if _INSPECTOR_CLASS is None:
         class LambdaInspector(w.VBox):
-            "The λ inspector: `slider`, `selectors` ({dim: Dropdown}), `stack` (one precomputed page per λ on the slider's grid)."
+            """The λ inspector: `slider`, `selectors` ({dim: Dropdown}), `stack` (one precomputed page per λ on the
+            slider's grid)."""
             @property
             def table(self): return self.pages[self.stack.selected_index]
             image = table
@@ -433,28 +468,36 @@ def lambda_inspector(score,              # results file or folder, results Datas
                      scale='auto',       # initial axes of the plane: 'auto', 'linear' or 'log'
                      **settings,         # initial setting, e.g. system='cylinder', capacity='S' (default: the first of each)
                     ):
-    "The λ inspector: a λ slider and selectors (system, capacity, other setting dims, metric, field); bM(λ) per protocol with the winner and the sim-exp plane. Every λ's page is computed when the selection changes, so moving the slider only switches pages (in the browser too)."
+    """The λ inspector: a λ slider and selectors (system, capacity, other setting dims, metric, field); bM(λ) per
+    protocol with the winner and the sim-exp plane. Every λ's page is computed when the selection changes, so moving
+    the slider only switches pages (in the browser too)."""
     w = _widgets()
     score = results_score(score)
     prep = _prepare(score, settings, metric, field, mode, protocols, level, scale)  # validate before building widgets
     choices = inspector_choices(score)
     wide = dict(description_width='initial')
-    slider = w.SelectionSlider(options=[(f'{l:.2f}', l) for l in INSPECT_LAMS], value=_snap(lam), description='λ (sim weight)',
+    slider = w.SelectionSlider(options=[(f'{l:.2f}', l) for l in INSPECT_LAMS], value=_snap(lam),
+                               description='λ (sim weight)',
                                continuous_update=True, style=wide, layout=w.Layout(width='460px'))
     selectors = {}
     for d in setting_dims(score):
         opts = [(str(v), v) for v in choices[d]]
-        dd = w.Dropdown(options=opts, value=prep['selection'][d], description=d, style=wide, layout=w.Layout(width='auto'),
+        dd = w.Dropdown(options=opts, value=prep['selection'][d], description=d, style=wide,
+                        layout=w.Layout(width='auto'),
                         disabled=len(opts) < 2)
         if len(opts) < 2 and d not in ('system', 'capacity'): dd.layout.display = 'none'
         selectors[d] = dd
-    selectors['metric'] = w.Dropdown(options=choices['metric'], value=metric, description='metric', style=wide, layout=w.Layout(width='auto'))
+    selectors['metric'] = w.Dropdown(options=choices['metric'], value=metric, description='metric', style=wide,
+                                     layout=w.Layout(width='auto'))
     if 'field' in choices:
-        selectors['field'] = w.Dropdown(options=choices['field'], value=field, description='field', style=wide, layout=w.Layout(width='auto'))
+        selectors['field'] = w.Dropdown(options=choices['field'], value=field, description='field', style=wide,
+                                        layout=w.Layout(width='auto'))
     if 'mode' in choices and len(choices['mode']) > 1:
         m0 = mode or ('rollout' if 'rollout' in choices['mode'] else choices['mode'][0])
-        selectors['mode'] = w.Dropdown(options=choices['mode'], value=m0, description='mode', style=wide, layout=w.Layout(width='auto'))
-    selectors['scale'] = w.Dropdown(options=['auto', 'linear', 'log'], value=scale, description='axes', style=wide, layout=w.Layout(width='auto'))
+        selectors['mode'] = w.Dropdown(options=choices['mode'], value=m0, description='mode', style=wide,
+                                       layout=w.Layout(width='auto'))
+    selectors['scale'] = w.Dropdown(options=['auto', 'linear', 'log'], value=scale, description='axes', style=wide,
+                                    layout=w.Layout(width='auto'))
     first = w.HTML()  # its layout and style serve all 21 pages: a smaller saved state
     pages = [first] + [w.HTML(layout=first.layout, style=first.style) for _ in INSPECT_LAMS[1:]]
     stack = w.Stack(pages, selected_index=slider.index)
@@ -464,14 +507,16 @@ def lambda_inspector(score,              # results file or folder, results Datas
     def update(*_, prep=None):
         v = {d: dd.value for d, dd in selectors.items()}
         if prep is None:
-            prep = _prepare(score, {d: v[d] for d in setting_dims(score)}, v['metric'], v.get('field', field), v.get('mode', mode),
+            prep = _prepare(score, {d: v[d] for d in setting_dims(score)}, v['metric'],
+                            v.get('field', field), v.get('mode', mode),
                             protocols, level, v['scale'])
         for i, l in enumerate(INSPECT_LAMS):
             states[i] = _state(prep, l)
             pages[i].value = state_html(states[i], css=False)
     for dd in selectors.values(): dd.observe(update, names='value')
     update(prep=prep)
-    note = w.HTML(_CSS + '<span style="color:#666;font-size:12px">Drag λ: the winner, the table and the iso-λ line follow. On a '
+    note = w.HTML(_CSS + '<span style="color:#666;font-size:12px">Drag λ: the winner, the table and the iso-λ line '
+                         'follow. On a '
                   'static page only λ moves; the selectors need a running kernel (Jupyter, Voilà).</span>')
     box = _inspector_class(w)([w.HBox([slider, note], layout=w.Layout(align_items='center', flex_flow='row wrap')),
                                w.HBox(list(selectors.values()), layout=w.Layout(flex_flow='row wrap')), stack])

@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from ..core.metrics import METRICS
-from .analysis import (PAPER, balanced_score, joint_reduction_ci, joint_wins, headline, compare_to_paper,
+from .analysis import (PAPER, balanced_score, joint_reduction_ci, joint_wins,
+                                         headline, compare_to_paper,
                                  mean_ci, setting_dims, protocol_coord)
-from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP,
+                                           BASELINES, PERSISTENCE, MEAN_FIELD,
                                   ANALOG, trained_protocols, PROTOCOLS, POOLED)
 from .tradeoff import pareto_plot
 from ..core.store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
@@ -34,7 +36,8 @@ __all__ = ['RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'targets_t
 
 # %% ../../nbs/reading/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
-    "'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper found."
+    """'agrees with the paper' if `measured` is what the paper's finding predicts for this run, else what the paper
+    found."""
     return 'agrees with the paper' if measured == expected else f'paper: {paper} — the twin data disagree'
 
 def _on_run(count, n):
@@ -42,7 +45,8 @@ def _on_run(count, n):
     return count * n / PAPER['n_settings']
 
 def _of_paper(count):
-    "A count (or per-metric counts) of the paper's settings in words: 'all 8' or '6 of 8' ('all of them' or '8/8/6 of 8')."
+    """A count (or per-metric counts) of the paper's settings in words: 'all 8' or '6 of 8' ('all of them' or '8/8/6 of
+    8')."""
     N = PAPER['n_settings']
     if isinstance(count, dict):
         return 'all of them' if all(v == N for v in count.values()) else '/'.join(map(str, count.values())) + f' of {N}'
@@ -53,7 +57,8 @@ def _pct(r):
     return f"{r['min']:.1f} to {r['max']:.1f} %" + (f" (mean {r['mean']:.1f} %)" if 'mean' in r else '')
 
 def _refs(df:pd.DataFrame) -> pd.DataFrame:
-    "Reference baselines and the two-model pair marked '(ref.)' in a `protocol` index level and in protocol-named columns."
+    """Reference baselines and the two-model pair marked '(ref.)' in a `protocol` index level and in protocol-named
+    columns."""
     lab = lambda p: f'{p} (ref.)' if p in BASELINES or p == TWO_MODEL else p
     if 'protocol' in df.index.names:
         df = df.rename(index=lab, level='protocol') if df.index.nlevels > 1 else df.rename(index=lab)
@@ -65,14 +70,15 @@ def targets_text(res:xr.Dataset) -> str:
     s = f'Seeds: {seed}.' if seed else 'Seeds: what a seed varies is not recorded in this run.'
     t = res.attrs.get('exp_target')
     by = json.loads(res.attrs.get('exp_target_by_system', '{}') or '{}')
-    floor = ("`exp floor` is the measurement's own error against the truth over the same windows, frames and points: an error "
-             "against the measured data cannot resolve differences below it")
+    floor = ("`exp floor` is the measurement's own error against the truth over the same windows, frames and "
+             "points: an error against the measured data cannot resolve differences below it")
     if t == 'truth':
-        e = ("Exp is scored against the hidden truth of the fields the experiment measures, at the points it measures (not "
-             f"against the noisy measurement); the per-domain tables show beside it `exp vs measured` (against the measured data); {floor}.")
+        e = ("Exp is scored against the hidden truth of the fields the experiment measures, at the points it "
+             "measures (not against the noisy measurement); the per-domain tables show beside it `exp vs measured` "
+             f"(against the measured data); {floor}.")
     elif t == 'measured':
-        e = ("Exp is scored against the measured data (these data have no hidden truth): its errors include the measurement's "
-             "own, and no noise floor is known.")
+        e = ("Exp is scored against the measured data (these data have no hidden truth): its errors include the "
+             "measurement's own, and no noise floor is known.")
     elif t == 'mixed':
         e = ('Exp is scored against the hidden truth where the data have one, else against the measured data ('
              + ', '.join(f'{k}: {v}' for k, v in by.items()) + f'); {floor}.')
@@ -92,7 +98,8 @@ def units_text(res:xr.Dataset) -> str:
 
 # %% ../../nbs/reading/55_report.ipynb #8fc773f8
 def _hidden_refs(df:pd.DataFrame) -> pd.DataFrame:
-    "The baseline columns of a hidden-field table as one `sim training mean (ref.)` column when they agree (each predicts the sim mean of a field its exp inputs lack)."
+    """The baseline columns of a hidden-field table as one `sim training mean (ref.)` column when they agree (each
+    predicts the sim mean of a field its exp inputs lack)."""
     refs = [p for p in BASELINES if p in df.columns]
     if not refs: return df
     vals = [df[p].to_numpy(float) for p in refs]
@@ -108,11 +115,15 @@ def _figures(res:xr.Dataset) -> list:
     pair = JOINT in protos and len(_specialists(score)) >= 2
     shown = with_two_model_pair(res)['score'] if pair else score  # the pair beside the single models
     big = shown.sizes['protocol'] > 6  # many protocols: wider panels, so the labels and the legend keep their room
-    out = [('pareto_rmse', 'Sim error vs exp error per protocol and the two-model pair, seed means with 95 % seed intervals, iso-λ lines (grey ×: reference baselines)',
+    out = [('pareto_rmse',
+            'Sim error vs exp error per protocol and the two-model pair, seed means with 95 % seed intervals, iso-λ '
+            'lines (grey ×: reference baselines)',
             lambda: pareto_plot(shown, 'rmse', lams=(0.2, 0.5, 0.8), fontsize=10,
                                 **(dict(panel_size=(6.4, 4.8), log='auto', ncols=1) if big else dict(panel_size=(3.6, 3.1), ncols=2))))]
     if 'curve_val' in res and 'curve_step' in res:
-        out.append(('learning_curves', 'Validation loss over training, one panel per objective (sim, exp, both), each phase from its own start (one line per seed; Sim→Exp dashed; ▸ = stopped by the update cap)',
+        out.append(('learning_curves',
+                'Validation loss over training, one panel per objective (sim, exp, both), each phase from its own '
+                'start (one line per seed; Sim→Exp dashed; ▸ = stopped by the update cap)',
                     lambda: learning_curves(res, **(dict(panel_size=(6.4, 4.0)) if big else {}))))
     if score.sizes.get('exp_trajs', 1) > 1:
         out.append(('error_vs_n', 'Held-out error against the number of experimental training trajectories',
@@ -124,7 +135,8 @@ def _figures(res:xr.Dataset) -> list:
     return out
 
 def _flags(res:xr.Dataset) -> list:
-    "The FLAGS section's lines: per check its heading, then its table, why it was not checked, or that nothing was flagged."
+    """The FLAGS section's lines: per check its heading, then its table, why it was not checked, or that nothing was
+    flagged."""
     score = res['score']
     have = set(map(str, score.protocol.values))
     checks = [  # (heading, flagged rows, why not checked or None, what an empty table means)
@@ -132,9 +144,9 @@ def _flags(res:xr.Dataset) -> list:
          'sim_only: sim; exp_only and sim_to_exp: exp; joint: both):', persistence_flags(score),
          None if PERSISTENCE in have else 'this run has no persistence baseline',
          'every trained protocol beats persistence where it trains'),
-        ('**Trained protocols that do not beat analog** on a domain they train on (analog: the frames that followed the '
-         'nearest training window of the same domain; a model that does not beat it has learnt no more than a lookup of its '
-         'training data; seed-mean error, all fields):', baseline_flags(score, ANALOG),
+        ('**Trained protocols that do not beat analog** on a domain they train on (analog: the frames that '
+         'followed the nearest training window of the same domain; a model that does not beat it has learnt no more '
+         'than a lookup of its training data; seed-mean error, all fields):', baseline_flags(score, ANALOG),
          None if ANALOG in have else 'this run has no analog baseline',
          'every trained protocol beats analog where it trains'),
         ('**Protocols worse than persistence or mean field on a domain they did not train on** (seed-mean error, all '
@@ -170,7 +182,8 @@ def _seeds_text(score:xr.DataArray) -> str:
 
 # %% ../../nbs/reading/55_report.ipynb #op1
 def _said(counts:pd.Series, n:int, q:str) -> str:
-    "How one alternative fares against Joint on quantity `q`, in words: where Joint is clearly lower, clearly higher, neither."
+    """How one alternative fares against Joint on quantity `q`, in words: where Joint is clearly lower, clearly higher,
+    neither."""
     b, w = int(counts[f'{q}: Joint better']), int(counts[f'{q}: Joint worse'])
     if b == n: return f'clearly lower in all {n} settings'
     if w == n: return f'clearly higher in all {n} settings'
@@ -179,24 +192,27 @@ def _said(counts:pd.Series, n:int, q:str) -> str:
                                   f'no clear difference in {n - b - w}' if n - b - w else '') if s) + f' of {n} settings'
 
 def _margin_cell(r, q:str) -> str:
-    "'+6.6 [2.1, 11.0]' (Joint's paired % margin and its interval, where there is one), bold where the verdict is clear."
+    """'+6.6 [2.1, 11.0]' (Joint's paired % margin and its interval, where there is one), bold where the verdict is
+    clear."""
     if not np.isfinite(r[f'{q} %']): return '–'
     lo, hi = r[f'{q} lo'], r[f'{q} hi']
     s = f"{r[f'{q} %']:+.1f}" + (f" [{lo:.1f}, {hi:.1f}]" if np.isfinite(lo) and np.isfinite(hi) else '')
     return f'**{s}**' if r[f'{q} verdict'] in ('better', 'worse') else s
 
 def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:str='rmse', level:float=0.95) -> list:
-    "The report's first screen: the finding in words, the settings every row shares, the headline table, the figure, where the detail is."
+    """The report's first screen: the finding in words, the settings every row shares, the headline table, the figure,
+    where the detail is."""
     protos = list(map(str, res.protocol.values))
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     run_s = (timing or {}).get('_run_s')
     wall = '' if run_s is None else f"; wall time of the grid {run_s / 60:.0f} min" if run_s >= 120 else f"; wall time of the grid {run_s:.0f} s"
-    shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset {cfg.get('size', '?')}, "
-              f"at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, {cfg.get('horizon', '?')}-frame rollouts{wall}")
+    shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset "
+              f"{cfg.get('size', '?')}, at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, "
+              f"{cfg.get('horizon', '?')}-frame rollouts{wall}")
     L = ['# Sim+Real on the twin systems', '']
     if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos):
-        return L + [f"Protocols: {', '.join(trained_protocols(protos))}. No Joint with an alternative to compare it with: the "
-                    "sections below give each protocol's errors.", '', shared + '.', '']
+        return L + [f"Protocols: {', '.join(trained_protocols(protos))}. No Joint with an alternative to compare it "
+                    "with: the sections below give each protocol's errors.", '', shared + '.', '']
     t = strongest_alternatives(res, lam, metric, level)
     counts, q = alternative_counts(t), f'b{metric}@{lam:g}'
     n = len(t.index.droplevel('against').unique())
@@ -212,14 +228,17 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     if len(lead) > 1: m, h = m.reorder_levels(lead), h.reorder_levels(lead)
     cols = {f"Joint {name}": [_pm(m.loc[k], h.loc[k]) for k in t.index.droplevel('against').unique()]}
     for a in counts.index:
-        cols[f"vs {a if a != POOLED else 'pooled'} %"] = [_margin_cell(r, q) for _, r in t.xs(a, level='against').iterrows()]
+        cols["vs "
+             f"{a if a != POOLED else 'pooled'} %"] = [_margin_cell(r, q) for _, r in t.xs(a, level='against').iterrows()]
     table = pd.DataFrame(cols, index=t.index.droplevel('against').unique())
     table, said = _drop_constant_levels(table)
-    L += [f"{shared}; {', '.join(said)} throughout. Joint's {name} (mean ± {level * 100:.0f} % half-width over seeds) and its "
-          "paired margin over each alternative (% lower error, geometric mean over seeds [interval]; bold: clear):", '',
+    L += [f"{shared}; {', '.join(said)} throughout. Joint's {name} (mean ± {level * 100:.0f} % half-width over "
+          "seeds) and its paired margin over each alternative (% lower error, geometric mean over seeds [interval]; "
+          "bold: clear):", '',
           md_table(table), '', '![Sim error against exp error per protocol](figures/pareto_rmse.png)', '',
-          'Detail below: the same margins on exp, resolution, extrapolation, data quantity, tuning, the paper\'s statistics, '
-          'every protocol per metric, exposure controls, figures; the meaning of every column at the end.', '']
+          'Detail below: the same margins on exp, resolution, extrapolation, data quantity, tuning, the paper\'s '
+          'statistics, every protocol per metric, exposure controls, figures; the meaning of every column '
+          'at the end.', '']
     return L
 
 # %% ../../nbs/reading/55_report.ipynb #531bf553
@@ -227,7 +246,8 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     "The markdown report of a results Dataset (with the physics checks of a `physics.json`, when given)."
     score = res['score']
     protos = [str(p) for p in score.protocol.values]
-    paper = JOINT in protocol_coord(score, 'family').values() and any(p in NON_JOINT for p in protos)  # the paper's statistics apply
+    # the paper's statistics apply
+    paper = JOINT in protocol_coord(score, 'family').values() and any(p in NON_JOINT for p in protos)
     h = headline(score) if paper else dict(n_settings=int(np.prod([score.sizes[d] for d in setting_dims(score)])))
     n, seeds = h['n_settings'], score.sizes.get('seed', 1)
     refs = [p for p in protos if p in BASELINES]
@@ -252,37 +272,50 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
           + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and seeds_text == str(seeds) else
              f'Tables show the mean ± the 95 % confidence half-width (Student t) over the seeds each cell has (up to {seeds}). ' if seeds > 1 else
              'One seed: no confidence intervals. ')
-          + 'The paper\'s comparison of Joint with the best of Sim-only, Exp-only and Sim→Exp is counted two ways: by seed '
-          'mean (the paper\'s rule: lower seed-mean bM than every one of them) and clear (Joint\'s paired 95 % interval '
-          'against every one of them excludes zero, at least two seeds); only a clear win is a win. '
+          + 'The paper\'s comparison of Joint with the best of Sim-only, Exp-only and Sim→Exp is counted two '
+            'ways: by seed '
+          'mean (the paper\'s rule: lower seed-mean bM than every one of them) and clear (Joint\'s paired 95 '
+          '% interval against every one of them excludes zero, at least two seeds); only a clear win is a win. '
           + ('Rows marked (ref.) are reference baselines (persistence: the last input frame repeated; mean_field: the '
-             'training set\'s time-mean field; analog: the frames that followed the nearest training window of the same '
-             'domain), scored like the protocols; they are never the best non-joint protocol and never count as winners.'
+             'training set\'s time-mean field; analog: the frames that followed the nearest training window '
+             'of the same domain), scored like the protocols; they are never the best non-joint protocol and never '
+             'count as winners.'
              if refs else ''), '']
     if pair:
-        L += ['Rows and columns marked `two-model pair (ref.)` are two models instead of one: the best sim specialist scored on '
-              'sim with the best exp specialist scored on exp, bM(λ) = λ·M_sim(best sim model) + (1−λ)·M_exp(best exp model). '
-              'Per setting, seed and metric, the sim model is the trained protocol outside Joint\'s family ('
-              + ', '.join(_specialists(score)) + ') with the lowest held-out sim error, the exp model the one with the lowest '
-              'held-out exp error (all fields). It is chosen on the test scores themselves, which favours it; a reference, '
-              'never the best non-joint protocol and never counted as a winner. Its choice by RMSE (seeds in brackets):', '',
+        L += ['Rows and columns marked `two-model pair (ref.)` are two models instead of one: the best sim specialist '
+              'scored on sim with the best exp specialist scored on exp, bM(λ) = λ·M_sim(best sim model) + '
+              '(1−λ)·M_exp(best exp model). Per setting, seed and metric, the sim model is the trained protocol '
+              'outside Joint\'s family ('
+              + ', '.join(_specialists(score)) + ') with the lowest held-out sim error, the exp model the one with '
+                                                 'the lowest '
+              'held-out exp error (all fields). It is chosen on the test scores themselves, which favours it; a '
+              'reference, never the best non-joint protocol and never counted as a winner. Its choice by RMSE (seeds '
+              'in brackets):', '',
               md_table(pair_choices(score)), '']
     L += _flags(res)
     if {SIM_ONLY, EXP_ONLY} <= set(protos) and {'u', 'v'} <= set(map(str, score.field.values)):
-        L += ['## The gap between the domains', '', "How much worse a model is on the domain it did not train on: r_exp = "
-              "Sim-only's exp error / Exp-only's exp error, r_sim = Exp-only's sim error / Sim-only's sim error (RMSE of u "
-              "and v, the fields both domains measure). The benchmark's target is ≥ 1.5 both ways.", '', md_table(gap_table(score)), '']
-    if not paper: L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are not computed.', '']
+        L += ['## The gap between the domains', '',
+              "How much worse a model is on the domain it did not train on: r_exp = "
+              "Sim-only's exp error / Exp-only's exp error, r_sim = Exp-only's sim error / Sim-only's sim error "
+              "(RMSE of u and v, the fields both domains measure). The benchmark's target is ≥ 1.5 both ways.", '',
+              md_table(gap_table(score)), '']
+    if not paper:
+        L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are '
+              'not computed.', '']
     if paper: L += _paper_lines(score, h, n)
     truth = res.attrs.get('exp_target') in ('truth', 'mixed') and 'noise_floor' in res and bool(res['noise_floor'].notnull().any())
     side = dict(measured=resP.get('score_measured'), floor=resP['noise_floor']) if truth else {}
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
-        L += [f'## {name} per domain and b{name} at λ = 0.5', '', md_table(_refs(domain_table(resP['score'], m, **side))), '']
-    if paper: L += ["## The paper's comparison: Joint vs the best of Sim-only, Exp-only and Sim→Exp (λ = 0.5)", '', md_table(_refs(reduction_table(resP['score']))), '']
+        L += [f'## {name} per domain and b{name} at λ = 0.5', '',
+              md_table(_refs(domain_table(resP['score'], m, **side))), '']
+    if paper:
+        L += ["## The paper's comparison: Joint vs the best of Sim-only, Exp-only and Sim→Exp (λ = 0.5)", '',
+              md_table(_refs(reduction_table(resP['score']))), '']
     if {SIM_ONLY, SIM_TO_EXP} <= set(protos):
         L += ['## Forgetting: held-out sim RMSE', '', md_table(forgetting_table(score)), '']
     if SIM_TO_EXP in protos and 'field' in score.dims and 'p' in score.field.values:
-        L += ['## Pressure (a simulation-only field): held-out sim RMSE', '', md_table(_refs(pressure_table(score))), '']
+        L += ['## Pressure (a simulation-only field): held-out sim RMSE', '',
+              md_table(_refs(pressure_table(score))), '']
     if paper: L += ['## Win counts of Joint over (setting × metric) per λ', '', md_table(wins_table(score)), '']
     L += exposure_lines(res)
     return _report_rest(res, score, protos, seeds, L, physics, resP)
@@ -291,16 +324,18 @@ def _paper_lines(score, h, n):
     "The section comparing the run's headline statistics with the paper's."
     L = ['## The paper\'s findings, measured here', '', md_table(compare_to_paper(score)), '']
     jb, pjb = h['joint_best_at_0_5'], PAPER['joint_best_at_0_5']
-    L += [f"- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in {jb.get('rmse')}/{jb.get('rel_l2')}/{jb.get('frmse')} "
-          f"of {n} settings by seed mean ({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))})."]
+    L += ["- Joint has the lowest bRMSE / bRelL2 / bfRMSE at λ = 0.5 in "
+          f"{jb.get('rmse')}/{jb.get('rel_l2')}/{jb.get('frmse')} of {n} settings by seed mean "
+          f"({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))})."]
     jr = h['joint_best_at_0_5_clear']
     L += [f"- Clear (the paired 95 % interval excludes zero): {jr.get('rmse')}/{jr.get('rel_l2')}/{jr.get('frmse')} of {n} settings." if jr is not None else
           '- Clear: not counted (one seed).']
-    L += [f"- Joint's bRMSE reduction vs the best non-joint protocol (paired by seed; the paper's statistic, whose best "
-          f"non-joint protocol may be Sim-only, a model that never saw an experiment): {_pct(h['brmse_reduction_pct'])}; "
-          f"paper: {_pct(PAPER['brmse_reduction_pct'])}."]
+    L += ["- Joint's bRMSE reduction vs the best non-joint protocol (paired by seed; the paper's statistic, "
+          "whose best non-joint protocol may be Sim-only, a model that never saw an experiment): "
+          f"{_pct(h['brmse_reduction_pct'])}; paper: {_pct(PAPER['brmse_reduction_pct'])}."]
     if h['sim_to_exp_forgets'] is not None:
-        L += [f"- Sim→Exp forgets (higher held-out sim RMSE than Sim-only) in {h['sim_to_exp_forgets']} of {n} settings "
+        L += [f"- Sim→Exp forgets (higher held-out sim RMSE than Sim-only) in {h['sim_to_exp_forgets']} of "
+              f"{n} settings "
               f"({_agree(h['sim_to_exp_forgets'], _on_run(PAPER['sim_to_exp_forgets'], n), _of_paper(PAPER['sim_to_exp_forgets']))})."]
     if h['pressure_reduction_pct']:
         L += [f"- Joint vs Sim→Exp, sim pressure RMSE: {_pct(h['pressure_reduction_pct'])} reduction; "
@@ -309,34 +344,40 @@ def _paper_lines(score, h, n):
 
 # %% ../../nbs/reading/55_report.ipynb #c595f02f
 def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
-    "The sections after the paper's statistics (the bM tables from `resP`, `res` with the two-model pair): rankings, physical units, N, architectures, conflict, hidden fields, figures."
+    """The sections after the paper's statistics (the bM tables from `resP`, `res` with the two-model pair): rankings,
+    physical units, N, architectures, conflict, hidden fields, figures."""
     resP = res if resP is None else resP
     if JOINT in protos and set(trained_protocols(protos)) - set(NON_JOINT) - {JOINT}:
         L += ['## Every protocol ranked by bRMSE at λ = 0.5', '',
-              'All trained protocols, lowest seed-mean bRMSE(0.5) first; "vs joint %" is the paired reduction against Joint '
-              '(positive: lower error; the geometric mean over seeds of bRMSE/bRMSE_Joint as a % change, "lo"/"hi" its 95 % '
-              'interval from the per-seed log ratios), and the verdict is *better*/*worse* only when the protocol is lower/higher '
-              'than Joint in every seed and that interval excludes zero. sim / sim_only > 1 is forgetting; '
-              '"updates" is what the convergence rule let the cell make.', '', md_table(_refs(ranking_table(resP))), '']
+              'All trained protocols, lowest seed-mean bRMSE(0.5) first; "vs joint %" is the paired reduction '
+              'against Joint (positive: lower error; the geometric mean over seeds of bRMSE/bRMSE_Joint as a % change, '
+              '"lo"/"hi" its 95 % interval from the per-seed log ratios), and the verdict is *better*/*worse* only '
+              'when the protocol is lower/higher than Joint in every seed and that interval excludes zero. sim / '
+              'sim_only > 1 is forgetting; "updates" is what the convergence rule let the cell make.', '',
+              md_table(_refs(ranking_table(resP))), '']
         pooled = pooled_ranking(resP)
         if pooled['settings'].max() > 1:
-            L += ['The same comparison pooled over every (setting, seed) pair where the protocol and Joint were both run '
-                  '(paired change in %, geometric mean and 95 % interval over the pairs; same verdict rule; mean rank over the '
-                  'settings, 1 = lowest):',
+            L += ['The same comparison pooled over every (setting, seed) pair where the protocol and Joint '
+                  'were both run (paired change in %, geometric mean and 95 % interval over the pairs; same verdict '
+                  'rule; mean rank over the settings, 1 = lowest):',
                   '', md_table(_refs(pooled)), '']
         L += ['The pooled change of bM(λ) against Joint at other weights of the two domains (λ = 0.2: exp weighs most; '
               '0.8: sim; same pairs and verdict rule):', '', md_table(_refs(lambda_ranking(resP))), '']
     if 'score_phys' in res:
-        L += ['## RMSE in physical units', '', 'The same rollouts scored in physical units, per measured field. ' + units_line(res), '',
+        L += ['## RMSE in physical units', '',
+              'The same rollouts scored in physical units, per measured field. ' + units_line(res), '',
               md_table(_refs(phys_table(res))), '']
     if 'score_upstream' in res:
-        L += ["## RealPDEBench's other numbers on exp", '', "The same exp rollouts (all measured fields together, nondimensional) "
-              "under the other metrics RealPDEBench reports (`metrics.upstream_scores`; the sim domain's are in results.nc, "
-              "`score_upstream`); NaN where a number is undefined on these windows (a band with no frequency shell).", '',
+        L += ["## RealPDEBench's other numbers on exp", '',
+              "The same exp rollouts (all measured fields together, nondimensional) "
+              "under the other metrics RealPDEBench reports (`metrics.upstream_scores`; the sim domain's are in "
+              "results.nc, `score_upstream`); NaN where a number is undefined on these windows (a band with no "
+              "frequency shell).", '',
               md_table(_refs(upstream_table(res))), '']
     if score.sizes.get('exp_trajs', 1) > 1:
         L += ['## Error against the number of experimental training trajectories', '',
-              'Held-out RMSE (all fields) per protocol and domain, by the number N of experimental training trajectories.', '',
+              'Held-out RMSE (all fields) per protocol and domain, by the number N of experimental training '
+              'trajectories.', '',
               md_table(_refs(error_vs_n(score))), '']
     if score.sizes.get('arch', 1) > 1 and JOINT in protocol_coord(score, 'family').values():
         L += ['## Architectures', '', 'bRMSE at λ = 0.5 per protocol for each architecture.', '',
@@ -345,8 +386,9 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
             sa = score.sel(arch=a, drop=True)
             w, red = joint_wins(sa), joint_reduction_ci(sa).reduction.sel(metric='rmse')
             wr = f", clearly (interval excluding zero) {int(joint_wins(sa, rule='clear').sel(metric='rmse').sum())}" if seeds > 1 else ''
-            L += [f"- {a}: Joint has the lowest bRMSE in {int(w.sel(metric='rmse').sum())} of {int(w.sel(metric='rmse').count())} "
-                  f"settings by seed mean{wr}; mean bRMSE reduction {float(red.mean()):.1f} %."]
+            L += [f"- {a}: Joint has the lowest bRMSE in {int(w.sel(metric='rmse').sum())} of "
+                  f"{int(w.sel(metric='rmse').count())} settings by seed mean{wr}; mean bRMSE reduction "
+                  f"{float(red.mean()):.1f} %."]
         L += ['']
     if 'grad_cos_mean' in res:
         j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p, f in protocol_coord(res, 'family').items() if f == JOINT and p in protos])
@@ -355,17 +397,21 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']
     has_truth = 'truth_score' in res and bool(res['truth_score'].notnull().any())
     if 'truth_score' in res and not has_truth:
-        L += ["## The experiment's hidden fields", '', "These data have no hidden truth (a real experiment never measures "
+        L += ["## The experiment's hidden fields", '',
+              "These data have no hidden truth (a real experiment never measures "
               f"the fields it misses: {', '.join(map(str, res['truth_score'].hidden_field.values)) or 'none'}), so the "
               "protocols' predictions of them cannot be scored against the experiment.", '']
     for f in (res['truth_score'].hidden_field.values if has_truth else ()):
         L += [f"## Beyond the paper: the experiment's hidden true {f}", '',
-              f"Each model is fed the *measured* exp fields and its rollout of {f}, a field only the simulation has, is "
-              f"compared with the {f} the experiment's physics produced before measurement (never used in training); "
-              'nondimensional RMSE. Exp-only never saw it; Sim→Exp and Joint differ in how much simulation knowledge they keep. '
-              f'The reference baselines are fed exp inputs without {f}, so each predicts the sim training mean of {f} (the '
+              f"Each model is fed the *measured* exp fields and its rollout of {f}, a field only the "
+              f"simulation has, is compared with the {f} the experiment's physics produced before measurement (never "
+              "used in training); "
+              'nondimensional RMSE. Exp-only never saw it; Sim→Exp and Joint differ in how much simulation knowledge '
+              f'they keep. The reference baselines are fed exp inputs without {f}, so each predicts the sim training '
+              f'mean of {f} (the '
               "normaliser's mean, one constant): their column is `sim training mean (ref.)`.",
-              '', md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
+              '',
+              md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
     if physics is not None: L += physics_lines(physics)
     L += column_glossary('\n'.join(L), protos, [str(a) for a in res.arch.values] if 'arch' in res.coords else [])
     L += ['## Figures', '']
@@ -374,41 +420,50 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
 
 # %% ../../nbs/reading/55_report.ipynb #c014
 def _read_results(path) -> xr.Dataset:
-    "`results.nc`, loaded; `store.RunFileError` naming it when it is unreadable (truncated, corrupt) or holds no `score`."
+    """`results.nc`, loaded; `store.RunFileError` naming it when it is unreadable (truncated, corrupt) or holds no
+    `score`."""
     try:
         with xr.open_dataset(path, engine='h5netcdf') as d: res = d.load()
     except (FileNotFoundError, PermissionError): raise
     except Exception as e:
         msg = ' '.join(str(e).split())
-        raise RunFileError(f"{path}: not a readable netCDF file, truncated or corrupt ({type(e).__name__}: {msg}); expected the "
+        raise RunFileError(f"{path}: not a readable netCDF file, truncated or corrupt ({type(e).__name__}: {msg}); "
+                           "expected the "
                         "results of `simreal run` (run it again into this folder to rewrite them)") from None
     if 'score' not in res:
         raise RunFileError(f"{path}: a netCDF file without the variable 'score'; expected the results of `simreal run`")
     dims, kind = set(res['score'].dims), res['score'].dtype
     if dims - RESULT_DIMS - RESULT_SETTINGS or RESULT_DIMS - dims or not np.issubdtype(kind, np.floating):
         raise RunFileError(f"{path}: its 'score' has dims {res['score'].dims} of {kind}; expected floats over "
-                           f"{sorted(RESULT_DIMS)} and settings among {sorted(RESULT_SETTINGS)}, as `simreal run` writes them")
+                           f"{sorted(RESULT_DIMS)} and settings among {sorted(RESULT_SETTINGS)}, as `simreal run` "
+                           "writes them")
     return res
 
 RESULT_DIMS = {'protocol', 'seed', 'domain', 'field', 'metric'}  # of `score` in a results.nc, beside its settings
 RESULT_SETTINGS = {'system', 'capacity', 'arch', 'exp_trajs', 'group'}  # the settings dims a run's `score` may have
 
 # %% ../../nbs/reading/55_report.ipynb #54f440bf
-SCORE_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'hidden_field', 'band', 'mode')  # besides the setting dims
+# besides the setting dims
+SCORE_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'hidden_field', 'band', 'mode')
 
 def compact_scores(res:xr.Dataset) -> xr.Dataset:
-    "The per-cell numbers of `res` without its curves, example frames and per-lead errors: what a run's tables, the tutorial and the λ inspector read (`scores.nc`)."
+    """The per-cell numbers of `res` without its curves, example frames and per-lead errors: what a run's tables, the
+    tutorial and the λ inspector read (`scores.nc`)."""
     keep = set(setting_dims(res['score'])) | set(SCORE_DIMS)
     return res[[v for v in res.data_vars if set(res[v].dims) <= keep]]
 
 def write_report(run_dir, verbose:bool=False) -> Path:
-    "Rebuild `report.md`, `figures/` and `scores.nc` (`compact_scores`) of `run_dir` from its `results.nc` (and `physics.json` where there is one); return the report's path."
+    """Rebuild `report.md`, `figures/` and `scores.nc` (`compact_scores`) of `run_dir` from its `results.nc` (and
+    `physics.json` where there is one); return the report's path."""
     run_dir = Path(run_dir)
-    if not (run_dir / 'results.nc').exists(): raise FileNotFoundError(f"{run_dir / 'results.nc'} not found: is {run_dir} a run directory?")
+    if not (run_dir / 'results.nc').exists():
+        raise FileNotFoundError(f"{run_dir / 'results.nc'} not found: is {run_dir} a run directory?")
     res = _read_results(run_dir / 'results.nc')
     tfile = run_dir / 'timing.json'
     if tfile.exists():
-        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: the report then leaves out the wall time)", TIMING_TYPES)
+        timing = read_json(tfile,
+                "the timing.json that `simreal run` writes (delete it: the report then leaves out the "
+                "wall time)", TIMING_TYPES)
     else: timing = None
     for name, _, make in _figures(res):
         fig = make()
@@ -424,83 +479,106 @@ def write_report(run_dir, verbose:bool=False) -> Path:
 
 # %% ../../nbs/reading/55_report.ipynb #a36ebbee
 COLUMNS = {  # report column -> what it holds, one phrase
-    'system': 'the twin system (or imported data set)', 'capacity': 'the model size', 'arch': 'the network architecture',
+    'system': 'the twin system (or imported data set)', 'capacity': 'the model size',
+           'arch': 'the network architecture',
     'exp_trajs': 'experimental trajectories the protocols train on',
     'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, outside every training parameter; `remain`: published test windows on training trajectories, at held-out frames (RealPDEBench\'s test_mode seen)',
     'protocol': 'the training protocol; (ref.) marks a reference baseline, which trains nothing',
-    'domain': 'the held-out domain scored', 'metric': 'the error measure: rmse, rel_l2 (relative L2) or frmse (Fourier-space RMSE)',
+    'domain': 'the held-out domain scored',
+           'metric': 'the error measure: rmse, rel_l2 (relative L2) or frmse (Fourier-space RMSE)',
     'seed': 'the replicate (data realisation and initialisation)',
     'sim': 'error on the held-out simulation trajectories',
     'exp': 'error on the held-out experimental trajectories, against the hidden truth of the measured fields at the measured points where the data have one (else against the measurement)',
     'exp vs measured': 'the same exp rollouts scored against the noisy measurement',
     'exp floor': "the measurement's own error against the truth over the same windows, frames and points: no error against the measurement can resolve differences below it",
     'error': "the protocol's seed-mean error", 'measured': 'the value this run measured', 'paper': "the paper's value",
-    'every seed': 'the count when every seed must agree (not only the seed mean)', 'statistic': "the paper's headline statistic",
+    'every seed': 'the count when every seed must agree (not only the seed mean)',
+           'statistic': "the paper's headline statistic",
     'clear': "the count of cells where Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
     'wins (clear)': "whether Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
     'against': "the alternative Joint is compared with (best single exp-seeing model, two-model pair, pooled)",
     'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's window: margin against the block-mean truth minus margin against the window truth",
-    'floor (block)': "the measurement's own error against the block-mean truth", 'floor (window)': "the measurement's own error against the truth at its window",
-    'family': 'a tuned protocol family (its controls and variants train with its settings)', 'lr': 'the peak learning rate it trains with',
+    'floor (block)': "the measurement's own error against the block-mean truth",
+           'floor (window)': "the measurement's own error against the truth at its window",
+    'family': 'a tuned protocol family (its controls and variants train with its settings)',
+           'lr': 'the peak learning rate it trains with',
     'tuned as': 'a protocol family, or a protocol tuned on its own (a beyond-Joint variant), whose tuned settings the row gives',
     'fine-tune scale': "Sim→Exp's fine-tune learning rate as a fraction of its learning rate",
-    'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group', 'out_dist': 'its error on the out_dist test group',
+    'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group',
+           'out_dist': 'its error on the out_dist test group',
     'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: out_dist harder)',
     'out_dist harder': 'yes only when out_dist is harder in every seed and the 95 % interval excludes zero',
     'min': "the nearest of the group's trajectories to training (parameter distance, in units of the training range)",
     'mean': "the mean over the group's trajectories", 'max': "the farthest of the group's trajectories",
-    'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp', 'which': 'the protocol that had it',
+    'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp',
+           'which': 'the protocol that had it',
     'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed (positive: Joint lower)",
-    'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean', 'wins (every seed)': 'whether it has in every seed',
-    'lam': 'λ, the weight of the sim error in bM(λ)', 'joint wins': '(setting × metric) comparisons Joint wins at that λ', 'of': 'comparisons made',
-    'updates': 'updates the cell made under the convergence rule (the seed mean where the table has no seed column)', 'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
+    'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean',
+           'wins (every seed)': 'whether it has in every seed',
+    'lam': 'λ, the weight of the sim error in bM(λ)',
+           'joint wins': '(setting × metric) comparisons Joint wins at that λ', 'of': 'comparisons made',
+    'updates': 'updates the cell made under the convergence rule (the seed mean where the table has no seed column)',
+           'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
     'mean cos(g_sim, g_exp)': 'mean cosine between the sim and the exp gradient of the shared weights during Joint',
     'fraction g_sim·g_exp < 0': 'fraction of logged updates in which the two gradients conflict',
     'sim training mean (ref.)': "what every reference baseline predicts for a field its exp inputs lack: the normaliser's sim training mean",
     'two-model pair (ref.)': 'the best sim specialist scored on sim with the best exp specialist scored on exp: two models, not one',
-    'sim model': 'the protocol the two-model pair takes its sim model from', 'exp model': 'the protocol it takes its exp model from',
+    'sim model': 'the protocol the two-model pair takes its sim model from',
+           'exp model': 'the protocol it takes its exp model from',
     'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
     'r_exp': 'Sim-only / Exp-only error on exp: how much worse the simulation-trained model is on the experiment',
-    'r_sim': 'Exp-only / Sim-only error on sim', 'sim / sim_only': "sim error relative to Sim-only's (above 1: forgetting)",
+    'r_sim': 'Exp-only / Sim-only error on sim',
+           'sim / sim_only': "sim error relative to Sim-only's (above 1: forgetting)",
     'hidden exp p': "error on the experiment's hidden true pressure",
     'joint vs sim_to_exp %': "Joint's reduction of the sim pressure error against Sim→Exp's, paired by seed (positive: Joint lower)", 'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
     'vs joint %': 'paired change of bRMSE(0.5) against Joint, geometric mean over seeds (positive: lower error)',
     'joint margin %': "Joint's paired exp-error margin over the protocol (positive: Joint lower)",
-    'pairs lower': '(setting, seed) pairs in which the protocol is lower than Joint, of all pairs', 'mean rank': 'mean rank over the settings (1 = lowest)',
+    'pairs lower': '(setting, seed) pairs in which the protocol is lower than Joint, of all pairs',
+           'mean rank': 'mean rank over the settings (1 = lowest)',
     'settings': 'settings pooled', 'seeds': 'seeds run',
     'div_ratio_sim': "rms divergence of the sim rollout over the data's", 'div_ratio_exp': "the same on exp",
-    'divergence': 'divergence check verdict', 'causal_ahead': 'whether the rollout runs ahead of its inputs', 'causal_delay': 'the delay found',
-    'causality': 'causality check verdict', 'extreme_ratio': 'largest extreme-value ratio of the rollout to the data', 'extreme': 'extremes check verdict',
+    'divergence': 'divergence check verdict', 'causal_ahead': 'whether the rollout runs ahead of its inputs',
+           'causal_delay': 'the delay found',
+    'causality': 'causality check verdict', 'extreme_ratio': 'largest extreme-value ratio of the rollout to the data',
+           'extreme': 'extremes check verdict',
     'energy_ratio': "rollout kinetic energy over the data's", 'energy': 'energy check verdict',
-    'mae': 'mean absolute error', 'r2': "R², RealPDEBench's convention (the reference mean over the samples at each point and frame; 1 is perfect)",
+    'mae': 'mean absolute error',
+           'r2': "R², RealPDEBench's convention (the reference mean over the samples at each point and frame; 1 is perfect)",
     'ke_error': 'mean |K_pred - K_true| of the fluctuation energy K = (var_t u + var_t v) / 2 per window and point',
     'freq_error': "RealPDEBench's FE: the mean modulus of the time spectrum of the domain-summed error",
-    'frmse_rel_low': "fRMSE over the target's own spectrum, low band", 'frmse_rel_mid': 'the same, middle band', 'frmse_rel_high': 'the same, high band',
+    'frmse_rel_low': "fRMSE over the target's own spectrum, low band", 'frmse_rel_mid': 'the same, middle band',
+           'frmse_rel_high': 'the same, high band',
 }
 
 def column_meaning(name:str, protocols=(), archs=()) -> str|None:
-    "What the report column `name` holds (None: unexplained); `protocols` and `archs` are the run's protocol (and baseline) and architecture names."
+    """What the report column `name` holds (None: unexplained); `protocols` and `archs` are the run's protocol (and
+    baseline) and architecture names."""
     import re
     if name in COLUMNS: return COLUMNS[name]
     if name.endswith(' ±'): return f"the 95 % confidence half-width of `{name[:-2]}` over the seeds"
     m = re.fullmatch(r'(.+?) (lo|hi)', name)
-    of = m and next((b for b in (m[1], m[1] + ' %') if column_meaning(b, protocols, archs)), None)  # 'vs joint % lo', 'λ=0.2 lo'
+    # 'vs joint % lo', 'λ=0.2 lo'
+    of = m and next((b for b in (m[1], m[1] + ' %') if column_meaning(b, protocols, archs)), None)
     if of: return f"the {'lower' if m[2] == 'lo' else 'upper'} end of the 95 % interval of `{of}`"
     m = re.fullmatch(r'b@([0-9.]+)|brmse@([0-9.]+)', name)
     if m: return f"the balanced error bM(λ) = λ·sim + (1−λ)·exp at λ = {m[1] or m[2]}"
     m = re.fullmatch(r'(exp|b\w+@[0-9.]+) (%|verdict)', name)
-    if m: return (f"Joint's paired margin over the alternative on {m[1]}, geometric mean over seeds (positive: Joint lower)" if m[2] == '%'
-                  else f"verdict on Joint's margin on {m[1]}: better/worse only when every seed agrees and the 95 % interval excludes zero")
+    if m:
+        return (f"Joint's paired margin over the alternative on {m[1]}, geometric mean over seeds (positive: Joint lower)" if m[2] == '%'
+                else f"verdict on Joint's margin on {m[1]}: better/worse only when every seed agrees and the 95 % interval excludes zero")
     m = re.fullmatch(r'exp (%|lo|hi) \((block|window) truth\)', name)
-    if m: return (f"Joint's paired exp margin against the {'block-mean' if m[2] == 'block' else 'measurement-window'} truth"
-                  + ('' if m[1] == '%' else f", the {'lower' if m[1] == 'lo' else 'upper'} end of its 95 % interval"))
+    if m:
+        return ("Joint's paired exp margin against the "
+                f"{'block-mean' if m[2] == 'block' else 'measurement-window'} truth"
+                + ('' if m[1] == '%' else f", the {'lower' if m[1] == 'lo' else 'upper'} end of its 95 % interval"))
     m = re.fullmatch(r'(exp|b\w+@[0-9.]+): (Joint better|Joint worse|no clear difference)', name)
     if m: return f"settings where, on {m[1]}, the verdict is: {m[2]}"
     m = re.fullmatch(r'Joint b(\w+)\(λ = ([0-9.]+)\)', name)
     if m: return f"Joint's balanced error b{m[1]}(λ = {m[2]}), mean ± 95 % half-width over the seeds"
     m = re.fullmatch(r'vs (.+) %', name)
-    if m and not m[1].startswith(('sim', 'joint')): return (f"Joint's paired margin over the {m[1]} on the balanced error (% lower, geometric mean over "
-                                                             "seeds) with its 95 % interval; bold where every seed agrees and the interval excludes zero")
+    if m and not m[1].startswith(('sim', 'joint')):
+        return (f"Joint's paired margin over the {m[1]} on the balanced error (% lower, geometric mean over "
+                 "seeds) with its 95 % interval; bold where every seed agrees and the interval excludes zero")
     m = re.fullmatch(r'λ=([0-9.]+) (%|verdict)', name)
     if m: return f"{'paired change of bM' if m[2] == '%' else 'verdict on the change of bM'}(λ = {m[1]}) against Joint"
     m = re.fullmatch(r'(sim|exp) (\w+)', name)
@@ -512,7 +590,8 @@ def column_meaning(name:str, protocols=(), archs=()) -> str|None:
     m = re.fullmatch(r'≥ ([0-9.]+) both', name)
     if m: return f"whether r_exp and r_sim both reach {m[1]}"
     base = name.removesuffix(' (ref.)')
-    if base in protocols or base in BASELINES or base in PROTOCOLS: return f"the error of `{base}`" + (' (a reference baseline)' if base in BASELINES else '')
+    if base in protocols or base in BASELINES or base in PROTOCOLS:
+        return f"the error of `{base}`" + (' (a reference baseline)' if base in BASELINES else '')
     return None
 
 # %% ../../nbs/reading/55_report.ipynb #tc1
@@ -528,5 +607,6 @@ def table_columns(text:str) -> list:
 def column_glossary(text:str, protocols=(), archs=()) -> list:
     "The report's *Columns* section: one line per column name of `text`'s tables."
     L = ['## Columns', '']
-    for c in table_columns(text): L.append(f"- `{c}`: {column_meaning(c, protocols, archs) or '(not explained: please report it)'}")
+    for c in table_columns(text):
+        L.append(f"- `{c}`: {column_meaning(c, protocols, archs) or '(not explained: please report it)'}")
     return L + ['']

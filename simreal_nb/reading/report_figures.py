@@ -11,7 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator
 from .analysis import mean_ci, select_view, train_domains, protocol_coord
-from ..training.protocols import (SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, trained_protocols, EXPOSURE_CONTROLS,
+from ..training.protocols import (SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
+                                           trained_protocols, EXPOSURE_CONTROLS,
                                   POOLED, QUANTITY_CONTROLS)
 from .tradeoff import protocol_colors
 from .report_tables import units_of
@@ -26,7 +27,8 @@ def _extra(da, keep):
     return da.isel({d: 0 for d in da.dims if d not in keep}, drop=True)
 
 def _trim(a:np.ndarray, like:np.ndarray|None=None) -> np.ndarray:
-    "`a` [H, W] without the rows and columns where `like` (default `a`) holds no finite value (outside the measured window)."
+    """`a` [H, W] without the rows and columns where `like` (default `a`) holds no finite value (outside the measured
+    window)."""
     m = np.isfinite(a if like is None else like)
     return a[m.any(1)][:, m.any(0)] if m.any() else a
 
@@ -42,7 +44,9 @@ def rollout_figure(res:xr.Dataset,
                    capacity:str|None=None, seed=None,  # None: the first capacity; the first seed with examples
                    protocols=None,  # None: every trained protocol the run stored an example of
                    dpi:int=100) -> Figure:
-    "One system's last rollout frame of sim u, sim p and exp u: the truth (exp: the hidden truth and the measurement) and every protocol's prediction, each with its error map beneath; panels at the grid's aspect ratio, a sequential colour map for one-signed fields; seed, test group and time in the title."
+    """One system's last rollout frame of sim u, sim p and exp u: the truth (exp: the hidden truth and the measurement)
+    and every protocol's prediction, each with its error map beneath; panels at the grid's aspect ratio, a sequential
+    colour map for one-signed fields; seed, test group and time in the title."""
     ex = _extra(res['example'], ('system', 'capacity', 'protocol', 'seed', 'domain', 'field', 'kind', 'ey', 'ex'))
     system, cap = system or str(res.system.values[0]), capacity or str(res.capacity.values[0])
     e = ex.sel(system=system, capacity=cap)
@@ -68,7 +72,8 @@ def rollout_figure(res:xr.Dataset,
         raw = q.sel(protocol=protocols[0] if protocols else q.protocol.values[0], kind='true').values
         truth = _trim(raw)
         imgs = [(0, ('true (hidden)' if d == 'exp' and measured else 'true'), truth)]
-        if d == 'exp' and measured: imgs.append((1, 'measured', _trim(q.sel(protocol=protocols[0], kind='measured').values, raw)))
+        if d == 'exp' and measured:
+            imgs.append((1, 'measured', _trim(q.sel(protocol=protocols[0], kind='measured').values, raw)))
         imgs += [(lead + k, p, _trim(q.sel(protocol=p, kind='pred').values, raw)) for k, p in enumerate(protocols)]
         seq = _one_signed(truth)
         lo, hi = (np.nanmin(truth), np.nanmax(truth)) if seq else (-np.nanmax(np.abs(truth)), np.nanmax(np.abs(truth)))
@@ -88,17 +93,21 @@ def rollout_figure(res:xr.Dataset,
         cb = fig.colorbar(em, ax=list(axs[2 * r + 1, :]), shrink=0.9, pad=0.01, aspect=12)
         cb.set_label(f'|error| [{unit}]', fontsize=8); cb.ax.tick_params(labelsize=8)
         ax = axs[2 * r + 1, 0]; ax.set_visible(True); ax.axis('off')
-        ax.text(0.5, 0.5, f'{d} {f}\n|prediction − truth|', ha='center', va='center', fontsize=8, transform=ax.transAxes)
+        ax.text(0.5, 0.5, f'{d} {f}\n|prediction − truth|', ha='center', va='center',
+                fontsize=8, transform=ax.transAxes)
     where = []
     for d in ('sim', 'exp'):
         g = res['example_group'].sel(system=system, capacity=cap, domain=d) if 'example_group' in res else None
         t = res['example_time'].sel(system=system, capacity=cap, domain=d) if 'example_time' in res else None
         pick = lambda v: None if v is None else next((x for x in np.asarray(v.values, dtype=object).ravel() if x == x and x != ''), None)
         gg, tt = pick(g), pick(t)
-        if gg or tt is not None: where.append(f"{d}: {'test group ' + str(gg) if gg else 'test'}{f', t = {float(tt):.3g} s' if tt is not None else ''}")
+        if gg or tt is not None:
+            where.append(f"{d}: "
+                         f"{'test group ' + str(gg) if gg else 'test'}{f', t = {float(tt):.3g} s' if tt is not None else ''}")
     horizon = json.loads(res.attrs.get('config', '{}') or '{}').get('horizon')
-    title = (f"{system}: the last frame of a{' ' + str(horizon) + '-frame' if horizon else ''} rollout from the first long test window, "
-             f"seed {seed}, capacity {cap}" + (f" ({'; '.join(where)})" if where else '') + '; white: not measured or not valid')
+    title = (f"{system}: the last frame of a{' ' + str(horizon) + '-frame' if horizon else ''} rollout from the first "
+             f"long test window, seed {seed}, "
+             f"capacity {cap}" + (f" ({'; '.join(where)})" if where else '') + '; white: not measured or not valid')
     fig.suptitle('\n'.join(textwrap.wrap(title, int(fig.get_figwidth() * 72 / 6))), fontsize=10)
     return fig
 
@@ -118,7 +127,8 @@ def _plain_log_ticks(axis):
     axis.set_minor_formatter(FuncFormatter(lambda v, _: lab(v, _) if v > 0 and round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ''))
 
 def _phases(x:np.ndarray, y:np.ndarray) -> list:
-    "(x, y) pieces of one learning curve, cut where the update count jumps ahead (a phase that ended early: the next starts at its cap)."
+    """(x, y) pieces of one learning curve, cut where the update count jumps ahead (a phase that ended early: the next
+    starts at its cap)."""
     if len(x) < 3: return [(x, y)]
     gap = np.diff(x)
     cut = np.flatnonzero(gap > 2 * np.median(gap)) + 1
@@ -127,14 +137,18 @@ def _phases(x:np.ndarray, y:np.ndarray) -> list:
 _OBJECTIVES = ('sim', 'exp', 'sim + exp')  # what a phase's validation objective measures: one panel each
 
 def _objective(family, domains:tuple, phase:int) -> str:
-    "The validation objective (`_OBJECTIVES`) of phase `phase` of a protocol of `family` fitted to `domains`: Sim→Exp's family validates sim, then what it fine-tunes on (with replay: both)."
+    """The validation objective (`_OBJECTIVES`) of phase `phase` of a protocol of `family` fitted to `domains`:
+    Sim→Exp's family validates sim, then what it fine-tunes on (with replay: both)."""
     if family in (SIM_ONLY, EXP_ONLY): return family.partition('_')[0]
     if family == SIM_TO_EXP: return 'sim' if phase == 0 else ' + '.join(domains)
     return 'sim + exp'
 
 # %% ../../nbs/reading/55c_report_figures.ipynb #42d9fd7a
 def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=80, fontsize:int=11) -> Figure:
-    "Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim + exp); one line per seed, each protocol a width of its own (the first drawn widest, so a line that coincides with another shows beneath it), the Sim→Exp family dashed, pooled dotted, the controls dash-dotted, ▸ = stopped by the cap; log y with ticks at 1, 2, 5."
+    """Validation objective vs updates into the phase, one row per setting and one panel per objective (sim, exp, sim +
+    exp); one line per seed, each protocol a width of its own (the first drawn widest, so a line that coincides with
+    another shows beneath it), the Sim→Exp family dashed, pooled dotted, the controls dash-dotted, ▸ = stopped by the
+    cap; log y with ticks at 1, 2, 5."""
     protos = trained_protocols(res['curve_val'].protocol.values)
     fam, dom = protocol_coord(res, 'family'), train_domains(res)
     inner = [d for d in ('protocol', 'seed', 'eval_index') if d in res['curve_val'].dims]
@@ -153,13 +167,15 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
                 parts = _phases(S[a, i, k][ok], V[a, i, k][ok])
                 for j, (xs, ys) in enumerate(parts):
                     end = cap is not None and cap[a, i, k] == 1 and j == len(parts) - 1
-                    pieces.setdefault((a, _objective(fam[p], dom[p], j)), []).append((p, xs - xs[0] + parts[0][0][0], ys, end))
+                    pieces.setdefault((a, _objective(fam[p], dom[p], j)), []).append((p,
+                            xs - xs[0] + parts[0][0][0], ys, end))
     objs = [o for o in _OBJECTIVES if any(o == ob for _, ob in pieces)]
     per = (0.075 * max(len(p) for p in protos) + 0.6) * fontsize / 9  # inches per legend column
     width = max(panel_size[0] * len(objs), 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
     colors = protocol_colors(protos)
     dash = lambda p: ':' if p == POOLED else '-.' if p in EXPOSURE_CONTROLS + QUANTITY_CONTROLS else '--' if fam[p] == SIM_TO_EXP else '-'
-    lw = {p: 2.6 - 1.8 * i / max(len(protos) - 1, 1) for i, p in enumerate(protos)}  # widest first: coinciding lines stay visible
+    # widest first: coinciding lines stay visible
+    lw = {p: 2.6 - 1.8 * i / max(len(protos) - 1, 1) for i, p in enumerate(protos)}
     fig = Figure(figsize=(width, panel_size[1] * len(labels) + 0.5), dpi=dpi, layout='constrained')
     axes = fig.subplots(len(labels), max(1, len(objs)), squeeze=False)
     for a, lab in enumerate(labels):
@@ -171,14 +187,18 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
             ax.set_yscale('log'); ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); _plain_log_ticks(ax.yaxis)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
             ax.set_title(f'{lab}: {ob}', fontsize=fontsize - 1); ax.tick_params(which='both', labelsize=fontsize - 1)
-            ax.set_xlabel('updates into the phase', fontsize=fontsize - 1); ax.set_ylabel(f'{ob} validation loss', fontsize=fontsize - 1)
+            ax.set_xlabel('updates '
+                          'into the phase', fontsize=fontsize - 1); ax.set_ylabel(f'{ob} '
+                                                                                  'validation loss', fontsize=fontsize - 1)
     handles = [Line2D([], [], color=colors[p], ls=dash(p), lw=lw[p]) for p in protos]
-    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))), fontsize=fontsize - 1, frameon=False)
+    fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))),
+               fontsize=fontsize - 1, frameon=False)
     return fig
 
 # %% ../../nbs/reading/55c_report_figures.ipynb #7671c1b6
 def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(3.6, 2.6), dpi:int=80) -> Figure:
-    "Held-out exp and sim error against `exp_trajs` per protocol (mean ± CI over seeds), one row of panels per other setting."
+    """Held-out exp and sim error against `exp_trajs` per protocol (mean ± CI over seeds), one row of panels per other
+    setting."""
     s = select_view(score.sel(metric=metric, drop=True))
     m, h = mean_ci(s, 'seed')
     inner = ['protocol', 'domain', 'exp_trajs']
@@ -196,7 +216,8 @@ def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(3.6, 2.
                 y, e = M[a, i, j], H[a, i, j]
                 if not np.isfinite(y).any(): continue
                 ref = p in BASELINES
-                ax.errorbar(N, y, yerr=np.where(np.isfinite(e), e, 0), marker='x' if ref else 'o', ms=3, lw=0.9, capsize=2,
+                ax.errorbar(N, y, yerr=np.where(np.isfinite(e), e, 0),
+                            marker='x' if ref else 'o', ms=3, lw=0.9, capsize=2,
                             ls='--' if ref else '-', color='0.55' if ref else colors[p], label=p)
             ax.set_xscale('log'); ax.set_xticks(N, [f'{n:g}' for n in N]); ax.minorticks_off(); ax.tick_params(labelsize=8)
             ax.set_title(f'{lab}: {d} {metric}', fontsize=10); ax.set_xlabel('exp training trajectories', fontsize=9)

@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from ..core.metrics import METRICS
-from .analysis import (PAPER, LAMS, balanced, balanced_score, joint_reduction_ci, joint_wins, win_counts,
+from .analysis import (PAPER, LAMS, balanced, balanced_score,
+                                         joint_reduction_ci, joint_wins, win_counts,
                                  forgetting, pressure_reduction, mean_ci, select_view, train_domains, protocol_coord)
 from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
                                   trained_protocols, POOLED, EXPOSURE_CONTROLS, QUANTITY_CONTROLS)
@@ -34,13 +35,15 @@ def _fmt(v):
 
 def _pm(m, h):
     "'mean ± half-width' (two significant digits for the half-width), or the mean alone when there is no interval."
-    if not isinstance(m, (float, np.floating, int, np.integer)) or isinstance(m, bool) or not np.isfinite(m): return _fmt(m)
+    if not isinstance(m, (float, np.floating, int, np.integer)) or isinstance(m, bool) or not np.isfinite(m):
+        return _fmt(m)
     if isinstance(h, (float, np.floating)) and np.isfinite(h):
         return f'{_fmt(float(m))} ± {0.0 if h <= 1e-12 * abs(m) else h:.2g}'  # rounding noise of equal seeds is 0
     return _fmt(float(m))
 
 def md_table(df:pd.DataFrame, index:bool=True) -> str:
-    "A pandas DataFrame as a GitHub-flavoured markdown table; a column `X ±` after `X` is merged into it as 'mean ± half-width'."
+    """A pandas DataFrame as a GitHub-flavoured markdown table; a column `X ±` after `X` is merged into it as 'mean ±
+    half-width'."""
     df = df.reset_index() if index else df
     cols = [' / '.join(map(str, c)) if isinstance(c, tuple) else str(c) for c in df.columns]
     keep, pair = [], {}
@@ -53,40 +56,53 @@ def md_table(df:pd.DataFrame, index:bool=True) -> str:
     return '\n'.join(rows)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #tm1
-TWO_MODEL = 'two-model pair'  # the reference of two specialists: the best sim model scored on sim with the best exp model scored on exp
+# the reference of two specialists: the best sim model scored on sim with the best exp model scored on exp
+TWO_MODEL = 'two-model pair'
 
-CONTROLS = EXPOSURE_CONTROLS + QUANTITY_CONTROLS  # diagnostics with more updates or more data than the protocol they control: never an alternative
+# diagnostics with more updates or more data than the protocol they control: never an alternative
+CONTROLS = EXPOSURE_CONTROLS + QUANTITY_CONTROLS
 
 def _specialists(x) -> list:
-    "The trained protocols of results `x` a two-model pair chooses from: all but Joint's family, pooled (one model fitted to both domains is what it is compared with) and the controls (`CONTROLS`: more updates or more data than a practitioner's model)."
+    """The trained protocols of results `x` a two-model pair chooses from: all but Joint's family, pooled (one model
+    fitted to both domains is what it is compared with) and the controls (`CONTROLS`: more updates or more data than
+    a practitioner's model)."""
     fam = protocol_coord(x, 'family')
     return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED) and p not in (TWO_MODEL,) + CONTROLS]
 
 def _pair_index(score:xr.DataArray, candidates:list) -> dict:
-    "Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where one is scored)."
+    """Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where
+    one is scored)."""
     v = select_view(score.sel(protocol=candidates))
-    return {d: (v.sel(domain=d, drop=True).fillna(np.inf).argmin('protocol'), v.sel(domain=d, drop=True).notnull().any('protocol'))
+    return {d: (v.sel(domain=d, drop=True).fillna(np.inf).argmin('protocol'),
+                v.sel(domain=d, drop=True).notnull().any('protocol'))
             for d in ('sim', 'exp')}
 
 def _pick(da:xr.DataArray, candidates:list, at) -> xr.DataArray:
     "`da` of the chosen candidate per setting, seed and metric (NaN where none is scored)."
     idx, ok = at
-    on_protocol = [k for k, c in da.coords.items() if 'protocol' in c.dims]  # the protocol and its coordinates (family, ...)
+    # the protocol and its coordinates (family, ...)
+    on_protocol = [k for k, c in da.coords.items() if 'protocol' in c.dims]
     return da.sel(protocol=candidates).isel(protocol=idx).drop_vars(on_protocol).where(ok)
 
-PAIR_COORDS = dict(family='pair', lam_train=float('nan'), domains='sim+exp')  # the two-model pair's protocol coordinates
+# the two-model pair's protocol coordinates
+PAIR_COORDS = dict(family='pair', lam_train=float('nan'), domains='sim+exp')
 
 def _as_pair(da:xr.DataArray, like) -> xr.DataArray:
-    "`da` (picked per setting: `_pick`) as protocol TWO_MODEL, dims in `like`'s order, with the pair's values of `like`'s protocol coordinates."
+    """`da` (picked per setting: `_pick`) as protocol TWO_MODEL, dims in `like`'s order, with the pair's values of
+    `like`'s protocol coordinates."""
     on = [k for k, c in like.coords.items() if c.dims == ('protocol',) and k != 'protocol']
     return da.expand_dims(protocol=[TWO_MODEL]).transpose(*like.dims).assign_coords({k: ('protocol', [PAIR_COORDS.get(k)]) for k in on})
 
 def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, metric, seed and settings)
                    candidates=None,  # the protocols to choose from (None: every trained protocol but Joint's family)
                   ) -> tuple:
-    "(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, seed and metric): the sim row of the candidate with the lowest held-out sim error, the exp row of the one with the lowest exp error."
+    """(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, seed and
+    metric): the sim row of the candidate with the lowest held-out sim error, the exp row of the one with the lowest
+    exp error."""
     cands = list(candidates) if candidates is not None else _specialists(score)
-    if not cands: raise ValueError(f"two_model_pair: no trained non-joint protocol to choose from among {list(map(str, score.protocol.values))}")
+    if not cands:
+        raise ValueError("two_model_pair: no trained non-joint protocol to choose from among "
+                         f"{list(map(str, score.protocol.values))}")
     at = _pair_index(score, cands)
     rows = [_pick(score.sel(domain=[d]), cands, at[d]) for d in ('sim', 'exp')]
     pair = _as_pair(xr.concat(rows, 'domain'), score).assign_attrs(score.attrs)
@@ -96,14 +112,16 @@ def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, met
     return pair, which
 
 def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
-    "`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`), exp's `score_measured` and `noise_floor` of its exp model, every other variable NaN."
+    """`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`), exp's
+    `score_measured` and `noise_floor` of its exp model, every other variable NaN."""
     cands = list(candidates) if candidates is not None else _specialists(res)
     pair, _ = two_model_pair(res['score'], cands)
     protos = [str(p) for p in res.protocol.values]
     k = protos.index(JOINT) + 1 if JOINT in protos else len(protos)
     order = protos[:k] + [TWO_MODEL] + protos[k:]
     out = res.reindex(protocol=order)
-    out = out.assign_coords({k: ('protocol', [PAIR_COORDS.get(k) if p == TWO_MODEL else v for p, v in zip(order, out[k].values.tolist())])
+    out = out.assign_coords({k: ('protocol',
+            [PAIR_COORDS.get(k) if p == TWO_MODEL else v for p, v in zip(order, out[k].values.tolist())])
                              for k, c in res.coords.items() if c.dims == ('protocol',) and k != 'protocol'})
     out['score'] = xr.concat([res['score'], pair], 'protocol').sel(protocol=order).assign_attrs(res['score'].attrs)
     at = _pair_index(res['score'], cands)['exp']
@@ -114,7 +132,8 @@ def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
     return out
 
 def pair_choices(score:xr.DataArray, metric:str='rmse', candidates=None) -> pd.DataFrame:
-    "Per setting: the protocols the two-model pair took its sim and its exp model from (chosen by `metric`), each with its number of seeds."
+    """Per setting: the protocols the two-model pair took its sim and its exp model from (chosen by `metric`), each with
+    its number of seeds."""
     _, which = two_model_pair(score, candidates)
     out = {}
     for d in ('sim', 'exp'):
@@ -141,7 +160,8 @@ def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:flo
                  measured:xr.DataArray|None=None,  # exp against the measured data (`score_measured`), where exp is scored against a truth
                  floor:xr.DataArray|None=None,  # the measurement's own error against the truth (`noise_floor`)
                 ) -> pd.DataFrame:
-    "Rows (settings, protocol): the metric on held-out sim, on held-out exp, balanced at `lam`, and, when given, exp against the measurement and the noise floor; mean and `±` over seeds."
+    """Rows (settings, protocol): the metric on held-out sim, on held-out exp, balanced at `lam`, and, when given, exp
+    against the measurement and the noise floor; mean and `±` over seeds."""
     s = select_view(score.sel(metric=metric, drop=True))
     sim, exp = s.sel(domain='sim', drop=True), s.sel(domain='exp', drop=True)
     parts = {'sim': sim, 'exp': exp, f'b@{lam:g}': balanced(sim, exp, lam)}
@@ -150,10 +170,13 @@ def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:flo
     return _ci_frame(parts, level)
 
 def reduction_table(score:xr.DataArray, lam:float=0.5, level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint (and of the two-model pair, where `score` has it: `with_two_model_pair`), Joint's paired reduction in %, the paper's win rule and the clear one, and the reference baselines' bM."
+    """Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint (and of the two-model pair, where
+    `score` has it: `with_two_model_pair`), Joint's paired reduction in %, the paper's win rule and the clear one,
+    and the reference baselines' bM."""
     score = score.sel(metric=[m for m in METRICS if m in score.metric.values])
     r = joint_reduction_ci(score, lam, level=level)
-    cols = {'best non-joint': r.best, 'best non-joint ±': r.best_ci, 'which': r.which, 'joint': r.joint, 'joint ±': r.joint_ci,
+    cols = {'best non-joint': r.best, 'best non-joint ±': r.best_ci, 'which': r.which,
+            'joint': r.joint, 'joint ±': r.joint_ci,
             'reduction %': r.reduction, 'reduction % ±': r.reduction_ci}
     df = pd.concat({k: v.to_series() for k, v in cols.items()}, axis=1)
     if TWO_MODEL in score.protocol.values:  # the two-specialist reference, beside Joint (never the best non-joint)
@@ -171,7 +194,8 @@ def reduction_table(score:xr.DataArray, lam:float=0.5, level:float=0.95) -> pd.D
     return df
 
 def forgetting_table(score:xr.DataArray, level:float=0.95) -> pd.DataFrame:
-    "Held-out sim RMSE of Sim-only and of Sim→Exp per setting (mean and `±`), and whether Sim→Exp forgot (by seed mean)."
+    """Held-out sim RMSE of Sim-only and of Sim→Exp per setting (mean and `±`), and whether Sim→Exp forgot (by seed
+    mean)."""
     s = select_view(score.sel(domain='sim', metric='rmse', drop=True))
     df = _ci_frame({SIM_ONLY: s.sel(protocol=SIM_ONLY, drop=True), SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP, drop=True)}, level)
     df['forgets'] = forgetting(score).to_series()
@@ -186,10 +210,12 @@ def pressure_table(score:xr.DataArray, level:float=0.95) -> pd.DataFrame:
     return df
 
 def wins_table(score:xr.DataArray, lams=LAMS) -> pd.DataFrame:
-    "Win counts of Joint over (setting × metric) per λ, by seed mean (the paper's rule) beside the paper's, and clear ones (the paired 95 % interval excludes zero)."
+    """Win counts of Joint over (setting × metric) per λ, by seed mean (the paper's rule) beside the paper's, and clear
+    ones (the paired 95 % interval excludes zero)."""
     w = win_counts(score, JOINT, lams)
     clear = win_counts(score, JOINT, lams, rule='clear').values.tolist() if score.sizes.get('seed', 1) >= 2 else [None] * w.size
-    return pd.DataFrame({'lam': [float(l) for l in w.lam.values], 'joint wins': w.values.tolist(), 'of': w.attrs['total'],
+    return pd.DataFrame({'lam': [float(l) for l in w.lam.values],
+                         'joint wins': w.values.tolist(), 'of': w.attrs['total'],
                          'paper': [PAPER['win_counts'].get(round(float(l), 1)) for l in w.lam.values],
                          'clear': clear}).set_index('lam')
 
@@ -198,7 +224,8 @@ def per_setting(res:xr.Dataset, var:str, level:float=0.95) -> pd.DataFrame:
     return _by_protocol(res[var], level)
 
 def units_of(res:xr.Dataset, system:str) -> dict:
-    "field -> units of `system`'s physical values in `res` (attrs `field_units`; runs that predate it: the contract's `FIELD_META`)."
+    """field -> units of `system`'s physical values in `res` (attrs `field_units`; runs that predate it: the contract's
+    `FIELD_META`)."""
     rec = json.loads(res.attrs.get('field_units', '{}')).get(system)
     return rec if rec else {f: m.get('units', '') for f, m in FIELD_META.items()}
 
@@ -215,21 +242,24 @@ def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFr
     return _ci_frame(parts, level)
 
 def upstream_table(res:xr.Dataset, domain:str='exp', level:float=0.95) -> pd.DataFrame:
-    "RealPDEBench's other numbers (`score_upstream`, all fields together, nondimensional) on one held-out domain per (settings, protocol): mean and `±` over seeds."
+    """RealPDEBench's other numbers (`score_upstream`, all fields together, nondimensional) on one held-out domain per
+    (settings, protocol): mean and `±` over seeds."""
     su = res['score_upstream'].sel(domain=domain, drop=True)
     parts = {str(m): select_view(su.sel(upstream_metric=m, drop=True)) for m in su.upstream_metric.values}
     return _ci_frame({k: v for k, v in parts.items() if bool(v.notnull().any())}, level)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #3c74d09d
 def _flag_frame(frames, names):
-    "The rows of `frames` in one DataFrame indexed (settings, protocol, domain, metric); an empty one with `names` columns."
+    """The rows of `frames` in one DataFrame indexed (settings, protocol, domain, metric); an empty one with `names`
+    columns."""
     if not frames: return pd.DataFrame(columns=names)
     out = pd.concat(frames)
     lead = [n for n in out.index.names if n not in ('protocol', 'domain', 'metric')]
     return out.reorder_levels(lead + ['protocol', 'domain', 'metric'])
 
 def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRICS) -> pd.DataFrame:
-    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is not below the `reference` baseline's."
+    """Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is
+    not below the `reference` baseline's."""
     s = select_view(score.sel(metric=[m for m in metrics if m in score.metric.values]))
     names = ['error', reference]
     if reference not in s.protocol.values: return pd.DataFrame(columns=names)
@@ -244,11 +274,13 @@ def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRIC
     return _flag_frame(frames, names)
 
 def persistence_flags(score:xr.DataArray, metrics=METRICS) -> pd.DataFrame:
-    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is not below persistence's."
+    """Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it trains on is
+    not below persistence's."""
     return baseline_flags(score, PERSISTENCE, metrics)
 
 def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), metrics=METRICS) -> pd.DataFrame:
-    "Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it does not train on is above that of a reference (persistence or the mean field)."
+    """Rows (settings, protocol, domain, metric) where a trained protocol's seed-mean error on a domain it does not
+    train on is above that of a reference (persistence or the mean field)."""
     s = select_view(score.sel(metric=[m for m in metrics if m in score.metric.values]))
     refs = [r for r in references if r in s.protocol.values]
     if not refs: return pd.DataFrame(columns=['error', *references])
@@ -265,15 +297,18 @@ def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), m
     return _flag_frame(frames, ['error', *refs])
 
 def capped_cells(res:xr.Dataset) -> pd.DataFrame|None:
-    "Rows (settings, protocol, seed) of every cell stopped by the update cap while still improving, with its `updates`; None if not recorded."
+    """Rows (settings, protocol, seed) of every cell stopped by the update cap while still improving, with its
+    `updates`; None if not recorded."""
     if 'capped' not in res: return None
-    df = res[[v for v in ('capped', 'steps_done') if v in res]].reset_coords(drop=True).to_dataframe()  # no protocol coordinates as columns
+    # no protocol coordinates as columns
+    df = res[[v for v in ('capped', 'steps_done') if v in res]].reset_coords(drop=True).to_dataframe()
     df = df[df.capped == 1].drop(columns='capped')
     return df.rename(columns={'steps_done': 'updates'})
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #5ee71da4
 def error_vs_n(score:xr.DataArray, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
-    "Rows (other settings, protocol, domain), columns `N=n` and `N=n ±` per number of experimental training trajectories."
+    """Rows (other settings, protocol, domain), columns `N=n` and `N=n ±` per number of experimental training
+    trajectories."""
     s = select_view(score.sel(metric=metric, drop=True))
     m, h = mean_ci(s, 'seed', level)
     cols = {}
@@ -289,7 +324,8 @@ def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #4a0572cb
 def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:float=1.5, level:float=0.95) -> pd.DataFrame:
-    "Per setting: r_exp (Sim-only / Exp-only error on exp) and r_sim (Exp-only / Sim-only error on sim) on `fields`, mean and `±` over seeds, and whether both reach `target`."
+    """Per setting: r_exp (Sim-only / Exp-only error on exp) and r_sim (Exp-only / Sim-only error on sim) on `fields`,
+    mean and `±` over seeds, and whether both reach `target`."""
     s = score.sel(metric=metric, field=list(fields), drop=True)
     s = np.sqrt((s ** 2).mean('field'))
     e = lambda p, d: s.sel(protocol=p, domain=d, drop=True)
@@ -299,9 +335,13 @@ def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:f
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #rk1
 def _verdict(d:xr.DataArray, h:xr.DataArray, every_lower:xr.DataArray, every_higher:xr.DataArray, n:xr.DataArray) -> xr.DataArray:
-    "Per cell: 'better'/'worse' (every seed and the paired interval agree), 'no clear difference', or 'one seed: lower/higher'."
+    """Per cell: 'better'/'worse' (every seed and the paired interval agree), 'no clear difference', or 'one seed:
+    lower/higher'."""
     out = xr.full_like(d, '', dtype=object)
-    out = xr.where(n < 2, xr.where(d > 0, 'one seed: lower', xr.where(d < 0, 'one seed: higher', 'one seed: equal')), 'no clear difference')
+    out = xr.where(n < 2,
+            xr.where(d > 0, 'one '
+                            'seed: lower', xr.where(d < 0, 'one '
+                                                           'seed: higher', 'one seed: equal')), 'no clear difference')
     out = xr.where((n >= 2) & every_lower & (d - h > 0), 'better', out)
     out = xr.where((n >= 2) & every_higher & (d + h < 0), 'worse', out)
     return out.where(d.notnull(), '')
@@ -310,18 +350,22 @@ def _balanced_per_seed(res:xr.Dataset, lam:float, reference:str, metric:str, cal
     "bM(λ) per seed of the trained protocols (always with a seed dim) and the reference's, which must be there."
     b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
     protos = trained_protocols(b.protocol.values)
-    if reference not in protos: raise ValueError(f"{caller}: the run has no {reference!r} to compare with; it has {protos}")
+    if reference not in protos:
+        raise ValueError(f"{caller}: the run has no {reference!r} to compare with; it has {protos}")
     b = b.sel(protocol=protos)
     b = b if 'seed' in b.dims else b.expand_dims(seed=[0])
     return b, b.sel(protocol=reference, drop=True)
 
 def paired_change(b:xr.DataArray, ref:xr.DataArray, dim:str='seed', level:float=0.95) -> dict:
-    "`b` against `ref` paired along `dim`: geometric-mean change in % with its interval (`lo`, `hi`), pairs lower, pairs, verdict."
+    """`b` against `ref` paired along `dim`: geometric-mean change in % with its interval (`lo`, `hi`), pairs lower,
+    pairs, verdict."""
     both = b.notnull() & ref.notnull()
     m, h = mean_ci(np.log(ref / b).transpose(*b.dims), dim, level)  # the mean log ratio: > 0 where `b` is lower
-    pct = lambda v: 100 * (1 - np.exp(-v))  # a log ratio as the % change it stands for: reduction_pct(ref, b) = pct(log(ref / b))
+    # a log ratio as the % change it stands for: reduction_pct(ref, b) = pct(log(ref / b))
+    pct = lambda v: 100 * (1 - np.exp(-v))
     n, lower, higher = both.sum(dim), ((b < ref) & both).sum(dim), ((b > ref) & both).sum(dim)
-    return dict(mean=pct(m), lo=pct(m - h), hi=pct(m + h), lower=lower, n=n, verdict=_verdict(m, h.fillna(np.inf), lower == n, higher == n, n))
+    return dict(mean=pct(m), lo=pct(m - h), hi=pct(m + h), lower=lower, n=n,
+                verdict=_verdict(m, h.fillna(np.inf), lower == n, higher == n, n))
 
 def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `steps_done` where present)
                   lam:float=0.5,  # λ of the balanced metric
@@ -329,7 +373,8 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
                   metric:str='rmse',
                   level:float=0.95,
                  ) -> pd.DataFrame:
-    "Rows (settings, protocol), lowest seed-mean bM(λ) first: bM ± CI, paired change vs `reference` in % with its interval and verdict, domain errors, sim and hidden pressure, forgetting, updates."
+    """Rows (settings, protocol), lowest seed-mean bM(λ) first: bM ± CI, paired change vs `reference` in % with its
+    interval and verdict, domain errors, sim and hidden pressure, forgetting, updates."""
     b, ref = _balanced_per_seed(res, lam, reference, metric, 'ranking_table')
     protos = list(b.protocol.values)
     s = select_view(res['score'].sel(metric=metric, drop=True).sel(protocol=protos))
@@ -344,9 +389,11 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     df = _ci_frame(parts, level)
     pc = paired_change(b, ref, 'seed', level)
     change = f'vs {reference} %'
-    for name, k in ((change, 'mean'), (f'{change} lo', 'lo'), (f'{change} hi', 'hi'), ('verdict', 'verdict')): df[name] = pc[k].to_series()
+    for name, k in ((change, 'mean'), (f'{change} lo', 'lo'), (f'{change} hi', 'hi'), ('verdict', 'verdict')):
+        df[name] = pc[k].to_series()
     df.loc[df.index.get_level_values('protocol') == reference, 'verdict'] = '(reference)'
-    if 'steps_done' in res: df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
+    if 'steps_done' in res:
+        df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
     df['seeds'] = pc['n'].to_series()
     key = f'b{metric}@{lam:g}'
     lead = [l for l in df.index.names if l != 'protocol']
@@ -359,12 +406,14 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
                    metric:str='rmse',
                    level:float=0.95,
                   ) -> pd.DataFrame:
-    "One row per trained protocol, largest pooled paired change vs `reference` first: change in % with its interval over every (setting, seed) pair, pairs lower, verdict, mean rank."
+    """One row per trained protocol, largest pooled paired change vs `reference` first: change in % with its interval
+    over every (setting, seed) pair, pairs lower, verdict, mean rank."""
     b, ref = _balanced_per_seed(res, lam, reference, metric, 'pooled_ranking')
     settings = [d for d in b.dims if d not in ('protocol', 'seed')]
     from scipy.stats import rankdata
     ranked = b.sel(protocol=[p for p in b.protocol.values if p != TWO_MODEL])  # a reference is never ranked
-    rank = xr.apply_ufunc(lambda a: rankdata(a, axis=-1, nan_policy='omit'), ranked.mean('seed'), input_core_dims=[['protocol']],
+    rank = xr.apply_ufunc(lambda a: rankdata(a, axis=-1, nan_policy='omit'), ranked.mean('seed'),
+                          input_core_dims=[['protocol']],
                           output_core_dims=[['protocol']]).mean(settings)
     flat = lambda da: da.stack(pair=settings + ['seed'])
     pc = paired_change(flat(b), flat(ref), 'pair', level)
@@ -383,18 +432,21 @@ def lambda_ranking(res:xr.Dataset,  # results of a run
                    metric:str='rmse',
                    level:float=0.95,
                   ) -> pd.DataFrame:
-    "Rows: trained protocols (ordered by the middle λ); per λ the pooled paired change of bM(λ) vs `reference` in %, its interval and its verdict."
+    """Rows: trained protocols (ordered by the middle λ); per λ the pooled paired change of bM(λ) vs `reference` in %,
+    its interval and its verdict."""
     cols = {}
     for lam in lams:
         pr = pooled_ranking(res, lam, reference, metric, level)
-        cols |= {f'λ={lam:g} %': pr[f'vs {reference} %'], f'λ={lam:g} lo': pr[f'vs {reference} % lo'], f'λ={lam:g} hi': pr[f'vs {reference} % hi'],
+        cols |= {f'λ={lam:g} %': pr[f'vs {reference} %'], f'λ={lam:g} lo': pr[f'vs {reference} % lo'],
+                 f'λ={lam:g} hi': pr[f'vs {reference} % hi'],
                  f'λ={lam:g} verdict': pr['verdict']}
     mid = sorted(lams)[len(lams) // 2]
     return pd.DataFrame(cols).sort_values(f'λ={mid:g} %', ascending=False)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #c024
 def protocol_ranking(score:xr.DataArray, metric:str='rmse', lam:float=0.5) -> dict:
-    "Per setting ('system/capacity'): the trained protocols ordered from lowest to highest bM(λ); protocols without a score and reference baselines are left out."
+    """Per setting ('system/capacity'): the trained protocols ordered from lowest to highest bM(λ); protocols without a
+    score and reference baselines are left out."""
     e = domain_errors(score, metric)
     b = balanced(e.sel(domain='sim', drop=True), e.sel(domain='exp', drop=True), lam)
     b = b.sel(protocol=trained_protocols(b.protocol.values))

@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from .analysis import balanced_score, mean_ci, select_view, train_domains, protocol_coord
-from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols, EXPOSURE_CONTROLS, POOLED, get_protocol,
+from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols,
+                                           EXPOSURE_CONTROLS, POOLED, get_protocol,
                                   QUANTITY_CONTROLS)
-from .report_tables import (TWO_MODEL, _ci_frame, _specialists, md_table, paired_change, with_two_model_pair,
+from .report_tables import (TWO_MODEL, _ci_frame, _specialists, md_table,
+                                              paired_change, with_two_model_pair,
                                       CONTROLS)
 
 
@@ -27,16 +29,21 @@ EXPOSURE_PAIRS = tuple(zip((EXP_ONLY, SIM_TO_EXP), EXPOSURE_CONTROLS))  # (proto
 _LOWER = ('better', 'one seed: lower')  # verdicts of a lower error
 
 def exposure_table(res:xr.Dataset, level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, protocol): the updates each trained protocol made and the sim and exp training batches it drew, mean and `±` over seeds."
+    """Rows (settings, protocol): the updates each trained protocol made and the sim and exp training batches it drew,
+    mean and `±` over seeds."""
     protos = trained_protocols(res.protocol.values)
     names = (('updates', 'steps_done'), ('sim batches', 'sim_batches'), ('exp batches', 'exp_batches'))
     return _ci_frame({k: res[v].sel(protocol=protos) for k, v in names if v in res}, level)
 
 def control_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, protocol) of Joint, Exp-only, Sim→Exp and their equal-exposure controls (those present): held-out exp error (mean and `±`), exp batches drawn (seed mean) and Joint's paired exp margin over each in % (positive: Joint lower) with its interval and verdict."
+    """Rows (settings, protocol) of Joint, Exp-only, Sim→Exp and their equal-exposure controls (those present): held-out
+    exp error (mean and `±`), exp batches drawn (seed mean) and Joint's paired exp margin over each in % (positive:
+    Joint lower) with its interval and verdict."""
     have = set(map(str, res.protocol.values))
     protos = [p for p in (JOINT,) + sum(EXPOSURE_PAIRS, ()) if p in have]
-    if JOINT not in protos or len(protos) < 2: raise ValueError(f"control_table: expected Joint and some of {sum(EXPOSURE_PAIRS, ())}; the run has {sorted(have)}")
+    if JOINT not in protos or len(protos) < 2:
+        raise ValueError(f"control_table: expected Joint and some of {sum(EXPOSURE_PAIRS, ())}; the run has "
+                         f"{sorted(have)}")
     e = select_view(res['score'].sel(metric=metric, domain='exp', drop=True).sel(protocol=protos))
     e = e if 'seed' in e.dims else e.expand_dims(seed=[0])
     e = e.transpose(*[d for d in e.dims if d != 'seed'], 'seed')
@@ -45,10 +52,12 @@ def control_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.Dat
     if 'exp_batches' in res:
         nb = res['exp_batches'].sel(protocol=protos)
         nb = nb.mean('seed') if 'seed' in nb.dims else nb
-        nb = nb.expand_dims({d: e[d].values for d in rows if d not in nb.dims})  # exposure is per cell: the same in every test group
+        # exposure is per cell: the same in every test group
+        nb = nb.expand_dims({d: e[d].values for d in rows if d not in nb.dims})
         df['exp batches'] = nb.transpose(*rows).to_series()
     pc = paired_change(e.sel(protocol=JOINT, drop=True).broadcast_like(e).transpose(*e.dims), e, 'seed', level)
-    for name, k in (('joint margin %', 'mean'), ('joint margin % lo', 'lo'), ('joint margin % hi', 'hi'), ('verdict', 'verdict')):
+    for name, k in (('joint margin %', 'mean'), ('joint margin % lo', 'lo'),
+                    ('joint margin % hi', 'hi'), ('verdict', 'verdict')):
         df[name] = pc[k].transpose(*rows).to_series()
     j = df.index.get_level_values('protocol') == JOINT
     df.loc[j, ['joint margin %', 'joint margin % lo', 'joint margin % hi']] = np.nan
@@ -62,7 +71,8 @@ def _margin(row) -> str:
     return f"{m:.3g} %{iv}, {row['verdict']}"
 
 def control_verdicts(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
-    "One sentence per setting: whether the exp margin Joint had over Exp-only and Sim→Exp at their own exposure survives their equal-exposure controls ('survives', 'does not survive', or no margin to test)."
+    """One sentence per setting: whether the exp margin Joint had over Exp-only and Sim→Exp at their own exposure
+    survives their equal-exposure controls ('survives', 'does not survive', or no margin to test)."""
     t = control_table(res, metric, level)
     lead = [n for n in t.index.names if n != 'protocol']
     out = []
@@ -71,34 +81,45 @@ def control_verdicts(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> lis
         name = '/'.join(map(str, key if isinstance(key, tuple) else (key,)))
         tests = [(b, c) for b, c in EXPOSURE_PAIRS if c in g.index and np.isfinite(g.loc[c, 'joint margin %'])]
         if not tests: continue
-        had = {c: b not in g.index or g.loc[b, 'verdict'] in _LOWER for b, c in tests}  # a margin at the others' own exposure
+        # a margin at the others' own exposure
+        had = {c: b not in g.index or g.loc[b, 'verdict'] in _LOWER for b, c in tests}
         kept = {c: g.loc[c, 'verdict'] in _LOWER for b, c in tests}
         head = ("no exp margin to test: Joint is not clearly lower at the others' own exposure" if not any(had.values()) else
-                "Joint's exp margin " + ('does not survive' if any(had[c] and not kept[c] for c in had) else 'survives') + ' equal exposure')
+                "Joint's "
+                "exp margin " + ('does not survive' if any(had[c] and not kept[c] for c in had) else 'survives') + ' equal exposure')
         parts = []
         for b, c in tests:
-            if not had[c]: parts.append(f"over {b} none to begin with ({b}: {_margin(g.loc[b])}; {c}: {_margin(g.loc[c])})")
-            else: parts.append(f"over {b} {'kept' if kept[c] else 'lost'} with as many exp batches ({c}: {_margin(g.loc[c])})")
+            if not had[c]:
+                parts.append(f"over {b} none to begin with ({b}: {_margin(g.loc[b])}; {c}: {_margin(g.loc[c])})")
+            else:
+                parts.append(f"over {b} {'kept' if kept[c] else 'lost'} with as many exp batches ({c}: "
+                             f"{_margin(g.loc[c])})")
         out.append(f"**{name}**: {head} — its paired exp {metric} margin " + '; '.join(parts) + '.')
     return out
 
 def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
-    "The report's exposure section: batches drawn per protocol and, where the run has the equal-exposure controls, a table and a verdict per system."
+    """The report's exposure section: batches drawn per protocol and, where the run has the equal-exposure controls, a
+    table and a verdict per system."""
     if 'exp_batches' not in res or not bool(res['exp_batches'].notnull().any()): return []
-    L = ['## Exposure', '', 'Training batches each protocol drew (batch_size windows each) and the updates it made: each protocol '
-         'stops by its own convergence rule, so they differ (Joint goes on while either of its two terms improves).', '',
+    L = ['## Exposure', '',
+         'Training batches each protocol drew (batch_size windows each) and the updates it made: each protocol '
+         'stops by its own convergence rule, so they differ (Joint goes on while either of its two terms '
+         'improves).', '',
          md_table(exposure_table(res, level)), '']
     have = set(map(str, res.protocol.values))
     if JOINT not in have or not have & set(EXPOSURE_CONTROLS): return L
     t = control_table(res, metric, level)
     L += ["### Does Joint's exp margin survive equal exposure?", '',
-          f"{' and '.join(c for b, c in EXPOSURE_PAIRS if c in have)} are {' and '.join(b for b, c in EXPOSURE_PAIRS if c in have)} "
-          "whose exp phase copies the Joint cell of the same setting and seed: exactly its updates, each drawing its windows (two "
-          "batches, where Joint draws one sim and one exp batch), on its schedule (the warm-up, then Joint's learning-rate cuts "
-          "replayed at the updates Joint made them; no stop or cut of their own). Like every protocol each keeps its "
-          f"best-validation weights. Held-out exp {metric.upper() if metric == 'rmse' else metric}, exp batches drawn (seed mean), and "
-          "Joint's paired exp margin over each protocol (\"joint margin %\": geometric-mean reduction over the seeds, positive where "
-          "Joint is lower, lo/hi its 95 % interval; the verdict is *better*/*worse* only when Joint is lower/higher in every seed "
+          f"{' and '.join(c for b, c in EXPOSURE_PAIRS if c in have)} are "
+          f"{' and '.join(b for b, c in EXPOSURE_PAIRS if c in have)} "
+          "whose exp phase copies the Joint cell of the same setting and seed: exactly its updates, each drawing its "
+          "windows (two batches, where Joint draws one sim and one exp batch), on its schedule (the warm-up, then "
+          "Joint's learning-rate cuts replayed at the updates Joint made them; no stop or cut of their own). Like "
+          "every protocol each keeps its best-validation weights. Held-out exp "
+          f"{metric.upper() if metric == 'rmse' else metric}, exp batches drawn (seed mean), and "
+          "Joint's paired exp margin over each protocol (\"joint margin %\": geometric-mean reduction over the seeds, "
+          "positive where Joint is lower, lo/hi its 95 % interval; the verdict is *better*/*worse* only when Joint is "
+          "lower/higher in every seed "
           'and the interval excludes zero):', '']
     sents = control_verdicts(res, metric, level)
     n_set = len(t.index.droplevel('protocol').unique())
@@ -112,15 +133,18 @@ def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     return L
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #hl1
-BEST_SINGLE = 'best single exp-seeing model'  # per setting, the trained non-Joint protocol that saw exp data with the lowest error
+# per setting, the trained non-Joint protocol that saw exp data with the lowest error
+BEST_SINGLE = 'best single exp-seeing model'
 
 def _exp_seeing(x) -> list:
-    "The trained protocols of results `x` outside Joint's family and the controls that trained on exp data: the candidates of `BEST_SINGLE`."
+    """The trained protocols of results `x` outside Joint's family and the controls that trained on exp data: the
+    candidates of `BEST_SINGLE`."""
     dom, fam = train_domains(x), protocol_coord(x, 'family')
     return [p for p in trained_protocols(x['protocol'].values) if 'exp' in dom[p] and fam[p] != JOINT and p not in (TWO_MODEL,) + CONTROLS]
 
 def _best_of(v:xr.DataArray, candidates:list) -> tuple:
-    "(per seed, the values of the candidate with the lowest seed-mean value per setting; that candidate's name per setting)."
+    """(per seed, the values of the candidate with the lowest seed-mean value per setting; that candidate's name per
+    setting)."""
     c = v.sel(protocol=candidates)
     idx = c.mean('seed').fillna(np.inf).argmin('protocol')
     ran = c.notnull().any(['protocol', 'seed'])
@@ -132,10 +156,13 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
                            metric:str='rmse',
                            level:float=0.95,
                           ) -> pd.DataFrame:
-    "Rows (settings, alternative): Joint's paired margin over the best single exp-seeing model, the two-model pair and pooled, on exp and on bM(λ): % (positive: Joint lower), its interval and verdict."
+    """Rows (settings, alternative): Joint's paired margin over the best single exp-seeing model, the two-model pair and
+    pooled, on exp and on bM(λ): % (positive: Joint lower), its interval and verdict."""
     resP = res if TWO_MODEL in res.protocol.values or len(_specialists(res)) < 2 else with_two_model_pair(res)
     score = resP['score'].sel(metric=[metric])
-    if JOINT not in score.protocol.values: raise ValueError(f"strongest_alternatives: the run has no {JOINT!r}; it has {list(map(str, score.protocol.values))}")
+    if JOINT not in score.protocol.values:
+        raise ValueError(f"strongest_alternatives: the run has no {JOINT!r}; it has "
+                         f"{list(map(str, score.protocol.values))}")
     score = score if 'seed' in score.dims else score.expand_dims(seed=[0])
     quantities = {'exp': select_view(score.sel(domain='exp', drop=True)).sel(metric=metric, drop=True),
                   f'b{metric}@{lam:g}': balanced_score(score, lam, seed_mean=False).sel(metric=metric, drop=True)}
@@ -149,7 +176,8 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
             pc = paired_change(v.sel(protocol=JOINT, drop=True), a, 'seed', level)
             cols |= {f'{q} %': pc['mean'], f'{q} lo': pc['lo'], f'{q} hi': pc['hi'], f'{q} verdict': pc['verdict']}
         df = pd.DataFrame({k: c.to_series() for k, c in cols.items()})
-        df.insert(0, 'which', [' / '.join(dict.fromkeys(w)) for w in zip(*(p.to_series().reindex(df.index) for p in picked))]
+        df.insert(0, 'which',
+                  [' / '.join(dict.fromkeys(w)) for w in zip(*(p.to_series().reindex(df.index) for p in picked))]
                   if picked else '')
         rows[name] = df
     if not rows: raise ValueError(f"strongest_alternatives: nothing to compare Joint with among {protos}")
@@ -158,14 +186,17 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
     return df.reorder_levels(lead + ['against']).sort_index(level=lead, sort_remaining=False)
 
 def alternative_counts(t:pd.DataFrame) -> pd.DataFrame:
-    "Per alternative of a `strongest_alternatives` table: the settings where Joint is clearly lower (better), clearly higher (worse), neither, per quantity."
+    """Per alternative of a `strongest_alternatives` table: the settings where Joint is clearly lower (better), clearly
+    higher (worse), neither, per quantity."""
     out = {}
     for q in [c[:-len(' verdict')] for c in t.columns if c.endswith(' verdict')]:
         v = t[f'{q} verdict']
         g = v.groupby(level='against', sort=False)
         out[f'{q}: Joint better'] = g.agg(lambda s: int((s == 'better').sum()))
         out[f'{q}: Joint worse'] = g.agg(lambda s: int((s == 'worse').sum()))
-        out[f'{q}: no clear difference'] = g.agg(lambda s: int(s.isin(['no clear difference']).sum() + s.str.startswith('one seed').sum()))
+        out[f'{q}: no clear '
+            'difference'] = g.agg(lambda s: int(s.isin(['no clear '
+                                                        'difference']).sum() + s.str.startswith('one seed').sum()))
     return pd.DataFrame(out)
 
 def _drop_constant_levels(df:pd.DataFrame) -> tuple:
@@ -175,7 +206,8 @@ def _drop_constant_levels(df:pd.DataFrame) -> tuple:
     return (df.droplevel(const) if const and len(const) < df.index.nlevels else df), said
 
 def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0.95) -> list:
-    "The report's opening section: Joint's paired margins over the strongest alternatives, counted only where they are clear, and the table."
+    """The report's opening section: Joint's paired margins over the strongest alternatives, counted only where they are
+    clear, and the table."""
     protos = list(map(str, res.protocol.values))
     if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos): return []
     t = strongest_alternatives(res, lam, metric, level)
@@ -183,18 +215,20 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
     n = len(t.index.droplevel('against').unique())
     q = f'b{metric}@{lam:g}'
     L = ['## The answer: Joint against the strongest alternatives', '',
-         f"Joint's paired margin (% lower error than the alternative, geometric mean over seeds, with its 95 % interval) "
-         f"on held-out exp and on b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g}), in {n} settings. A setting counts "
-         "for or against Joint only where its verdict is *better* or *worse*: every seed agrees and the interval excludes zero. "
-         f"The {BEST_SINGLE} is chosen per setting on the test scores (which favours it): the protocol outside Joint's "
-         f"family that trained on exp data with the lowest seed-mean error ({', '.join(_exp_seeing(res))}).", '']
+         "Joint's paired margin (% lower error than the alternative, geometric mean over seeds, with its 95 % "
+         f"interval) on held-out exp and on b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g}), in {n} "
+         "settings. A setting counts for or against Joint only where its verdict is *better* or *worse*: every seed "
+         f"agrees and the interval excludes zero. The {BEST_SINGLE} is chosen per setting on the test scores (which "
+         "favours it): the protocol outside Joint's family that trained on exp data with the lowest seed-mean error "
+         f"({', '.join(_exp_seeing(res))}).", '']
     for name, r in counts.iterrows():
         L.append(f"- **vs {name}**: on exp, Joint clearly lower in {r['exp: Joint better']}, clearly higher in "
-                 f"{r['exp: Joint worse']}, no clear difference in {r['exp: no clear difference']} of {n} settings; on {q}: "
-                 f"clearly lower in {r[f'{q}: Joint better']}, clearly higher in {r[f'{q}: Joint worse']}, no clear difference in "
-                 f"{r[f'{q}: no clear difference']}.")
+                 f"{r['exp: Joint worse']}, no clear difference in {r['exp: no clear difference']} of {n} "
+                 f"settings; on {q}: clearly lower in {r[f'{q}: Joint better']}, clearly higher in "
+                 f"{r[f'{q}: Joint worse']}, no clear difference in {r[f'{q}: no clear difference']}.")
     table, said = _drop_constant_levels(t)
-    return L + ['', (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
+    return L + ['',
+                (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #rs1
 def _at_window(res:xr.Dataset) -> xr.Dataset:
@@ -205,7 +239,8 @@ def _at_window(res:xr.Dataset) -> xr.Dataset:
 
 def resolution_table(res:xr.Dataset,  # results with `score_window` and `noise_floor_window`
                      metric:str='rmse', level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, alternative): Joint's paired exp margin against the block-mean truth and against the window truth, the difference (the resolution part, in points), and the measurement's floor against each."
+    """Rows (settings, alternative): Joint's paired exp margin against the block-mean truth and against the window
+    truth, the difference (the resolution part, in points), and the measurement's floor against each."""
     if 'score_window' not in res or not bool(res['score_window'].notnull().any()):
         raise ValueError("resolution_table: the run has no exp score at the measurement's window (`score_window`)")
     block, window = (strongest_alternatives(r, metric=metric, level=level) for r in (res, _at_window(res)))
@@ -220,7 +255,8 @@ def resolution_table(res:xr.Dataset,  # results with `score_window` and `noise_f
     return df
 
 def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
-    "The report's section on resolution: Joint's exp margins against both truths and the floors (nothing where the run has no window truth)."
+    """The report's section on resolution: Joint's exp margins against both truths and the floors (nothing where the run
+    has no window truth)."""
     protos = list(map(str, res.protocol.values))
     if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos): return []  # nothing to compare Joint with
     if 'score_window' not in res or not bool(res['score_window'].notnull().any()): return []
@@ -228,24 +264,27 @@ def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> lis
     table, said = _drop_constant_levels(t)
     med = t['resolution (points)'].groupby(level='against', sort=False).median()
     return ["## Resolution: how much of Joint's exp margin is the truth's finer grid", '',
-            "Joint's paired exp margin (% lower error, 95 % interval) against the hidden truth as a 2×2 block mean (the exp "
-            "scores of every other table) and against the truth averaged over the measurement's own 4×4 window; "
-            "`resolution (points)` is the part of the margin that disappears at the window, and the floors are the "
-            "measurement's own error against each truth. Median resolution part: "
+            "Joint's paired exp margin (% lower error, 95 % interval) against the hidden truth as a 2×2 block "
+            "mean (the exp scores of every other table) and against the truth averaged over the measurement's own "
+            "4×4 window; `resolution (points)` is the part of the margin that disappears at the window, and the "
+            "floors are the measurement's own error against each truth. Median resolution part: "
             + '; '.join(f'{k} {v:.1f} points' for k, v in med.items()) + '.', '',
             (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #xd1
-SINGLE_DOMAIN = ((SIM_ONLY, 'sim'), (EXP_ONLY, 'exp'))  # the models a harder out_dist group must show itself on, each on its own domain
+# the models a harder out_dist group must show itself on, each on its own domain
+SINGLE_DOMAIN = ((SIM_ONLY, 'sim'), (EXP_ONLY, 'exp'))
 
 def distance_table(res:xr.Dataset) -> pd.DataFrame:
-    "Rows (system, group): the test group's distance to the nearest training parameter (min, mean, max over its trajectories; seed mean), from `test_distance`."
+    """Rows (system, group): the test group's distance to the nearest training parameter (min, mean, max over its
+    trajectories; seed mean), from `test_distance`."""
     d = res['test_distance']
     d = d.mean([k for k in d.dims if k not in ('system', 'group', 'stat')])
     return d.to_series().unstack('stat')[['min', 'mean', 'max']]
 
 def extrapolation_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, model): a single-domain model's error on its own domain in_dist and out_dist and the paired change out vs in (positive: out_dist higher)."
+    """Rows (settings, model): a single-domain model's error on its own domain in_dist and out_dist and the paired
+    change out vs in (positive: out_dist higher)."""
     rows = {}
     for p, dom in SINGLE_DOMAIN:
         if p not in res.protocol.values: continue
@@ -254,30 +293,36 @@ def extrapolation_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> 
         i, o = (s.sel(group=g, drop=True) for g in ('in_dist', 'out_dist'))
         pc = paired_change(o, i, 'seed', level)  # < 0 where out_dist is higher: harder
         (mi, hi_), (mo, ho) = mean_ci(i, 'seed', level), mean_ci(o, 'seed', level)
-        rows[f'{p} on {dom}'] = pd.DataFrame({'in_dist': mi.to_series(), 'in_dist ±': hi_.to_series(), 'out_dist': mo.to_series(),
+        rows[f'{p} on {dom}'] = pd.DataFrame({'in_dist': mi.to_series(), 'in_dist ±': hi_.to_series(),
+                                              'out_dist': mo.to_series(),
                                               'out_dist ±': ho.to_series(), 'out vs in %': -pc['mean'].to_series(),
-                                              'out vs in lo': -pc['hi'].to_series(), 'out vs in hi': -pc['lo'].to_series(),
+                                              'out vs in lo': -pc['hi'].to_series(),
+                                              'out vs in hi': -pc['lo'].to_series(),
                                               'out_dist harder': pc['verdict'].to_series().map({'worse': 'yes', 'better': 'no: easier'}).fillna('not clear')})
     return pd.concat(rows, names=['model']) if rows else pd.DataFrame()  # a grid without single-domain models
 
 def extrapolation_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
-    "The report's section on the test groups: their distances to training and whether out_dist is harder for the single-domain models."
+    """The report's section on the test groups: their distances to training and whether out_dist is harder for the
+    single-domain models."""
     if 'group' not in res['score'].dims or not {'in_dist', 'out_dist'} <= set(map(str, res.group.values)): return []
     L = ['## Extrapolation: how far the test groups lie from training', '']
     if 'test_distance' in res and bool(res['test_distance'].notnull().any()):
-        L += ["Each test group's distance to the nearest training trajectory in parameter space (each parameter in units of "
-              "its training range; over the group's trajectories, seed mean):", '', md_table(distance_table(res)), '']
+        L += ["Each test group's distance to the nearest training trajectory in parameter space (each parameter "
+              "in units of its training range; over the group's trajectories, seed mean):", '',
+              md_table(distance_table(res)), '']
     t = extrapolation_table(res, metric, level)
     if len(t):
         t, said = _drop_constant_levels(t)
-        L += [f"Single-domain models on their own domain, in_dist against out_dist ({metric}, mean ± 95 % half-width over seeds; "
-              "`out vs in %` the paired change, positive where out_dist is harder; *yes* only when every seed agrees and the "
-              "interval excludes zero)" + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
+        L += [f"Single-domain models on their own domain, in_dist against out_dist ({metric}, mean ± 95 % half-width "
+              "over seeds; `out vs in %` the paired change, positive where out_dist is harder; *yes* only when every "
+              "seed agrees and the interval "
+              "excludes zero)" + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
     return L
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #qt1
 def quantity_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
-    "Rows (settings, model): Joint's paired margin over Sim-only on sim and Exp-only on exp, at their own data and with as many trajectories as Joint sees (the data-quantity controls)."
+    """Rows (settings, model): Joint's paired margin over Sim-only on sim and Exp-only on exp, at their own data and
+    with as many trajectories as Joint sees (the data-quantity controls)."""
     protos, rows = set(map(str, res.protocol.values)), {}
     for dom, names in (('sim', (SIM_ONLY, QUANTITY_CONTROLS[0])), ('exp', (EXP_ONLY, QUANTITY_CONTROLS[1]))):
         s = select_view(res['score'].sel(domain=dom, metric=metric, drop=True))
@@ -287,8 +332,10 @@ def quantity_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.Da
             pc = paired_change(s.sel(protocol=JOINT, drop=True), s.sel(protocol=p, drop=True), 'seed', level)
             rows[f'{p} on {dom}'] = pd.DataFrame({'error': s.sel(protocol=p, drop=True).mean('seed').to_series(),
                                                   'joint': s.sel(protocol=JOINT, drop=True).mean('seed').to_series(),
-                                                  'joint margin %': pc['mean'].to_series(), 'joint margin % lo': pc['lo'].to_series(),
-                                                  'joint margin % hi': pc['hi'].to_series(), 'verdict': pc['verdict'].to_series()})
+                                                  'joint margin %': pc['mean'].to_series(),
+                                                  'joint margin % lo': pc['lo'].to_series(),
+                                                  'joint margin % hi': pc['hi'].to_series(),
+                                                  'verdict': pc['verdict'].to_series()})
     return pd.concat(rows, names=['model']) if rows else pd.DataFrame()
 
 def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
@@ -301,31 +348,35 @@ def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
              if f'{p} on {d}' in models}
     n = len(full.index.droplevel('model').unique())
     return ['## Data quantity: Joint against single-domain models given as many trajectories', '',
-            "Seed-mean errors on the model's own domain and Joint's paired margin over it (positive: Joint lower; *better* only "
-            "when every seed agrees and the 95 % interval excludes zero); `_more` trains on its own domain's trajectories plus "
-            "as many again as Joint sees of the other domain. Joint's margin is clear over "
+            "Seed-mean errors on the model's own domain and Joint's paired margin over it (positive: Joint lower; "
+            "*better* only when every seed agrees and the 95 % interval excludes zero); `_more` trains on its own "
+            "domain's trajectories plus as many again as Joint sees of the other domain. Joint's margin is clear over "
             + ', '.join(f'{p} in {k} of {n} settings' for p, k in clear.items())
             + (f" ({', '.join(said)} throughout)" if said else '') + ':', '', md_table(t), '']
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #tu1
 def tuning_lines(res:xr.Dataset) -> list:
-    "The report's section on tuning: the grid, the rule and the settings each system's protocol families trained with (from the run's `config`)."
+    """The report's section on tuning: the grid, the rule and the settings each system's protocol families trained with
+    (from the run's `config`)."""
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     if not cfg: return []
     how, lr = cfg.get('tuned') or {}, cfg.get('lr')
     tuned, grid = how.get('systems') or {}, how.get('grid') or {}
     L = ['## Tuning', '']
     if not tuned:
-        return L + [f"No protocol was tuned in this run: every protocol trained at learning rate {lr} (a fine-tune at the same rate).", '']
-    rows = {(s, f): dict(lr=v.get('lr', lr), **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if get_protocol(f).family == SIM_TO_EXP else {}))
+        return L + [f"No protocol was tuned in this run: every protocol trained at learning rate {lr} (a fine-tune at "
+                    "the same rate).", '']
+    rows = {(s, f): dict(lr=v.get('lr', lr),
+            **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if get_protocol(f).family == SIM_TO_EXP else {}))
             for s, fams in tuned.items() for f, v in fams.items()}
     df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'tuned as']
     untuned = sorted(set(map(str, res.system.values)) - set(tuned))
     return L + [f"Grid: learning rate {', '.join(f'{v:g}' for v in grid.get('lr', []))}; Sim→Exp's fine-tune scale "
                 f"{', '.join(f'{v:g}' for v in grid.get('finetune_lr_scale', []))}; seed {how.get('seed', '?')}. "
                 f"Rule: {how.get('rule', 'not recorded')}. A protocol tuned on its own (a row of "
-                "its own below) trains with its own choice; the others with their family's (an equal-exposure or data-quantity "
-                "control its base protocol's, Joint at any other λ Joint's, an untuned variant its family's)."
+                "its own below) trains with its own choice; the others with their family's (an equal-exposure or "
+                "data-quantity control its base protocol's, Joint at any other λ Joint's, an untuned variant its "
+                "family's)."
                 + (f" Not tuned, at learning rate {lr}: {', '.join(untuned)}." if untuned else ''), '',
                 'The settings each system trained with:', '', md_table(df), '']
 
@@ -337,7 +388,8 @@ def physics_table(res:dict) -> 'pd.DataFrame':
     for key, r in res['cells'].items():
         dv, ca, ex, en = r.get('divergence', {}), r.get('causality', {}), r.get('extreme', {}), r.get('energy', {})
         dom = dv.get('domains', {})
-        worst = max(ex.get('cases', {}).values(), key=lambda c: c['ratio'] if c['ratio'] is not None else math.inf, default={})
+        worst = max(ex.get('cases', {}).values(),
+                    key=lambda c: c['ratio'] if c['ratio'] is not None else math.inf, default={})
         rows.append(dict(system=r['system'], capacity=r['capacity'], protocol=r['protocol'], seed=r['seed'],
                          div_ratio_sim=dom.get('sim', {}).get('ratio'), div_ratio_exp=dom.get('exp', {}).get('ratio'),
                          divergence=dv.get('verdict'), causal_ahead=ca.get('ahead'), causal_delay=ca.get('delay'),
@@ -347,12 +399,15 @@ def physics_table(res:dict) -> 'pd.DataFrame':
     return pd.DataFrame(rows).set_index(['system', 'capacity', 'protocol', 'seed'])
 
 def physics_lines(phys:dict) -> list:
-    "The report's markdown lines for a `physics.json`: criteria, pass counts per protocol and check, and the per-cell table."
+    """The report's markdown lines for a `physics.json`: criteria, pass counts per protocol and check, and the per-cell
+    table."""
     t = physics_table(phys)
     checks = ['divergence', 'causality', 'extreme', 'energy', 'verdict']
     counts = t.groupby(level='protocol')[checks].agg(lambda v: f"{int((v == 'pass').sum())}/{int(v.isin(['pass', 'fail']).sum())}")
-    L = ['## Physics checks', '', f"From `physics.json` (`simreal physics-check`, {phys.get('max_windows')} windows per domain, "
+    L = ['## Physics checks', '',
+         f"From `physics.json` (`simreal physics-check`, {phys.get('max_windows')} windows per domain, "
          f"{phys.get('horizon')}-frame rollouts). A cell passes a check when:", '']
     L += [f'- {k}: {v}' for k, v in phys.get('criteria', {}).items()]
-    L += ['', 'Cells passing / checked, per protocol:', '', md_table(counts), '', 'The numbers behind each verdict:', '', md_table(t), '']
+    L += ['', 'Cells passing / checked, per protocol:', '', md_table(counts), '',
+          'The numbers behind each verdict:', '', md_table(t), '']
     return L

@@ -16,7 +16,8 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 from ..core.metrics import MetricInputError
-from .analysis import (LAMS, balanced, setting_dims, select_view, check_lam, check_score, best_non_joint,
+from .analysis import (LAMS, balanced, setting_dims, select_view, check_lam,
+                                         check_score, best_non_joint,
                                  mean_ci, protocol_coord)
 from ..training.protocols import BASELINES, trained_protocols
 
@@ -36,10 +37,12 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
                   mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                   half_width=False,   # the 95 % confidence half-width over seeds instead of the mean (NaN with one seed)
                  ) -> xr.DataArray:
-    "Seed-averaged errors (or their 95 % half-widths) with dims (setting, protocol, domain); `setting` labels like 'cylinder/S' (system/capacity)."
+    """Seed-averaged errors (or their 95 % half-widths) with dims (setting, protocol, domain); `setting` labels like
+    'cylinder/S' (system/capacity)."""
     check_score(score, ('protocol', 'domain', 'metric'), 'domain_errors')
     if metric not in score.metric.values:
-        raise MetricInputError(f"`metric`={metric!r} is not in the score's metric coordinate {score.metric.values.tolist()}")
+        raise MetricInputError(f"`metric`={metric!r} is not in the score's metric coordinate "
+                               f"{score.metric.values.tolist()}")
     s = select_view(score.sel(metric=metric, drop=True), field, mode)
     if half_width: s = mean_ci(s, 'seed')[1] if 'seed' in s.dims else xr.full_like(s, np.nan, dtype=float)
     elif 'seed' in s.dims: s = s.mean('seed', skipna=True)
@@ -54,16 +57,20 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
     else: s, labels = s.expand_dims(setting=1).transpose('setting', 'protocol', 'domain'), ['all']
     s = s.sel(domain=['sim', 'exp'])
     return xr.DataArray(s.values, dims=('setting', 'protocol', 'domain'), name=f'{metric}',
-                        coords=dict(setting=labels, protocol=[str(p) for p in s.protocol.values], domain=['sim', 'exp']))
+                        coords=dict(setting=labels,
+                                    protocol=[str(p) for p in s.protocol.values], domain=['sim', 'exp']))
 
 # %% ../../nbs/reading/60_tradeoff.ipynb #c008
 def winners(errors:xr.DataArray, # output of `domain_errors`
             lam=0.5,             # λ of the balanced metric
            ) -> xr.DataArray:
-    "Per setting: the trained protocol with the lowest bM(λ) ('' where every trained protocol is NaN); reference baselines never win."
+    """Per setting: the trained protocol with the lowest bM(λ) ('' where every trained protocol is NaN); reference
+    baselines never win."""
     b = balanced(errors.sel(domain='sim', drop=True), errors.sel(domain='exp', drop=True), lam)
     trained = trained_protocols(b.protocol.values)
-    if not trained: return xr.DataArray(np.full(b.sizes['setting'], '', dtype=object), dims='setting', coords=dict(setting=b.setting), name='winner')
+    if not trained:
+        return xr.DataArray(np.full(b.sizes['setting'], '', dtype=object), dims='setting',
+                            coords=dict(setting=b.setting), name='winner')
     _, names = best_non_joint(b, baselines=trained, return_name=True)  # the lowest of the trained protocols
     return names.rename('winner')
 
@@ -74,7 +81,8 @@ def protocol_table(score:xr.DataArray, # results array
                    protocols=None,     # protocols to compare (default: all)
                    mode=None,          # evaluation mode (None: 'rollout' if present)
                   ):
-    "pandas DataFrame: bM(λ) per setting (rows) and protocol (columns; reference baselines last), plus the `winner` of each row."
+    """pandas DataFrame: bM(λ) per setting (rows) and protocol (columns; reference baselines last), plus the `winner` of
+    each row."""
     e = domain_errors(score, metric, field, protocols, mode)
     order = trained_protocols(e.protocol.values) + [p for p in e.protocol.values.tolist() if p in BASELINES]
     e = e.sel(protocol=order)
@@ -98,19 +106,23 @@ def winner_table(score:xr.DataArray, # results array
 
 # %% ../../nbs/reading/60_tradeoff.ipynb #c012a
 _TAB10 = ('#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf')
-_TAB20_LIGHT = ('#aec7e8', '#ffbb78', '#98df8a', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')  # tab20's light shades, no red
-_NEAR_RED_OR_GREY = {'#d62728', '#8c564b', '#7f7f7f', '#c49c94', '#c7c7c7'}  # Joint's red, and the shades a reader takes for it or for a baseline's grey
+# tab20's light shades, no red
+_TAB20_LIGHT = ('#aec7e8', '#ffbb78', '#98df8a', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')
+# Joint's red, and the shades a reader takes for it or for a baseline's grey
+_NEAR_RED_OR_GREY = {'#d62728', '#8c564b', '#7f7f7f', '#c49c94', '#c7c7c7'}
 _OTHERS = [c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3', '#e6ab02', '#66a61e']  # Dark2's, to 18
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
 def lam_train_of(results) -> dict:
-    "{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), from its `lam_train` coordinate (`analysis.protocol_coord`)."
+    """{protocol: λ_train} of the plain Joint protocols of `results` (a results Dataset or an array of it), from its
+    `lam_train` coordinate (`analysis.protocol_coord`)."""
     return {p: float(v) for p, v in protocol_coord(results, 'lam_train').items() if v is not None and np.isfinite(v)}
 
 def protocol_colors(protocols,
                     lam_train:dict|None=None, # {Joint protocol: its λ_train} (`lam_train_of`); None: from the protocol objects of the names
                    ) -> dict:
-    "Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained protocols in tab10, tab20's light shades and Dark2 without red, brown or grey, reference baselines grey."
+    """Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained
+    protocols in tab10, tab20's light shades and Dark2 without red, brown or grey, reference baselines grey."""
     from matplotlib import colormaps
     from matplotlib.colors import to_hex
     protos = [str(p) for p in protocols]
@@ -140,13 +152,15 @@ def place_labels(anchors,        # [(x, y)] points to label, in a y-up unit (pix
                  obstacles=(),   # rectangles (x0, y0, x1, y1) labels should not cover (markers, other text)
                  gap=4.0,        # distance between a point and its label
                 ) -> list:
-    "Greedy label placement: for each anchor, the lower-left corner of a label rectangle that avoids the others, the obstacles and the box edge (the least-overlapping candidate where none is free)."
+    """Greedy label placement: for each anchor, the lower-left corner of a label rectangle that avoids the others, the
+    obstacles and the box edge (the least-overlapping candidate where none is free)."""
     placed, out = [tuple(o) for o in obstacles], []
     for (x, y), (w, h) in zip(anchors, sizes):
         best, best_cost = None, math.inf
         for k in (1, 2, 3.5, 5.5, 8, 11, 15):
             g = gap * k
-            for dx, dy in ((g, g / 2), (g, -h - g / 2), (-w - g, g / 2), (-w - g, -h - g / 2), (-w / 2, g), (-w / 2, -h - g),
+            for dx, dy in ((g, g / 2), (g, -h - g / 2), (-w - g, g / 2), (-w - g, -h - g / 2),
+                           (-w / 2, g), (-w / 2, -h - g),
                            (g, -h / 2), (-w - g, -h / 2), (0, g), (-w, g), (0, -h - g), (-w, -h - g)):
                 r = (x + dx, y + dy, x + dx + w, y + dy + h)
                 out_of_box = (max(0, box[0] - r[0]) + max(0, r[2] - box[2])) * h + (max(0, box[1] - r[1]) + max(0, r[3] - box[3])) * w
@@ -167,12 +181,14 @@ def pareto_mask(x, y):
     return out
 
 def _far_off(x, y, trained, clip):
-    "True for points more than `clip` × the `trained` points' median error away on either axis (none when `clip` is None)."
+    """True for points more than `clip` × the `trained` points' median error away on either axis (none when `clip` is
+    None)."""
     if clip is None or trained.sum() < 3: return np.zeros(len(x), bool)
     return (x > clip * np.median(x[trained])) | (y > clip * np.median(y[trained]))
 
 def iso_segment(lam, level, xmax, ymax, xmin=0.0, ymin=0.0):
-    "End points ((x0, y0), (x1, y1)) of {λ·x + (1-λ)·y = level} clipped to [xmin, xmax] × [ymin, ymax], the upper-left end first; None when it misses the box."
+    """End points ((x0, y0), (x1, y1)) of {λ·x + (1-λ)·y = level} clipped to [xmin, xmax] × [ymin, ymax], the upper-left
+    end first; None when it misses the box."""
     if lam >= 1: pts = [(level, ymax), (level, ymin)] if xmin <= level <= xmax else []
     elif lam <= 0: pts = [(xmin, level), (xmax, level)] if ymin <= level <= ymax else []
     else:
@@ -187,7 +203,8 @@ def iso_segment(lam, level, xmax, ymax, xmin=0.0, ymin=0.0):
     return (pts[0], pts[-1]) if len(pts) >= 2 else None
 
 def _iso_line(ax, lam, level, xmax, ymax, xmin=0.0, ymin=0.0, log=False, **kw):
-    "Draw {λ·x + (1-λ)·y = level} inside [xmin, xmax] × [ymin, ymax]; return its upper-left end (the label anchor) or None."
+    """Draw {λ·x + (1-λ)·y = level} inside [xmin, xmax] × [ymin, ymax]; return its upper-left end (the label anchor) or
+    None."""
     if lam >= 1: xs, ys = np.array([level, level]), np.array([ymin, ymax])
     elif lam <= 0: xs, ys = np.array([xmin, xmax]), np.array([level, level])
     else:
@@ -205,7 +222,8 @@ def _wrap(text, width_pt, size):
     return '\n'.join(textwrap.wrap(text, max(20, int(width_pt / (0.6 * size)))))
 
 def _label_axes(fig, ax, labels, size, block=()):
-    "Annotate `labels` [(x, y, text, color)] (data coordinates) on `ax` where they overlap neither each other nor the markers; `block` lines go in the emptiest corner."
+    """Annotate `labels` [(x, y, text, color)] (data coordinates) on `ax` where they overlap neither each other nor the
+    markers; `block` lines go in the emptiest corner."""
     k = fig.dpi / 72  # pixels per point
     b = ax.bbox
     px = [tuple(ax.transData.transform((x, y))) for x, y, _, _ in labels]
@@ -213,24 +231,28 @@ def _label_axes(fig, ax, labels, size, block=()):
     obstacles = list(marks)
     if block:  # one text per line, stacked in the corner that covers the fewest markers
         bw = max(_measure(fig, t, size)[0] for t, _ in block); lh = 1.3 * size * k; bh = lh * len(block); m = 4 * k
-        corners = [(b.x1 - m - bw, b.y1 - m - bh), (b.x1 - m - bw, b.y0 + m), (b.x0 + m, b.y1 - m - bh), (b.x0 + m, b.y0 + m)]
+        corners = [(b.x1 - m - bw, b.y1 - m - bh), (b.x1 - m - bw, b.y0 + m),
+                   (b.x0 + m, b.y1 - m - bh), (b.x0 + m, b.y0 + m)]
         x0, y0 = min(corners, key=lambda c: sum(_overlap((c[0], c[1], c[0] + bw, c[1] + bh), r) for r in marks))
         for i, (t, c) in enumerate(block):
-            ax.annotate(t, ax.transAxes.inverted().transform((x0 + bw, y0 + bh - i * lh)), xycoords='axes fraction', ha='right', va='top', fontsize=size,
+            ax.annotate(t, ax.transAxes.inverted().transform((x0 + bw, y0 + bh - i * lh)), xycoords='axes fraction',
+                        ha='right', va='top', fontsize=size,
                         color=c, annotation_clip=False).set_in_layout(False)
         obstacles.append((x0, y0, x0 + bw, y0 + bh))
     if not labels: return
     sizes = [_measure(fig, t, size) for _, _, t, _ in labels]
     where = place_labels(px, sizes, (b.x0 + 2, b.y0 + 2, b.x1 - 2, b.y1 - 2), obstacles, gap=3 * k)
     for (x, y, text, color), (u, v), (lx, ly), (w, h) in zip(labels, px, where, sizes):
-        far = math.dist((u, v), (min(max(u, lx), lx + w), min(max(v, ly), ly + h))) > 9 * k  # a label pushed away gets a leader line
+        # a label pushed away gets a leader line
+        far = math.dist((u, v), (min(max(u, lx), lx + w), min(max(v, ly), ly + h))) > 9 * k
         a = ax.annotate(text, (x, y), textcoords='offset points', xytext=((lx - u) / k, (ly - v) / k), fontsize=size,
                         color=color, ha='left', va='bottom', annotation_clip=False,
                         arrowprops=dict(arrowstyle='-', color='0.6', lw=0.6, shrinkA=0, shrinkB=4) if far else None)
         a.set_in_layout(False)
 
 def _measure(fig, text, size):
-    "(width, height) in pixels of `text` at font `size` (points) as the figure's renderer draws it, with a small margin."
+    """(width, height) in pixels of `text` at font `size` (points) as the figure's renderer draws it, with a small
+    margin."""
     from matplotlib.font_manager import FontProperties
     w, h, _ = fig.canvas.get_renderer().get_text_width_height_descent(text, FontProperties(size=size), ismath=False)
     return w + 3, h + 3
@@ -259,7 +281,8 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 intervals=True,     # 95 % seed intervals on both axes of every trained protocol's point
                 fontsize=8,         # points, at the figure's size (panel labels, ticks, legend)
                ) -> Figure:
-    "Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train; reference baselines as grey crosses."
+    """Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train;
+    reference baselines as grey crosses."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator, FuncFormatter, LogLocator, NullFormatter
@@ -294,16 +317,20 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
         xmin, ymin = (x[pos].min() / 1.5, y[pos].min() / 1.5) if lg else (0.0, 0.0)
         if lg: xmax, ymax = xmax * 1.3, ymax * 1.3
         labels[ax], blocks[ax] = [], []
-        edge = (lambda v, hi: min(v, hi / 1.25)) if lg else (lambda v, hi: min(v, 0.95 * hi))  # where a far-off point is drawn
+        # where a far-off point is drawn
+        edge = (lambda v, hi: min(v, hi / 1.25)) if lg else (lambda v, hi: min(v, 0.95 * hi))
         for i, p in enumerate(protos):
             if not fin[i]: continue
             px, py = (edge(x[i], xmax), edge(y[i], ymax)) if far[i] else (x[i], y[i])
             shape = ('>' if y[i] == py else '^' if x[i] == px else 'D') if far[i] else 'o'
-            if not far[i] and not ref[i]: _seed_bars(ax, px, py, *(float(hw.sel(setting=st, domain=d)[i]) for d in ('sim', 'exp')),
-                                                     (xmin, ymin) if lg else None, colors[p])
+            if not far[i] and not ref[i]:
+                _seed_bars(ax, px, py, *(float(hw.sel(setting=st, domain=d)[i]) for d in ('sim', 'exp')),
+                           (xmin, ymin) if lg else None, colors[p])
             if ref[i]: ax.scatter([px], [py], s=30, marker='x', color=colors[p], zorder=2, label=p)
-            else: ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p], facecolors=colors[p] if opt[i] else 'none',
-                             zorder=3, label=p)
+            else:
+                ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p],
+                           facecolors=colors[p] if opt[i] else 'none',
+                           zorder=3, label=p)
             off = ' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q) + ')' if far[i] else ''
             labels[ax].append((px, py, p + off, '0.45' if ref[i] else '0.1'))
         any_far |= bool(far.any())
@@ -327,19 +354,25 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); a.set_major_formatter(fmt); a.set_minor_formatter(NullFormatter())
         else:
             ax.set(xlim=(0, xmax), ylim=(0, ymax))
-            for a in (ax.xaxis, ax.yaxis): a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
+            for a in (ax.xaxis, ax.yaxis):
+                a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
         ax.set_title(st, fontsize=fontsize + 1); ax.set_xlabel(f'sim {metric}', fontsize=fontsize); ax.set_ylabel(f'exp {metric}', fontsize=fontsize)
         ax.tick_params(labelsize=fontsize)
     for ax in axes[len(settings):]: ax.set_visible(False)
     handles = [Line2D([], [], ls='none', color=colors[p], marker='x' if p in BASELINES else 'o', ms=6) for p in protos]
     names = list(protos)
-    if lams: handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9)); names.append('iso-bM(λ) through the best (λ=…: winner)')
-    if any_front: handles.append(Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7)); names.append('Joint front over λ_train')
+    if lams:
+        handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9)); names.append('iso-bM(λ) through the best '
+                                                                                    '(λ=…: winner)')
+    if any_front:
+        handles.append(Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7)); names.append('Joint front over λ_train')
     per = max(text_size(n, fontsize)[0] + 30 for n in names)  # points per legend entry
-    fig.legend(handles, names, loc='outside lower center', ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=fontsize,
+    fig.legend(handles, names, loc='outside lower center',
+               ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=fontsize,
                frameon=False, handletextpad=0.3, columnspacing=1.0)
     fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error: filled = Pareto-optimal among the trained protocols; '
-                       'grey × = reference baselines (never a winner)' + ('; bars: 95 % seed intervals' if intervals else '')
+                       'grey × = reference baselines '
+                       '(never a winner)' + ('; bars: 95 % seed intervals' if intervals else '')
                        + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''), width * 72, fontsize + 1), fontsize=fontsize + 1)
     fig.draw_without_rendering()  # fixes the layout, so the labels can be placed in pixels
     for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], fontsize, blocks[ax])

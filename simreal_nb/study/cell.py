@@ -34,16 +34,20 @@ __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_dom
 _DATA = {}
 
 def imported_systems(data_dir) -> list:
-    "Names of the `NAME_sim.nc` + `NAME_exp.nc` pairs in `data_dir` (as `simreal data import` and `data make` write them)."
+    """Names of the `NAME_sim.nc` + `NAME_exp.nc` pairs in `data_dir` (as `simreal data import` and `data make` write
+    them)."""
     d = Path(data_dir)
-    if not d.is_dir(): raise GridError(f"data {d}: not a directory; expected a folder holding NAME_sim.nc and NAME_exp.nc")
+    if not d.is_dir():
+        raise GridError(f"data {d}: not a directory; expected a folder holding NAME_sim.nc and NAME_exp.nc")
     names = sorted(p.name[:-len('_sim.nc')] for p in d.glob('*_sim.nc') if (d / p.name.replace('_sim.nc', '_exp.nc')).exists())
-    if not names: raise GridError(f"data {d}: no NAME_sim.nc + NAME_exp.nc pair; expected files written by `simreal data import`")
+    if not names:
+        raise GridError(f"data {d}: no NAME_sim.nc + NAME_exp.nc pair; expected files written by `simreal data import`")
     return names
 
 def load_domains(system:str, cfg:GridConfig, data_dir=None,
                  seed:int=0) -> dict:  # the cell's seed: the twins' realisation (`GridConfig.data_seed_of`)
-    "sim, exp and exp_truth (None where the data have none) of a twin at `cfg`'s size, or of a pair imported into `data_dir`."
+    """sim, exp and exp_truth (None where the data have none) of a twin at `cfg`'s size, or of a pair imported into
+    `data_dir`."""
     if data_dir is None: return load_twins(system, seed=cfg.data_seed_of(seed), size=cfg.size)
     d = Path(data_dir)
     truth = d / f'{system}_exp_truth.nc'  # only twins have one: a real experiment never measures what it misses
@@ -51,18 +55,24 @@ def load_domains(system:str, cfg:GridConfig, data_dir=None,
     if 'valid' in exp and not bool(exp['valid'].any()):  # refused before any training, naming the file
         raise GridError(f"{d / f'{system}_exp.nc'}: no valid point (every vector is flagged invalid in `valid`); "
                         "expected measured points to train and score on")
-    return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=exp, exp_truth=read_dataset(truth) if truth.exists() else None)
+    return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=exp,
+                exp_truth=read_dataset(truth) if truth.exists() else None)
 
 def cell_data(system:str, cfg:GridConfig, data_dir=None,
               seed:int=0):  # the cell's seed: with `cfg.data_seed` None, the twins' realisation
-    "(DomainData, exp_truth or None, reference scales) for `system` (a twin of the cell's data seed, or a pair in `data_dir`), cached per process."
-    data_seed = None if data_dir is not None else cfg.data_seed_of(seed)  # imported files: one realisation for every seed
-    k = (system, cfg.size, data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs), None if data_dir is None else str(data_dir))
+    """(DomainData, exp_truth or None, reference scales) for `system` (a twin of the cell's data seed, or a pair in
+    `data_dir`), cached per process."""
+    # imported files: one realisation for every seed
+    data_seed = None if data_dir is not None else cfg.data_seed_of(seed)
+    k = (system, cfg.size, data_seed, cfg.n_in, cfg.n_out, tuple(cfg.fracs),
+         None if data_dir is None else str(data_dir))
     if k not in _DATA:
         tw = load_domains(system, cfg, data_dir, seed)
         _DATA.clear()  # keep one system and data seed in memory at a time (cells are run grouped by them)
         split = cfg.data_seed or 0  # which trajectories are held out: the same in every replicate
-        try: dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out, fracs=tuple(cfg.fracs), seed=split)
+        try:
+            dd = make_domain_data(tw['sim'], tw['exp'], n_in=cfg.n_in, n_out=cfg.n_out,
+                                  fracs=tuple(cfg.fracs), seed=split)
         except ValueError as e:  # imported pairs: name the files that cannot be put together
             if data_dir is None: raise
             raise GridError(f"data {Path(data_dir) / system}_sim.nc + {system}_exp.nc: {e}") from None
@@ -76,36 +86,46 @@ def limit_exp_train(dd, n:int|None):
     N = wd.ds.sizes['traj']
     if n is None or n >= N: return dd, N
     pick = spread(N, n)  # the split keeps parameter order
-    sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names, windows=wd.windows)
+    sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
+                        cond=wd.cond_names, windows=wd.windows)
     return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
 
 EXTRA_SEED = 100_000  # a data-quantity control's extra trajectories: the twin of seed EXTRA_SEED + the cell's data seed
 
 def more_trajectories(dd, extra:dict, domain:str):
-    "`dd` whose `domain` training split also holds every trajectory of `extra` (a twin's sim and exp), aligned to `dd`'s grid and read with `dd`'s normaliser."
+    """`dd` whose `domain` training split also holds every trajectory of `extra` (a twin's sim and exp), aligned to
+    `dd`'s grid and read with `dd`'s normaliser."""
     a = dict(zip(('sim', 'exp'), align_domains(extra['sim'], extra['exp'], 'sim')))[domain]
     base = (dd.sim_ds if domain == 'sim' else dd.exp_ds)['train']
     if not all(np.array_equal(a[k].values, base[k].values) for k in ('y', 'x', 'time')):
-        raise GridError(f"more_trajectories: the extra {domain} trajectories lie on another grid or clock than the training split's; "
-                        "expected a twin of the same system and size")
+        raise GridError(f"more_trajectories: the extra {domain} trajectories lie on another grid or clock than the "
+                        "training split's; expected a twin of the same system and size")
     a = a.assign_coords(traj=a['traj'].values + int(base['traj'].max()) + 1)
     if 'group' in base.coords: a = a.assign_coords(group=('traj', np.full(a.sizes['traj'], 'remain', dtype=object)))
-    both = xr.concat([base, a[list(base.data_vars)]], 'traj', coords='minimal', compat='override', join='exact', combine_attrs='override')
+    both = xr.concat([base, a[list(base.data_vars)]], 'traj', coords='minimal', compat='override', join='exact',
+                     combine_attrs='override')
     wd = getattr(dd, domain)['train']
-    grown = WindowDataset(both, wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields, cond=wd.cond_names, windows=wd.windows)
+    grown = WindowDataset(both, wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
+                          cond=wd.cond_names, windows=wd.windows)
     return replace(dd, **{domain: {**getattr(dd, domain), 'train': grown}})
 
 def cell_training_data(cell:Cell, cfg:GridConfig, dd, data_dir=None):
-    "The data `cell` trains on: `dd`, or for a data-quantity control (`QUANTITY_CONTROLS`) `dd` with as many training trajectories of its domain as Joint sees of both."
+    """The data `cell` trains on: `dd`, or for a data-quantity control (`QUANTITY_CONTROLS`) `dd` with as many training
+    trajectories of its domain as Joint sees of both."""
     if not getattr(cell.protocol, 'more', False): return dd
-    if data_dir is not None: raise GridError(f"{cell.protocol.name}: a data-quantity control draws more trajectories from a twin; imported data have no more")
+    if data_dir is not None:
+        raise GridError(f"{cell.protocol.name}: a data-quantity control draws more trajectories from a twin; imported "
+                        "data have no more")
     domain, = cell.protocol.domains  # Sim-only's or Exp-only's
-    other = (dd.exp if domain == 'sim' else dd.sim)['train'].ds.sizes['traj']  # what Joint sees beyond this domain's own
-    extra = load_twins(cell.system, seed=EXTRA_SEED + cfg.data_seed_of(cell.seed), size=cfg.size, n_traj=other, n_in_dist=0, n_out_dist=0)
+    # what Joint sees beyond this domain's own
+    other = (dd.exp if domain == 'sim' else dd.sim)['train'].ds.sizes['traj']
+    extra = load_twins(cell.system, seed=EXTRA_SEED + cfg.data_seed_of(cell.seed), size=cfg.size, n_traj=other,
+                       n_in_dist=0, n_out_dist=0)
     return more_trajectories(dd, extra, domain)
 
 def resolve_exp_trajs(cells:list, cfg:GridConfig, data_dir=None, workers:int=1) -> tuple:
-    "(`cells` with every count of experimental training trajectories at or above its system's number as None, all of them: one cell per set; {system: that number} where a count was given)."
+    """(`cells` with every count of experimental training trajectories at or above its system's number as None, all of
+    them: one cell per set; {system: that number} where a count was given)."""
     given = sorted({c.system for c in cells if c.exp_trajs is not None})
     if given and data_dir is None: prepare_twins([c for c in cells if c.system in given], cfg, workers)  # needed anyway
     n = {s: cell_data(s, cfg, data_dir, min(c.seed for c in cells if c.system == s))[0].exp['train'].ds.sizes['traj'] for s in given}
@@ -113,7 +133,8 @@ def resolve_exp_trajs(cells:list, cfg:GridConfig, data_dir=None, workers:int=1) 
     return list(dict.fromkeys(out)), n
 
 def prepare_twins(cells:list, cfg:GridConfig, workers:int=1) -> dict:
-    "Generate the twin cache entries `cells` need and lack, `workers` processes at a time sharing the cores; dict (system, data seed) -> [wall, CPU] s."
+    """Generate the twin cache entries `cells` need and lack, `workers` processes at a time sharing the cores; dict
+    (system, data seed) -> [wall, CPU] s."""
     entries = sorted({(c.system, cfg.data_seed_of(c.seed)) for c in cells})
     n = max(1, min(int(workers), len(entries)))
     threads = max(1, (os.cpu_count() or 1) // n)  # one entry: every core generates it
@@ -124,10 +145,12 @@ def prepare_twins(cells:list, cfg:GridConfig, workers:int=1) -> dict:
 # %% ../../nbs/study/47_cell.ipynb #c018
 BANDS = ('low', 'mid', 'high')
 
-EXAMPLE_KINDS = ('true', 'measured', 'pred')  # the `kind` of a cell's example frames: the truth, what the domain measured, the prediction
+# the `kind` of a cell's example frames: the truth, what the domain measured, the prediction
+EXAMPLE_KINDS = ('true', 'measured', 'pred')
 
 def example_where(dd, horizon:int) -> dict:
-    "Where `cell_example`'s frames lie, per domain: the test group of the first long test window's trajectory and the time of its last rollout frame (s)."
+    """Where `cell_example`'s frames lie, per domain: the test group of the first long test window's trajectory and the
+    time of its last rollout frame (s)."""
     out = {}
     for d in ('sim', 'exp'):
         w = long_windows(getattr(dd, d)['test'], horizon)
@@ -138,7 +161,8 @@ def example_where(dd, horizon:int) -> dict:
     return out
 
 def cell_example(model, dd, horizon, device, truth=None):
-    "Last rollout frame of the first test window per domain, physical units: the truth (exp: its hidden truth where the data have one), the measured frame (exp), the prediction."
+    """Last rollout frame of the first test window per domain, physical units: the truth (exp: its hidden truth where
+    the data have one), the measured frame (exp), the prediction."""
     H, W = dd.grid
     out = np.full((2, len(dd.fields), len(EXAMPLE_KINDS), H, W), np.nan, np.float32)
     k_true, k_meas, k_pred = (EXAMPLE_KINDS.index(k) for k in EXAMPLE_KINDS)
@@ -168,7 +192,8 @@ def _conflict(hist):
             float(hist.grad_conflict_frac) if hist.grad_conflict_frac is not None else float('nan'))
 
 def _curve(hist, cfg):
-    "Validation objective per validation, NaN-padded to the cap's number of validations (+1 per phase end); a run past the cap (an equal-exposure control) evenly subsampled, its first and last validations kept."
+    """Validation objective per validation, NaN-padded to the cap's number of validations (+1 per phase end); a run past
+    the cap (an equal-exposure control) evenly subsampled, its first and last validations kept."""
     n = cfg.steps // cfg.eval_every + 3
     step, val = np.full(n, np.nan), np.full(n, np.nan)
     if hist is None: return step, val  # a baseline: no training
@@ -194,11 +219,14 @@ def _truth_score(ev, hidden):
                         coords=dict(hidden_field=hidden, metric=list(METRICS)))
 
 def _baseline_scores(name, dd, truth, cfg, scales, device):
-    "Evaluate a reference baseline like a model: persistence; each domain's training-split time-mean field; each domain's analog (the continuation of its nearest training window)."
-    kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device, scales=scales, exp_truth=truth)
+    """Evaluate a reference baseline like a model: persistence; each domain's training-split time-mean field; each
+    domain's analog (the continuation of its nearest training window)."""
+    kw = dict(split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, device=device,
+              scales=scales, exp_truth=truth)
     if name == PERSISTENCE: return evaluate_groups(Persistence(cfg.n_out), dd, **kw)
     fit = {MEAN_FIELD: MeanField.fit, ANALOG: lambda wd: Analog.fit(wd, n_out=cfg.n_out)}[name]
-    return evaluate_groups({d: fit(getattr(dd, d)['train']) for d in ('sim', 'exp')}, dd, **kw)  # each domain's own, fitted on its train split
+    # each domain's own, fitted on its train split
+    return evaluate_groups({d: fit(getattr(dd, d)['train']) for d in ('sim', 'exp')}, dd, **kw)
 
 # %% ../../nbs/study/47_cell.ipynb #c019
 def cell_model(cell:Cell, cfg:GridConfig, dd):
@@ -208,7 +236,8 @@ def cell_model(cell:Cell, cfg:GridConfig, dd):
                       n_cond=dd.n_cond, **model_overrides(cell.arch, cfg))  # as the run's manifest records it (`model_settings`)
 
 def set_aside_unreadable(ckpt) -> bool:
-    "A checkpoint that cannot be loaded (cut short, damaged, not a torch file) is renamed `*.unreadable` and never read: training starts afresh."
+    """A checkpoint that cannot be loaded (cut short, damaged, not a torch file) is renamed `*.unreadable` and never
+    read: training starts afresh."""
     ckpt = Path(ckpt)
     if not ckpt.exists(): return False
     try: load_torch(ckpt); return False
@@ -218,7 +247,8 @@ def set_aside_unreadable(ckpt) -> bool:
         return True
 
 def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
-    "(the protocol object `cell` trains, with Sim→Exp's tuned fine-tune scale; its tuned learning rate): `GridConfig.settings_of` its system and protocol."
+    """(the protocol object `cell` trains, with Sim→Exp's tuned fine-tune scale; its tuned learning rate):
+    `GridConfig.settings_of` its system and protocol."""
     p = protocol or cell.protocol
     st = cfg.settings_of(cell.system, p)
     if isinstance(p, SimToExp) and st['finetune_lr_scale'] != p.finetune_lr_scale:
@@ -226,9 +256,11 @@ def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
     return p, st['lr']
 
 def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, **kw):
-    "(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and resumed from the last one there."
+    """(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and
+    resumed from the last one there."""
     model = cell_model(cell, cfg, dd)
-    if cfg.init is not None: init_weights(model, cfg.init)  # the run's checkpoint (a resumed cell's last.pt replaces it)
+    # the run's checkpoint (a resumed cell's last.pt replaces it)
+    if cfg.init is not None: init_weights(model, cfg.init)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
     protocol, lr = tuned_protocol(cell, cfg, protocol)
     hist = train(model, dd, protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=lr, seed=cell.seed,
@@ -236,24 +268,29 @@ def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=Tru
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
                  lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True,
                  level=cfg.level, pretrained=cfg.init is not None, **kw)
-    if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / MODEL_FILE)  # the final model, rebuildable alone (`models.load_model`)
+    # the final model, rebuildable alone (`models.load_model`)
+    if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / MODEL_FILE)
     return model, hist
 
 def _joint_exp_batches(ds:xr.Dataset, path) -> int:
-    "The exp batches a Joint cell file records (one per update: `steps_done` in a file written before exposure was stored)."
+    """The exp batches a Joint cell file records (one per update: `steps_done` in a file written before exposure was
+    stored)."""
     for v in ('exp_batches', 'steps_done'):
         n = float(ds[v].values.ravel()[0]) if v in ds else float('nan')
         if math.isfinite(n) and n >= 1: return int(n)
     raise GridError(f"{path}: records no exp batches or updates; delete it to compute the Joint cell again")
 
 def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
-    "The protocol `cell` trains: its name's, or for an equal-exposure control (`EXPOSURE_CONTROLS`) Exp-only / Sim→Exp whose exp phase copies the Joint cell of the same setting and seed in `run_dir`: its updates, its windows per update and its learning-rate cuts."
+    """The protocol `cell` trains: its name's, or for an equal-exposure control (`EXPOSURE_CONTROLS`) Exp-only / Sim→Exp
+    whose exp phase copies the Joint cell of the same setting and seed in `run_dir`: its updates, its windows per
+    update and its learning-rate cuts."""
     if not isinstance(cell.protocol, ExposureControl): return cell.protocol
     jc = replace(cell, protocol=Joint())
     p = cell_path(run_dir, jc)
     if not p.exists():
-        raise GridError(f"cell {cell.key}: the equal-exposure control is matched to the Joint cell {jc.key} of the same setting "
-                        f"and seed, which is not in {p.parent}; add {JOINT!r} to the grid's protocols (a run computes it first)")
+        raise GridError(f"cell {cell.key}: the equal-exposure control is matched to the Joint cell {jc.key} of the "
+                        f"same setting and seed, which is not in {p.parent}; add {JOINT!r} to the grid's protocols (a "
+                        "run computes it first)")
     ds = open_cell_file(p)
     why = foreign_cell(ds, jc, stamp)
     if why: raise GridError(f"{p}: {why}; the control {cell.key} cannot be matched to it")
@@ -263,14 +300,19 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
 
 # %% ../../nbs/study/47_cell.ipynb #cs1
 def check_start(cells:list, cfg:GridConfig, data_dir=None):
-    "Refuse, before any training, a fine-tuning `cfg.level` some trained cell cannot take, or a `cfg.init` checkpoint that does not fit some cell's model."
+    """Refuse, before any training, a fine-tuning `cfg.level` some trained cell cannot take, or a `cfg.init` checkpoint
+    that does not fit some cell's model."""
     trained = [c for c in cells if c.protocol.trains]
     if cfg.level != 'full':
         bad = sorted({c.arch for c in trained if cfg.level not in getattr(ARCHS[c.arch], 'tune_levels', ())})
-        if bad: raise GridError(f"level {cfg.level!r}: arch {bad} has no fine-tuning levels (MORPH's: arch morph); expected level 'full', or arch morph")
+        if bad:
+            raise GridError(f"level {cfg.level!r}: arch {bad} has no fine-tuning levels (MORPH's: arch morph); "
+                            "expected level 'full', or arch morph")
         own = sorted({c.protocol.name for c in trained if not isinstance(c.protocol, ExposureControl) and
                       any(p.lora_rank or p.freeze_stem or p.freeze_decoder for p in c.protocol.phases(2))})
-        if own: raise GridError(f"level {cfg.level!r}: protocols {own} freeze or adapt their fine-tune themselves; expected level 'full' beside them")
+        if own:
+            raise GridError(f"level {cfg.level!r}: protocols {own} freeze or adapt their fine-tune themselves; "
+                            "expected level 'full' beside them")
     if cfg.init is None: return
     for c in {(c.system, c.capacity, c.arch): c for c in trained}.values():  # one model per setting
         try: init_weights(cell_model(c, cfg, cell_data(c.system, cfg, data_dir, c.seed)[0]), cfg.init)
@@ -278,18 +320,21 @@ def check_start(cells:list, cfg:GridConfig, data_dir=None):
 
 # %% ../../nbs/study/47_cell.ipynb #a7c9d5df
 def _window_score(ev:xr.Dataset, rollout_only) -> xr.DataArray:
-    "Exp's rollout scores against the truth at the measurement's window; NaN (shaped like exp's) where the data have no window truth."
+    """Exp's rollout scores against the truth at the measurement's window; NaN (shaped like exp's) where the data have
+    no window truth."""
     if 'exp_window' in ev.domain.values: return rollout_only(ev['score'].sel(domain='exp_window', drop=True))
     return rollout_only(ev['score'].sel(domain='exp', drop=True)) * np.nan
 
 def evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
-    "Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories, per test group (`in_dist`, `out_dist`)."
+    """Scores of a trained model (or, with `model=None`, of the cell's baseline) on the test trajectories, per test
+    group (`in_dist`, `out_dist`)."""
     if model is None: return _baseline_scores(cell.protocol.name, dd, truth, cfg, scales, str(dev))
     return evaluate_groups(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
                            device=str(dev), scales=scales)
 
 def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir=None) -> xr.Dataset:
-    "The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."
+    """The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the
+    floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."""
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has
     curve_step, curve_val = _curve(hist, cfg)
     where = example_where(dd, cfg.horizon)  # the test group and time of the example frames
@@ -301,12 +346,14 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
         sim_batches, exp_batches = (float(hist.batches.get(d, 0)) for d in ('sim', 'exp'))  # exposure
     fields = list(dd.fields) + ['all']
     sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])
-    measured = 'exp_measured' if 'exp_measured' in ev.domain.values else 'exp'  # without a truth, exp is the measurement
+    # without a truth, exp is the measurement
+    measured = 'exp_measured' if 'exp_measured' in ev.domain.values else 'exp'
     rollout_only = lambda da: da.reindex(field=fields).sel(mode='rollout', metric=list(METRICS), drop=True)
     H, W = dd.grid
     ds = xr.Dataset(dict(
         score=sc.sel(mode='rollout', metric=list(METRICS), drop=True),
-        score_phys=ev['score_phys'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout', metric=list(METRICS), drop=True),
+        score_phys=ev['score_phys'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout',
+                                                              metric=list(METRICS), drop=True),
         score_upstream=ev['score_upstream'].reindex(field=fields).sel(domain=['sim', 'exp'], mode='rollout', drop=True),
         score_onestep=sc.sel(mode='one_step', metric=list(METRICS), drop=True),
         score_measured=rollout_only(ev['score'].sel(domain=measured, drop=True)),
@@ -333,17 +380,19 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     for v in ('train_s', 'eval_s', 'params', 'grad_cos_mean', 'grad_conflict_frac', 'steps_done'):
         ds[v].attrs['long_name'] = v.replace('_', ' ')
     ds['capped'].attrs['long_name'] = '1: training stopped at the update cap while still improving; 0: early stopping; NaN: baseline'
-    ds['truth_score'].attrs['long_name'] = ("rollout error on the experiment's hidden truth of the fields only the simulation has "
-                                            "(a reference baseline, fed exp inputs without them, predicts the sim training mean)")
+    ds['truth_score'].attrs['long_name'] = ("rollout error on the experiment's hidden truth of the fields only the "
+                                            "simulation has (a reference baseline, fed exp inputs without them, "
+                                            "predicts the sim training mean)")
     ds['score_measured'].attrs['long_name'] = 'rollout error on exp against the measured data (the same windows as `score`)'
-    ds['score_window'].attrs['long_name'] = ("rollout error on exp against the truth averaged over the measurement's own window "
-                                             "(the same windows, fields and points as `score`; NaN: the data have no window truth)")
+    ds['score_window'].attrs['long_name'] = ("rollout error on exp against the truth averaged over the measurement's "
+                                             "own window (the same windows, fields and points as `score`; NaN: the "
+                                             "data have no window truth)")
     ds['noise_floor_window'].attrs['long_name'] = "the exp measurement's own error against the window truth of `score_window`"
-    ds['noise_floor'].attrs['long_name'] = ("the exp measurement's own rollout error against the hidden truth, over the windows, "
-                                            "frames, fields and points of `score` (NaN: no truth)")
+    ds['noise_floor'].attrs['long_name'] = ("the exp measurement's own rollout error against the hidden truth, over "
+                                            "the windows, frames, fields and points of `score` (NaN: no truth)")
     for d in ('sim', 'exp'):
-        ds[f'{d}_batches'].attrs['long_name'] = (f"{d} training batches the cell drew (of batch_size windows each), early-stopped "
-                                                 f"phases counted to their stop; NaN: baseline")
+        ds[f'{d}_batches'].attrs['long_name'] = (f"{d} training batches the cell drew (of batch_size windows each), "
+                                                 f"early-stopped phases counted to their stop; NaN: baseline")
     ds['data_seed'].attrs['long_name'] = 'seed of the twin data the cell was trained and scored on (NaN: imported data)'
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
     ds.attrs['field_units'] = json.dumps({cell.system: field_units(dd)})
@@ -359,7 +408,8 @@ def field_units(dd) -> dict:
 
 # %% ../../nbs/study/47_cell.ipynb #rc1
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:
-    "Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its timing."
+    """Train (or, for a baseline, fit) and evaluate one cell; write its scores to `run_dir/cells/<key>.nc`; return its
+    timing."""
     path = cell_path(run_dir, cell)
     if path.exists(): return dict(key=cell.key, skipped=True)
     if threads: torch.set_num_threads(threads)

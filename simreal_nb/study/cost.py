@@ -24,7 +24,9 @@ TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / 
 # (medians over the default run's 48 trained cells, four systems, three seeds: sim phases 925 (Sim-only) to 1050 (Joint), exp phases 650)
 
 def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
-    "(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2 and its validations, plus the final evaluation, × `forward_s` per window (a control: matched to Joint at its cap, typically to Joint's typical updates)."
+    """(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2
+    and its validations, plus the final evaluation, × `forward_s` per window (a control: matched to Joint at its cap,
+    typically to Joint's typical updates)."""
     p = cell.protocol
     def phase_s(ph, n):
         k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
@@ -40,14 +42,16 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
 
 # %% ../../nbs/study/48_cost.ipynb #c023p
 def cell_plan(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0) -> dict:
-    "The typical course of `cell` (`cell_cost`'s): `phases`, a list of (updates, seconds) of the phases it trains, and `final_s`, its evaluation."
+    """The typical course of `cell` (`cell_cost`'s): `phases`, a list of (updates, seconds) of the phases it trains, and
+    `final_s`, its evaluation."""
     if not cell.protocol.trains: return dict(phases=[], final_s=0.0)
     p = cell.protocol
     if isinstance(p, ExposureControl): p = p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps))
     out = []
     for ph in p.phases(cfg.steps):
         if ph.steps <= 0: continue
-        n = ph.steps if ph.lr_cuts is not None else min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
+        n = ph.steps if ph.lr_cuts is not None else min(ph.steps,
+                TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
         k = len([w for w in ph.weights.values() if w > 0])
         out.append((n, n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s))
     return dict(phases=out, final_s=eval_passes * forward_s)
@@ -58,7 +62,9 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
                   data_dir=None,          # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
                   lanes:int=1,            # parallel workers the cells will be handed to
                   waves:list|None=None) -> dict:  # the cells in the pool's hand-out order, wave by wave (None: one wave, costliest first)
-    "A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes` workers; each cell's `cell_plan`."
+    """A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward
+    time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes`
+    workers; each cell's `cell_plan`."""
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir, lanes)
     start = max((v.pop('start_s') for v in per.values()), default=0.)  # what a worker pays before its first update
@@ -74,13 +80,15 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
                        for c in cells})
 
 def lanes_wall_s(costs:list, lanes:int=1, start:float=0.) -> float:
-    "Seconds until the last of jobs lasting `costs`, handed out in this order to whichever of `lanes` workers is free first (as a pool does), is done; each worker begins `start` seconds in."
+    """Seconds until the last of jobs lasting `costs`, handed out in this order to whichever of `lanes` workers is free
+    first (as a pool does), is done; each worker begins `start` seconds in."""
     free = [start] * max(1, lanes)
     for c in costs: free[free.index(min(free))] += c
     return max(free)
 
 def _timed_updates(steppers:list, batch, n:int) -> float:
-    "Mean seconds per Joint update of `steppers` each making `n` updates on fresh batches at the same time, one Python thread each (torch lets go of the GIL): an update beside its busy neighbours."
+    """Mean seconds per Joint update of `steppers` each making `n` updates on fresh batches at the same time, one Python
+    thread each (torch lets go of the GIL): an update beside its busy neighbours."""
     ready, out = threading.Barrier(len(steppers)), []
     def run(st):
         st.step(batch(0), {'sim': .5, 'exp': .5})  # warm-up
@@ -91,7 +99,9 @@ def _timed_updates(steppers:list, batch, n:int) -> float:
     return float(np.mean(out))
 
 def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
-    "Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched; on a CPU beside `lanes - 1` others, as the pool's workers share it) and per window forward (no gradient), windows per validation of a domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."
+    """Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched; on a CPU beside `lanes
+    - 1` others, as the pool's workers share it) and per window forward (no gradient), windows per validation of a
+    domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."""
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol.trains}):
         system, capacity, arch = key
@@ -99,16 +109,19 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
         dd = cell_data(system, cfg, data_dir, min(c.seed for c in cells if (c.system, c.capacity, c.arch) == key))[0]
         start_s = time.perf_counter() - t
         torch.manual_seed(0)
-        model = lambda: make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid, n_cond=dd.n_cond,
+        model = lambda: make_model(arch, capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out,
+                                   grid=dd.grid, n_cond=dd.n_cond,
                                    **({'patch': cfg.patch} if arch == 'fan' else {}))
         m = model()
         t = time.perf_counter()
-        st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)  # a process's first optimiser imports torch._dynamo
+        # a process's first optimiser imports torch._dynamo
+        st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)
         start_s += time.perf_counter() - t
         sets = {d: getattr(dd, d)['train'] for d in ('sim', 'exp')}
         batch = lambda k: {d: fetch_batch(s, [(k * cfg.batch_size + i) % len(s) for i in range(cfg.batch_size)]) for d, s in sets.items()}
         side = [model() for _ in range(max(1, int(lanes)) - 1 if dev.type == 'cpu' else 0)]   # the other workers' load
-        update_s = _timed_updates([st, *(Stepper(s_, torch.optim.AdamW(s_.parameters(), lr=1e-6), device=dev) for s_ in side)],
+        update_s = _timed_updates([st,
+                *(Stepper(s_, torch.optim.AdamW(s_.parameters(), lr=1e-6), device=dev) for s_ in side)],
                                   batch, probe_steps)
         b = batch(0)
         x = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b['sim'].items()}
@@ -120,11 +133,13 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
         forward_s = (time.perf_counter() - t) / probe_steps / len(x['x'])
         val = [len(getattr(dd, d)['val']) if 'val' in getattr(dd, d) else 0 for d in ('sim', 'exp')]
         val_passes = float(np.mean([n if cfg.val_batches is None else min(n, cfg.val_batches * cfg.batch_size) for n in val]))
-        per[key] = dict(update_s=update_s, forward_s=forward_s, val_passes=val_passes, eval_passes=_eval_passes(dd, cfg), start_s=start_s)
+        per[key] = dict(update_s=update_s, forward_s=forward_s, val_passes=val_passes,
+                        eval_passes=_eval_passes(dd, cfg), start_s=start_s)
     return per
 
 def _eval_passes(dd, cfg) -> int:
-    "Windowed forward passes of a cell's final evaluation: one-step on every test window, rollouts of `horizon` frames on the long ones, both domains."
+    """Windowed forward passes of a cell's final evaluation: one-step on every test window, rollouts of `horizon` frames
+    on the long ones, both domains."""
     cap = lambda n: n if cfg.eval_windows is None else min(n, cfg.eval_windows)
     steps = -(-cfg.horizon // cfg.n_out)
     return sum(cap(len(w)) + cap(len(long_windows(w, cfg.horizon))) * steps for w in (dd.sim['test'], dd.exp['test']))
@@ -135,7 +150,8 @@ def _mins(s:float) -> str:
     return f"{s:.0f} s" if s < 60 else f"{s / 60:.1f} min" if s < 600 else f"{s / 60:.0f} min"
 
 def describe_estimate(est:dict, cfg:GridConfig, lanes:int=1) -> str:
-    "`estimate_cost`'s answer in words: expected wall time on `lanes` workers, the cells, the measured update time, the most it may take."
+    """`estimate_cost`'s answer in words: expected wall time on `lanes` workers, the cells, the measured update time,
+    the most it may take."""
     n, k = est['cells'], est['trained_cells']
     ups = sorted(est['update_s'].values())
     up = '' if not ups else f"{ups[0]:.2g} s" if ups[0] == ups[-1] else f"{ups[0]:.2g}–{ups[-1]:.2g} s"
@@ -143,5 +159,5 @@ def describe_estimate(est:dict, cfg:GridConfig, lanes:int=1) -> str:
     base = n - k
     what = f"{n} cells, {k} trained" + (f" and {base} baseline{'s' * (base != 1)}" if base else '')
     return (f"estimate: about {_mins(est['typical_wall_s'])} {on}: {what}; "
-            + (f"a Joint update takes {up} here, a phase typically converges in {min(TYPICAL_UPDATES['sim'], cfg.steps)} updates "
-               f"(at most {_mins(est['max_wall_s'])} if every phase runs to the {cfg.steps}-update cap)" if k else 'no training'))
+            + (f"a Joint update takes {up} here, a phase typically converges in "
+               f"{min(TYPICAL_UPDATES['sim'], cfg.steps)} updates (at most {_mins(est['max_wall_s'])} if every phase runs to the {cfg.steps}-update cap)" if k else 'no training'))

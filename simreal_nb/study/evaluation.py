@@ -37,7 +37,8 @@ def long_windows(wd,  # windows (domains.WindowDataset, or any dataset exposing 
                          f"dataset exposing {need} to rebuild them (got {type(wd).__name__})")
     kw = dict(cond=getattr(wd, 'cond_names', None))
     if getattr(wd, 'for_eval', False): kw['for_eval'] = True
-    if getattr(wd, 'windows', 'all') != 'all': kw['windows'] = wd.windows  # the published starts, each with `horizon` targets
+    # the published starts, each with `horizon` targets
+    if getattr(wd, 'windows', 'all') != 'all': kw['windows'] = wd.windows
     return type(wd)(wd.ds, wd.n_in, horizon, stride or horizon, wd.normalizer, wd.fields, **kw)
 
 # %% ../../nbs/study/45_evaluation.ipynb #e11
@@ -89,11 +90,13 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
                     n_out:int=1,  # frames per model call (for the rollout's conditioning)
                     target=None,  # windows aligned with `wd` whose y/valid/field_mask are the truth (default: `wd`'s own)
                    ) -> dict:
-    "Model predictions on windows of `wd` (one-step, or a rollout over `horizon` frames): dict(pred, y, valid, field_mask, index)."
+    """Model predictions on windows of `wd` (one-step, or a rollout over `horizon` frames): dict(pred, y, valid,
+    field_mask, index)."""
     dev = resolve_device(device)
     st = Stepper(model, device=dev, amp=amp)
     if target is not None and len(target) != len(wd):
-        raise ValueError(f"predict_windows: target has {len(target)} windows but the inputs have {len(wd)}; expected aligned windows")
+        raise ValueError(f"predict_windows: target has {len(target)} windows but the inputs have {len(wd)}; expected "
+                         "aligned windows")
     idx = spread(len(wd), max_windows)
     out = dict(pred=[], y=[], valid=[], field_mask=[], index=[])
     for i in range(0, len(idx), batch_size):
@@ -102,7 +105,8 @@ def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
             tb = to_device(fetch_batch(target, idx[i:i + batch_size]), dev)
             b = b | dict(y=tb['y'], score_valid=tb['valid'], score_mask=tb['field_mask'])
         with st.autocast():
-            if horizon is None:  # one call; a model predicting more frames than the window holds is scored on those it holds
+            # one call; a model predicting more frames than the window holds is scored on those it holds
+            if horizon is None:
                 p = model(b['x'], b['field_mask'], batch_cond(b)).float()[:, :b['y'].shape[1]]
             else:
                 p = rollout(model, b['x'], b['field_mask'], horizon, n_out=n_out,
@@ -122,13 +126,15 @@ def _lead_rmse(p, y, m):
     return (((p.double() - y.double()) ** 2 * w).sum((0, 2, 3, 4)) / w.sum((0, 2, 3, 4)).clamp_min(1)).sqrt()
 
 def _model_device(model):
-    "Where the model's parameters (else its buffers) are; the CPU for a model with neither (or for a dict of models, its first)."
+    """Where the model's parameters (else its buffers) are; the CPU for a model with neither (or for a dict of models,
+    its first)."""
     if isinstance(model, dict): model = next(iter(model.values()))
     for t in itertools.chain(model.parameters(), model.buffers()): return t.device
     return torch.device('cpu')
 
 def _gather(wd, idx, T, batch_size=256) -> dict:
-    "Targets of the windows `idx` of `wd`, first `T` frames, on the CPU: dict(y [b, T, C, H, W], valid [b, T, H, W], field_mask [b, C])."
+    """Targets of the windows `idx` of `wd`, first `T` frames, on the CPU: dict(y [b, T, C, H, W], valid [b, T, H, W],
+    field_mask [b, C])."""
     out = dict(y=[], valid=[], field_mask=[])
     idx = [int(i) for i in idx]
     for i in range(0, len(idx), batch_size):
@@ -140,14 +146,16 @@ def _gather(wd, idx, T, batch_size=256) -> dict:
     return {k: torch.cat(v) for k, v in out.items()}
 
 def probe_index(wd) -> tuple|None:
-    "(rows, columns) of the grid points nearest the data's wake probes (attrs `probe_x`, `probe_y`, physical coordinates), or None."
+    """(rows, columns) of the grid points nearest the data's wake probes (attrs `probe_x`, `probe_y`, physical
+    coordinates), or None."""
     ds = getattr(wd, 'ds', None)
     if not isinstance(ds, xr.Dataset) or 'probe_x' not in ds.attrs or 'probe_y' not in ds.attrs: return None
     near = lambda axis, vals: [int(np.abs(ds[axis].values - v).argmin()) for v in np.atleast_1d(vals)]
     return near('y', ds.attrs['probe_y']), near('x', ds.attrs['probe_x'])
 
 def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool, probes=None, upstream:bool=True):
-    "Scores of normalised predictions `p` against targets `y` ([b, t, C, H, W]) over the fields of `want` that `present` marks: (physical, scaled, lead) dicts by field; None if no field is left."
+    """Scores of normalised predictions `p` against targets `y` ([b, t, C, H, W]) over the fields of `want` that
+    `present` marks: (physical, scaled, lead) dicts by field; None if no field is left."""
     if norm is not None: p, y = norm.decode(p, all_fields), norm.decode(y, all_fields)
     p, y = p.permute(0, 1, 3, 4, 2), y.permute(0, 1, 3, 4, 2)  # [b, t, h, w, c]
     sel = [all_fields.index(f) for f in want if bool(present[all_fields.index(f)])]
@@ -167,37 +175,45 @@ def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool
 
 # %% ../../nbs/study/45_evaluation.ipynb #ev02
 def window_truth(exp_truth:xr.Dataset) -> xr.Dataset|None:
-    "The exp truth at the measurement's own window: its u, v replaced by its `window_fields` (u_window, v_window); None where it has none."
+    """The exp truth at the measurement's own window: its u, v replaced by its `window_fields` (u_window, v_window);
+    None where it has none."""
     names = str(exp_truth.attrs.get('window_fields', '')).split()
     if not names: return None
     return drop_window_fields(exp_truth.assign({n.removesuffix('_window'): exp_truth[n] for n in names}))
 
 def truth_windows(data, exp_truth, split:str) -> dict:
-    "{'truth': the exp truth's windows, 'window': those of its window truth or None} of the exp `split` (`exp_truth`: a Dataset, windows, or such a dict)."
+    """{'truth': the exp truth's windows, 'window': those of its window truth or None} of the exp `split` (`exp_truth`:
+    a Dataset, windows, or such a dict)."""
     if isinstance(exp_truth, dict): return dict(truth=exp_truth['truth'], window=exp_truth.get('window'))
     if not isinstance(exp_truth, xr.Dataset): return dict(truth=exp_truth, window=None)
     if not hasattr(data, 'truth_windows'):
-        raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (domains.DomainData); pass windows instead")
+        raise ValueError("evaluate: exp_truth as a Dataset needs data.truth_windows (domains.DomainData); pass "
+                         "windows instead")
     w = window_truth(exp_truth)
     return dict(truth=data.truth_windows(exp_truth, split), window=None if w is None else data.truth_windows(w, split))
 
 def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) -> tuple:
-    "What `evaluate` scores, its arguments checked: (model per domain, normaliser, the data's fields, the fields scored, the scored domains, the exp truth's windows `truth_windows` or None)."
+    """What `evaluate` scores, its arguments checked: (model per domain, normaliser, the data's fields, the fields
+    scored, the scored domains, the exp truth's windows `truth_windows` or None)."""
     models = dict(model) if isinstance(model, dict) else {'sim': model, 'exp': model}
     if scales is not None:
         miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ()) if f not in scales]
-        if miss: raise ValueError(f"evaluate: scales lack fields {miss}; expected a reference scale for every field of the data")
+        if miss:
+            raise ValueError(f"evaluate: scales lack fields {miss}; expected a reference scale for every field "
+                             "of the data")
     norm = data.get('normalizer') if isinstance(data, dict) else getattr(data, 'normalizer', None)
     all_fields = tuple((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ('u', 'v', 'p'))
     want = all_fields if fields is None else tuple([fields] if isinstance(fields, str) else fields)
     bad = [f for f in want if f not in all_fields]
     if bad: raise ValueError(f"evaluate: fields {bad} are not among the data's fields {all_fields}")
-    if not isinstance(horizon, (int, np.integer)) or horizon < 0: raise ValueError(f"evaluate: horizon must be an integer >= 0, got {horizon!r}")
+    if not isinstance(horizon, (int, np.integer)) or horizon < 0:
+        raise ValueError(f"evaluate: horizon must be an integer >= 0, got {horizon!r}")
     doms = [d for d in domains if split_of(data, d, split) is not None and len(split_of(data, d, split)) > 0]
     if not doms: raise ValueError(f"evaluate: no non-empty {split!r} split in domains {tuple(domains)}")
     truth_wd = None
     if exp_truth is not None:
-        if split_of(data, 'exp', split) is None: raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
+        if split_of(data, 'exp', split) is None:
+            raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
         truth_wd = truth_windows(data, exp_truth, split)
         doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth'] + (['exp_window'] if truth_wd['window'] is not None else [])
     need = sorted({'sim' if d == 'sim' else 'exp' for d in doms} - set(models))
@@ -208,10 +224,14 @@ def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) 
 FLOORS = dict(truth='noise_floor', window='noise_floor_window')  # the measurement's own error against each truth
 
 def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_windows, device, amp, all_fields, want, norm, scales) -> tuple:
-    "Predictions of model `m` on the windows `w` of one source domain in one `mode`, scored for each domain of `outs`: ({domain: score block}, {floor name: the measurement's block against that truth}, windows scored); `truth_wd`: `truth_windows`, or None."
-    r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows, device, amp, n_out=n_out)
+    """Predictions of model `m` on the windows `w` of one source domain in one `mode`, scored for each domain of `outs`:
+    ({domain: score block}, {floor name: the measurement's block against that truth}, windows scored); `truth_wd`:
+    `truth_windows`, or None."""
+    r = predict_windows(m, w, None if mode == 'one_step' else horizon, batch_size, max_windows,
+                        device, amp, n_out=n_out)
     probes = probe_index(w)
-    block = lambda y, v, fm, up: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales, mode == 'rollout', probes, up)
+    block = lambda y, v, fm, up: _score_block(r['pred'], y, v, fm, all_fields, want, norm, scales,
+                                              mode == 'rollout', probes, up)
     def gather(wd):
         tw = wd if mode == 'one_step' else long_windows(wd, horizon)
         if len(tw) != len(w):
@@ -222,41 +242,49 @@ def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_w
     truths = {k: gather(wd) for k, wd in (truth_wd or {}).items() if wd is not None}
     blocks = {}
     for d in outs:
-        if d == 'exp_truth': t, _ = truths['truth']; tgt = (t['y'], t['valid'], t['field_mask'][0])  # every true field, pressure included
-        elif d == 'exp_window': t, both = truths['window']; tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, at the window
-        elif d == 'exp' and truths: t, both = truths['truth']; tgt = (t['y'], both, r['field_mask'][0])  # measured fields and points, true values
+        # every true field, pressure included
+        if d == 'exp_truth': t, _ = truths['truth']; tgt = (t['y'], t['valid'], t['field_mask'][0])
+        # measured fields and points, at the window
+        elif d == 'exp_window': t, both = truths['window']; tgt = (t['y'], both, r['field_mask'][0])
+        # measured fields and points, true values
+        elif d == 'exp' and truths: t, both = truths['truth']; tgt = (t['y'], both, r['field_mask'][0])
         else: tgt = (r['y'], r['valid'], r['field_mask'][0])  # the measurement (sim: the simulation)
         blocks[d] = block(*tgt, d in ('sim', 'exp'))  # the other numbers: sim and exp only
     # the measurement as a prediction of each truth, over the same windows, frames, fields and points
-    floors = {FLOORS[k]: _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm, scales, False, upstream=False)
+    floors = {FLOORS[k]: _score_block(r['y'], t['y'], both, r['field_mask'][0], all_fields, want, norm,
+                                      scales, False, upstream=False)
               for k, (t, both) in truths.items()}
     return blocks, floors, len(r['pred'])
 
 # %% ../../nbs/study/45_evaluation.ipynb #ev08
 def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth:bool) -> xr.Dataset:
-    "The dataset `evaluate` returns from its arrays and coordinates (`truth`: whether exp was scored against its hidden truth)."
+    """The dataset `evaluate` returns from its arrays and coordinates (`truth`: whether exp was scored against its
+    hidden truth)."""
     co = dict(domain=doms, mode=list(modes), field=fcoord, metric=list(SCORE_KEYS))
-    unit = dict(units='1', note='each field divided by its reference scale') if scales is not None else dict(units='physical')
+    unit = dict(units='1', note='each field divided by its '
+                                'reference scale') if scales is not None else dict(units='physical')
     dims = ('domain', 'mode', 'field', 'metric')
     attrs = dict(split=split, horizon=int(horizon))
     if 'exp' in doms: attrs['exp_target'] = 'truth' if truth else 'measured'
-    what = ("error (NaN: field not measured); exp: against the hidden truth where given (attrs exp_target), on the measured "
-            "fields at the measured points; exp_measured: against the measurement; exp_truth: every true field; exp_window: "
-            "against the truth averaged over the measurement's own window, on the measured fields at the measured points")
+    what = ("error (NaN: field not measured); exp: against the hidden truth where given (attrs exp_target), on "
+            "the measured fields at the measured points; exp_measured: against the measurement; exp_truth: every true "
+            "field; exp_window: against the truth averaged over the measurement's own window, on the measured fields "
+            "at the measured points")
     return xr.Dataset(
         dict(score=(dims, score, dict(long_name=what, **unit)),
              score_phys=(dims, phys, dict(long_name='error per field in its physical units (all: NaN)')),
              score_upstream=(dims[:3] + ('upstream_metric',), upstream, dict(
-                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and points of `score` (sim and exp; NaN for exp_measured and exp_truth)", **unit)),
+                 long_name="RealPDEBench's other numbers (`metrics.upstream_scores`) over the windows, fields and "
+                           "points of `score` (sim and exp; NaN for exp_measured and exp_truth)", **unit)),
              rmse_lead=(('domain', 'field', 'lead'), lead, dict(long_name='rollout RMSE per lead time', **unit)),
              n_windows=(('domain', 'mode'), nwin),
              noise_floor=(('mode', 'field', 'metric'), floor['noise_floor'],
-                          dict(long_name="the exp measurement's own error against the hidden truth, over the windows, frames, "
-                                         "fields and points of exp's score (NaN: no truth)", **unit)),
+                          dict(long_name="the exp measurement's own error against the hidden truth, over the "
+                                         "windows, frames, fields and points of exp's score (NaN: no truth)", **unit)),
              noise_floor_window=(('mode', 'field', 'metric'), floor['noise_floor_window'],
-                                 dict(long_name="the exp measurement's own error against the truth at its window (noise and "
-                                                "dropout only), over the windows, frames, fields and points of exp_window's score "
-                                                "(NaN: no window truth)", **unit))),
+                                 dict(long_name="the exp measurement's own error against the truth at its window "
+                                                "(noise and dropout only), over the windows, frames, fields and points "
+                                                "of exp_window's score (NaN: no window truth)", **unit))),
         coords=co | dict(lead=np.arange(1, max(horizon, 1) + 1), upstream_metric=list(UPSTREAM_METRICS)),
         attrs=attrs)
 
@@ -274,8 +302,10 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
              amp:bool=True,  # bf16 autocast on CUDA
              scales:dict|None=None,  # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
             ) -> xr.Dataset:
-    "Held-out scores per domain — exp against its hidden truth where `exp_truth` is given — `score`, `rmse_lead` (nondimensional with `scales`, else physical), `score_phys`, and the measurement's own error `noise_floor`."
-    models, norm, all_fields, want, doms, truth_wd = _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales)
+    """Held-out scores per domain — exp against its hidden truth where `exp_truth` is given — `score`, `rmse_lead`
+    (nondimensional with `scales`, else physical), `score_phys`, and the measurement's own error `noise_floor`."""
+    models, norm, all_fields, want, doms, truth_wd = _eval_plan(model, data, split, horizon, fields,
+                                                                domains, exp_truth, scales)
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
@@ -299,30 +329,36 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     try:
         for j, mode in enumerate(modes):
             for src in ('sim', 'exp'):
-                outs = [d for d in doms if (d == 'sim') == (src == 'sim')]  # sim; or exp, exp_measured, exp_truth, exp_window
+                # sim; or exp, exp_measured, exp_truth, exp_window
+                outs = [d for d in doms if (d == 'sim') == (src == 'sim')]
                 if not outs: continue
                 wd = split_of(data, src, split)
                 w = wd if mode == 'one_step' else long_windows(wd, horizon)
                 if len(w) == 0:
-                    warnings.warn(f"evaluate: no {src} {split} window holds n_in + {horizon} frames; rollout skipped"); continue
+                    warnings.warn(f"evaluate: no {src} {split} window holds n_in + {horizon} frames; "
+                                  "rollout skipped"); continue
                 n_out = int(torch.as_tensor(wd[0]['y']).shape[0])
                 m = models[src]
-                if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)  # e.g. `Analog`'s candidates
-                blocks, fls, n = _score_windows(m, w, truth_wd if src == 'exp' else None, mode, horizon, n_out, outs, batch_size,
+                # e.g. `Analog`'s candidates
+                if hasattr(m, 'for_horizon'): m = m.for_horizon(n_out if mode == 'one_step' else horizon)
+                blocks, fls, n = _score_windows(m, w, truth_wd if src == 'exp' else None, mode,
+                                                horizon, n_out, outs, batch_size,
                                                 max_windows, device, amp, all_fields, want, norm, scales)
                 for d, b in blocks.items(): put(doms.index(d), j, b, n)
                 for name, fl in fls.items():
                     for f, vals in fl[1].items(): floor[name][j, fcoord.index(f)] = [vals[k] for k in SCORE_KEYS]
     finally:
         for m, tr in zip(mods, was): m.train(tr)
-    return _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth_wd is not None)
+    return _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon,
+                           scales, truth_wd is not None)
 
 # %% ../../nbs/study/45_evaluation.ipynb #e22
 class Persistence(nn.Module):
     "Reference predictor without parameters: every predicted frame repeats the last input frame."
     def __init__(self, n_out:int=1):  # frames predicted per call
         super().__init__()
-        if not isinstance(n_out, (int, np.integer)) or n_out < 1: raise ValueError(f"Persistence: n_out must be an integer >= 1, got {n_out!r}")
+        if not isinstance(n_out, (int, np.integer)) or n_out < 1:
+            raise ValueError(f"Persistence: n_out must be an integer >= 1, got {n_out!r}")
         self.n_out = int(n_out)
 
     def forward(self, x:torch.Tensor,  # input frames [B, n_in, C, H, W]
@@ -339,7 +375,8 @@ class MeanField(nn.Module):
     def __init__(self, mean:torch.Tensor,  # [C, H, W] mean field, in the windows' normalised units
                  n_out:int=1):  # frames predicted per call
         super().__init__()
-        if isinstance(n_out, bool) or not isinstance(n_out, (int, np.integer)) or n_out < 1: raise ValueError(f"MeanField: n_out must be an integer >= 1, got {n_out!r}")
+        if isinstance(n_out, bool) or not isinstance(n_out, (int, np.integer)) or n_out < 1:
+            raise ValueError(f"MeanField: n_out must be an integer >= 1, got {n_out!r}")
         self.n_out = int(n_out)
         self.register_buffer('mean', torch.as_tensor(mean, dtype=torch.float32))
 
@@ -347,7 +384,8 @@ class MeanField(nn.Module):
     def fit(cls, wd,  # windows of one domain, usually its train split
             batch_size:int=256,  # windows read at a time
            ) -> MeanField:
-        "Mean of the target frames `y` of all windows of `wd`, per point and field, over valid points of measured fields."
+        """Mean of the target frames `y` of all windows of `wd`, per point and field, over valid points of measured
+        fields."""
         n = len(wd)
         if n == 0: raise ValueError("MeanField.fit: the window dataset is empty; expected the train split of a domain")
         s = c = None
@@ -371,8 +409,10 @@ class MeanField(nn.Module):
 
 # %% ../../nbs/study/45_evaluation.ipynb #an01
 class Analog(nn.Module):
-    "Reference predictor (nearest-neighbour forecast): the frames that followed the training window of one domain whose inputs are nearest."
-    def __init__(self, frames:torch.Tensor,  # [N, T, C, H, W] training frames of one domain (normalised; 0 where not measured)
+    """Reference predictor (nearest-neighbour forecast): the frames that followed the training window of one domain
+    whose inputs are nearest."""
+    def __init__(self,
+            frames:torch.Tensor,  # [N, T, C, H, W] training frames of one domain (normalised; 0 where not measured)
                  starts:torch.Tensor,  # [M, 2] (trajectory, first input frame) of each training window
                  n_in:int,  # input frames of a window
                  field_mask:torch.Tensor,  # [C] bool: the fields the domain measures (compared and predicted)
@@ -382,37 +422,47 @@ class Analog(nn.Module):
                 ):
         super().__init__()
         for k, v in dict(n_in=n_in, max_elements=max_elements).items():
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1: raise ValueError(f"Analog: {k} must be an integer >= 1, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"Analog: {k} must be an integer >= 1, got {v!r}")
         frames, starts = torch.as_tensor(frames), torch.as_tensor(starts, dtype=torch.long)
-        if frames.ndim != 5: raise ValueError(f"Analog: frames of shape {tuple(frames.shape)}; expected [N, T, C, H, W]")
+        if frames.ndim != 5:
+            raise ValueError(f"Analog: frames of shape {tuple(frames.shape)}; expected [N, T, C, H, W]")
         N, T, C, H, W = frames.shape
-        if starts.ndim != 2 or starts.shape[1] != 2: raise ValueError(f"Analog: starts of shape {tuple(starts.shape)}; expected [M, 2] (trajectory, frame)")
+        if starts.ndim != 2 or starts.shape[1] != 2:
+            raise ValueError(f"Analog: starts of shape {tuple(starts.shape)}; expected [M, 2] (trajectory, frame)")
         fm = torch.as_tensor(field_mask, dtype=torch.bool).reshape(-1)
         pm = torch.ones(H, W, dtype=torch.bool) if point_mask is None else torch.as_tensor(point_mask, dtype=torch.bool)
         if fm.shape != (C,) or pm.shape != (H, W):
-            raise ValueError(f"Analog: field_mask {tuple(fm.shape)} and point_mask {tuple(pm.shape)}; expected ({C},) and ({H}, {W}) for frames {tuple(frames.shape)}")
-        if not fm.any() or not pm.any(): raise ValueError("Analog: no field or no point to compare; expected a domain that measures something")
+            raise ValueError(f"Analog: field_mask {tuple(fm.shape)} and point_mask {tuple(pm.shape)}; expected ({C},) "
+                             f"and ({H}, {W}) for frames {tuple(frames.shape)}")
+        if not fm.any() or not pm.any():
+            raise ValueError("Analog: no field or no point to compare; expected a domain that measures something")
         starts = starts[(starts[:, 0] >= 0) & (starts[:, 0] < N) & (starts[:, 1] >= 0) & (starts[:, 1] + n_in < T)]
         self.n_in = int(n_in)
         self.register_buffer('frames', frames.float())  # a float32 tensor is shared, not copied
         self.register_buffer('starts', starts)
         self.register_buffer('avail', T - self.n_in - starts[:, 1])  # frames that follow each window's inputs
         self.register_buffer('field_mask', fm)
-        self.register_buffer('sel', (fm[:, None, None] & pm[None]).reshape(-1).nonzero().squeeze(1))  # compared (field, point)s
+        # compared (field, point)s
+        self.register_buffer('sel', (fm[:, None, None] & pm[None]).reshape(-1).nonzero().squeeze(1))
         self.chunk = max(1, int(max_elements) // (self.n_in * len(self.sel)))
-        self.register_buffer('key_sq', torch.cat([(self._keys(i) ** 2).sum(1) for i in range(0, len(starts), self.chunk)]
+        self.register_buffer('key_sq',
+                             torch.cat([(self._keys(i) ** 2).sum(1) for i in range(0, len(starts), self.chunk)]
                                                  or [torch.zeros(0)]))
         self.n_out = self._check_frames(n_out)
 
     def _check_frames(self, k):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1: raise ValueError(f"Analog: n_out must be an integer >= 1, got {k!r}")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+            raise ValueError(f"Analog: n_out must be an integer >= 1, got {k!r}")
         if not bool((self.avail >= k).any()):
-            raise ValueError(f"Analog: no training window is followed by {k} frame(s) (at most {int(self.avail.max()) if len(self.avail) else 0}); "
+            raise ValueError(f"Analog: no training window is followed by {k} frame(s) (at most "
+                             f"{int(self.avail.max()) if len(self.avail) else 0}); "
                              "expected a horizon the training trajectories hold")
         return int(k)
 
     def for_horizon(self, k:int) -> Analog:
-        "This analog predicting `k` frames per call (same data, shared): the candidates are the windows followed by `k` frames. `evaluate` asks for it per mode."
+        """This analog predicting `k` frames per call (same data, shared): the candidates are the windows followed by
+        `k` frames. `evaluate` asks for it per mode."""
         new = copy.copy(self)
         new.n_out = self._check_frames(k)
         return new
@@ -429,11 +479,13 @@ def fit(cls:Analog, wd,  # windows of one domain, usually its train split (norma
         n_out:int=1,  # frames per call (a rollout's horizon; `for_horizon` changes it)
         batch_size:int=256,  # windows read at a time (windows without a frame tensor)
         **kw) -> Analog:
-    "The domain's training windows as candidates: an `domains.WindowDataset` shares its frame tensor (no copy); other windows are read (then `n_out` is the most frames `for_horizon` can ask)."
+    """The domain's training windows as candidates: an `domains.WindowDataset` shares its frame tensor (no copy); other
+    windows are read (then `n_out` is the most frames `for_horizon` can ask)."""
     if len(wd) == 0: raise ValueError("Analog.fit: the window dataset is empty; expected the train split of a domain")
     if all(hasattr(wd, a) for a in ('data', 'index', 'valid_all', 'field_mask', 'n_in')):
         return cls(wd.data, wd.index, wd.n_in, wd.field_mask, wd.valid_all.flatten(0, 1).any(0), n_out=n_out, **kw)
-    lw = long_windows(wd, n_out, stride=1)  # every window followed by n_out frames (the windows themselves if long enough)
+    # every window followed by n_out frames (the windows themselves if long enough)
+    lw = long_windows(wd, n_out, stride=1)
     if len(lw) == 0: raise ValueError(f"Analog.fit: no training window is followed by {n_out} frame(s)")
     xs, fm, pm = [], None, None
     for i in range(0, len(lw), batch_size):
@@ -455,7 +507,8 @@ def nearest(self:Analog, x:torch.Tensor,  # input frames [B, n_in, C, H, W]
     "(index into `starts`, RMS difference over the compared values) of the nearest candidate window of each input."
     C, H, W = self.frames.shape[2:]
     if x.ndim != 5 or tuple(x.shape[1:]) != (self.n_in, C, H, W):
-        raise ValueError(f"Analog: inputs of shape {tuple(x.shape)}; expected [B, {self.n_in}, {C}, {H}, {W}] like the windows it was fitted on")
+        raise ValueError(f"Analog: inputs of shape {tuple(x.shape)}; expected [B, {self.n_in}, {C}, {H}, {W}] like the "
+                         "windows it was fitted on")
     fm = torch.as_tensor(field_mask, device=self.field_mask.device).bool()
     if fm.shape[-1] != C or not (fm.reshape(-1, C) == self.field_mask).all():
         raise ValueError(f"Analog: the inputs measure fields {fm.reshape(-1, C)[0].tolist()}, the training windows "
@@ -490,7 +543,8 @@ def _in_group(wd, group):
     ds = getattr(wd, 'ds', None)
     labels = set(np.asarray(ds['group'].values).astype(str).tolist()) if ds is not None and 'group' in ds.coords else set()
     if not labels & set(TEST_GROUPS): return wd if group == 'in_dist' else None
-    if group == 'remain' and getattr(wd, 'windows', 'all') != 'published': return None  # trajectory splits test no training trajectory
+    # trajectory splits test no training trajectory
+    if group == 'remain' and getattr(wd, 'windows', 'all') != 'published': return None
     w = group_windows(wd, group)
     return w if len(w) else None
 
@@ -499,8 +553,10 @@ def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
                     split:str='test',  # the split whose trajectories are grouped
                     exp_truth=None,  # the exp domain's hidden truth (xr.Dataset), or None
                     **kw) -> xr.Dataset:  # further `evaluate` arguments (horizon, scales, max_windows, device, ...)
-    "`evaluate` on each test group (`TEST_GROUPS`, then `remain` where published test windows lie on training trajectories) the data hold, along a dim `group`; a group one domain lacks is NaN there."
-    if not isinstance(data, DomainData): raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an domains.DomainData")
+    """`evaluate` on each test group (`TEST_GROUPS`, then `remain` where published test windows lie on training
+    trajectories) the data hold, along a dim `group`; a group one domain lacks is NaN there."""
+    if not isinstance(data, DomainData):
+        raise TypeError(f"evaluate_groups: `data` is a {type(data).__name__}; expected an domains.DomainData")
     truth = truth_windows(data, exp_truth, split) if exp_truth is not None else None
     parts, names = [], []
     for g in TEST_GROUPS + ('remain',):

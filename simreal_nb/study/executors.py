@@ -31,26 +31,31 @@ def check_device(device='auto') -> torch.device:
         n = torch.cuda.device_count()
         if n == 0:
             build = 'a CPU-only build of torch' if torch.version.cuda is None else f'torch built for CUDA {torch.version.cuda}'
-            raise GridError(f"device {str(device)!r}: no CUDA device is visible here ({build}); expected 'auto' or 'cpu'")
+            raise GridError(f"device {str(device)!r}: no CUDA device is visible here ({build}); expected "
+                            "'auto' or 'cpu'")
         if (dev.index or 0) >= n:
-            raise GridError(f"device {str(device)!r}: {n} CUDA device(s) visible here; expected cuda:N with N < {n}, 'auto' or 'cpu'")
+            raise GridError(f"device {str(device)!r}: {n} CUDA device(s) visible here; expected cuda:N with N < {n}, "
+                            "'auto' or 'cpu'")
     return dev
 
 # %% ../../nbs/study/49_executors.ipynb #c023
 def by_data(cells:list, cfg:GridConfig) -> list:
-    "`cells` grouped by system and data seed, otherwise in their order: a process keeps one system's data of one seed (`cell_data`)."
+    """`cells` grouped by system and data seed, otherwise in their order: a process keeps one system's data of one seed
+    (`cell_data`)."""
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
     return sorted(cells, key=lambda c: (order[c.system], cfg.data_seed_of(c.seed)))
 
 def heaviest_first(cells:list, cfg:GridConfig) -> list:
-    "`cells` grouped by system and data seed (a worker keeps one system's data), the costliest first (`cell_cost`): parallel lanes end together."
+    """`cells` grouped by system and data seed (a worker keeps one system's data), the costliest first (`cell_cost`):
+    parallel lanes end together."""
     cost = lambda c: cell_cost(c, cfg, 1.0)[1] if c.protocol.trains else 0.0
     order = {s: i for i, s in enumerate(dict.fromkeys(c.system for c in cells))}
     return sorted(cells, key=lambda c: (order[c.system], cfg.data_seed_of(c.seed), -cost(c)))
 
 # %% ../../nbs/study/49_executors.ipynb #pool1
 def exit_with_parent(parent:int, every:float=0.5):
-    "Initializer of pool workers: exit once the process that started the pool is gone (killed), so no orphan keeps writing."
+    """Initializer of pool workers: exit once the process that started the pool is gone (killed), so no orphan keeps
+    writing."""
     import threading
     def watch():
         while True:
@@ -60,10 +65,12 @@ def exit_with_parent(parent:int, every:float=0.5):
 
 def local_pool(workers:int) -> ProcessPoolExecutor:
     "A pool of `workers` spawned processes that end with this one."
-    return ProcessPoolExecutor(workers, mp_context=get_context('spawn'), initializer=exit_with_parent, initargs=(os.getpid(),))
+    return ProcessPoolExecutor(workers, mp_context=get_context('spawn'),
+                               initializer=exit_with_parent, initargs=(os.getpid(),))
 
 def stop_pool(ex:ProcessPoolExecutor, wait_s:float=5.0):
-    "Stop `ex` now: queued cells cancelled, running workers terminated (their cells' files are written atomically, so none is half there)."
+    """Stop `ex` now: queued cells cancelled, running workers terminated (their cells' files are written atomically, so
+    none is half there)."""
     procs = list((getattr(ex, '_processes', None) or {}).values())
     ex.shutdown(wait=False, cancel_futures=True)
     for p in procs:
@@ -77,10 +84,12 @@ def progress_path(run_dir, cell) -> Path:
 
 def run_cell_reporting(cell, cfg, run_dir, device='auto', threads=None, data_dir=None, every:float=1.0) -> dict:
     "`run_cell` whose trainer writes its progress to `progress_path` (a `ProgressFile`) at most every `every` seconds."
-    with reporting(ProgressFile(progress_path(run_dir, cell), every)): return run_cell(cell, cfg, run_dir, device, threads, data_dir)
+    with reporting(ProgressFile(progress_path(run_dir, cell), every)):
+        return run_cell(cell, cfg, run_dir, device, threads, data_dir)
 
 def cell_work(plan:dict, rec:dict|None, finished:bool=False) -> tuple:
-    "(done, expected) seconds of work of a cell with `plan` (`cell_plan`) whose trainer last reported `rec` (`ProgressFile`)."
+    """(done, expected) seconds of work of a cell with `plan` (`cell_plan`) whose trainer last reported `rec`
+    (`ProgressFile`)."""
     ph, final = plan['phases'], plan['final_s']
     if rec is None:
         planned = sum(s for _, s in ph) + final
@@ -92,26 +101,32 @@ def cell_work(plan:dict, rec:dict|None, finished:bool=False) -> tuple:
     for j, ((t, s), lo, hi) in enumerate(zip(ph, b[:-1], b[1:])):
         per = s / t if t else 0.
         k = made[j] if j < len(made) and made[j] is not None else max(0, min(n, hi) - lo)
-        if n >= hi or (finished and n > lo): done += k * per; exp += k * per  # ended, early or at its cap: the updates it made
+        # ended, early or at its cap: the updates it made
+        if n >= hi or (finished and n > lo): done += k * per; exp += k * per
         elif n > lo: done += k * per; exp += max(t, k / .9) * per  # running: at least a tenth more to go
         elif not finished: exp += s
     return (exp + final, exp + final) if finished else (done, exp + final)
 
 # %% ../../nbs/study/49_executors.ipynb #map1
 def exposure_waves(cells:list) -> list:
-    "`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each reads its Joint cell's exp batches)."
-    waves = [[c for c in cells if not isinstance(c.protocol, ExposureControl)], [c for c in cells if isinstance(c.protocol, ExposureControl)]]
+    """`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each
+    reads its Joint cell's exp batches)."""
+    waves = [[c for c in cells if not isinstance(c.protocol, ExposureControl)],
+             [c for c in cells if isinstance(c.protocol, ExposureControl)]]
     return [w for w in waves if w]
 
-def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None, verbose:bool=True, data_dir=None,
+def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None,
+              verbose:bool=True, data_dir=None,
               plans:dict|None=None,  # per cell key its `cell_plan` in seconds (`estimate_cost`'s plans; None: a Joint update counted as a second)
               start_s:float=0.,      # seconds a worker takes to start (its data, its first optimiser)
               cell_s:float=1.0,      # seconds any cell takes beside its updates and evaluation (checkpoints, its example rollout, its file: 0.6–1.5 s at the test size on two cores)
               bar:Bar|None=None,     # the bar to move (None: a new one, shown when `verbose`)
               poll:float=1.0):       # seconds between readings of the workers' progress files
-    "Run `cells` (sequentially in-process when `executor` is None) in their `exposure_waves`, moving a bar over their expected work as their trainers report it, and yielding each cell's timing as it finishes."
+    """Run `cells` (sequentially in-process when `executor` is None) in their `exposure_waves`, moving a bar over their
+    expected work as their trainers report it, and yielding each cell's timing as it finishes."""
     if not cells: return
-    run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())  # workers elsewhere
+    # workers elsewhere
+    run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())
     waves = exposure_waves(cells)
     plans = dict(plans or {})
     for c in cells:
@@ -131,7 +146,8 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
         bar.update(d, e, comment=f"{len(fin)}/{len(cells)} cells")
     if executor is None:
         for c in [c for w in waves for c in by_data(w, cfg)]:
-            pf = ProgressFile(progress_path(run_dir, c), poll / 2, on_write=lambda rec, k=c.key: (recs.__setitem__(k, rec), refresh()))
+            pf = ProgressFile(progress_path(run_dir, c), poll / 2,
+                              on_write=lambda rec, k=c.key: (recs.__setitem__(k, rec), refresh()))
             with reporting(pf): r = run_cell(c, cfg, run_dir, device, data_dir=data_dir)
             fin.add(c.key); refresh()
             yield r

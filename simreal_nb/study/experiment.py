@@ -26,9 +26,11 @@ __all__ = ['run_summary', 'run_experiment']
 # %% ../../nbs/study/50_experiment.ipynb #e002
 from ..training.protocols import PROTOCOLS, BASELINES
 from .grid import MAX_CELLS, Cell, Preset
-from .rundir import (data_digests, manifest_of, run_stamp, MANIFEST_TYPES, run_config, RunLock, foreign_files,
+from .rundir import (data_digests, manifest_of, run_stamp, MANIFEST_TYPES,
+                                     run_config, RunLock, foreign_files,
     is_cell_key, open_cell_file, foreign_cell)
-from .cell import (BANDS, EXAMPLE_KINDS, load_domains, cell_data, limit_exp_train, cell_model, set_aside_unreadable,
+from .cell import (BANDS, EXAMPLE_KINDS, load_domains, cell_data, limit_exp_train,
+                                   cell_model, set_aside_unreadable,
     exposure_protocol, field_units, run_cell)
 from .cost import TYPICAL_UPDATES, cell_cost
 from .executors import by_data, heaviest_first, exit_with_parent, exposure_waves
@@ -36,15 +38,19 @@ from .jobs import open_job_dir, train_job
 
 # %% ../../nbs/study/50_experiment.ipynb #f6927121
 def run_summary(run_dir, seconds:float|None=None) -> str:
-    "What a finished run left, in a few lines: its folder, report.md, the figures, the results; what rebuilds the report."
+    """What a finished run left, in a few lines: its folder, report.md, the figures, the results; what rebuilds the
+    report."""
     run_dir = Path(run_dir)
     figs = sorted(p.name for p in (run_dir / 'figures').glob('*.png'))
     n = len(list((run_dir / 'cells').glob('*.nc')))
     lines = [f"done{' in ' + clock(seconds) if seconds is not None else ''}: {n} cells in {run_dir}"]
     if (run_dir / 'report.md').exists(): lines.append(f"  report:  {run_dir / 'report.md'}")
-    if figs: lines.append(f"  figures: {run_dir / 'figures'}/ ({len(figs)}: {', '.join(figs[:3])}{', …' if len(figs) > 3 else ''})")
+    if figs:
+        lines.append(f"  figures: {run_dir / 'figures'}/ ({len(figs)}: "
+                     f"{', '.join(figs[:3])}{', …' if len(figs) > 3 else ''})")
     lines.append(f"  results: {run_dir / 'results.nc'}, timing.json beside it")
-    if (run_dir / 'report.md').exists(): lines.append(f"  `simreal report {run_dir}` rebuilds report.md and figures/ from results.nc")
+    if (run_dir / 'report.md').exists():
+        lines.append(f"  `simreal report {run_dir}` rebuilds report.md and figures/ from results.nc")
     return '\n'.join(lines)
 
 def run_experiment(out='runs/default',  # run directory
@@ -65,26 +71,36 @@ def run_experiment(out='runs/default',  # run directory
     if data is not None: data = Path(data).resolve()  # the same folder for every worker
     cells = (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data))
     config = resolve_init(config)  # a start from a checkpoint: its digest in the settings, the manifest and the stamp
-    check_start(cells, config, data)  # a checkpoint or a fine-tuning level some cell cannot take: refused before the folder is made
+    # a checkpoint or a fine-tuning level some cell cannot take: refused before the folder is made
+    check_start(cells, config, data)
     lock = lock_run_dir(out, overwrite)  # one process per run directory; released however this one ends
     try:
-        run_dir = open_run_dir(out, config, data, models=model_settings(cells, config))  # a model the code now resolves otherwise: refused
-        write_run_config(run_dir, config, grid or Grid())  # config.toml: the settings, as `simreal run --config` reads them back
+        # a model the code now resolves otherwise: refused
+        run_dir = open_run_dir(out, config, data, models=model_settings(cells, config))
+        # config.toml: the settings, as `simreal run --config` reads them back
+        write_run_config(run_dir, config, grid or Grid())
         stale = remove_stale_tmp(run_dir)
-        lanes = max(1, int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
+        lanes = max(1,
+                int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
         asked = sorted({(c.system, c.exp_trajs) for c in cells if c.exp_trajs is not None})
-        cells, n_exp = resolve_exp_trajs(cells, config, data, lanes)  # `--exp-trajs 100,all` with 12 trajectories: one set, computed once
+        # `--exp-trajs 100,all` with 12 trajectories: one set, computed once
+        cells, n_exp = resolve_exp_trajs(cells, config, data, lanes)
         whole = [f"{k} ≥ {s}'s {n_exp[s]}" for s, k in asked if k >= n_exp[s]]
-        if verbose and whole: print(f"exp_trajs: {', '.join(whole)} experimental training trajectories is all of them: computed once, as 'all'", flush=True)
+        if verbose and whole:
+            print(f"exp_trajs: {', '.join(whole)} experimental training trajectories is all of them: computed "
+                  "once, as 'all'", flush=True)
         stamp = stamp_of(read_manifest(run_dir))  # as checked: imported data hashed once
         todo = check_cells(run_dir, cells, stamp, verbose)  # torn cell files are computed again
         keys = {c.key for c in cells}
         lone = [c.key for c in todo if isinstance(c.protocol, ExposureControl) and replace(c, protocol=Joint()).key not in keys
                 and not cell_path(run_dir, replace(c, protocol=Joint())).exists()]
-        if lone: raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting and seed, "
-                                 f"which neither this grid nor {run_dir / 'cells'} holds: add {JOINT!r} to the protocols")
+        if lone:
+            raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting "
+                            f"and seed, which neither this grid nor {run_dir / 'cells'} holds: add {JOINT!r} to "
+                            "the protocols")
         tfile = run_dir / 'timing.json'
-        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: only the timings are lost)", TIMING_TYPES) if tfile.exists() else {}
+        timing = read_json(tfile, "the timing.json that `simreal run` writes (delete it: only the "
+                                  "timings are lost)", TIMING_TYPES) if tfile.exists() else {}
         if verbose: print(f"{len(cells)} cells ({len(cells) - len(todo)} already done) -> {run_dir}"
                           + (f" ({stale} temporary file(s) of a killed run removed)" if stale else ''), flush=True)
         if todo and data is None:  # the twins first, every core at work: no two workers generate the same data
@@ -95,14 +111,16 @@ def run_experiment(out='runs/default',  # run directory
                       f"{time.perf_counter() - t:.0f} s", flush=True)
         est = None
         if verbose and todo:
-            est = estimate_cost(todo, config, device, threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
+            est = estimate_cost(todo, config, device,
+                                threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
                                 lanes=lanes, waves=[heaviest_first(w, config) for w in exposure_waves(todo)])
             print(describe_estimate(est, config, lanes), flush=True)
         t0 = time.perf_counter()
         own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)
         ex = (local_pool(executor) if executor > 1 else None) if own else executor
         try:
-            for r in map_cells(todo, config, run_dir, device, ex, verbose, data,  # the bar: the estimate's seconds of work
+            for r in map_cells(todo, config, run_dir, device, ex, verbose,
+                               data,  # the bar: the estimate's seconds of work
                                plans=est and est['plans']):
                 if not r['skipped']: timing[r['key']] = {**{k: round(v, 3) for k, v in r.items() if k.endswith('_s')},
                                                          'done_at_s': round(time.perf_counter() - t0, 3)}  # since this call's grid began
@@ -114,9 +132,12 @@ def run_experiment(out='runs/default',  # run directory
             if own and ex is not None: ex.shutdown()
         timing['_run_s'] = round(time.perf_counter() - t0 + timing.get('_run_s', 0.0), 3)
         write_text(tfile, json.dumps(timing, indent=1))
-        res = collect_results(run_dir)  # every finished cell of the folder: a rerun with a smaller grid never reports a silent subset
+        # every finished cell of the folder: a rerun with a smaller grid never reports a silent subset
+        res = collect_results(run_dir)
         extra = sorted(set(p.stem for p in (run_dir / 'cells').glob('*.nc')) - {c.key for c in cells})
-        if verbose and extra: print(f"results: {len(cells)} cells of this grid and {len(extra)} more that earlier runs left in {run_dir}, reported together", flush=True)
+        if verbose and extra:
+            print(f"results: {len(cells)} cells of this grid and {len(extra)} more that earlier runs left in "
+                  f"{run_dir}, reported together", flush=True)
         write_dataset(res, run_dir / 'results.nc', validate=False)  # atomic: a full disk leaves the previous results
         if report:
             from simreal_nb.reading.report import write_report

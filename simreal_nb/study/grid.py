@@ -23,20 +23,24 @@ __all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESE
            'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
 
 # %% ../../nbs/study/44_grid.ipynb #tn1
-TUNED_FILE = Path(str(files('simreal_nb') / 'tuned.json'))  # the committed choices of `simreal tune`, read by the presets
+# the committed choices of `simreal tune`, read by the presets
+TUNED_FILE = Path(str(files('simreal_nb') / 'tuned.json'))
 TUNE_FAMILIES = ('sim_only', 'exp_only', 'sim_to_exp', 'joint', 'pooled')  # the protocols the tuning rule tunes
 
 def tune_family(protocol) -> str:
-    "The tuned family whose settings `protocol` (an object or its name) trains with: 'exp_only_eq' Exp-only's, 'joint@0.3' and 'joint_mgda' Joint's, 'sim_to_exp_l2sp' Sim→Exp's."
+    """The tuned family whose settings `protocol` (an object or its name) trains with: 'exp_only_eq' Exp-only's,
+    'joint@0.3' and 'joint_mgda' Joint's, 'sim_to_exp_l2sp' Sim→Exp's."""
     return grid_protocol(protocol).family
 
 def read_tuned(path=None) -> dict:
-    "The tuned settings (`TUNED_FILE`, or `path`): {size: {'grid', 'rule', 'seed', 'systems': {system: {family: settings}}}}; {} when there is no file."
+    """The tuned settings (`TUNED_FILE`, or `path`): {size: {'grid', 'rule', 'seed', 'systems': {system: {family:
+    settings}}}}; {} when there is no file."""
     p = Path(path) if path is not None else TUNED_FILE
     return read_json(p, "the tuned settings that `simreal tune` writes", {'*': dict}) if p.exists() else {}
 
 def tuned_entry(size:str, path=None) -> dict|None:
-    "How size preset `size` was tuned and what was chosen (the tuned file's 'grid', 'rule', 'seed' and 'systems'), or None where it has none."
+    """How size preset `size` was tuned and what was chosen (the tuned file's 'grid', 'rule', 'seed' and 'systems'), or
+    None where it has none."""
     e = read_tuned(path).get(size, {})
     return {k: e[k] for k in ('grid', 'rule', 'seed', 'systems') if k in e} if e.get('systems') else None
 
@@ -48,39 +52,56 @@ class GridConfig:
     n_in: int = 2             # input frames per window
     n_out: int = 1            # frames predicted per model call
     fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
-    arch: str = 'fno'         # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
+    # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
+    arch: str = 'fno'
     patch: int = 8            # patch size of the field-attention net and of MORPH (arch morph)
-    steps: int = TRAIN_DEFAULTS['steps']  # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
-    patience: int|None = TRAIN_DEFAULTS['patience']  # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
-    min_delta: float = TRAIN_DEFAULTS['min_delta']  # relative drop of a validation loss (sim or exp) that counts as progress
+    # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
+    steps: int = TRAIN_DEFAULTS['steps']
+    # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
+    patience: int|None = TRAIN_DEFAULTS['patience']
+    # relative drop of a validation loss (sim or exp) that counts as progress
+    min_delta: float = TRAIN_DEFAULTS['min_delta']
     lr_drops: int = TRAIN_DEFAULTS['lr_drops']  # learning-rate cuts (×0.2 each) before a stall ends the phase
-    schedule: str = TRAIN_DEFAULTS['schedule']  # 'plateau': train until converged; 'cosine': warm-up then cosine over the cap
+    # 'plateau': train until converged; 'cosine': warm-up then cosine over the cap
+    schedule: str = TRAIN_DEFAULTS['schedule']
     warmup: int = TRAIN_DEFAULTS['warmup']  # updates of linear warm-up at the start of every phase
     batch_size: int = TRAIN_DEFAULTS['batch_size']  # windows per domain mini-batch
     lr: float = TRAIN_DEFAULTS['lr']  # peak learning rate (AdamW)
     horizon: int = 16         # autoregressive rollout length scored on the test trajectories
     eval_windows: int|None = None  # evenly spaced test windows scored per domain (None: every window)
-    data_seed: int|None = None  # seed of the twin data: None follows each cell's seed (a seed is a replicate); an int fixes the data
+    # seed of the twin data: None follows each cell's seed (a seed is a replicate); an int fixes the data
+    data_seed: int|None = None
     ckpt_every: int = TRAIN_DEFAULTS['ckpt_every']  # updates between checkpoints
-    eval_every: int = TRAIN_DEFAULTS['eval_every']  # updates between validations (early stopping / best-weights restore)
+    # updates between validations (early stopping / best-weights restore)
+    eval_every: int = TRAIN_DEFAULTS['eval_every']
     val_batches: int = TRAIN_DEFAULTS['val_batches']  # validation batches per domain
-    tuned: dict|None = field(default=None, hash=False)  # how `simreal tune` chose (grid, rule, seed) and, under 'systems', {system: {protocol family: {'lr', 'finetune_lr_scale'}}} (None: `lr` everywhere)
-    init: str|None = None  # a checkpoint every trained cell starts from (`models.init_weights`: a saved model of the cell's architecture, or MORPH's for arch morph); None: seeded initial weights
+    # how `simreal tune` chose (grid, rule, seed) and, under 'systems', {system: {protocol family: {'lr',
+    # 'finetune_lr_scale'}}} (None: `lr` everywhere)
+    tuned: dict|None = field(default=None, hash=False)
+    # a checkpoint every trained cell starts from (`models.init_weights`: a saved model of the cell's architecture, or
+    # MORPH's for arch morph); None: seeded initial weights
+    init: str|None = None
     init_digest: str|None = None  # the SHA-256 of `init`, recorded by the run: a file with another digest is refused
-    level: str = TRAIN_DEFAULTS['level']  # fine-tuning level (arch morph: MORPH's 'latent', 'encoder', 'decoder', 'full') of Sim→Exp's fine-tune and, with `init`, of every protocol
+    # fine-tuning level (arch morph: MORPH's 'latent', 'encoder', 'decoder', 'full') of Sim→Exp's fine-tune and, with
+    # `init`, of every protocol
+    level: str = TRAIN_DEFAULTS['level']
 
     def __post_init__(self):
         d = self.data_seed
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0):
-            raise ValueError(f"GridConfig: data_seed must be None (follow each cell's seed) or an integer >= 0, got {d!r}")
+            raise ValueError("GridConfig: data_seed must be None (follow each cell's seed) or an integer >= "
+                             f"0, got {d!r}")
         if self.level not in MORPH_LEVELS:
-            raise ValueError(f"GridConfig: level must be one of MORPH's fine-tuning levels {tuple(MORPH_LEVELS)}, got {self.level!r}")
+            raise ValueError(f"GridConfig: level must be one of MORPH's fine-tuning levels {tuple(MORPH_LEVELS)}, got "
+                             f"{self.level!r}")
         for k in ('init', 'init_digest'):
             if getattr(self, k) is not None and (not isinstance(getattr(self, k), str) or not getattr(self, k)):
                 raise ValueError(f"GridConfig: {k} must be None or a non-empty string, got {getattr(self, k)!r}")
 
     def settings_of(self, system:str, protocol:str) -> dict:
-        "The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the protocol itself (a beyond-Joint protocol tuned on its own), else for its family (`tune_family`), else `lr` (and 1)."
+        """The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the
+        protocol itself (a beyond-Joint protocol tuned on its own), else for its family (`tune_family`), else `lr`
+        (and 1)."""
         tuned = ((self.tuned or {}).get('systems') or {}).get(system) or {}
         p = grid_protocol(protocol)
         t = tuned.get(p.tuned_as) or tuned.get(p.family) or {}
@@ -95,19 +116,20 @@ class GridConfig:
         train = 'the initial weights and the batch order'
         if imported: return f"a seed varies {train} only: imported data are one realisation"
         if self.data_seed is None:
-            return (f"a seed is a replicate: it regenerates the twins' data (initial states, measurement noise, dropouts) "
-                    f"and varies {train}; the held-out trajectories are the same in every replicate; paired comparisons pair cells of one seed")
+            return ("a seed is a replicate: it regenerates the twins' data (initial states, measurement noise, "
+                    f"dropouts) and varies {train}; the held-out trajectories are the same in every replicate; paired "
+                    "comparisons pair cells of one seed")
         return f"a seed varies {train} only: every seed sees the twins' data of seed {self.data_seed}"
 
     @property
     def budget_rule(self) -> str:
         "The training budget of every protocol, in words."
-        stall = (f"{self.patience} validations (one every {self.eval_every} updates) in which no term of the validation "
-                 f"objective (sim loss, exp loss) fell {self.min_delta:.0%} below its last progress")
+        stall = (f"{self.patience} validations (one every {self.eval_every} updates) in which no term of the "
+                 f"validation objective (sim loss, exp loss) fell {self.min_delta:.0%} below its last progress")
         if not self.patience: stop = "for exactly"
         elif self.schedule == 'plateau':
-            stop = (f"until converged — after {stall} the learning rate is cut ×0.2, and stall number {self.lr_drops + 1} "
-                    f"ends training — at most")
+            stop = (f"until converged — after {stall} the learning rate is cut ×0.2, and stall number "
+                    f"{self.lr_drops + 1} ends training — at most")
         else: stop = f"until {stall}, at most"
         own = ' and its own convergence rule' if self.patience else ''
         return (f"every protocol trains {stop} {self.steps} updates of batch {self.batch_size} per domain, keeping its "
@@ -120,7 +142,8 @@ class GridError(InputError):
 
 @dataclass(frozen=True)
 class Cell:
-    "One (system, capacity, protocol, seed, arch, exp_trajs) of the grid; the protocol an object (a name given is made one, once: `protocols.grid_protocol`)."
+    """One (system, capacity, protocol, seed, arch, exp_trajs) of the grid; the protocol an object (a name given is made
+    one, once: `protocols.grid_protocol`)."""
     system: str
     capacity: str
     protocol: Protocol
@@ -135,7 +158,8 @@ class Cell:
         return f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol.name}__s{self.seed}"
     def spelled(self) -> dict:
         "The cell as plain values (the protocol by its name): what a job file stores and `Cell(**d)` reads back."
-        return dict(system=self.system, capacity=self.capacity, protocol=self.protocol.name, seed=self.seed, arch=self.arch,
+        return dict(system=self.system, capacity=self.capacity, protocol=self.protocol.name,
+                    seed=self.seed, arch=self.arch,
                     exp_trajs=self.exp_trajs)
     @classmethod
     def from_key(cls, key:str) -> Cell:
@@ -152,10 +176,13 @@ def _check_names(kind, names, valid):
     if bad: raise GridError(f"unknown {kind} {bad}; expected some of: {', '.join(valid)}")
 
 def _grid_protocol(p) -> Protocol:
-    "The protocol object of grid entry `p` (`protocols.grid_protocol`: a bare control waits for its Joint cell); `GridError` naming an unknown one."
+    """The protocol object of grid entry `p` (`protocols.grid_protocol`: a bare control waits for its Joint cell);
+    `GridError` naming an unknown one."""
     try: return grid_protocol(p)
-    except ValueError as e: raise GridError(f"unknown protocol {p!r}; expected some of: {', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, "
-                                            f"or joint@<λ in [0, 1]> ({e})") from None
+    except ValueError as e:
+        raise GridError(f"unknown protocol {p!r}; expected some of: "
+                        f"{', '.join(PROTOCOLS + (POOLED,) + BEYOND + EXPOSURE_CONTROLS)}, or joint@<λ in "
+                        f"[0, 1]> ({e})") from None
 
 MAX_CELLS = 100_000  # a grid beyond this is a typo (`--seeds 1000000`), not a study
 
@@ -164,7 +191,9 @@ class Grid:
     "Which cells a run holds: systems × capacities × archs × exp_trajs × protocols × seeds, plus the baselines."
     systems: tuple|None = None     # system names (None: all of `list_systems()`)
     capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
-    protocols: tuple = PROTOCOLS + (POOLED,)  # protocol objects or names, e.g. Joint(0.3) or 'joint@0.3' (default: the paper's four and the pooled baseline); `EXPOSURE_CONTROLS` run after Joint
+    # protocol objects or names, e.g. Joint(0.3) or 'joint@0.3' (default: the paper's four and the pooled baseline);
+    # `EXPOSURE_CONTROLS` run after Joint
+    protocols: tuple = PROTOCOLS + (POOLED,)
     seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
     archs: tuple|None = None       # architectures (None: the config's `arch`)
     exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
@@ -183,7 +212,8 @@ class Grid:
         _check_names('arch', archs, list(ARCHS))
         lack = [(c, a) for c in self.capacities for a in archs if a not in CAPACITIES[c]]
         if lack: raise GridError(f"capacity {lack[0][0]!r} has no {lack[0][1]!r} model; expected one of "
-                                 f"{[c for c in CAPACITIES if lack[0][1] in CAPACITIES[c]]} for arch {lack[0][1]!r} (`models.CAPACITIES`)")
+                                 f"{[c for c in CAPACITIES if lack[0][1] in CAPACITIES[c]]} for arch {lack[0][1]!r} "
+                                 "(`models.CAPACITIES`)")
         canon = {}  # every protocol object by its canonical name, once: 'joint@0.5' is Joint(0.5), as 'joint' is
         for p in self.protocols: canon.setdefault(p.name, p)
         for n in self.exp_trajs:
@@ -191,12 +221,16 @@ class Grid:
                 raise GridError(f"exp_trajs: expected positive integers (or None for all), got {n!r}")
         n_seeds = int(self.seeds) if isinstance(self.seeds, (int, np.integer)) else len(self.seeds)
         size = len(systems) * len(self.capacities) * len(archs) * len(self.exp_trajs) * len(canon) * n_seeds
-        if size > MAX_CELLS: raise GridError(f"the grid has {size} cells ({n_seeds} seeds); expected at most {MAX_CELLS} (at minutes per cell, "
-                                             "more would take years): fewer seeds, systems or protocols")
+        if size > MAX_CELLS:
+            raise GridError(f"the grid has {size} cells ({n_seeds} seeds); expected at most {MAX_CELLS} (at minutes "
+                            "per cell, more would take years): fewer seeds, systems or protocols")
         seeds = list(range(self.seeds)) if isinstance(self.seeds, (int, np.integer)) else [int(s) for s in self.seeds]
-        if not seeds: raise GridError(f"seeds: expected at least one seed (a number >= 1, or the seeds themselves), got {self.seeds!r}")
+        if not seeds:
+            raise GridError("seeds: expected at least one seed (a number >= 1, or the seeds themselves), got "
+                            f"{self.seeds!r}")
         if not [p for p in canon.values() if p.trains]:
-            raise GridError(f"protocols: {[p.name for p in self.protocols]} trains nothing; expected at least one trained protocol, e.g. {', '.join(PROTOCOLS)}")
+            raise GridError(f"protocols: {[p.name for p in self.protocols]} trains nothing; expected at least one "
+                            f"trained protocol, e.g. {', '.join(PROTOCOLS)}")
         protocols = list(canon.values()) + [Baseline(b) for b in BASELINES if self.baselines and b not in canon]
         return [Cell(s, c, p, k, a, n) for s in systems for c in self.capacities for a in archs for n in self.exp_trajs
                 for p in protocols for k in seeds]
@@ -209,17 +243,23 @@ class Preset:
     grid: Grid
     note: str = ''
 
-_TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, schedule='cosine', warmup=0, batch_size=4, horizon=4,
+_TEST = GridConfig(size='test', fracs=(0.5, 0.25, 0.25), steps=8, patience=None, schedule='cosine',
+                   warmup=0, batch_size=4, horizon=4,
                    eval_windows=4, ckpt_every=4, eval_every=4, val_batches=1)
-STUDY_PROTOCOLS = PROTOCOLS + (POOLED,) + EXPOSURE_CONTROLS + QUANTITY_CONTROLS  # the study: the paper's four, pooled, the equal-exposure and data-quantity controls
+# the study: the paper's four, pooled, the equal-exposure and data-quantity controls
+STUDY_PROTOCOLS = PROTOCOLS + (POOLED,) + EXPOSURE_CONTROLS + QUANTITY_CONTROLS
 _DEFAULT = GridConfig(tuned=tuned_entry('default'))  # the committed choices of `simreal tune` for this size
 PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `default`: same cells, same numbers
     'test': Preset(_TEST, Grid(capacities=('S',)), 'seconds: notebooks and CI'),
-    'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1), "the default grid's cylinder S seed-0 cells of the paper's protocols and pooled"),
+    'quick': Preset(_DEFAULT, Grid(('cylinder',), ('S',), seeds=1),
+                    "the default grid's cylinder S seed-0 cells of the paper's protocols and pooled"),
     'default': Preset(_DEFAULT, Grid(capacities=('S',), protocols=STUDY_PROTOCOLS, seeds=3),
                       'every system, capacity S, three replicate seeds, the controls: the study on a laptop'),
-    'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), protocols=STUDY_PROTOCOLS, seeds=3), 'every system, both capacities, three seeds, the controls'),
-    'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=20000, patience=3, batch_size=32, lr=1e-4, horizon=20,
+    'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), protocols=STUDY_PROTOCOLS, seeds=3),
+                   'every system, both capacities, three seeds, the controls'),
+    'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=20000, patience=3,
+                               batch_size=32, lr=1e-4, horizon=20,
                                eval_every=200, ckpt_every=500),
-                    Grid(capacities=('Ti', 'MS'), seeds=3), "RealPDEBench's scale (64×128 grids, MORPH-Ti/S widths, batch 32): a GPU or a cluster"),
+                    Grid(capacities=('Ti', 'MS'), seeds=3),
+                    "RealPDEBench's scale (64×128 grids, MORPH-Ti/S widths, batch 32): a GPU or a cluster"),
 }

@@ -14,9 +14,11 @@ from ..core.store import write_dataset, write_text
 from ..training.protocols import PROTOCOLS, BASELINES, EXPOSURE_CONTROLS
 from ..training.step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
-from .rundir import (manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files, resolve_init, check_lock_free,
+from .rundir import (manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files,
+                                     resolve_init, check_lock_free,
                                model_settings, model_changes)
-from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train, cell_training_data, train_cell, evaluate_cell,
+from .cell import (imported_systems, set_aside_unreadable, cell_data, limit_exp_train,
+                                   cell_training_data, train_cell, evaluate_cell,
                              cell_example, cell_dataset, check_start)
 from .executors import check_device, exit_with_parent
 
@@ -25,7 +27,8 @@ __all__ = ['check_job_dir', 'open_job_dir', 'train_job']
 
 # %% ../../nbs/study/49a_jobs.ipynb #job1
 def _join_process_group(dev:torch.device) -> bool:
-    "Join the process group `torchrun` describes (env WORLD_SIZE > 1), unless one exists; return whether this call made it."
+    """Join the process group `torchrun` describes (env WORLD_SIZE > 1), unless one exists; return whether this call
+    made it."""
     import torch.distributed as dist
     if int(os.environ.get('WORLD_SIZE', '1')) <= 1 or (dist.is_available() and dist.is_initialized()): return False
     if not dist.is_available(): raise GridError("WORLD_SIZE > 1 but this torch build has no torch.distributed")
@@ -39,11 +42,13 @@ def _leave_process_group(own:bool):
     finally: dist.destroy_process_group()
 
 def _job_of(cfg:GridConfig, cell:Cell, data_dir=None) -> dict:
-    "What job.json records: the run's settings, the cell, and the model as this code resolves it (`rundir.model_settings`)."
+    """What job.json records: the run's settings, the cell, and the model as this code resolves it
+    (`rundir.model_settings`)."""
     return {**manifest_of(cfg, data_dir), 'cell': cell.spelled(), 'models': model_settings([cell], cfg)}
 
 def check_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None, overwrite:bool=False):
-    "What every rank checks of the job directory `out` before joining the others, writing nothing: no one else's files (unless `overwrite`), no other job."
+    """What every rank checks of the job directory `out` before joining the others, writing nothing: no one else's files
+    (unless `overwrite`), no other job."""
     out = Path(out)
     theirs = foreign_files(out) if out.is_dir() else []
     if theirs and not overwrite:
@@ -52,11 +57,16 @@ def check_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None, overwrite:bool=
                         f"or --overwrite to let this job write beside them and replace any of the same name")
     if (out / 'job.json').exists():
         have, want = read_manifest(out, 'job.json'), _job_of(cfg, cell, data_dir)
-        changed = model_changes(have.get('models') or {}, want['models'])  # a job from before models were recorded: none to compare
-        if changed: raise GridError(f"job directory {out} was made with another model than this code builds ({'; '.join(changed)}; "
-                                    "theirs -> ours): a default changed since; use another --out, or the code that made it")
+        # a job from before models were recorded: none to compare
+        changed = model_changes(have.get('models') or {}, want['models'])
+        if changed:
+            raise GridError(f"job directory {out} was made with another model than this code builds "
+                            f"({'; '.join(changed)}; "
+                            "theirs -> ours): a default changed since; use another --out, or the code that made it")
         diff = {k: (have.get(k), v) for k, v in want.items() if k != 'models' and have.get(k) != v}
-        if diff: raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the same arguments")
+        if diff:
+            raise GridError(f"job directory {out} holds another job {diff} (theirs, ours): use another --out, or the "
+                            "same arguments")
 
 def open_job_dir(out, cfg:GridConfig, cell:Cell, data_dir=None) -> Path:
     "Create the job directory `out` (or check that it holds this very job) and write `job.json`."
@@ -82,35 +92,43 @@ def train_job(out,                         # job directory: job.json, last.pt + 
               level:str|None=None,         # fine-tuning level (MORPH's: 'latent', 'encoder', 'decoder', 'full'; None: the config's)
               verbose:bool=True,
               overwrite:bool=False) -> xr.Dataset|None:  # write into an `out` that holds files no job wrote (else refused)
-    "Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks > 0)."
+    """Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks >
+    0)."""
     if isinstance(config, str):
         if config not in PRESETS: raise GridError(f"config: unknown preset {config!r}; expected one of {list(PRESETS)}")
         config = PRESETS[config].config
     for k, v in dict(steps=steps, batch_size=batch_size).items():
         if v is not None and (not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1):
             raise GridError(f"{k}: expected a positive integer, got {v!r}")
-    cfg = replace(config, **{k: v for k, v in dict(steps=steps, batch_size=batch_size, level=level).items() if v is not None},
+    cfg = replace(config,
+                  **{k: v for k, v in dict(steps=steps, batch_size=batch_size, level=level).items() if v is not None},
                   **({} if init is None else dict(init=str(init), init_digest=None)))
     cfg = resolve_init(cfg)  # the checkpoint's digest goes into job.json: a resume with another file is refused
-    if protocol in BASELINES: raise GridError(f"protocol {protocol!r} is a baseline: nothing to train; expected one of {', '.join(PROTOCOLS)}")
+    if protocol in BASELINES:
+        raise GridError(f"protocol {protocol!r} is a baseline: nothing to train; expected one of "
+                        f"{', '.join(PROTOCOLS)}")
     if protocol in EXPOSURE_CONTROLS:
-        raise GridError(f"protocol {protocol!r} is matched to a Joint cell of a run; a job has none: give the exp updates to reach, "
-                        f"'{protocol}@<n>' (n: the exp_batches of the Joint cell)")
+        raise GridError(f"protocol {protocol!r} is matched to a Joint cell of a run; a job has none: give the exp "
+                        f"updates to reach, '{protocol}@<n>' (n: the exp_batches of the Joint cell)")
     dev = check_device(device)
-    if 'TORCHELASTIC_RUN_ID' in os.environ: exit_with_parent(os.getppid())  # torchrun starts ranks in sessions of their own
+    # torchrun starts ranks in sessions of their own
+    if 'TORCHELASTIC_RUN_ID' in os.environ: exit_with_parent(os.getppid())
     if dev.type == 'cuda' and dev.index is None and 'LOCAL_RANK' in os.environ:
         dev = torch.device('cuda', int(os.environ['LOCAL_RANK'])); torch.cuda.set_device(dev)
     if data is not None: data = Path(data).resolve()
     cell, = Grid([system], [capacity], [protocol], [seed], None if arch is None else [arch], (exp_trajs,), baselines=False).cells(
         cfg.arch, None if data is None else imported_systems(data))
-    check_start([cell], cfg, data)  # a checkpoint that does not fit, a level the architecture lacks: refused before anything is written
+    # a checkpoint that does not fit, a level the architecture lacks: refused before anything is written
+    check_start([cell], cfg, data)
     out, lock = Path(out), None
-    check_job_dir(out, cfg, cell, data, overwrite)  # on every rank, before the process group: all refuse alike, none waits for the others
+    # on every rank, before the process group: all refuse alike, none waits for the others
+    check_job_dir(out, cfg, cell, data, overwrite)
     if int(os.environ.get('RANK', '0')) == 0:  # rank 0 owns the directory; the others only read last.pt to resume
         lock = lock_run_dir(out, overwrite)
         try: open_job_dir(out, cfg, cell, data); set_aside_unreadable(out / 'last.pt')
         except BaseException: lock.release(); raise
-    else: check_lock_free(out)  # another process's job there: every rank refuses, none waits for rank 0 in the process group
+    # another process's job there: every rank refuses, none waits for rank 0 in the process group
+    else: check_lock_free(out)
     t0 = time.perf_counter()
     own = _join_process_group(dev)
     try:
@@ -125,15 +143,17 @@ def train_job(out,                         # job directory: job.json, last.pt + 
             ev = evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
             t_train = time.perf_counter() - t0 - t_data
             ex = cell_example(model, dd, cfg.horizon, dev, truth)
-            ds = cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, time.perf_counter() - t0 - t_data - t_train,
+            ds = cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train,
+                              time.perf_counter() - t0 - t_data - t_train,
                                run_stamp(cfg, data), data)
             ds.attrs['world_size'] = world
             write_dataset(ds, out / 'scores.nc', validate=False)
             if verbose:
                 e = ds.score.sel(metric='rmse', field='all').squeeze(drop=True)
-                print(f"{cell.key}: {hist.steps_done} updates of {world} x {cfg.batch_size} windows per domain on {world} "
-                      f"process(es), resumed at {hist.resumed_from or 'none'}; rollout RMSE sim {float(e.sel(domain='sim')):.4g}, "
-                      f"exp {float(e.sel(domain='exp')):.4g} -> {out / 'scores.nc'}", flush=True)
+                print(f"{cell.key}: {hist.steps_done} updates of {world} x {cfg.batch_size} windows per domain "
+                      f"on {world} process(es), resumed at {hist.resumed_from or 'none'}; rollout RMSE sim "
+                      f"{float(e.sel(domain='sim')):.4g}, exp {float(e.sel(domain='exp')):.4g} -> "
+                      f"{out / 'scores.nc'}", flush=True)
     finally:
         try: _leave_process_group(own)
         finally:

@@ -31,14 +31,17 @@ def toml_value(v) -> str:
     "`v` (a str, int, float, bool, or a list or tuple of them) as a TOML value."
     if isinstance(v, bool): return 'true' if v else 'false'
     if isinstance(v, int): return str(v)
-    if isinstance(v, float): return repr(v) if math.isfinite(v) else 'nan' if math.isnan(v) else 'inf' if v > 0 else '-inf'
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else 'nan' if math.isnan(v) else 'inf' if v > 0 else '-inf'
     if isinstance(v, str):
         return '"' + ''.join(_ESCAPES.get(c) or (f'\\u{ord(c):04x}' if ord(c) < 0x20 or ord(c) == 0x7f else c) for c in v) + '"'
     if isinstance(v, (list, tuple)): return '[' + ', '.join(toml_value(o) for o in v) + ']'
-    raise TypeError(f"toml_value: {v!r} (a {type(v).__name__}) has no TOML spelling here; expected a str, int, float, bool or a list of them")
+    raise TypeError(f"toml_value: {v!r} (a {type(v).__name__}) has no TOML spelling here; expected a str, int, float, "
+                    "bool or a list of them")
 
 def toml_text(data:dict, comments:dict|None=None, header:str='', _path:tuple=()) -> str:
-    "`data` as a TOML document: dicts as tables, keys whose value is None left out, `comments[(table, ..., key)]` above a key."
+    """`data` as a TOML document: dicts as tables, keys whose value is None left out, `comments[(table, ..., key)]`
+    above a key."""
     comments, lines = comments or {}, [f'# {l}'.rstrip() for l in header.splitlines()] + ([''] if header else [])
     for k, v in data.items():
         if v is None or isinstance(v, dict): continue
@@ -46,7 +49,8 @@ def toml_text(data:dict, comments:dict|None=None, header:str='', _path:tuple=())
         lines.append(f'{toml_key(k)} = {toml_value(v)}')
     for k, v in data.items():
         if not isinstance(v, dict): continue
-        own = not v or any(o is not None and not isinstance(o, dict) for o in v.values())  # a table of tables only needs no header
+        # a table of tables only needs no header
+        own = not v or any(o is not None and not isinstance(o, dict) for o in v.values())
         lines += ['', *(f'# {l}'.rstrip() for l in comments.get((*_path, k), '').splitlines())]
         if own: lines.append('[' + '.'.join(toml_key(p) for p in (*_path, k)) + ']')
         lines.append(toml_text(v, comments, '', (*_path, k)).strip('\n'))
@@ -64,14 +68,20 @@ KINDS = {  # kind: (accepts a TOML value, what it expects in words, the field's 
     'bool': (lambda v: isinstance(v, bool), 'true or false', bool),
     'floats': (_list_of(_is_num), 'a list of numbers', lambda v: tuple(map(float, v))),
     'strs': (_list_of(lambda o: isinstance(o, str)), 'a list of strings', tuple),
-    'protocols': (_list_of(lambda o: isinstance(o, str)), 'a list of protocol names', tuple),  # written by name, objects or names
-    'int|ints': (lambda v: _is_int(v) or _list_of(_is_int)(v), 'an integer or a list of integers', lambda v: tuple(v) if isinstance(v, list) else v),
-    'counts': (_list_of(lambda o: _is_int(o) or o == 'all'), 'a list of integers or "all"', lambda v: tuple(None if o == 'all' else o for o in v)),
+    'protocols': (_list_of(lambda o: isinstance(o, str)), 'a list of '
+                                                          'protocol names', tuple),  # written by name, objects or names
+    'int|ints': (lambda v: _is_int(v) or _list_of(_is_int)(v), 'an integer or a list of integers',
+                 lambda v: tuple(v) if isinstance(v, list) else v),
+    'counts': (_list_of(lambda o: _is_int(o) or o == 'all'), 'a list of integers or "all"',
+               lambda v: tuple(None if o == 'all' else o for o in v)),
     'table': (lambda v: isinstance(v, dict), 'a table', dict),
 }
-CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='str', patch='int', steps='int', patience='int?',
-                    min_delta='float', lr_drops='int', schedule='str', warmup='int', batch_size='int', lr='float', horizon='int',
-                    eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int', val_batches='int', tuned='table?',
+CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='str', patch='int',
+                    steps='int', patience='int?',
+                    min_delta='float', lr_drops='int', schedule='str', warmup='int', batch_size='int',
+                    lr='float', horizon='int',
+                    eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int',
+                    val_batches='int', tuned='table?',
                     init='str?', init_digest='str?', level='str')  # `GridConfig`'s fields; '?': "none" too
 GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='protocols', seeds='int|ints', archs='strs?', exp_trajs='counts', baselines='bool')  # `Grid`'s fields
 
@@ -79,7 +89,8 @@ class ConfigFileError(InputError):
     "A run settings file (TOML) that cannot be read, or a key in it that is unknown or holds a value of the wrong type."
 
 def parse_value(kind:str, v, key:str, where:str):
-    "The field value of TOML value `v` of a key of `kind` ('int', 'strs?', ...); `ConfigFileError` naming `key` and what was expected."
+    """The field value of TOML value `v` of a key of `kind` ('int', 'strs?', ...); `ConfigFileError` naming `key` and
+    what was expected."""
     base, optional = kind.rstrip('?'), kind.endswith('?')
     if optional and v == 'none': return None
     ok, what, conv = KINDS[base]
@@ -91,7 +102,8 @@ def parse_value(kind:str, v, key:str, where:str):
 
 # %% ../../nbs/study/44a_runconfig.ipynb #rc014
 def spell_value(kind:str, v):
-    "The TOML value of field value `v` of a key of `kind`: None as \"none\", tuples as lists, an exp_trajs None as \"all\"."
+    """The TOML value of field value `v` of a key of `kind`: None as \"none\", tuples as lists, an exp_trajs None as
+    \"all\"."""
     if v is None: return 'none'
     if kind.rstrip('?') == 'counts': return ['all' if o is None else int(o) for o in v]
     if kind == 'protocols': return [o if isinstance(o, str) else o.name for o in v]  # a protocol object by its name
@@ -103,7 +115,8 @@ def field_notes(cls) -> dict:
     try: src = inspect.getsource(cls)
     except (OSError, TypeError): return {}
     names = {f.name for f in fields(cls)}
-    return {m[1]: re.sub(r'\bNone\b', '"none"', m[2].strip()) for m in re.finditer(r'^    (\w+)\s*:[^#\n]*#(.*)$', src, re.M) if m[1] in names}
+    return {m[1]: re.sub(r'\bNone\b', '"none"', m[2].strip()) for m in re.finditer(r'^    '
+                                                                                   r'(\w+)\s*:[^#\n]*#(.*)$', src, re.M) if m[1] in names}
 
 # %% ../../nbs/study/44a_runconfig.ipynb #rc015
 CONFIG_FILE = 'config.toml'  # a run directory's settings, as `simreal run --config` reads them
@@ -113,18 +126,23 @@ A key left out takes the value of the preset (`preset = "NAME"` at the top, or -
 "none" spells None where a key allows it."""
 
 def run_config_data(config:GridConfig, grid:Grid) -> dict:
-    "The TOML data of a run's settings: {'config': `config`'s fields, 'grid': `grid`'s}, in the spellings `parse_value` reads."
+    """The TOML data of a run's settings: {'config': `config`'s fields, 'grid': `grid`'s}, in the spellings
+    `parse_value` reads."""
     return dict(config={k: spell_value(kind, getattr(config, k)) for k, kind in CONFIG_KINDS.items()},
                 grid={k: spell_value(kind, getattr(grid, k)) for k, kind in GRID_KINDS.items()})
 
 def run_config_toml(config:GridConfig, grid:Grid, header:str=CONFIG_HEADER, preset:str|None=None, tuned:bool=True) -> str:
-    "The TOML text of a run's settings, each key under its field's comment; `preset` names the base of keys left out, `tuned=False` leaves `tuned` out."
+    """The TOML text of a run's settings, each key under its field's comment; `preset` names the base of keys left out,
+    `tuned=False` leaves `tuned` out."""
     data = run_config_data(config, grid)
     if not tuned: data['config']['tuned'] = None
     notes = {('config', k): v for k, v in field_notes(GridConfig).items()} | {('grid', k): v for k, v in field_notes(Grid).items()}
-    notes[('grid', 'exp_trajs')] = notes.get(('grid', 'exp_trajs'), '').replace('"none"', '"all"')  # a count of None is spelled 'all'
-    notes |= {('config',): 'GridConfig: data, windows, model, training, evaluation', ('grid',): 'Grid: the cells, systems × capacities × archs × exp_trajs × protocols × seeds'}
-    if preset is not None: data = {'preset': preset, **data}; notes[('preset',)] = 'the preset whose values the keys left out take: ' + ', '.join(PRESETS)
+    # a count of None is spelled 'all'
+    notes[('grid', 'exp_trajs')] = notes.get(('grid', 'exp_trajs'), '').replace('"none"', '"all"')
+    notes |= {('config',): 'GridConfig: data, windows, model, training, evaluation',
+              ('grid',): 'Grid: the cells, systems × capacities × archs × exp_trajs × protocols × seeds'}
+    if preset is not None:
+        data = {'preset': preset, **data}; notes[('preset',)] = 'the preset whose values the keys left out take: ' + ', '.join(PRESETS)
     return toml_text(data, notes, header)
 
 def write_run_config(run_dir, config:GridConfig, grid:Grid) -> Path:
@@ -140,10 +158,12 @@ def read_toml(path) -> dict:
     if not p.is_file(): raise ConfigFileError(f"{p}: {'not a file' if p.exists() else 'no such file'}; {expected}")
     if tomllib is None:
         try: import tomli as toml_reader
-        except ImportError: raise ConfigFileError(f"{p}: reading TOML needs Python 3.11 (tomllib) or `pip install tomli`") from None
+        except ImportError:
+            raise ConfigFileError(f"{p}: reading TOML needs Python 3.11 (tomllib) or `pip install tomli`") from None
     else: toml_reader = tomllib
     try: return toml_reader.loads(p.read_bytes().decode('utf-8'))
-    except (toml_reader.TOMLDecodeError, UnicodeDecodeError) as e: raise ConfigFileError(f"{p}: not valid TOML ({e}); {expected}") from None
+    except (toml_reader.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigFileError(f"{p}: not valid TOML ({e}); {expected}") from None
 
 def _check_tuned(t:dict, where:str):
     "A `tuned` table's 'systems': {system: {protocol family: {setting: number}}}."
@@ -151,17 +171,23 @@ def _check_tuned(t:dict, where:str):
         for f, st in (fams.items() if isinstance(fams, dict) else [(None, fams)]):
             key = '.'.join(o for o in ('config.tuned.systems', s, f) if o is not None)
             if not isinstance(st, dict) or not all(_is_num(v) for v in st.values()):
-                raise ConfigFileError(f"{where}: {key}: expected a table of {{protocol family: {{lr = NUMBER, finetune_lr_scale = NUMBER}}}}, got {st!r}")
+                raise ConfigFileError(f"{where}: {key}: expected a table of {{protocol family: {{lr = NUMBER, "
+                                      f"finetune_lr_scale = NUMBER}}}}, got {st!r}")
 
 def settings_from(data:dict, where:str, preset:str|None=None) -> tuple:
-    "(preset name, GridConfig, Grid) of parsed settings `data`: `preset` (else `data`'s 'preset', else 'default') with `data`'s keys over it."
+    """(preset name, GridConfig, Grid) of parsed settings `data`: `preset` (else `data`'s 'preset', else 'default') with
+    `data`'s keys over it."""
     top = dict(preset='a preset name', config='a table [config]', grid='a table [grid]')
     for k in data:
-        if k not in top: raise ConfigFileError(f"{where}: unknown key {k!r}; expected {', '.join(f'{k} ({w})' for k, w in top.items())}")
+        if k not in top:
+            raise ConfigFileError(f"{where}: unknown key {k!r}; expected "
+                                  f"{', '.join(f'{k} ({w})' for k, w in top.items())}")
     name = preset or parse_value('str', data.get('preset', 'default'), 'preset', where)
-    if name not in PRESETS: raise ConfigFileError(f"{where}: preset: unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
+    if name not in PRESETS:
+        raise ConfigFileError(f"{where}: preset: unknown preset {name!r}; expected one of {', '.join(PRESETS)}")
     out = []
-    for table, kinds, base in (('config', CONFIG_KINDS, PRESETS[name].config), ('grid', GRID_KINDS, PRESETS[name].grid)):
+    for table, kinds, base in (('config', CONFIG_KINDS, PRESETS[name].config),
+                               ('grid', GRID_KINDS, PRESETS[name].grid)):
         given = parse_value('table', data.get(table, {}), table, where)
         bad = [k for k in given if k not in kinds]
         if bad: raise ConfigFileError(f"{where}: unknown key {table}.{bad[0]}; expected one of {', '.join(kinds)}")
@@ -172,7 +198,8 @@ def settings_from(data:dict, where:str, preset:str|None=None) -> tuple:
     return (name, *out)
 
 def read_run_config(path, preset:str|None=None) -> tuple:
-    "(preset name, GridConfig, Grid) of the settings file `path`: `preset` (else its 'preset' key, else 'default') with the file's keys over it."
+    """(preset name, GridConfig, Grid) of the settings file `path`: `preset` (else its 'preset' key, else 'default')
+    with the file's keys over it."""
     return settings_from(read_toml(path), str(path), preset)
 
 # %% ../../nbs/study/44a_runconfig.ipynb #rc024
@@ -183,4 +210,5 @@ a run's config.toml holds them as [config.tuned]."""
 
 def example_config_toml() -> str:
     "The example settings file: the `default` preset, every key under its comment, `tuned` left out."
-    return run_config_toml(PRESETS['default'].config, PRESETS['default'].grid, EXAMPLE_HEADER, preset='default', tuned=False)
+    return run_config_toml(PRESETS['default'].config, PRESETS['default'].grid, EXAMPLE_HEADER,
+                           preset='default', tuned=False)

@@ -45,17 +45,21 @@ def data_digests(data_dir) -> dict:
         out[f.name] = h.hexdigest()
     return out
 
-UNSTAMPED_DEFAULTS = dict(init=None, init_digest=None, level='full')  # `GridConfig` fields a manifest leaves out at these values: runs made before them keep their stamps
+# `GridConfig` fields a manifest leaves out at these values: runs made before them keep their stamps
+UNSTAMPED_DEFAULTS = dict(init=None, init_digest=None, level='full')
 
 def manifest_of(cfg:GridConfig, data_dir=None) -> dict:
-    "What a run directory's cells depend on: package, version, `GridConfig`, data folder and the digests of its files (as JSON would give it back)."
+    """What a run directory's cells depend on: package, version, `GridConfig`, data folder and the digests of its files
+    (as JSON would give it back)."""
     config = {k: v for k, v in asdict(cfg).items() if not (k in UNSTAMPED_DEFAULTS and v == UNSTAMPED_DEFAULTS[k])}
-    m = dict(package='simreal_nb', version=__version__, config=config, data=None if data_dir is None else str(Path(data_dir).resolve()))
+    m = dict(package='simreal_nb', version=__version__, config=config,
+             data=None if data_dir is None else str(Path(data_dir).resolve()))
     if data_dir is not None: m['data_files'] = data_digests(data_dir)
     return json.loads(json.dumps(m))
 
 def stamp_of(manifest:dict) -> str:
-    "Hash of a manifest's package, version, config, data and (imported data) its files' digests; other keys do not count."
+    """Hash of a manifest's package, version, config, data and (imported data) its files' digests; other keys do not
+    count."""
     m = {k: manifest.get(k) for k in ('package', 'version', 'config', 'data')}
     if manifest.get('data_files'): m['data_files'] = manifest['data_files']
     return hashlib.sha256(json.dumps(m, sort_keys=True).encode()).hexdigest()[:16]
@@ -65,27 +69,33 @@ def run_stamp(cfg:GridConfig, data_dir=None) -> str:
     return stamp_of(manifest_of(cfg, data_dir))
 
 # %% ../../nbs/study/46_rundir.ipynb #models1
-REFERENCE_SHAPE = dict(fields=FIELDS, grid=(64, 64), n_cond=2)  # the data-given arguments at which `model_settings` counts parameters
+# the data-given arguments at which `model_settings` counts parameters
+REFERENCE_SHAPE = dict(fields=FIELDS, grid=(64, 64), n_cond=2)
 _DATA_ARGS = ('fields', 'n_in', 'n_out', 'grid', 'n_cond')  # what the data decide, not the code
 
 def model_overrides(arch:str, cfg:GridConfig) -> dict:
-    "The keywords a cell's model takes from `cfg` beyond its capacity preset: the patch size of the architectures that cut into patches."
+    """The keywords a cell's model takes from `cfg` beyond its capacity preset: the patch size of the architectures that
+    cut into patches."""
     return {'fan': {'patch': cfg.patch}, 'morph': {'patch_size': cfg.patch}}.get(arch, {})
 
 def model_settings(cells:list, cfg:GridConfig) -> dict:
-    "'capacity/arch' -> the model `cells` build as the code resolves it: `cls`, `kwargs` (every constructor keyword but the data's shapes) and `params` at `REFERENCE_SHAPE`."
+    """'capacity/arch' -> the model `cells` build as the code resolves it: `cls`, `kwargs` (every constructor keyword
+    but the data's shapes) and `params` at `REFERENCE_SHAPE`."""
     import torch
     out = {}
     for c in cells:
         k = f'{c.capacity}/{c.arch}'
         if k in out or not c.protocol.trains: continue  # a baseline has no model
         with torch.device('meta'):
-            m = make_model(c.arch, c.capacity, n_in=cfg.n_in, n_out=cfg.n_out, **REFERENCE_SHAPE, **model_overrides(c.arch, cfg))
-        out[k] = dict(cls=type(m).__name__, kwargs={a: v for a, v in m.init_kwargs.items() if a not in _DATA_ARGS}, params=n_params(m))
+            m = make_model(c.arch, c.capacity, n_in=cfg.n_in, n_out=cfg.n_out, **REFERENCE_SHAPE,
+                           **model_overrides(c.arch, cfg))
+        out[k] = dict(cls=type(m).__name__,
+                      kwargs={a: v for a, v in m.init_kwargs.items() if a not in _DATA_ARGS}, params=n_params(m))
     return json.loads(json.dumps(out, default=str))
 
 def model_changes(have:dict, want:dict) -> list:
-    "For each capacity/arch in both `have` (recorded) and `want` (resolved now) whose model differs: what differs, as 'S/fno: width 32 -> 16, 2,368,771 -> 598,019 parameters'."
+    """For each capacity/arch in both `have` (recorded) and `want` (resolved now) whose model differs: what differs, as
+    'S/fno: width 32 -> 16, 2,368,771 -> 598,019 parameters'."""
     out = []
     for k in sorted(set(have) & set(want)):
         a, b = have[k], want[k]
@@ -99,9 +109,12 @@ def model_changes(have:dict, want:dict) -> list:
 
 # %% ../../nbs/study/46_rundir.ipynb #init1
 def resolve_init(cfg:GridConfig) -> GridConfig:
-    "`cfg` with `init` an absolute path and `init_digest` its file's SHA-256; `GridError` for a missing file or one whose digest is not the recorded one."
+    """`cfg` with `init` an absolute path and `init_digest` its file's SHA-256; `GridError` for a missing file or one
+    whose digest is not the recorded one."""
     if cfg.init is None:
-        if cfg.init_digest is not None: raise GridError(f"init_digest {cfg.init_digest!r} without init: expected the checkpoint file it is the digest of")
+        if cfg.init_digest is not None:
+            raise GridError(f"init_digest {cfg.init_digest!r} without init: expected the checkpoint file it is "
+                            "the digest of")
         return cfg
     p = Path(cfg.init).expanduser().resolve()
     if not p.is_file():
@@ -109,17 +122,20 @@ def resolve_init(cfg:GridConfig) -> GridConfig:
                         "(a run's cells/<key>/model.pt, or a MORPH checkpoint for arch morph)")
     d = checkpoint_digest(p)
     if cfg.init_digest is not None and cfg.init_digest != d:
-        raise GridError(f"init: {p} has SHA-256 {d}, not the {cfg.init_digest} the settings record: another file than the one "
-                        "the run started from; give that file, or drop init_digest to start a new run from this one")
+        raise GridError(f"init: {p} has SHA-256 {d}, not the {cfg.init_digest} the settings record: another file "
+                        "than the one the run started from; give that file, or drop init_digest to start a new run "
+                        "from this one")
     return replace(cfg, init=str(p), init_digest=d)
 
 # %% ../../nbs/study/46_rundir.ipynb #c021b
 MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict, models=dict)  # as `manifest_of` writes them
 
 def read_manifest(run_dir, name:str='manifest.json') -> dict:
-    "A run directory's manifest.json (`name='job.json'`: a job directory's), checked: `RunFileError` naming the file when it is damaged or a value has another type."
+    """A run directory's manifest.json (`name='job.json'`: a job directory's), checked: `RunFileError` naming the file
+    when it is damaged or a value has another type."""
     what = 'the job.json that `simreal train` writes' if name == 'job.json' else 'the manifest.json that `simreal run` writes'
-    return read_json(Path(run_dir) / name, f"{what} (a damaged folder, or one no run wrote: use another --out)", MANIFEST_TYPES)
+    return read_json(Path(run_dir) / name,
+                     f"{what} (a damaged folder, or one no run wrote: use another --out)", MANIFEST_TYPES)
 
 def run_config(run_dir) -> tuple:
     "(`GridConfig`, data folder or None) of a run directory, from its manifest."
@@ -132,7 +148,8 @@ def run_config(run_dir) -> tuple:
 def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
                  models:dict|None=None,  # `model_settings` of the cells about to run: recorded, and checked against those recorded
                 ) -> Path:
-    "Create `run_dir` (or check that it was made by this version with `cfg`, on the same data, and that the code builds the models its cells were made with) and return it."
+    """Create `run_dir` (or check that it was made by this version with `cfg`, on the same data, and that the code
+    builds the models its cells were made with) and return it."""
     run_dir = Path(run_dir); man = run_dir / 'manifest.json'
     if run_dir.exists() and not run_dir.is_dir():
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
@@ -153,13 +170,19 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
             a, b = have.get('data_files') or {}, want.get('data_files') or {}
             changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
             raise GridError(f"the data in {want['data']} changed since run directory {run_dir} was made on them "
-                            f"({', '.join(changed)}: other content, added or removed): its cells are of the old data; use another --out")
-        old = have.get('models') or {}  # none: a run from before models were recorded (its cells' sizes are checked when merged)
+                            f"({', '.join(changed)}: other content, added or removed): its cells are of the old data; "
+                            "use another --out")
+        # none: a run from before models were recorded (its cells' sizes are checked when merged)
+        old = have.get('models') or {}
         changed = model_changes(old, models or {})
-        if changed: raise GridError(f"run directory {run_dir} was made with other models than this code builds ({'; '.join(changed)}; "
-                                    "theirs -> ours): a default changed since; use another --out, or the code that made the run")
+        if changed:
+            raise GridError(f"run directory {run_dir} was made with other models than this code builds "
+                            f"({'; '.join(changed)}; "
+                            "theirs -> ours): a default changed since; use another --out, or the code that "
+                            "made the run")
         new = {k: v for k, v in (models or {}).items() if k not in old}
-        if new: write_text(man, json.dumps({**have, 'models': {**old, **new}}, indent=1))  # capacities or archs added to the grid
+        # capacities or archs added to the grid
+        if new: write_text(man, json.dumps({**have, 'models': {**old, **new}}, indent=1))
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
         write_text(man, json.dumps({**want, **({'models': models} if models else {})}, indent=1))
@@ -167,13 +190,15 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
 
 # %% ../../nbs/study/46_rundir.ipynb #lock1
 def job_token() -> str|None:
-    "The torchrun job this process is a rank of: its run id and rendezvous address, the same on every rank, different between jobs at once; None outside torchrun."
+    """The torchrun job this process is a rank of: its run id and rendezvous address, the same on every rank, different
+    between jobs at once; None outside torchrun."""
     e = os.environ
     if 'MASTER_PORT' not in e and 'TORCHELASTIC_RUN_ID' not in e: return None
     return f"{e.get('TORCHELASTIC_RUN_ID', '')}@{e.get('MASTER_ADDR', '')}:{e.get('MASTER_PORT', '')}"
 
 class RunLock:
-    "Exclusive use of a run directory: an `fcntl.flock` on the directory itself (so deleting a file cannot break it), released when the owner ends, even by SIGKILL; `DIR/.lock` names the owner's pid (and, under torchrun, its job)."
+    """Exclusive use of a run directory: an `fcntl.flock` on the directory itself (so deleting a file cannot break it),
+    released when the owner ends, even by SIGKILL; `DIR/.lock` names the owner's pid (and, under torchrun, its job)."""
     def __init__(self, run_dir): self.dir, self.path, self.fd = Path(run_dir), Path(run_dir) / '.lock', None
 
     def acquire(self) -> RunLock:
@@ -190,7 +215,8 @@ class RunLock:
                             f"wait for that run to end, or use another --out") from None
         self.fd = fd
         tok = job_token()
-        write_text(self.path, f"{os.getpid()}\n" + (f"{tok}\n" if tok else ''))  # under torchrun: which job, for its other ranks (`check_lock_free`)
+        # under torchrun: which job, for its other ranks (`check_lock_free`)
+        write_text(self.path, f"{os.getpid()}\n" + (f"{tok}\n" if tok else ''))
         return self
 
     def release(self):
@@ -199,14 +225,17 @@ class RunLock:
     def __exit__(self, *exc): self.release()
 
 def foreign_files(run_dir) -> list:
-    "Names in `run_dir` that no `simreal run` or `train` wrote: everything, where the folder has neither a run's `manifest.json` nor a job's `job.json` (only a lock left by a killed start is ours)."
+    """Names in `run_dir` that no `simreal run` or `train` wrote: everything, where the folder has neither a run's
+    `manifest.json` nor a job's `job.json` (only a lock left by a killed start is ours)."""
     return unmarked_files(run_dir, ('manifest.json', 'job.json'), ('.lock',))
 
 def lock_run_dir(run_dir, overwrite:bool=False) -> RunLock:
-    "Create `run_dir` if needed and take its `RunLock`; a folder holding files a run did not write is refused unless `overwrite`."
+    """Create `run_dir` if needed and take its `RunLock`; a folder holding files a run did not write is refused unless
+    `overwrite`."""
     run_dir = Path(run_dir)
     if run_dir.is_symlink() and not run_dir.exists():
-        raise GridError(f"run directory {run_dir} is a symbolic link to nothing (dangling, or a loop); expected a directory or a new path")
+        raise GridError(f"run directory {run_dir} is a symbolic link to nothing (dangling, or a loop); expected a "
+                        "directory or a new path")
     if run_dir.exists() and not run_dir.is_dir():
         raise GridError(f"run directory {run_dir} is a file; expected a directory (or a path that does not exist yet)")
     theirs = foreign_files(run_dir)
@@ -219,7 +248,8 @@ def lock_run_dir(run_dir, overwrite:bool=False) -> RunLock:
 
 # %% ../../nbs/study/46_rundir.ipynb #rank1
 def lock_holder(run_dir) -> int|None:
-    "The pid holding `run_dir`'s `RunLock`, read from /proc/locks without taking the lock; None where none holds it or the table is not there."
+    """The pid holding `run_dir`'s `RunLock`, read from /proc/locks without taking the lock; None where none holds it or
+    the table is not there."""
     try: st, table = os.stat(run_dir), Path('/proc/locks').read_text()
     except OSError: return None
     where = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
@@ -229,15 +259,18 @@ def lock_holder(run_dir) -> int|None:
     return None
 
 def check_lock_free(run_dir, wait:float=5.0):
-    "Refuse (`GridError`, as `RunLock` does) where a process holds `run_dir`'s lock, unless `.lock` names this torchrun job: what ranks other than 0 check before joining the others (`wait` s for a holder to name itself)."
+    """Refuse (`GridError`, as `RunLock` does) where a process holds `run_dir`'s lock, unless `.lock` names this
+    torchrun job: what ranks other than 0 check before joining the others (`wait` s for a holder to name itself)."""
     import time
     d, me, t0 = Path(run_dir), job_token(), time.monotonic()
     while d.is_dir() and (pid := lock_holder(d)) is not None:
         try: note = (d / '.lock').read_text().split('\n')
         except OSError: note = []
         if me is not None and len(note) > 1 and note[1].strip() == me: return  # rank 0 of this job holds it
-        if (note and note[0].strip() == str(pid)) or time.monotonic() - t0 > wait:  # the holder has named itself, not as this job
-            raise GridError(f"run directory {d} is in use by process {pid}: wait for that run to end, or use another --out")
+        # the holder has named itself, not as this job
+        if (note and note[0].strip() == str(pid)) or time.monotonic() - t0 > wait:
+            raise GridError(f"run directory {d} is in use by process {pid}: wait for that run to end, or use "
+                            "another --out")
         time.sleep(0.05)
 
 # %% ../../nbs/study/46_rundir.ipynb #cellchk1
@@ -253,7 +286,8 @@ def open_cell_file(path) -> xr.Dataset:
     except PermissionError: raise
     except Exception as e:
         msg = ' '.join(str(e).split())
-        raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt ({type(e).__name__}: {msg})") from None
+        raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt "
+                        f"({type(e).__name__}: {msg})") from None
 
 def foreign_cell(ds:xr.Dataset, cell:Cell|None=None, stamp:str|None=None) -> str|None:
     "Why `ds` is not the result of `cell` in the run stamped `stamp` (None: it is)."
@@ -269,7 +303,8 @@ def foreign_cell(ds:xr.Dataset, cell:Cell|None=None, stamp:str|None=None) -> str
     return None
 
 def _cell_stamp(path) -> dict:
-    "The identity of a cell file from its HDF5 header (fast: h5py, no netCDF decoding): `cell`, `run`, `score`; `GridError` when it cannot be opened."
+    """The identity of a cell file from its HDF5 header (fast: h5py, no netCDF decoding): `cell`, `run`, `score`;
+    `GridError` when it cannot be opened."""
     import h5py
     try:
         with h5py.File(path, 'r') as f:
@@ -277,10 +312,12 @@ def _cell_stamp(path) -> dict:
             return out | dict(score='score' in f)
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM): raise
-        raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt ({' '.join(str(e).split())})") from None
+        raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt "
+                        f"({' '.join(str(e).split())})") from None
 
 def check_cells(run_dir, cells:list, stamp:str, verbose:bool=True) -> list:
-    "The cells of `cells` to compute: those without a file, and those whose file is unreadable (deleted: a torn write). A file of another cell or run is refused (`GridError`)."
+    """The cells of `cells` to compute: those without a file, and those whose file is unreadable (deleted: a torn
+    write). A file of another cell or run is refused (`GridError`)."""
     todo = []
     for c in cells:
         p = cell_path(run_dir, c)
@@ -295,7 +332,9 @@ def check_cells(run_dir, cells:list, stamp:str, verbose:bool=True) -> list:
         except GridError as e:
             if verbose: print(f"{e}: computing the cell again", flush=True)
             p.unlink(); todo.append(c); continue
-        if why: raise GridError(f"{p}: {why}; it is never mixed into this run: delete it to compute the cell again, or use another --out")
+        if why:
+            raise GridError(f"{p}: {why}; it is never mixed into this run: delete it to compute the cell again, or use "
+                            "another --out")
     return todo
 
 def remove_stale_tmp(run_dir) -> int:
@@ -333,28 +372,41 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     if mixed:
         k, v = next(iter(mixed.items()))
         raise GridError(f"{run_dir / 'cells'}: the cells of {' '.join(k)} hold models of different sizes ("
-                        + '; '.join(f"{n:,} parameters: {', '.join(c)}" for n, c in v.items()) + "): made by code that resolved "
-                        "other model settings; delete the cells of one size to compute them again, or use another --out")
+                        + '; '.join(f"{n:,} parameters: {', '.join(c)}" for n, c in v.items()) + "): made by code "
+                                                                                                 "that resolved "
+                        "other model settings; delete the cells of one size to compute them again, or use "
+                        "another --out")
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
-                      arch=order('arch', list(ARCHS)), protocol=order('protocol', list(PROTOCOLS) + [POOLED] + list(EXPOSURE_CONTROLS) + list(BASELINES)),
+                      arch=order('arch', list(ARCHS)),
+                      protocol=order('protocol',
+                                     list(PROTOCOLS) + [POOLED] + list(EXPOSURE_CONTROLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
-    res = res.assign_coords({k: ('protocol', v) for k, v in protocol_coords(res.protocol.values).items()})  # from the protocol objects
+    # from the protocol objects
+    res = res.assign_coords({k: ('protocol', v) for k, v in protocol_coords(res.protocol.values).items()})
     for k, what in COORDS.items(): res[k].attrs['long_name'] = what
     by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
     kinds = set(by_system.values())
-    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales), field_units=json.dumps(units),
+    res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales),
+                     field_units=json.dumps(units),
                      exp_target=kinds.pop() if len(kinds) == 1 else 'mixed', exp_target_by_system=json.dumps(by_system))
-    if 'score_window' in res:  # the second exp target: the truth at the measurement's own window, and the measurement's floor there
+    # the second exp target: the truth at the measurement's own window, and the measurement's floor there
+    if 'score_window' in res:
         res.attrs.update(second_exp_target='score_window', second_exp_floor='noise_floor_window')
     if man is not None:
         cfg = man['config']
         gc = GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])})
-        res.attrs.update(config=json.dumps(cfg), budget_rule=gc.budget_rule, seed_rule=gc.seed_rule(imported=man.get('data') is not None))
-    res['score'].attrs.update(long_name='rollout error on held-out trajectories, nondimensional (each field / its reference scale)',
-                              units='1', note="field 'all' = the fields the domain measures, together; NaN = not measured or not run; "
-                                              "exp: against the hidden truth of the measured fields at the measured points where the "
-                                              "data have one (attrs exp_target), else against the measurement")
-    res['score_phys'].attrs.update(long_name='rollout error per field in its physical units (see the datasets; all: NaN)')
+        res.attrs.update(config=json.dumps(cfg), budget_rule=gc.budget_rule,
+                         seed_rule=gc.seed_rule(imported=man.get('data') is not None))
+    res['score'].attrs.update(long_name='rollout error on held-out trajectories, nondimensional (each field / its '
+                                        'reference scale)',
+                              units='1',
+                              note="field 'all' = the fields the domain measures, together; NaN = not measured "
+                                   "or not run; "
+                                              "exp: against the hidden truth of the measured fields at the measured "
+                                              "points where the data have one (attrs exp_target), else against the "
+                                              "measurement")
+    res['score_phys'].attrs.update(long_name='rollout error per field in its physical units (see the '
+                                             'datasets; all: NaN)')
     return res

@@ -22,14 +22,17 @@ from .executors import local_pool, stop_pool
 __all__ = ['TUNE_GRID', 'TUNE_RULE', 'tune_points', 'point_key', 'tune_point', 'choose', 'tune']
 
 # %% ../../nbs/study/51_tuning.ipynb #u006
-TUNE_GRID = dict(lr=(8e-3, 4e-3, 2e-3, 1e-3), finetune_lr_scale=(1.0, 0.3, 0.1))  # the same grid for every protocol family
+# the same grid for every protocol family
+TUNE_GRID = dict(lr=(8e-3, 4e-3, 2e-3, 1e-3), finetune_lr_scale=(1.0, 0.3, 0.1))
 TUNE_RULE = ("each protocol family is trained at every learning rate of the grid (Sim→Exp at every learning rate and "
-             "fine-tune scale), per system on one seed, under the preset's budget and convergence rule; the point with the "
-             "lowest best validation error of the protocol's own objective is kept (Sim-only: sim; Exp-only: exp; Sim→Exp: "
-             "exp, its fine-tune's; Joint: 0.5 sim + 0.5 exp; pooled: the domains' shares of the windows); no test data is read")
+             "fine-tune scale), per system on one seed, under the preset's budget and convergence rule; the "
+             "point with the lowest best validation error of the protocol's own objective is kept (Sim-only: sim; "
+             "Exp-only: exp; Sim→Exp: exp, its fine-tune's; Joint: 0.5 sim + 0.5 exp; pooled: the domains' shares of "
+             "the windows); no test data is read")
 
 def tune_points(families=TUNE_FAMILIES, grid=TUNE_GRID) -> list:
-    "(family, learning rate, fine-tune scale) of every run the tuning rule makes on one system (every fine-tune, Sim→Exp's variants too, at every scale)."
+    """(family, learning rate, fine-tune scale) of every run the tuning rule makes on one system (every fine-tune,
+    Sim→Exp's variants too, at every scale)."""
     return [(f, float(lr), float(s)) for f in families for lr in grid['lr']
             for s in (grid['finetune_lr_scale'] if tune_family(f) == 'sim_to_exp' else (1.0,))]
 
@@ -40,28 +43,33 @@ def point_key(system:str, family:str, lr:float, scale:float) -> str:
 # %% ../../nbs/study/51_tuning.ipynb #u009
 def tune_point(system:str, family:str, lr:float, scale:float, cfg:GridConfig, seed:int, out, capacity:str='S',
                device:str='auto', threads:int|None=None) -> dict:
-    "Train `family` on `system` at learning rate `lr` (Sim→Exp: fine-tune scale `scale`) as a grid cell would; its record (best validation objective `val`, updates, stops), resumed from `out` when done."
+    """Train `family` on `system` at learning rate `lr` (Sim→Exp: fine-tune scale `scale`) as a grid cell would; its
+    record (best validation objective `val`, updates, stops), resumed from `out` when done."""
     out = Path(out); path = out / f'{point_key(system, family, lr, scale)}.json'
-    if path.exists(): return read_json(path, 'a record that `simreal tune` writes (delete it to train that point again)')
+    if path.exists():
+        return read_json(path, 'a record that `simreal tune` writes (delete it to train that point again)')
     if threads: torch.set_num_threads(threads)
     t0 = time.perf_counter()
     cell = Cell(system, capacity, family, seed, cfg.arch)
     dd, _, _ = cell_data(system, cfg, None, seed)
     pcfg = replace(cfg, tuned=dict(systems={system: {family: dict(lr=lr, finetune_lr_scale=scale)}}))
-    rec = dict(system=system, family=family, lr=lr, finetune_lr_scale=scale, seed=seed, capacity=capacity, arch=cfg.arch)
+    rec = dict(system=system, family=family, lr=lr, finetune_lr_scale=scale, seed=seed,
+               capacity=capacity, arch=cfg.arch)
     try:
         _, hist = train_cell(cell, pcfg, dd, resolve_device(device), out / point_key(system, family, lr, scale))
         val = hist.best_val[-1]
         rec.update(val=float('inf') if val is None or not math.isfinite(val) else float(val),
                    updates=_updates_made(hist), stopped_early=[bool(s) for s in hist.stopped_early])
-    except NonFiniteLossError as e: rec.update(val=float('inf'), updates=int(e.step or 0), stopped_early=[], error=str(e)[:300])
+    except NonFiniteLossError as e:
+        rec.update(val=float('inf'), updates=int(e.step or 0), stopped_early=[], error=str(e)[:300])
     rec['time_s'] = round(time.perf_counter() - t0, 1)
     write_text(path, json.dumps(rec))
     return rec
 
 # %% ../../nbs/study/51_tuning.ipynb #u011
 def choose(records:list) -> dict:
-    "{system: {family: {'lr', 'finetune_lr_scale', 'val'}}}: per system and family the record with the lowest validation objective."
+    """{system: {family: {'lr', 'finetune_lr_scale', 'val'}}}: per system and family the record with the lowest
+    validation objective."""
     best = {}
     for r in records:
         b = best.setdefault(r['system'], {}).get(r['family'])
@@ -79,7 +87,8 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
          device:str='auto',
          families=TUNE_FAMILIES,  # the protocols tuned: the families, or beyond-Joint protocols tuned on their own
          grid=TUNE_GRID, verbose:bool=True) -> dict:
-    "Run the tuning grid of `preset` on `systems`, choose per system and family on validation, merge into `into` (what was not tuned now is kept); returns the size's entry."
+    """Run the tuning grid of `preset` on `systems`, choose per system and family on validation, merge into `into` (what
+    was not tuned now is kept); returns the size's entry."""
     if preset not in PRESETS: raise GridError(f"preset: unknown {preset!r}; expected one of {list(PRESETS)}")
     cfg, pg = PRESETS[preset].config, PRESETS[preset].grid
     known = list(pg.systems or list_systems())
@@ -89,9 +98,12 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
     cap = pg.capacities[0]
     families = list(families)
     fixed = [f for f in families if f in BASELINES + EXPOSURE_CONTROLS + QUANTITY_CONTROLS]
-    if fixed: raise GridError(f"protocols: {fixed} are not tuned (a baseline trains nothing; a control trains with the settings of "
-                              f"the protocol it controls); expected protocol families {list(TUNE_FAMILIES)} or beyond-Joint protocols")
-    Grid(tuple(systems), (cap,), tuple(families), baselines=False).cells(cfg.arch, known)  # an unknown name refused before any training
+    if fixed:
+        raise GridError(f"protocols: {fixed} are not tuned (a baseline trains nothing; a control trains with the "
+                        f"settings of the protocol it controls); expected protocol families {list(TUNE_FAMILIES)} or "
+                        "beyond-Joint protocols")
+    # an unknown name refused before any training
+    Grid(tuple(systems), (cap,), tuple(families), baselines=False).cells(cfg.arch, known)
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     prepare_twins([Cell(s, cap, 'joint', seed, cfg.arch) for s in systems], cfg, workers or os.cpu_count() or 1)
     jobs = [(s, *p) for s in systems for p in tune_points(families, grid)]
@@ -105,8 +117,11 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
             futs = [ex.submit(tune_point, *j, cfg, seed, out, cap, device, threads) for j in jobs]
             for i, f in enumerate(futs):
                 recs.append(f.result())
-                if verbose: r = recs[-1]; print(f"[{i + 1}/{len(jobs)}] {point_key(r['system'], r['family'], r['lr'], r['finetune_lr_scale'])}: "
-                                                 f"val {r['val']:.4g}, {r['updates']} updates, {r.get('time_s', 0):.0f} s", flush=True)
+                if verbose:
+                    r = recs[-1]; print(f"[{i + 1}/{len(jobs)}] "
+                                        f"{point_key(r['system'], r['family'], r['lr'], r['finetune_lr_scale'])}: "
+                                         f"val {r['val']:.4g}, {r['updates']} updates, "
+                                         f"{r.get('time_s', 0):.0f} s", flush=True)
         except BaseException: stop_pool(ex); raise
         finally: ex.shutdown()
     into = Path(into) if into is not None else TUNED_FILE
@@ -118,8 +133,11 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
     now = {(r['system'], r['family']) for r in recs}
     points = [r for r in entry.get('points', []) if (r['system'], r['family']) not in now] + \
              [{k: r[k] for k in ('system', 'family', 'lr', 'finetune_lr_scale', 'val', 'updates')} for r in recs]
-    entry = dict(preset=preset, capacity=cap, arch=cfg.arch, seed=seed, grid={k: list(v) for k, v in grid.items()}, rule=TUNE_RULE,
+    entry = dict(preset=preset, capacity=cap, arch=cfg.arch, seed=seed,
+                 grid={k: list(v) for k, v in grid.items()}, rule=TUNE_RULE,
                  systems=chosen, points=points)
     write_text(into, json.dumps({**allt, cfg.size: entry}, indent=1))
-    if verbose: print(f"tuned {len(systems)} system(s), {len(jobs)} runs in {time.perf_counter() - t0:.0f} s -> {into}", flush=True)
+    if verbose:
+        print(f"tuned {len(systems)} system(s), {len(jobs)} runs in {time.perf_counter() - t0:.0f} "
+              f"s -> {into}", flush=True)
     return entry

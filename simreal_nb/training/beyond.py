@@ -30,7 +30,8 @@ def mgda(a:torch.Tensor,  # first (weighted) gradient, flat
 
 # %% ../../nbs/training/41_beyond.ipynb #b009
 class GradNormBalance:
-    "Per-update domain weights: weighted gradient norms shared as λ_d·r_d^α (r: relative inverse training rate), Joint's total norm kept."
+    """Per-update domain weights: weighted gradient norms shared as λ_d·r_d^α (r: relative inverse training rate),
+    Joint's total norm kept."""
     def __init__(self, alpha:float=1.5,  # strength of the pull toward the domain that trains slower
                  beta:float=0.9):  # moving-average factor of the training losses
         self.alpha, self.beta = float(alpha), float(beta)
@@ -53,13 +54,15 @@ class GradNormBalance:
         return {d: (share[d] / total * budget / norms[d]) if d in live and total > 0 else lam[d] for d in losses}
 
     def state_dict(self): return dict(alpha=self.alpha, beta=self.beta, first=dict(self.first), avg=dict(self.avg))
-    def load_state_dict(self, sd): self.alpha, self.beta, self.first, self.avg = sd['alpha'], sd['beta'], dict(sd['first']), dict(sd['avg'])
+    def load_state_dict(self, sd):
+        self.alpha, self.beta, self.first, self.avg = sd['alpha'], sd['beta'], dict(sd['first']), dict(sd['avg'])
 
 # %% ../../nbs/training/41_beyond.ipynb #b013
 def grad_snr(g1:torch.Tensor,  # gradient of the first half of the batch, flat
              g2:torch.Tensor,  # gradient of the second half
             ) -> float:
-    "‖g1 + g2‖ / ‖g1 − g2‖: signal-to-noise ratio of a batch gradient from its two halves (inf when they agree exactly)."
+    """‖g1 + g2‖ / ‖g1 − g2‖: signal-to-noise ratio of a batch gradient from its two halves (inf when they agree
+    exactly)."""
     num, den = float((g1.double() + g2.double()).norm()), float((g1.double() - g2.double()).norm())
     return math.inf if den == 0 else num / den
 
@@ -76,7 +79,9 @@ class SNRGate:
         self.updates += 1; self.closed_updates += not self.open
         return self.open
 
-    def state_dict(self): return dict(low=self.low, high=self.high, open=self.open, closed_updates=self.closed_updates, updates=self.updates)
+    def state_dict(self):
+        return dict(low=self.low, high=self.high, open=self.open,
+                    closed_updates=self.closed_updates, updates=self.updates)
     def load_state_dict(self, sd): self.__dict__.update(sd)
 
 # %% ../../nbs/training/41_beyond.ipynb #b016
@@ -87,7 +92,8 @@ def _stencil_ok(ok:torch.Tensor) -> torch.Tensor:
 def laplacian_noise(y:torch.Tensor,  # targets [B, T, C, H, W]
                     ok:torch.Tensor,  # bool [B, T, C, H, W]: usable points
                    ) -> torch.Tensor:
-    "Robust per-channel noise σ [C] from the 5-point Laplacian: 1.4826·MAD/√20 over points whose stencil is usable (NaN: none)."
+    """Robust per-channel noise σ [C] from the 5-point Laplacian: 1.4826·MAD/√20 over points whose stencil is usable
+    (NaN: none)."""
     lap = (y[..., 1:-1, 2:] + y[..., 1:-1, :-2] + y[..., 2:, 1:-1] + y[..., :-2, 1:-1] - 4 * y[..., 1:-1, 1:-1])
     st = _stencil_ok(ok)
     out = []
@@ -113,7 +119,8 @@ def divergence_residual(pred:torch.Tensor,  # normalised prediction [B, T, C, H,
                         su:float, sv:float,  # normaliser σ of u and v (physical units per normalised unit)
                         dy:float, dx:float,  # grid spacing
                        ) -> torch.Tensor:
-    "Mean squared divergence of the predicted velocity over usable interior points, in units of (σ_u/Δx)² (0 without such points)."
+    """Mean squared divergence of the predicted velocity over usable interior points, in units of (σ_u/Δx)² (0 without
+    such points)."""
     u, v = pred[:, :, iu].float() * su, pred[:, :, iv].float() * sv
     div = (u[..., 1:-1, 2:] - u[..., 1:-1, :-2]) / (2 * dx) + (v[..., 2:, 1:-1] - v[..., :-2, 1:-1]) / (2 * dy)
     st = _stencil_ok(ok)
@@ -142,7 +149,8 @@ def masked_mean(err:torch.Tensor,  # per-point values [B, T, C, H, W] (any value
 HCW_WEIGHTS = dict(sim=0.4, exp=0.35, consist=0.25)  # the write-up's weights of L_sim, L_real, L_consist
 
 class HCWLoss:
-    "Hierarchical confidence weighting: trusted-field MSE on sim, confidence-weighted Huber on exp, matched divergence residuals."
+    """Hierarchical confidence weighting: trusted-field MSE on sim, confidence-weighted Huber on exp, matched divergence
+    residuals."""
     def __init__(self, fields:Iterable[str],  # channel names of the batches
                  std:dict|None=None,  # field -> normaliser σ (physical units); needed for the consistency term
                  spacing:tuple|None=None,  # (dy, dx) of the grid; needed for the consistency term
@@ -193,13 +201,15 @@ class HCWLoss:
             std = {f: ds.normalizer.stats[f][1] for f in ds.fields if f in ds.normalizer.stats}
             spacing = (float(y[1] - y[0]), float(x[1] - x[0]))
         except (AttributeError, KeyError, TypeError, IndexError):
-            raise ValueError(f"HCWLoss: the training set is a {type(ds).__name__} without field names, a fitted normaliser and "
-                             "y, x coordinates; expected an domains.WindowDataset (they give the physical divergence)") from None
+            raise ValueError(f"HCWLoss: the training set is a {type(ds).__name__} without field names, a fitted "
+                             "normaliser and y, x coordinates; expected an domains.WindowDataset (they give the "
+                             "physical divergence)") from None
         return cls(ds.fields, std, spacing, **kwargs)
 
 # %% ../../nbs/training/41_beyond.ipynb #b025
 class AnchorPenalty:
-    "(α/2)·Σ F_i (θ_i − θ*_i)² over trainable parameters: L2-SP with F = 1, EWC with the Fisher diagonal normalised to mean 1."
+    """(α/2)·Σ F_i (θ_i − θ*_i)² over trainable parameters: L2-SP with F = 1, EWC with the Fisher diagonal normalised to
+    mean 1."""
     def __init__(self, model:nn.Module, alpha:float,  # the stiffness α
                  fisher:dict|None=None):  # parameter name -> Fisher diagonal (None: L2-SP)
         if not alpha >= 0: raise ValueError(f"AnchorPenalty: alpha must be >= 0, got {alpha}")
@@ -240,7 +250,8 @@ class LoRA(nn.Module):
     "A frozen `nn.Linear` or 1×1 `nn.Conv2d` plus a trainable low-rank update (α/r)·B·A, B initialised to 0."
     def __init__(self, base:nn.Module, rank:int=4, alpha:float|None=None):  # alpha: default `rank` (scale 1)
         super().__init__()
-        if not isinstance(rank, int) or rank < 1: raise ValueError(f"LoRA: rank must be a positive integer, got {rank!r}")
+        if not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"LoRA: rank must be a positive integer, got {rank!r}")
         self.base, self.rank, self.scale = base, rank, (float(rank) if alpha is None else float(alpha)) / rank
         for p in base.parameters(): p.requires_grad_(False)
         n_in, n_out = (base.in_features, base.out_features) if isinstance(base, nn.Linear) else (base.in_channels, base.out_channels)
@@ -273,7 +284,8 @@ def _lora_targets(model):
 
 def add_lora(model:nn.Module, rank:int=4, alpha:float|None=None) -> list:
     "Freeze `model` and wrap each of its linear maps in a `LoRA` adapter (in place); returns the adapter parameters."
-    if any(isinstance(m, LoRA) for m in model.modules()): raise ValueError("add_lora: the model already has adapters; merge_lora first")
+    if any(isinstance(m, LoRA) for m in model.modules()):
+        raise ValueError("add_lora: the model already has adapters; merge_lora first")
     for p in model.parameters(): p.requires_grad_(False)
     targets = list(_lora_targets(model))
     if not targets: raise ValueError(f"add_lora: {type(model).__name__} has no nn.Linear or 1×1 nn.Conv2d to adapt")
@@ -282,7 +294,8 @@ def add_lora(model:nn.Module, rank:int=4, alpha:float|None=None) -> list:
 
 @torch.no_grad()
 def merge_lora(model:nn.Module) -> nn.Module:
-    "Fold every `LoRA` adapter into its base weight and put the plain layer back (in place); parameters trainable again."
+    """Fold every `LoRA` adapter into its base weight and put the plain layer back (in place); parameters trainable
+    again."""
     for name, m in list(model.named_modules()):
         for cn, child in list(m.named_children()):
             if isinstance(child, LoRA):
@@ -293,7 +306,8 @@ def merge_lora(model:nn.Module) -> nn.Module:
     return model
 
 # %% ../../nbs/training/41_beyond.ipynb #bc1
-WAKE_BOX = (0.3, 0.5, 0.4, 0.6)  # x0, x1, y0, y1 as fractions of the domain: 1-3 D behind the body, about the centreline
+# x0, x1, y0, y1 as fractions of the domain: 1-3 D behind the body, about the centreline
+WAKE_BOX = (0.3, 0.5, 0.4, 0.6)
 
 def box_mask(y, x,  # grid coordinates [H], [W] (increasing)
              box=WAKE_BOX):  # (x0, x1, y0, y1) fractions of the coordinate ranges
@@ -309,13 +323,15 @@ def _corr(a, b, eps=1e-12):
     return (a * b).sum() / ((a * a).sum() * (b * b).sum() + eps).sqrt()
 
 class CausalPenalty:
-    "Per batch: the gap between Corr(Δcmd, Δ predicted wake response) and Corr(Δcmd, Δ measured one); penalty (|gap| − threshold)² where positive."
+    """Per batch: the gap between Corr(Δcmd, Δ predicted wake response) and Corr(Δcmd, Δ measured one); penalty (|gap| −
+    threshold)² where positive."""
     def __init__(self, n_params:int,  # per-trajectory entries at the start of `cond`
                  n_in:int,  # input frames of a window (the command follows, one value per frame)
                  channel:int,  # channel of the transverse velocity v
                  box:torch.Tensor,  # bool [H, W]: the near-wake box
                  threshold:float=0.1):  # the write-up's threshold
-        if not box.any(): raise ValueError("CausalPenalty: the wake box holds no grid point; expected a box inside the grid")
+        if not box.any():
+            raise ValueError("CausalPenalty: the wake box holds no grid point; expected a box inside the grid")
         self.n_params, self.n_in, self.channel, self.box, self.threshold = n_params, n_in, channel, box.bool(), float(threshold)
 
     def gap(self, pred:torch.Tensor, b:dict) -> torch.Tensor:
@@ -326,7 +342,8 @@ class CausalPenalty:
         if b.get('valid') is not None: w = w & b['valid'][:, 0].bool()
         mean = lambda a: (a * w).sum((-2, -1)) / w.sum((-2, -1)).clamp_min(1)
         last = mean(b['x'][:, -1, self.channel].float())
-        return _corr(dcmd, mean(pred[:, 0, self.channel].float()) - last) - _corr(dcmd, mean(b['y'][:, 0, self.channel].float()) - last)
+        return _corr(dcmd, mean(pred[:, 0, self.channel].float()) - last) - _corr(dcmd,
+                mean(b['y'][:, 0, self.channel].float()) - last)
 
     def __call__(self, pred:torch.Tensor, b:dict) -> tuple:
         "(penalty, gap) of one domain batch."

@@ -20,7 +20,8 @@ class _Series:
     def add(self, **row):
         "Append one row; every column must be given."
         cols = [f.name for f in dc_fields(self)]
-        if set(row) != set(cols): raise ValueError(f"{type(self).__name__}.add: expected columns {cols}, got {sorted(row)}")
+        if set(row) != set(cols):
+            raise ValueError(f"{type(self).__name__}.add: expected columns {cols}, got {sorted(row)}")
         for k in cols: getattr(self, k).append(row[k])
     def __len__(self): return len(getattr(self, dc_fields(self)[0].name))
 
@@ -54,7 +55,8 @@ class ConflictLog(_Series):
     norm_exp:list[float] = _rows()  # |g_exp|
 
 _LOGS = dict(train=TrainLog, val=ValLog, conflict=ConflictLog)
-AUX_KEYS = ('snr', 'gate', 'w_sim', 'w_exp', 'consist', 'conf_min', 'penalty', 'causal_gap_sim', 'causal_gap_exp')  # statistics of the beyond-Joint protocols, logged when present
+# statistics of the beyond-Joint protocols, logged when present
+AUX_KEYS = ('snr', 'gate', 'w_sim', 'w_exp', 'consist', 'conf_min', 'penalty', 'causal_gap_sim', 'causal_gap_exp')
 
 @dataclass
 class History:
@@ -75,9 +77,12 @@ class History:
     steps_done:int = 0  # updates done (early-stopped phases count in full)
     time_s:float = 0.0  # training wall time, summed over resumed sessions
     resumed_from:list[int] = _rows()  # updates done at each resume
-    aux:dict = field(default_factory=dict)  # beyond-Joint statistics per log line (`AUX_KEYS`), each series with its own 'step'
-    batches:dict = field(default_factory=dict)  # training batches drawn per domain ('sim', 'exp'): each protocol's exposure
-    lr_cuts:list = _rows()  # per learning-rate cut on a stall: [phase, update within the phase, scale from then on] (what a control replays)
+    # beyond-Joint statistics per log line (`AUX_KEYS`), each series with its own 'step'
+    aux:dict = field(default_factory=dict)
+    # training batches drawn per domain ('sim', 'exp'): each protocol's exposure
+    batches:dict = field(default_factory=dict)
+    # per learning-rate cut on a stall: [phase, update within the phase, scale from then on] (what a control replays)
+    lr_cuts:list = _rows()
 
     @property
     def grad_conflict_frac(self) -> float|None:

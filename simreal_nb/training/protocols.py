@@ -41,11 +41,15 @@ NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-
 JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
 SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
 POOLED = 'pooled'  # the practitioner's first model: one model on the union of the sim and exp training windows
-QUANTITY_CONTROLS = ('sim_only_more', 'exp_only_more')  # data-quantity controls: Sim-only and Exp-only trained on as many trajectories as Joint sees in total
-EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')  # equal-exposure controls: Exp-only and Sim→Exp given Joint's updates, windows per update and schedule
+# data-quantity controls: Sim-only and Exp-only trained on as many trajectories as Joint sees in total
+QUANTITY_CONTROLS = ('sim_only_more', 'exp_only_more')
+# equal-exposure controls: Exp-only and Sim→Exp given Joint's updates, windows per update and schedule
+EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')
 BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
-PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES  # last input frame repeated; the training set's time-mean field; the nearest training window's continuation
-FAMILIES = PROTOCOLS + (POOLED, 'baseline')  # what a protocol is a variant of: the tuning rule's families, and the baselines
+# last input frame repeated; the training set's time-mean field; the nearest training window's continuation
+PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES
+# what a protocol is a variant of: the tuning rule's families, and the baselines
+FAMILIES = PROTOCOLS + (POOLED, 'baseline')
 
 def valid_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
               name:str='lam', # the argument's name, for the error message
@@ -73,17 +77,20 @@ def masked_mse(pred:torch.Tensor,  # prediction [B, T, C, H, W]
                valid:torch.Tensor|None=None,  # [B, T, H, W] bool, True where the target is usable
               ) -> torch.Tensor:
     "Mean squared error over present fields and valid points of one domain batch (float32 scalar)."
-    if pred.shape != y.shape: raise ValueError(f"masked_mse: pred shape {tuple(pred.shape)} != y shape {tuple(y.shape)}")
+    if pred.shape != y.shape:
+        raise ValueError(f"masked_mse: pred shape {tuple(pred.shape)} != y shape {tuple(y.shape)}")
     if pred.ndim != 5: raise ValueError(f"masked_mse: expected pred of rank 5 [B,T,C,H,W], got {tuple(pred.shape)}")
     B, T, C, H, W = pred.shape
     if tuple(field_mask.shape) != (B, C):
         raise ValueError(f"masked_mse: field_mask must be [B, C] = {(B, C)}, got {tuple(field_mask.shape)}")
     if valid is not None and tuple(valid.shape) != (B, T, H, W):
         raise ValueError(f"masked_mse: valid must be [B, T, H, W] = {(B, T, H, W)}, got {tuple(valid.shape)}")
-    return masked_mean((pred.float() - torch.nan_to_num(y.float())) ** 2, field_mask, valid)  # NaN targets: no NaN gradient either
+    # NaN targets: no NaN gradient either
+    return masked_mean((pred.float() - torch.nan_to_num(y.float())) ** 2, field_mask, valid)
 
 # %% ../../nbs/training/40_protocols.ipynb #c014
-DOMAIN_IDS = {'sim': 1, 'exp': 2}  # the sampler stream of each domain (others: 9), so sim and exp draw independent, reproducible orders
+# the sampler stream of each domain (others: 9), so sim and exp draw independent, reproducible orders
+DOMAIN_IDS = {'sim': 1, 'exp': 2}
 
 class CyclingSampler:
     "Infinite seeded stream of index batches over `n` items, reshuffled every epoch; state is `(epoch, pos)`."
@@ -119,16 +126,19 @@ class CyclingSampler:
     def load_state_dict(self, sd):
         for k in ('n', 'batch_size', 'seed', 'stream'):
             if sd[k] != getattr(self, k):
-                raise CheckpointError(f"sampler state: {k}={sd[k]} in the checkpoint but {getattr(self, k)} in this run")
+                raise CheckpointError(f"sampler state: {k}={sd[k]} in the checkpoint but {getattr(self, k)} "
+                                      "in this run")
         self.epoch, self.pos, self._perm = int(sd['epoch']), int(sd['pos']), None
 
 class ShardSampler(CyclingSampler):
-    "Data parallel, like torch's `DistributedSampler` but infinite and resumable: one stream of global batches of `batch_size × world` items shared by every rank, each rank taking its own slice."
+    """Data parallel, like torch's `DistributedSampler` but infinite and resumable: one stream of global batches of
+    `batch_size × world` items shared by every rank, each rank taking its own slice."""
     def __init__(self, n:int,  # number of items
                  batch_size:int,  # indices per batch on each rank
                  rank:int=0, world:int=1,  # this rank and the number of ranks
                  seed:int=0, stream:int=0, shuffle:bool=True):
-        if not 0 <= rank < world: raise ProtocolError(f"ShardSampler: expected 0 <= rank < world, got rank {rank}, world {world}")
+        if not 0 <= rank < world:
+            raise ProtocolError(f"ShardSampler: expected 0 <= rank < world, got rank {rank}, world {world}")
         super().__init__(n, batch_size * world, seed, stream, shuffle)
         self.rank, self.world, self.local = rank, world, batch_size
 
@@ -143,7 +153,8 @@ def collate(items:Sequence[dict]) -> dict:
     return {k: torch.stack([torch.as_tensor(it[k]) for it in items]) for k in items[0]}
 
 def fetch_batch(ds, idx:Sequence[int]) -> dict:
-    "The batch of the windows of `ds` at `idx`: the dataset's own vectorised `get_batch` where it has one, else its items stacked by `collate`."
+    """The batch of the windows of `ds` at `idx`: the dataset's own vectorised `get_batch` where it has one, else its
+    items stacked by `collate`."""
     if hasattr(ds, 'get_batch'): return dict(ds.get_batch(idx))  # vectorised batches (domains.WindowDataset)
     if hasattr(ds, '__getitems__'):
         try: return collate(ds.__getitems__(idx))
@@ -167,15 +178,19 @@ class Phase:
     lora_rank: int = 0  # > 0: train low-rank adapters of this rank only (`beyond.add_lora`), merged at the phase's end
     freeze_decoder: bool = False  # freeze parameters whose name starts with one of `model.decoder_prefixes`
     causal: float = 0.0  # weight of the causal penalty (`beyond.CausalPenalty`); 0: off
-    lr_cuts: tuple|None = None  # replayed schedule: ((update within the phase, learning-rate scale from then on), ...); exactly `steps` updates, no early stop (None: the trainer's own rule)
+    # replayed schedule: ((update within the phase, learning-rate scale from then on), ...); exactly `steps` updates, no
+    # early stop (None: the trainer's own rule)
+    lr_cuts: tuple|None = None
     windows: int = 1  # batches of `batch_size` drawn per domain and update (an equal-exposure control: Joint's 2)
-    pool: bool = False  # each update draws one batch of twice `batch_size` windows from the union of the domains' windows (`Pooled`)
+    # each update draws one batch of twice `batch_size` windows from the union of the domains' windows (`Pooled`)
+    pool: bool = False
 
     @property
     def domains(self): return tuple(self.weights)
 
 # %% ../../nbs/training/40_protocols.ipynb #c019
-COMBINERS = ('sum', 'pcgrad', 'cagrad', 'mgda', 'adaptive', 'snr')  # Joint gradient combiners: 'sum' is the paper's Joint; the others go beyond it
+# Joint gradient combiners: 'sum' is the paper's Joint; the others go beyond it
+COMBINERS = ('sum', 'pcgrad', 'cagrad', 'mgda', 'adaptive', 'snr')
 STATELESS = COMBINERS[:4]  # combiners that are a function of the two gradients alone (`combine_grads`)
 BEYOND = ('joint_pcgrad', 'joint_mgda', 'joint_cagrad', 'joint_adaptive', 'joint_snr', 'joint_hcw',
           'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora')  # protocols beyond the paper's four
@@ -191,7 +206,8 @@ class Protocol:
     needs = ()  # domains whose training data must be present
     lam = None  # the λ of the objective, where one exists
     lam_train = None  # the training λ of a plain Joint (sum of the two risks); None for every other protocol
-    family = None  # the one of `FAMILIES` it is a variant of: whose tuned settings it trains with, where reports place it
+    # the one of `FAMILIES` it is a variant of: whose tuned settings it trains with, where reports place it
+    family = None
     trains = True  # False for a reference baseline
     @property
     def domains(self) -> tuple:
@@ -199,7 +215,8 @@ class Protocol:
         return self.needs
     @property
     def tuned_as(self) -> str:
-        "The name its own tuned settings are filed under (`simreal tune --protocols`): its name without its `@` setting."
+        """The name its own tuned settings are filed under (`simreal tune --protocols`): its name without its `@`
+        setting."""
         return self.name.partition('@')[0]
     def phases(self, steps:int) -> list[Phase]: raise NotImplementedError
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
@@ -207,9 +224,11 @@ class Protocol:
     def __hash__(self): return hash(repr(self))
 
 class SimOnly(Protocol):
-    "Every update minimises the sim risk; with `more` it is the data-quantity control 'sim_only_more', whose cell trains on as many sim trajectories as Joint sees of both domains."
+    """Every update minimises the sim risk; with `more` it is the data-quantity control 'sim_only_more', whose cell
+    trains on as many sim trajectories as Joint sees of both domains."""
     name, needs, more, family = 'sim_only', ('sim',), False, 'sim_only'
-    def __init__(self, more:bool=False):  # the data-quantity control: the cell adds trajectories to its training split (`cell.more_trajectories`)
+    # the data-quantity control: the cell adds trajectories to its training split (`cell.more_trajectories`)
+    def __init__(self, more:bool=False):
         if more: self.name, self.more = QUANTITY_CONTROLS[0], True
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
     def __repr__(self): return 'SimOnly(more=True)' if self.more else super().__repr__()
@@ -223,21 +242,27 @@ def _updates(v) -> int:
 def _cuts(cuts) -> tuple:
     "Learning-rate cuts as ((update, scale), ...) in update order, checked."
     try: out = tuple((int(k), float(s)) for k, s in cuts)
-    except (TypeError, ValueError): raise ProtocolError(f"lr_cuts: expected (update, scale) pairs, got {cuts!r}") from None
+    except (TypeError, ValueError):
+        raise ProtocolError(f"lr_cuts: expected (update, scale) pairs, got {cuts!r}") from None
     if any(k < 0 or not 0 < s <= 1 for k, s in out) or list(out) != sorted(out):
-        raise ProtocolError(f"lr_cuts: expected pairs of an update >= 0 and a scale in (0, 1], in update order; got {cuts!r}")
+        raise ProtocolError("lr_cuts: expected pairs of an update >= 0 and a scale in (0, 1], in update order; "
+                            f"got {cuts!r}")
     return out
 
-JOINT_WINDOWS = 2  # batches of `batch_size` a Joint update draws, one per domain: what an equal-exposure control draws from exp
+# batches of `batch_size` a Joint update draws, one per domain: what an equal-exposure control draws from exp
+JOINT_WINDOWS = 2
 
 class ExpOnly(Protocol):
-    "Every update minimises the exp risk; with `match` > 0 it is the equal-exposure control 'exp_only_eq': Joint's updates, windows per update and schedule."
+    """Every update minimises the exp risk; with `match` > 0 it is the equal-exposure control 'exp_only_eq': Joint's
+    updates, windows per update and schedule."""
     name, needs, more, family = 'exp_only', ('exp',), False, 'exp_only'
-    def __init__(self, match:int=0,  # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
+    def __init__(self,
+            match:int=0,  # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
                  lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
                  more:bool=False):  # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
-        if more and self.match: raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
+        if more and self.match:
+            raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
         if self.match: self.name = EXPOSURE_CONTROLS[0]
         if more: self.name, self.more = QUANTITY_CONTROLS[1], True
     def phases(self, steps):
@@ -251,7 +276,8 @@ class ExpOnly(Protocol):
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
 
 class SimToExp(Protocol):
-    "Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp in full (the paper's Sim→Exp); each variant below changes one thing about the fine-tune."
+    """Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp in full (the paper's Sim→Exp); each
+    variant below changes one thing about the fine-tune."""
     name, needs, family = 'sim_to_exp', ('sim', 'exp'), 'sim_to_exp'
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
                  finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
@@ -266,7 +292,8 @@ class SimToExp(Protocol):
     @property
     def domains(self): return ('exp',)  # what the fine-tune leaves it fitted to
     def tune(self) -> dict:
-        "What the fine-tune phase does besides minimising the exp risk at full strength: `Phase` fields (a variant's one change)."
+        """What the fine-tune phase does besides minimising the exp risk at full strength: `Phase` fields (a variant's
+        one change)."""
         return {}
     def phases(self, steps):
         n1 = min(max(1, int(round(steps * self.pretrain_frac))), steps - 1) if steps > 1 else steps
@@ -286,11 +313,13 @@ class SimToExp(Protocol):
 class SimToExpFrozen(SimToExp):
     "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
     name = 'sim_to_exp_frozen'
-    def __init__(self, stem_prefixes:Sequence[str]|None=None, **kw):  # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
+    # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
+    def __init__(self, stem_prefixes:Sequence[str]|None=None, **kw):
         self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
         super().__init__(**kw)
     def tune(self): return dict(freeze_stem=True)
-    def _args(self): return ({} if self.stem_prefixes is None else dict(stem_prefixes=self.stem_prefixes)) | super()._args()
+    def _args(self):
+        return ({} if self.stem_prefixes is None else dict(stem_prefixes=self.stem_prefixes)) | super()._args()
 
 class SimToExpFrozenDecoder(SimToExp):
     "Sim→Exp with the decoder (`model.decoder_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen_decoder'."
@@ -298,9 +327,11 @@ class SimToExpFrozenDecoder(SimToExp):
     def tune(self): return dict(freeze_decoder=True)
 
 class SimToExpReplay(SimToExp):
-    "Sim→Exp whose every fine-tune update also draws a sim batch, with `share` of the loss: 'sim_to_exp_replay' (another share: '@0.5')."
+    """Sim→Exp whose every fine-tune update also draws a sim batch, with `share` of the loss: 'sim_to_exp_replay'
+    (another share: '@0.5')."""
     def __init__(self, share:float=0.25, **kw):  # the sim share of the fine-tune loss, in (0, 1)
-        if not 0.0 < float(share) < 1.0: raise ProtocolError(f"replay: expected a share of the loss in (0, 1), got {share}")
+        if not 0.0 < float(share) < 1.0:
+            raise ProtocolError(f"replay: expected a share of the loss in (0, 1), got {share}")
         self.share = float(share)
         self.name = 'sim_to_exp_replay' + ('' if self.share == 0.25 else f'@{self.share:g}')
         super().__init__(**kw)
@@ -310,7 +341,8 @@ class SimToExpReplay(SimToExp):
     def _args(self): return dict(share=self.share) | super()._args()
 
 class SimToExpAnchored(SimToExp):
-    "Sim→Exp whose fine-tune is pulled toward the pretrained weights: L2-SP ('sim_to_exp_l2sp') or EWC ('sim_to_exp_ewc'), stiffness `alpha`."
+    """Sim→Exp whose fine-tune is pulled toward the pretrained weights: L2-SP ('sim_to_exp_l2sp') or EWC
+    ('sim_to_exp_ewc'), stiffness `alpha`."""
     def __init__(self, penalty:str='l2sp', alpha:float=0.01, **kw):  # one of `PENALTIES`; the penalty's stiffness
         if penalty not in PENALTIES: raise ProtocolError(f"penalty: expected one of {PENALTIES}, got {penalty!r}")
         if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
@@ -322,7 +354,8 @@ class SimToExpAnchored(SimToExp):
     def _args(self): return dict(penalty=self.penalty, alpha=self.alpha) | super()._args()
 
 class SimToExpLoRA(SimToExp):
-    "Sim→Exp whose fine-tune trains low-rank adapters of rank `rank` only (`beyond.add_lora`): 'sim_to_exp_lora' (another rank: '@8')."
+    """Sim→Exp whose fine-tune trains low-rank adapters of rank `rank` only (`beyond.add_lora`): 'sim_to_exp_lora'
+    (another rank: '@8')."""
     def __init__(self, rank:int=4, **kw):
         if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
             raise ProtocolError(f"lora_rank: expected an integer >= 1, got {rank!r}")
@@ -344,22 +377,27 @@ class Joint(Protocol):
         self.name = _joint_name(self.lam, combiner)
     @property
     def lam_train(self): return self.lam if self.combiner == 'sum' else None
-    def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
-    def __repr__(self): return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
+    def phases(self, steps):
+        return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
+    def __repr__(self):
+        return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
 
 class JointCausal(Joint):
-    "Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's (`beyond.CausalPenalty`)."
+    """Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's
+    (`beyond.CausalPenalty`)."""
     lam_train = None  # not a plain Joint
     def __init__(self, lam:float=0.5, weight:float=1.0):  # weight of the penalty
         super().__init__(lam)
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ProtocolError(f"weight: expected a positive number, got {weight!r}")
         self.weight, self.name = float(weight), 'joint_causal' + ('' if self.lam == 0.5 else f'@{self.lam:g}')
-    def phases(self, steps): return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, causal=self.weight)]
+    def phases(self, steps):
+        return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, causal=self.weight)]
     def __repr__(self): return f"JointCausal(lam={self.lam:g}, weight={self.weight:g})"
 
 class JointHCW(Protocol):
-    "Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist (`beyond.HCWLoss`)."
+    """Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist
+    (`beyond.HCWLoss`)."""
     name, needs, family = 'joint_hcw', ('sim', 'exp'), 'joint'
     def __init__(self, trusted:Sequence[str]|None=None):  # sim fields supervised (None: all)
         self.trusted = None if trusted is None else tuple(trusted)
@@ -370,12 +408,14 @@ class JointHCW(Protocol):
 
 # %% ../../nbs/training/40_protocols.ipynb #pl1
 class Pooled(Protocol):
-    "One model on the union of the sim and exp windows: each update a batch drawn from their union, each window weighted alike."
+    """One model on the union of the sim and exp windows: each update a batch drawn from their union, each window
+    weighted alike."""
     name, needs, family = POOLED, ('sim', 'exp'), POOLED
     def phases(self, steps): return [Phase('pooled', steps, {'sim': 0.5, 'exp': 0.5}, pool=True)]
 
 class Baseline(Protocol):
-    "A reference predictor of `BASELINES` (persistence, the mean field, the analog): scored like a protocol, never trained."
+    """A reference predictor of `BASELINES` (persistence, the mean field, the analog): scored like a protocol, never
+    trained."""
     family, trains = 'baseline', False
     def __init__(self, name:str):
         if name not in BASELINES: raise ProtocolError(f"baseline: expected one of {BASELINES}, got {name!r}")
@@ -383,13 +423,16 @@ class Baseline(Protocol):
     def phases(self, steps): raise ProtocolError(f"{self.name}: a reference baseline has no training phases")
 
 def pool_shares(sizes:dict) -> dict:
-    "Each domain's share of the union of the training windows, {domain: n_domain / n_total}, from {domain: number of windows}."
+    """Each domain's share of the union of the training windows, {domain: n_domain / n_total}, from {domain: number of
+    windows}."""
     total = sum(sizes.values())
-    if total <= 0: raise ProtocolError(f"pooled: the domains hold no training window ({sizes}); expected windows to pool")
+    if total <= 0:
+        raise ProtocolError(f"pooled: the domains hold no training window ({sizes}); expected windows to pool")
     return {d: n / total for d, n in sizes.items()}
 
 def split_pool(idx:Sequence[int], sizes:dict) -> dict:
-    "Indices into the union of the domains' windows (in `sizes` order) as {domain: its own indices}, domains without one left out."
+    """Indices into the union of the domains' windows (in `sizes` order) as {domain: its own indices}, domains without
+    one left out."""
     out, start = {}, 0
     for d, n in sizes.items():
         mine = [i - start for i in idx if start <= i < start + n]
@@ -414,15 +457,16 @@ def _number(name, arg, base:str):
     try: v = cast(arg)
     except (TypeError, ValueError, OverflowError): v = None
     if v is None or not (math.isfinite(v) and lo <= v <= hi):
-        raise ProtocolError(f"protocol {name!r}: expected {what} after '@', {'an integer' if cast is int else 'a number'} "
-                            f"in [{lo:g}, {hi:g}], got {arg!r}")
+        raise ProtocolError(f"protocol {name!r}: expected {what} after '@', "
+                            f"{'an integer' if cast is int else 'a number'} in [{lo:g}, {hi:g}], got {arg!r}")
     return v
 
 def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, 'exp_only_eq@<n>', 'sim_to_exp_eq@<n>', or a Protocol
                 ) -> Protocol:
     "The protocol object for a name as used on the command line and in results."
     if isinstance(name, Protocol): return name
-    if not isinstance(name, str): raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
+    if not isinstance(name, str):
+        raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
     if name.strip() in BASELINES: return Baseline(name.strip())
     base, at, arg = name.strip().partition('@')
     joints = {_joint_name(0.5, c): c for c in COMBINERS}
@@ -433,44 +477,53 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
                  exp_only_eq=lambda a: ExpOnly(match=_number(name, a, 'exp_only_eq')),  # name@<the updates its exp phase makes: Joint's>
                  sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
-        raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight ('joint@0.3'), "
-                            f"and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
+        raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight "
+                            f"('joint@0.3'), and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
     if at and base == 'joint_causal': return JointCausal(arg)
     if not at and base in EXPOSURE_CONTROLS:
-        raise ProtocolError(f"protocol {name!r} is an equal-exposure control: it needs the number of updates its exp phase makes, "
-                            f"'{base}@<n>' (a grid gives it the updates and learning-rate cuts of its Joint cell)")
+        raise ProtocolError(f"protocol {name!r} is an equal-exposure control: it needs the number of updates its exp "
+                            f"phase makes, '{base}@<n>' (a grid gives it the updates and learning-rate cuts of its "
+                            "Joint cell)")
     if at: return Joint(arg, combiner=joints[base]) if base in joints else tuned[base](arg)
     ctors = dict(sim_only=SimOnly, exp_only=ExpOnly, sim_to_exp=SimToExp,
                  sim_to_exp_frozen=SimToExpFrozen, sim_to_exp_frozen_decoder=SimToExpFrozenDecoder,
                  joint_hcw=JointHCW, joint_causal=JointCausal, pooled=Pooled,
                  sim_only_more=lambda: SimOnly(more=True), exp_only_more=lambda: ExpOnly(more=True),
-                 sim_to_exp_replay=SimToExpReplay, sim_to_exp_l2sp=SimToExpAnchored, sim_to_exp_ewc=lambda: SimToExpAnchored('ewc'),
+                 sim_to_exp_replay=SimToExpReplay, sim_to_exp_l2sp=SimToExpAnchored,
+                 sim_to_exp_ewc=lambda: SimToExpAnchored('ewc'),
                  sim_to_exp_lora=SimToExpLoRA,
                  **{j: (lambda c=c: Joint(combiner=c)) for j, c in joints.items()})
     if base not in ctors:
-        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of {PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
+        raise ProtocolError(f"protocol: unknown name {name!r}; expected one of "
+                            f"{PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
 class ExposureControl(Protocol):
-    "An equal-exposure control of a grid before its Joint cell has run: Exp-only ('exp_only_eq') or Sim→Exp ('sim_to_exp_eq'), to copy Joint's updates, windows per update and learning-rate cuts (`matched`)."
+    """An equal-exposure control of a grid before its Joint cell has run: Exp-only ('exp_only_eq') or Sim→Exp
+    ('sim_to_exp_eq'), to copy Joint's updates, windows per update and learning-rate cuts (`matched`)."""
     def __init__(self, family:str=EXP_ONLY):  # EXP_ONLY or SIM_TO_EXP
-        if family not in (EXP_ONLY, SIM_TO_EXP): raise ProtocolError(f"ExposureControl: expected {EXP_ONLY!r} or {SIM_TO_EXP!r}, got {family!r}")
+        if family not in (EXP_ONLY, SIM_TO_EXP):
+            raise ProtocolError(f"ExposureControl: expected {EXP_ONLY!r} or {SIM_TO_EXP!r}, got {family!r}")
         self.family, self.name = family, EXPOSURE_CONTROLS[family == SIM_TO_EXP]
         self.needs = ('exp',) if family == EXP_ONLY else ('sim', 'exp')
     @property
     def domains(self): return ('exp',)
     def matched(self, updates:int, lr_cuts=()) -> Protocol:
-        "The control that trains: exactly `updates` exp updates (its Joint cell's), at Joint's windows per update, Joint's learning-rate cuts replayed."
+        """The control that trains: exactly `updates` exp updates (its Joint cell's), at Joint's windows per update,
+        Joint's learning-rate cuts replayed."""
         if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)) or updates < 1:
             raise ProtocolError(f"{self.name}: expected its Joint cell's updates (an integer >= 1), got {updates!r}")
         return (ExpOnly if self.family == EXP_ONLY else SimToExp)(match=int(updates), lr_cuts=lr_cuts)
-    def phases(self, steps): raise ProtocolError(f"protocol {self.name!r} trains only when matched to its Joint cell (`matched`)")
+    def phases(self, steps):
+        raise ProtocolError(f"protocol {self.name!r} trains only when matched to its Joint cell (`matched`)")
     def __repr__(self): return f"ExposureControl({self.family!r})"
 
 def grid_protocol(name) -> Protocol:
-    "The protocol object of a protocol of a grid, `name` or an object: `get_protocol`'s, and for a bare equal-exposure control ('exp_only_eq') the `ExposureControl` that waits for its Joint cell."
+    """The protocol object of a protocol of a grid, `name` or an object: `get_protocol`'s, and for a bare equal-exposure
+    control ('exp_only_eq') the `ExposureControl` that waits for its Joint cell."""
     if isinstance(name, Protocol): return name
-    if str(name).strip() in EXPOSURE_CONTROLS: return ExposureControl(SIM_TO_EXP if str(name).strip() == EXPOSURE_CONTROLS[1] else EXP_ONLY)
+    if str(name).strip() in EXPOSURE_CONTROLS:
+        return ExposureControl(SIM_TO_EXP if str(name).strip() == EXPOSURE_CONTROLS[1] else EXP_ONLY)
     return get_protocol(name)
 
 COORDS = {'family': 'the protocol family it is a variant of (`FAMILIES`)',
@@ -480,7 +533,8 @@ COORDS = {'family': 'the protocol family it is a variant of (`FAMILIES`)',
 def protocol_coords(names) -> dict:
     "{coordinate: values over `names`} of `COORDS`, read from each protocol object (of a name: `grid_protocol`'s)."
     ps = [grid_protocol(n) for n in names]
-    return {'family': [p.family for p in ps], 'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
+    return {'family': [p.family for p in ps],
+            'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
             'domains': ['+'.join(p.domains) for p in ps]}
 
 
@@ -491,13 +545,15 @@ def _domain(data, d):
     return getattr(data, d, None)
 
 def split_of(data, d:str, split:str):
-    "Split `split` ('train', 'val', 'test') of domain `d` of `data` (a `DomainData` or a dict), or None where there is none."
+    """Split `split` ('train', 'val', 'test') of domain `d` of `data` (a `DomainData` or a dict), or None where there is
+    none."""
     dd = _domain(data, d)
     if dd is None: return None
     return dd.get(split) if isinstance(dd, dict) else getattr(dd, split, None)
 
 def check_data(data, protocol:Protocol) -> dict:
-    "The training set of each domain `protocol` needs, after clear errors for missing or empty domains, exp_truth data, inconsistent items."
+    """The training set of each domain `protocol` needs, after clear errors for missing or empty domains, exp_truth
+    data, inconsistent items."""
     if data is None: raise ProtocolError("data: expected an object with .sim/.exp train/val/test splits, got None")
     if _domain(data, 'exp_truth') is not None and _domain(data, 'exp') is _domain(data, 'exp_truth'):
         raise ProtocolError("data: the 'exp' domain is the exp_truth dataset (never_train); train on measured exp data")
@@ -505,9 +561,11 @@ def check_data(data, protocol:Protocol) -> dict:
     for d in protocol.needs:
         ds = split_of(data, d, 'train')
         if _domain(data, d) is None or ds is None:
-            raise ProtocolError(f"data: protocol {protocol.name!r} needs '{d}' training data, but data has no '{d}' train split")
+            raise ProtocolError(f"data: protocol {protocol.name!r} needs '{d}' training data, but data has no '{d}' "
+                                "train split")
         if len(ds) == 0:
-            raise ProtocolError(f"data: the '{d}' train split is empty (0 windows); protocol {protocol.name!r} needs it")
+            raise ProtocolError(f"data: the '{d}' train split is empty (0 windows); protocol "
+                                f"{protocol.name!r} needs it")
         for s in ('train', 'val'):
             sd = split_of(data, d, s)
             if sd is not None and never_train(sd):
@@ -515,7 +573,9 @@ def check_data(data, protocol:Protocol) -> dict:
                                     "exp_truth is for evaluation only")
         it = ds[0]
         miss = [k for k in ('x', 'y', 'field_mask') if k not in it]
-        if miss: raise ProtocolError(f"data: '{d}' train items must be dicts with keys x, y, field_mask, valid, cond; missing {miss}")
+        if miss:
+            raise ProtocolError(f"data: '{d}' train items must be dicts with keys x, y, field_mask, valid, cond; "
+                                f"missing {miss}")
         if not bool(torch.as_tensor(it['field_mask']).any()):
             raise ProtocolError(f"data: '{d}' train items have no present field (field_mask all False)")
         out[d] = ds

@@ -22,7 +22,8 @@ def resolve_device(device:str|torch.device='auto') -> torch.device:
     if isinstance(device, torch.device): return device
     if device == 'auto': return torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     try: return torch.device(device)
-    except (RuntimeError, TypeError): raise ProtocolError(f"device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    except (RuntimeError, TypeError):
+        raise ProtocolError(f"device: expected 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
 
 def dist_info() -> tuple[int, int]:
     "(rank, world size) of the initialised torch.distributed process group, else (0, 1)."
@@ -51,7 +52,8 @@ def combine_grads(g_sim:torch.Tensor,  # flattened gradient of R_sim
                   method:str='sum',  # 'sum', 'pcgrad', 'cagrad' or 'mgda'
                   c:float=0.4,  # CAGrad radius (0: the plain Joint gradient)
                  ) -> torch.Tensor:
-    "Update direction from the two domain gradients: λ-weighted sum, PCGrad projection, CAGrad or MGDA's minimum-norm point."
+    """Update direction from the two domain gradients: λ-weighted sum, PCGrad projection, CAGrad or MGDA's minimum-norm
+    point."""
     if method not in STATELESS: raise ProtocolError(f"method: expected one of {STATELESS}, got {method!r}")
     a, b = lam * g_sim, (1 - lam) * g_exp
     if method == 'sum': return a + b
@@ -94,7 +96,8 @@ def _snr_direction(st, g_sim, g_exp, ws, we, losses, info):
     info['gate'] = float(use_exp)
     return ws * g_sim + (we * g_exp if use_exp else 0)
 
-DIRECTIONS = {**{m: _conflict_direction(m) for m in ('pcgrad', 'cagrad', 'mgda')}, 'adaptive': _adaptive_direction, 'snr': _snr_direction}
+DIRECTIONS = {**{m: _conflict_direction(m) for m in ('pcgrad', 'cagrad', 'mgda')},
+              'adaptive': _adaptive_direction, 'snr': _snr_direction}
 # combiner -> direction(stepper, flat sim gradient, flat exp gradient, w_sim, w_exp, losses, info): what `Stepper.grads` looks up
 # for every combiner but 'sum', which adds the two gradients parameter by parameter
 
@@ -118,7 +121,8 @@ def _flat(params, grads) -> torch.Tensor:
 # %% ../../nbs/training/42_step.ipynb #st05
 @dataclass
 class PhaseParts:
-    "The objects a phase adds to the plain update, made by the trainer from its `Phase` (each None where the phase does not use it)."
+    """The objects a phase adds to the plain update, made by the trainer from its `Phase` (each None where the phase
+    does not use it)."""
     hcw: HCWLoss|None = None  # the loss of 'hcw' phases
     penalty: Callable|None = None  # penalty(model) added to every update's loss (L2-SP, EWC)
     balance: GradNormBalance|None = None  # state of the 'adaptive' combiner
@@ -126,7 +130,8 @@ class PhaseParts:
     causal: CausalPenalty|None = None  # the causal penalty of phases with `causal` > 0
 
 class Stepper:
-    "One optimiser update from per-domain batches: masked losses, weighted sum (or a combiner), penalty, clipping, AdamW step, schedule step."
+    """One optimiser update from per-domain batches: masked losses, weighted sum (or a combiner), penalty, clipping,
+    AdamW step, schedule step."""
     def __init__(self, model:nn.Module, optimizer:torch.optim.Optimizer|None=None, scheduler=None,
                  device:torch.device|str='cpu', amp:bool=True,  # bf16 autocast, used on CUDA only
                  grad_clip:float|None=1.0, concat:bool=True,  # one forward for both domains where shapes allow
@@ -140,13 +145,15 @@ class Stepper:
         return torch.autocast('cuda', dtype=torch.bfloat16) if self.amp else torch.autocast('cpu', enabled=False)
 
     def outputs(self, batches:dict, concat:bool|None=None) -> dict:
-        "The model's output per domain (one forward pass when the batches can be concatenated and `concat`, default `self.concat`)."
+        """The model's output per domain (one forward pass when the batches can be concatenated and `concat`, default
+        `self.concat`)."""
         doms = list(batches)
         bs = [batches[d] for d in doms]
         with self.autocast():
             if len(bs) == 2 and (self.concat if concat is None else concat) and _can_concat(bs):
                 c = None if batch_cond(bs[0]) is None else torch.cat([bs[0]['cond'], bs[1]['cond']])
-                out = self.model(torch.cat([bs[0]['x'], bs[1]['x']]), torch.cat([bs[0]['field_mask'], bs[1]['field_mask']]), c)
+                out = self.model(torch.cat([bs[0]['x'], bs[1]['x']]),
+                                 torch.cat([bs[0]['field_mask'], bs[1]['field_mask']]), c)
                 outs = out.split([len(bs[0]['x']), len(bs[1]['x'])])
             else:
                 outs = [self.model(b['x'], b['field_mask'], batch_cond(b)) for b in bs]
@@ -168,11 +175,13 @@ class Stepper:
 # %% ../../nbs/training/42_step.ipynb #st08
 @patch
 def objective(self:Stepper, outs:dict, batches:dict, phase:Phase|None=None) -> tuple:
-    "(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `phase` (default: masked MSE), its causal penalty, the anchor penalty."
+    """(per-domain losses, the terms added to their weighted sum or None, statistics): the loss of `phase` (default:
+    masked MSE), its causal penalty, the anchor penalty."""
     info, loss, causal_weight = {}, getattr(phase, 'loss', 'mse'), getattr(phase, 'causal', 0.0)
     if loss == 'hcw':
         if self.parts.hcw is None or set(outs) != {'sim', 'exp'}:
-            raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a Stepper(parts=PhaseParts(hcw=HCWLoss(...)))")
+            raise ProtocolError("loss 'hcw' needs one sim and one exp batch and a "
+                                "Stepper(parts=PhaseParts(hcw=HCWLoss(...)))")
         parts = self.parts.hcw(outs['sim'], batches['sim'], outs['exp'], batches['exp'])
         losses, extra = {'sim': parts['sim'], 'exp': parts['exp']}, float(phase.consist) * parts['consist']
         cw = parts['conf'][parts['conf'] > 0]
@@ -180,7 +189,8 @@ def objective(self:Stepper, outs:dict, batches:dict, phase:Phase|None=None) -> t
     else:
         losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
     if causal_weight > 0:
-        if self.parts.causal is None: raise ProtocolError("a causal weight > 0 needs a Stepper(parts=PhaseParts(causal=CausalPenalty(...)))")
+        if self.parts.causal is None:
+            raise ProtocolError("a causal weight > 0 needs a Stepper(parts=PhaseParts(causal=CausalPenalty(...)))")
         for d in outs:
             cp, gap = self.parts.causal(outs[d], batches[d])
             info[f'causal_gap_{d}'] = gap.item()
@@ -194,7 +204,8 @@ def objective(self:Stepper, outs:dict, batches:dict, phase:Phase|None=None) -> t
 # %% ../../nbs/training/42_step.ipynb #st11
 @patch
 def domain_grads(self:Stepper, outs:dict, batches:dict, losses:dict, params:list, combiner:str, keep:bool, info:dict) -> tuple:
-    "(sim gradient, exp gradient) per parameter; for 'snr' the exp one from its two half-batch gradients, whose agreement goes into `info['snr']`."
+    """(sim gradient, exp gradient) per parameter; for 'snr' the exp one from its two half-batch gradients, whose
+    agreement goes into `info['snr']`."""
     gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)
     if combiner != 'snr': return gs, torch.autograd.grad(losses['exp'], params, retain_graph=keep, allow_unused=True)
     halves = [_half(batches['exp'], k) for k in (0, 1)]
@@ -211,14 +222,17 @@ def domain_grads(self:Stepper, outs:dict, batches:dict, losses:dict, params:list
 # %% ../../nbs/training/42_step.ipynb #st14
 @patch
 def grads(self:Stepper, batches:dict, weights:dict, phase:Phase|None=None, diag:bool=False, check_finite:bool=True):
-    "Fill `.grad` with the update direction of the weighted loss of `phase` (its combiner, loss and penalties; default the plain sum); return (losses, total, statistics or None)."
+    """Fill `.grad` with the update direction of the weighted loss of `phase` (its combiner, loss and penalties; default
+    the plain sum); return (losses, total, statistics or None)."""
     combiner = getattr(phase, 'combiner', 'sum')
-    two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}  # one gradient per domain: one graph per domain
+    # one gradient per domain: one graph per domain
+    two = (diag or combiner != 'sum') and set(batches) == {'sim', 'exp'}
     outs = self.outputs(batches, concat=False if two else None)
     losses, extra, info = self.objective(outs, batches, phase)
     total = sum(float(weights[d]) * losses[d] for d in losses) + (0 if extra is None else extra)
     if check_finite and not torch.isfinite(total.detach()):
-        raise NonFiniteLossError(f"loss is {total.detach().item()} ({ {d: l.detach().item() for d, l in losses.items()} })")
+        raise NonFiniteLossError(f"loss is {total.detach().item()} "
+                                 f"({ {d: l.detach().item() for d, l in losses.items()} })")
     params = self.params()
     for p in params: p.grad = None
     if two:
@@ -263,7 +277,8 @@ def _all_reduce(self:Stepper, total, losses, world):
 # %% ../../nbs/training/42_step.ipynb #st19
 @patch
 def step(self:Stepper, batches:dict, weights:dict, phase:Phase|None=None, diag:bool=False) -> dict:
-    "One update of `phase` (default: the plain weighted sum); returns floats: loss, per-domain losses, grad_norm, lr, and the conflict diagnostics if asked."
+    """One update of `phase` (default: the plain weighted sum); returns floats: loss, per-domain losses, grad_norm, lr,
+    and the conflict diagnostics if asked."""
     self.model.train()
     batches = {d: to_device(b, self.device) for d, b in batches.items()}
     rank, world = dist_info()
@@ -275,6 +290,7 @@ def step(self:Stepper, batches:dict, weights:dict, phase:Phase|None=None, diag:b
     lr = self.opt.param_groups[0]['lr']
     self.opt.step()
     if self.sched is not None: self.sched.step()
-    out = dict(loss=total.item(), lr=lr, grad_norm=None if gn is None else gn.item(), **{d: l.item() for d, l in losses.items()})
+    out = dict(loss=total.item(), lr=lr, grad_norm=None if gn is None else gn.item(),
+               **{d: l.item() for d, l in losses.items()})
     if info: out.update(info)
     return out

@@ -14,11 +14,13 @@ import torch
 import torch.nn as nn
 from fastcore.basics import patch
 from ..core.store import CheckpointError, save_torch, load_torch, write_text
-from .protocols import (ProtocolError, NonFiniteLossError, CyclingSampler, ShardSampler, DOMAIN_IDS, fetch_batch,
+from .protocols import (ProtocolError, NonFiniteLossError, CyclingSampler,
+                                           ShardSampler, DOMAIN_IDS, fetch_batch,
                                   Protocol, get_protocol, split_of, check_data, pool_shares, split_pool)
 from .history import History, AUX_KEYS
 from .step import Stepper, PhaseParts, resolve_device, dist_info, to_device
-from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty, fisher_diagonal, add_lora, merge_lora,
+from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty,
+                                        fisher_diagonal, add_lora, merge_lora,
                               CausalPenalty, box_mask)
 
 # %% auto #0
@@ -41,7 +43,8 @@ def set_rng_state(st:dict):
     torch.set_rng_state(st['torch'])
     if st.get('cuda') and torch.cuda.is_available(): torch.cuda.set_rng_state_all(st['cuda'])
     n = st['numpy']
-    np.random.set_state((n['kind'], n['keys'].numpy().astype(np.uint32), n['pos'], n['has_gauss'], n['cached_gaussian']))
+    np.random.set_state((n['kind'], n['keys'].numpy().astype(np.uint32), n['pos'],
+                         n['has_gauss'], n['cached_gaussian']))
     p = st['python']
     random.setstate((p['version'], tuple(p['state']), p['gauss_next']))
 
@@ -50,9 +53,11 @@ def seed_everything(seed:int):
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
 # %% ../../nbs/training/43_trainer.ipynb #dflt1
-TRAIN_DEFAULTS = dict(steps=4000, batch_size=8, lr=2e-3, warmup=100, schedule='plateau', patience=2, min_delta=0.05, lr_drops=2,
+TRAIN_DEFAULTS = dict(steps=4000, batch_size=8, lr=2e-3, warmup=100, schedule='plateau', patience=2,
+                      min_delta=0.05, lr_drops=2,
                       eval_every=50, val_batches=8, ckpt_every=200, level='full')  # the training defaults of `TrainConfig` and `GridConfig`: one definition
-FIXED_BUDGET = dict(schedule='cosine', patience=None, min_delta=0.0, warmup=0.05, eval_every=None)  # exactly `steps` updates: warm-up 5 %, cosine decay
+# exactly `steps` updates: warm-up 5 %, cosine decay
+FIXED_BUDGET = dict(schedule='cosine', patience=None, min_delta=0.0, warmup=0.05, eval_every=None)
 
 # %% ../../nbs/training/43_trainer.ipynb #c038
 @dataclass
@@ -62,29 +67,41 @@ class TrainConfig:
     batch_size:int = TRAIN_DEFAULTS['batch_size']  # windows per domain batch
     lr:float = TRAIN_DEFAULTS['lr']  # peak learning rate
     weight_decay:float = 1e-4  # AdamW weight decay
-    warmup:float = TRAIN_DEFAULTS['warmup']  # linear warm-up: fraction of each phase's updates (or a number of updates if >= 1)
+    # linear warm-up: fraction of each phase's updates (or a number of updates if >= 1)
+    warmup:float = TRAIN_DEFAULTS['warmup']
     min_lr:float = 0.02  # final learning rate as a fraction of `lr`
     grad_clip:float|None = 1.0  # max gradient norm (None: no clipping)
     eval_every:int|None = TRAIN_DEFAULTS['eval_every']  # updates between validations (None: steps // 10)
-    val_batches:int|None = TRAIN_DEFAULTS['val_batches']  # validation batches per domain (fixed, in order; None: the whole split)
+    # validation batches per domain (fixed, in order; None: the whole split)
+    val_batches:int|None = TRAIN_DEFAULTS['val_batches']
     val_domains:str = 'objective'  # validate the domains the phase optimises ('objective') or always both ('both')
-    patience:int|None = TRAIN_DEFAULTS['patience']  # evaluations without improvement before a stall: a cut ('plateau') or the stop (None: off)
-    min_delta:float = TRAIN_DEFAULTS['min_delta']  # relative drop of the validation objective that counts as an improvement
-    schedule:str = TRAIN_DEFAULTS['schedule']  # 'cosine': warm-up, then cosine to `min_lr` over each phase; 'plateau': warm-up, then cut on stalls
-    lr_drops:int = TRAIN_DEFAULTS['lr_drops']  # 'plateau': learning-rate cuts (one per stall) before a stall stops the phase
+    # evaluations without improvement before a stall: a cut ('plateau') or the stop (None: off)
+    patience:int|None = TRAIN_DEFAULTS['patience']
+    # relative drop of the validation objective that counts as an improvement
+    min_delta:float = TRAIN_DEFAULTS['min_delta']
+    # 'cosine': warm-up, then cosine to `min_lr` over each phase; 'plateau': warm-up, then cut on stalls
+    schedule:str = TRAIN_DEFAULTS['schedule']
+    # 'plateau': learning-rate cuts (one per stall) before a stall stops the phase
+    lr_drops:int = TRAIN_DEFAULTS['lr_drops']
     lr_factor:float = 0.2  # 'plateau': multiplier of each cut
     restore_best:bool = True  # end each phase with its best-validation weights
     log_every:int = 10  # updates between logged losses and gradient-conflict diagnostics
-    ckpt_every:int|None = TRAIN_DEFAULTS['ckpt_every']  # updates between checkpoints into `ckpt_dir` (None: only at the end; no `ckpt_dir`: none)
+    # updates between checkpoints into `ckpt_dir` (None: only at the end; no `ckpt_dir`: none)
+    ckpt_every:int|None = TRAIN_DEFAULTS['ckpt_every']
     ckpt_dir:str|None = None  # where last.pt and history.json go
     seed:int = 0  # seeds the samplers and the global RNGs at the start of a fresh run
     device:str = 'auto'  # 'auto', 'cpu', 'cuda', ...
     amp:bool = True  # bf16 autocast on CUDA (ignored on CPU)
     concat:bool = True  # Joint: one forward pass for both domain batches
-    shard:bool = False  # data parallel: ranks split global batches of `world × batch_size` (`ShardSampler`) instead of each drawing its own
+    # data parallel: ranks split global batches of `world × batch_size` (`ShardSampler`) instead of each drawing its own
+    shard:bool = False
     progress:bool = True  # show a progress bar
-    level:str = TRAIN_DEFAULTS['level']  # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in every phase that starts from trained weights
-    pretrained:bool = False  # the model starts from trained weights (a checkpoint): `level` applies from the first phase, not only after another phase (Sim→Exp's fine-tune)
+    # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in
+    # every phase that starts from trained weights
+    level:str = TRAIN_DEFAULTS['level']
+    # the model starts from trained weights (a checkpoint): `level` applies from the first phase, not only after another
+    # phase (Sim→Exp's fine-tune)
+    pretrained:bool = False
 
     def __post_init__(self):
         for k in ('steps', 'batch_size', 'log_every'):
@@ -100,13 +117,17 @@ class TrainConfig:
         if self.schedule not in ('cosine', 'plateau'):
             raise ProtocolError(f"schedule: expected 'cosine' or 'plateau', got {self.schedule!r}")
         if self.schedule == 'plateau' and self.patience is None:
-            raise ProtocolError("schedule='plateau' cuts the learning rate when validation stalls: it needs patience (an integer)")
-        if not 0 <= self.min_delta < 1: raise ProtocolError(f"min_delta: expected a fraction in [0, 1), got {self.min_delta!r}")
-        if not 0 < self.lr_factor < 1: raise ProtocolError(f"lr_factor: expected a number in (0, 1), got {self.lr_factor!r}")
+            raise ProtocolError("schedule='plateau' cuts the learning rate when validation stalls: it needs patience "
+                                "(an integer)")
+        if not 0 <= self.min_delta < 1:
+            raise ProtocolError(f"min_delta: expected a fraction in [0, 1), got {self.min_delta!r}")
+        if not 0 < self.lr_factor < 1:
+            raise ProtocolError(f"lr_factor: expected a number in (0, 1), got {self.lr_factor!r}")
         if not isinstance(self.lr_drops, (int, np.integer)) or self.lr_drops < 0:
             raise ProtocolError(f"lr_drops: expected a non-negative integer, got {self.lr_drops!r}")
         if not isinstance(self.level, str) or not self.level:
-            raise ProtocolError(f"level: expected the name of a fine-tuning level ('full': every parameter), got {self.level!r}")
+            raise ProtocolError("level: expected the name of a fine-tuning level ('full': every parameter), got "
+                                f"{self.level!r}")
         if self.val_domains not in ('objective', 'both'):
             raise ProtocolError(f"val_domains: expected 'objective' or 'both', got {self.val_domains!r}")
 
@@ -114,10 +135,12 @@ class TrainConfig:
         "The settings a checkpoint must agree with to be resumed."
         return dict(steps=self.steps, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
                     warmup=self.warmup, min_lr=self.min_lr, grad_clip=self.grad_clip, seed=self.seed,
-                    eval_every=self.eval_every, val_batches=self.val_batches, val_domains=self.val_domains, patience=self.patience,
+                    eval_every=self.eval_every, val_batches=self.val_batches,
+                    val_domains=self.val_domains, patience=self.patience,
                     min_delta=self.min_delta, schedule=self.schedule, lr_drops=self.lr_drops, lr_factor=self.lr_factor,
                     log_every=self.log_every, concat=self.concat, **({'shard': True} if self.shard else {}),
-                    **({'level': self.level} if self.level != 'full' else {}), **({'pretrained': True} if self.pretrained else {}))
+                    **({'level': self.level} if self.level != 'full' else {}),
+                    **({'pretrained': True} if self.pretrained else {}))
 
 # %% ../../nbs/training/43_trainer.ipynb #c039
 def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[int], float]:
@@ -131,10 +154,12 @@ def warmup_cosine(steps:int, warmup:float=0.05, min_lr:float=0.0) -> Callable[[i
     return f
 
 # %% ../../nbs/training/43_trainer.ipynb #c042
-CKPT_FORMAT = 'simreal_nb.protocols/2'  # the `format` entry of a trainer checkpoint (named after the module that first wrote it; kept so saved runs resume)
+# the `format` entry of a trainer checkpoint (named after the module that first wrote it; kept so saved runs resume)
+CKPT_FORMAT = 'simreal_nb.protocols/2'
 
 def _fresh_es() -> dict:
-    "Early-stopping state at the start of a phase: best objective, reference loss per domain, stalls, learning-rate cuts."
+    """Early-stopping state at the start of a phase: best objective, reference loss per domain, stalls, learning-rate
+    cuts."""
     return dict(best=None, best_step=None, ref=None, bad=0, drops=0, scale=1.0, stop=False)
 
 class Trainer:
@@ -152,7 +177,8 @@ class Trainer:
         self.val_sets = {d: split_of(data, d, 'val') for d in ('sim', 'exp')}
         self.val_sets = {d: v for d, v in self.val_sets.items() if v is not None and len(v) > 0}
         self.phases = [p for p in self.protocol.phases(self.cfg.steps) if p.steps > 0]
-        sizes = {d: len(ds) for d, ds in self.train_sets.items()}  # a pooled phase weighs each domain by its share of the windows
+        # a pooled phase weighs each domain by its share of the windows
+        sizes = {d: len(ds) for d, ds in self.train_sets.items()}
         self.phases = [replace(p, weights=pool_shares({d: sizes[d] for d in p.weights})) if p.pool else p for p in self.phases]
         self.bounds = np.cumsum([0] + [p.steps for p in self.phases]).tolist()
         self.device = resolve_device(self.cfg.device)
@@ -161,14 +187,18 @@ class Trainer:
             if any(getattr(p, f'freeze_{part}') for p in self.phases): self._part_params(part)
         self._check_level()
         if any(p.combiner == 'snr' for p in self.phases) and self.cfg.batch_size < 2:
-            raise ProtocolError(f"protocol {self.protocol.name!r} splits each exp batch in two halves: expected batch_size >= 2, got {self.cfg.batch_size}")
+            raise ProtocolError(f"protocol {self.protocol.name!r} splits each exp batch in two halves: expected "
+                                f"batch_size >= 2, got {self.cfg.batch_size}")
         self.eval_every = self.cfg.eval_every or max(1, self.cfg.steps // 10)
         self.rank, self.world = dist_info()  # data parallel: each rank draws its own sim and exp batches
-        self.samplers = {d: ShardSampler(len(ds), self.cfg.batch_size, self.rank, self.world, self.cfg.seed, DOMAIN_IDS.get(d, 9))
+        self.samplers = {d: ShardSampler(len(ds), self.cfg.batch_size, self.rank, self.world,
+                                         self.cfg.seed, DOMAIN_IDS.get(d, 9))
                             if self.cfg.shard else  # one global batch split over the ranks
-                            CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, DOMAIN_IDS.get(d, 9) + 1000 * self.rank)
+                            CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed,
+                                           DOMAIN_IDS.get(d, 9) + 1000 * self.rank)
                          for d, ds in self.train_sets.items()}
-        if any(p.pool for p in self.phases):  # one stream over the union of the domains' windows, Joint's windows per update
+        # one stream over the union of the domains' windows, Joint's windows per update
+        if any(p.pool for p in self.phases):
             n, b, s = sum(sizes.values()), 2 * self.cfg.batch_size, DOMAIN_IDS.get('pool', 9)
             self.samplers['pool'] = (ShardSampler(n, b, self.rank, self.world, self.cfg.seed, s) if self.cfg.shard else
                                      CyclingSampler(n, b, self.cfg.seed, s + 1000 * self.rank))
@@ -176,7 +206,8 @@ class Trainer:
         self.updates_done, self.phase_idx, self.stepper = 0, -1, None  # phase_idx -1: no phase entered yet
         self.es = _fresh_es()  # early-stopping state of the current phase
         self.best_state, self._acc = None, []  # _acc: update stats since the last log line
-        self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps, self.cfg.batch_size, self.cfg.seed,
+        self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps,
+                               self.cfg.batch_size, self.cfg.seed,
                                [dict(label=p.label, steps=p.steps, weights=dict(p.weights), freeze_stem=p.freeze_stem)
                                 | ({'lr_cuts': [list(c) for c in p.lr_cuts], 'windows': p.windows} if p.lr_cuts is not None else {})
                                 | ({'level': self.level_of(i)} if self.level_of(i) else {})
@@ -193,7 +224,8 @@ class Trainer:
 # %% ../../nbs/training/43_trainer.ipynb #lvl1
 @patch
 def level_of(self:Trainer, i:int) -> str|None:
-    "The fine-tuning level phase `i` trains at: `cfg.level` where the phase starts from trained weights (after another phase, or `pretrained`), else None (every parameter)."
+    """The fine-tuning level phase `i` trains at: `cfg.level` where the phase starts from trained weights (after another
+    phase, or `pretrained`), else None (every parameter)."""
     return self.cfg.level if self.cfg.level != 'full' and (self.cfg.pretrained or i > 0) else None
 
 @patch
@@ -203,35 +235,41 @@ def _check_level(self:Trainer):
     if not at: return
     have = tuple(getattr(self.model, 'tune_levels', ()))
     if self.cfg.level not in have:
-        raise ProtocolError(f"level: {type(self.model).__name__} " + (f"has no fine-tuning level {self.cfg.level!r}; expected one of {have}" if have else
+        raise ProtocolError("level: "
+                            f"{type(self.model).__name__} " + (f"has no fine-tuning level {self.cfg.level!r}; expected one of {have}" if have else
                             f"has no fine-tuning levels (MORPH's: arch morph); expected level 'full'"))
     clash = [self.phases[i].label for i in at if self.phases[i].lora_rank or self.phases[i].freeze_stem or self.phases[i].freeze_decoder]
-    if clash: raise ProtocolError(f"protocol {self.protocol.name!r} freezes or adapts its {clash} phase itself; a fine-tuning level "
-                                  f"({self.cfg.level!r}) is another way: choose one (level 'full' beside it)")
+    if clash:
+        raise ProtocolError(f"protocol {self.protocol.name!r} freezes or adapts its {clash} phase itself; a "
+                            f"fine-tuning level ({self.cfg.level!r}) is another way: choose one (level 'full' "
+                            "beside it)")
 
 # %% ../../nbs/training/43_trainer.ipynb #stem1
 @patch
 def _part_params(self:Trainer, part:str='stem') -> list:
-    "The parameters of the model's stem or decoder (names starting with the protocol's, else the model's, `{part}_prefixes`)."
+    """The parameters of the model's stem or decoder (names starting with the protocol's, else the model's,
+    `{part}_prefixes`)."""
     pre = getattr(self.protocol, f'{part}_prefixes', None) or getattr(self.model, f'{part}_prefixes', None) or ((part,) if part == 'stem' else ())
     pre = (pre,) if isinstance(pre, str) else tuple(pre)
     ps = [p for n, p in self.model.named_parameters() if any(n.startswith(s) for s in pre)]
     if not ps:
-        raise ProtocolError(f"protocol {self.protocol!r} freezes the {part}, but no parameter of {type(self.model).__name__} "
-                            f"starts with {pre}; give the model a `{part}_prefixes` tuple"
+        raise ProtocolError(f"protocol {self.protocol!r} freezes the {part}, but no parameter of "
+                            f"{type(self.model).__name__} starts with {pre}; give the model a `{part}_prefixes` tuple"
                             + (" or pass SimToExpFrozen(stem_prefixes=...)" if part == 'stem' else ''))
     return ps
 
 # %% ../../nbs/training/43_trainer.ipynb #enter1
 def adamw(params, **kw) -> torch.optim.AdamW:
-    "AdamW with the fused kernel (one pass over every parameter, same update up to rounding) where this torch build has one for them, else the default."
+    """AdamW with the fused kernel (one pass over every parameter, same update up to rounding) where this torch build
+    has one for them, else the default."""
     params = list(params)
     try: return torch.optim.AdamW(params, fused=True, **kw)
     except (RuntimeError, TypeError, ValueError): return torch.optim.AdamW(params, **kw)
 
 @patch
 def _enter_phase(self:Trainer, i:int, fresh:bool=True):
-    "Start phase `i`: trainable parameters (frozen stem, adapters), the penalty's anchor, a fresh optimiser and schedule, fresh early stopping; `fresh=False` (resuming): the anchor comes from the checkpoint."
+    """Start phase `i`: trainable parameters (frozen stem, adapters), the penalty's anchor, a fresh optimiser and
+    schedule, fresh early stopping; `fresh=False` (resuming): the anchor comes from the checkpoint."""
     ph = self.phases[i]
     for p in self.model.parameters(): p.requires_grad_(True)
     for part in ('stem', 'decoder'):
@@ -240,7 +278,8 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     if self.level_of(i): self.model.tune_level(self.level_of(i))  # only the level's parameters train
     penalty = None
     if ph.penalty:  # anchored at the weights the phase starts from; EWC weighs them by the sim loss's Fisher there
-        penalty = AnchorPenalty(self.model, ph.penalty_weight, self._sim_fisher() if ph.penalty == 'ewc' and fresh else None)
+        penalty = AnchorPenalty(self.model, ph.penalty_weight,
+                                self._sim_fisher() if ph.penalty == 'ewc' and fresh else None)
     if ph.lora_rank: add_lora(self.model, ph.lora_rank)
     params = [p for p in self.model.parameters() if p.requires_grad]
     opt = adamw(params, lr=self.cfg.lr * ph.lr_scale, weight_decay=self.cfg.weight_decay)
@@ -249,7 +288,8 @@ def _enter_phase(self:Trainer, i:int, fresh:bool=True):
     parts = PhaseParts(hcw=self._hcw() if ph.loss == 'hcw' else None, penalty=penalty,
                        balance=GradNormBalance() if ph.combiner == 'adaptive' else None,
                        gate=SNRGate() if ph.combiner == 'snr' else None, causal=self._causal() if ph.causal else None)
-    self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp, self.cfg.grad_clip, self.cfg.concat, parts)
+    self.stepper = Stepper(self.model, opt, sched, self.device, self.cfg.amp,
+                           self.cfg.grad_clip, self.cfg.concat, parts)
     self.phase_idx = i
     self.es = _fresh_es()
     self.best_state = None
@@ -261,20 +301,24 @@ EWC_BATCHES = 16  # sim training batches EWC's Fisher diagonal averages
 def _sim_fisher(self:Trainer) -> dict:
     "Diagonal Fisher of the sim loss at the current weights (`EWC_BATCHES` sim training batches, own sampler stream)."
     ds = self.train_sets.get('sim') or split_of(self.data, 'sim', 'train')
-    if ds is None or len(ds) == 0: raise ProtocolError(f"protocol {self.protocol.name!r}: EWC needs sim training data for its Fisher diagonal")
+    if ds is None or len(ds) == 0:
+        raise ProtocolError(f"protocol {self.protocol.name!r}: EWC needs sim training data for its Fisher diagonal")
     sampler = CyclingSampler(len(ds), self.cfg.batch_size, self.cfg.seed, stream=77)
     st = Stepper(self.model, device=self.device, amp=self.cfg.amp)
-    return fisher_diagonal(self.model, lambda: st.losses({'sim': to_device(fetch_batch(ds, sampler.next()), self.device)})['sim'], EWC_BATCHES)
+    return fisher_diagonal(self.model,
+            lambda: st.losses({'sim': to_device(fetch_batch(ds, sampler.next()), self.device)})['sim'], EWC_BATCHES)
 
 @patch
 def _causal(self:Trainer) -> CausalPenalty:
-    "The causal penalty for this run's data: the command's place in `cond`, the v channel, the near-wake box on the grid."
+    """The causal penalty for this run's data: the command's place in `cond`, the v channel, the near-wake box on the
+    grid."""
     ds = self.train_sets.get('exp') or self.train_sets.get('sim')
     names = getattr(ds, 'cond_names', None)
     if names is None or len(names) <= ds.n_params or 'v' not in getattr(ds, 'fields', ()):
-        raise ProtocolError(f"protocol {self.protocol.name!r} needs window datasets with a time-varying command in `cond` and a "
-                            "field v (the controlled system); these data have none")
-    return CausalPenalty(ds.n_params, ds.n_in, ds.fields.index('v'), torch.as_tensor(box_mask(ds.ds['y'].values, ds.ds['x'].values)))
+        raise ProtocolError(f"protocol {self.protocol.name!r} needs window datasets with a time-varying command in "
+                            "`cond` and a field v (the controlled system); these data have none")
+    return CausalPenalty(ds.n_params, ds.n_in, ds.fields.index('v'),
+                         torch.as_tensor(box_mask(ds.ds['y'].values, ds.ds['x'].values)))
 
 @patch
 def _hcw(self:Trainer) -> HCWLoss:
@@ -284,7 +328,8 @@ def _hcw(self:Trainer) -> HCWLoss:
 
 # %% ../../nbs/training/43_trainer.ipynb #update1
 def replayed_scale(cuts, k:int) -> float:
-    "The learning-rate scale a replayed schedule has after `k` updates of its phase: the product of the cuts made by then."
+    """The learning-rate scale a replayed schedule has after `k` updates of its phase: the product of the cuts made by
+    then."""
     return float(np.prod([s for at, s in cuts if at <= k])) if cuts else 1.0
 
 @patch
@@ -297,11 +342,13 @@ def update(self:Trainer) -> dict:
         parts = split_pool(self.samplers['pool'].next(), {d: len(self.train_sets[d]) for d in ph.domains})
         n = sum(len(ix) for ix in parts.values())
         weights, drawn = {d: len(ix) / n for d, ix in parts.items()}, {d: len(ix) / self.cfg.batch_size for d, ix in parts.items()}
-    else: parts, weights, drawn = ({d: sum((self.samplers[d].next() for _ in range(ph.windows)), []) for d in ph.domains},
-                                   ph.weights, dict.fromkeys(ph.domains, ph.windows))
+    else:
+        parts, weights, drawn = ({d: sum((self.samplers[d].next() for _ in range(ph.windows)), []) for d in ph.domains},
+                                 ph.weights, dict.fromkeys(ph.domains, ph.windows))
     if ph.lr_cuts is not None: self.es['scale'] = replayed_scale(ph.lr_cuts, self.updates_done - self.bounds[i])
     batches = {d: fetch_batch(self.train_sets[d], ix) for d, ix in parts.items()}
-    for d, k in drawn.items(): self.history.batches[d] = self.history.batches.get(d, 0) + k  # in batches of `batch_size` windows
+    # in batches of `batch_size` windows
+    for d, k in drawn.items(): self.history.batches[d] = self.history.batches.get(d, 0) + k
     diag = len(batches) == 2 and (self.updates_done % self.cfg.log_every == 0)
     try:
         out = self.stepper.step(batches, weights, ph, diag=diag)
@@ -319,13 +366,16 @@ def update(self:Trainer) -> dict:
 # %% ../../nbs/training/43_trainer.ipynb #log1
 @patch
 def _log(self:Trainer, acc:list):
-    "Append the mean of each update statistic in `acc` to `history.train` (and of the beyond-Joint statistics to `history.aux`)."
+    """Append the mean of each update statistic in `acc` to `history.train` (and of the beyond-Joint statistics to
+    `history.aux`)."""
     def mean(k):
         vals = [a[k] for a in acc if a.get(k) is not None]
         return float(np.mean(vals)) if vals else None
-    self.history.train.add(step=self.updates_done, phase=self.phase_idx, **{k: mean(k) for k in ('loss', 'sim', 'exp', 'lr', 'grad_norm')})
+    self.history.train.add(step=self.updates_done, phase=self.phase_idx,
+                           **{k: mean(k) for k in ('loss', 'sim', 'exp', 'lr', 'grad_norm')})
     aux = {k: mean(k) for k in AUX_KEYS if any(a.get(k) is not None for a in acc)}
-    for k, v in ({'step': self.updates_done, **aux} if aux else {}).items(): self.history.aux.setdefault(k, []).append(v)
+    for k, v in ({'step': self.updates_done, **aux} if aux else {}).items():
+        self.history.aux.setdefault(k, []).append(v)
 
 # %% ../../nbs/training/43_trainer.ipynb #val1
 @patch
@@ -352,7 +402,8 @@ def _stall(self:Trainer):
     "`patience` validations without improvement: cut the learning rate ('plateau', cuts left) or stop the phase."
     if self.cfg.schedule == 'plateau' and self.es['drops'] < self.cfg.lr_drops:
         self.es.update(drops=self.es['drops'] + 1, scale=self.es['scale'] * self.cfg.lr_factor, bad=0)
-        self.history.lr_cuts.append([self.phase_idx, self.updates_done - self.bounds[self.phase_idx], self.cfg.lr_factor])
+        self.history.lr_cuts.append([self.phase_idx,
+                                     self.updates_done - self.bounds[self.phase_idx], self.cfg.lr_factor])
     else: self.es['stop'] = True
 
 @patch
@@ -373,15 +424,18 @@ def validate(self:Trainer) -> float|None:
         better = {d: v[d] for d, w in ph.weights.items() if w > 0 and (d not in ref or v[d] < ref[d] * (1 - self.cfg.min_delta))}
         if better: self.es.update(ref={**ref, **better}, bad=0)
         else: self.es['bad'] += 1
-        if self.cfg.patience is not None and self.es['bad'] >= self.cfg.patience and ph.lr_cuts is None: self._stall()  # a replayed schedule never stalls
+        # a replayed schedule never stalls
+        if self.cfg.patience is not None and self.es['bad'] >= self.cfg.patience and ph.lr_cuts is None: self._stall()
     if obj is not None and not math.isfinite(obj):
-        raise NonFiniteLossError(f"validation objective is {obj} at step {self.updates_done}", self.updates_done, self.last_ckpt())
+        raise NonFiniteLossError(f"validation objective is {obj} at step {self.updates_done}",
+                                 self.updates_done, self.last_ckpt())
     return obj
 
 # %% ../../nbs/training/43_trainer.ipynb #end1
 @patch
 def _end_phase(self:Trainer):
-    "Record the phase's early-stopping outcome; restore its best weights (with `restore_best`); fold adapters into the weights."
+    """Record the phase's early-stopping outcome; restore its best weights (with `restore_best`); fold adapters into the
+    weights."""
     h = self.history
     h.stopped_early.append(bool(self.es['stop'])); h.best_step.append(self.es['best_step']); h.best_val.append(self.es['best'])
     if self.cfg.restore_best and self.best_state is not None:
@@ -460,7 +514,8 @@ def load(self:Trainer, path=None) -> Trainer:
 
 # %% ../../nbs/training/43_trainer.ipynb #fit1
 def reuse_freed_memory(limit:int=256 << 20) -> bool:
-    "Let glibc keep freed blocks below `limit` bytes for reuse instead of returning them to the system (whose fresh pages fault in at every update); True where it applied."
+    """Let glibc keep freed blocks below `limit` bytes for reuse instead of returning them to the system (whose fresh
+    pages fault in at every update); True where it applied."""
     try:
         import ctypes
         libc = ctypes.CDLL(None)

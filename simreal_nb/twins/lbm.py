@@ -9,7 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 from ..core.schema import FIELD_META
-from .twindata import (torch_threads, GENERATOR, GENERATOR_VERSION, pair_range, contract_dataset, block_mean, centres,
+from .twindata import (torch_threads, GENERATOR, GENERATOR_VERSION, pair_range,
+                                       contract_dataset, block_mean, centres,
                                  channel_scales, traj_design, group_attrs, measure, add_window_truth)
 
 # %% auto #0
@@ -54,7 +55,8 @@ def _boundary(solid):
 
 # %% ../../nbs/twins/04b_lbm.ipynb #58e94449
 class _LBM:
-    "Batched D2Q9 BGK channel: bounce-back body (and walls), equilibrium velocity inlet (x=0), zero-gradient outlet, periodic y."
+    """Batched D2Q9 BGK channel: bounce-back body (and walls), equilibrium velocity inlet (x=0), zero-gradient outlet,
+    periodic y."""
     def __init__(self, solid, tau, drag=None):
         B, H, W = solid.shape
         self.solid = solid[:, None]                     # [B,1,H,W]
@@ -75,7 +77,8 @@ class _LBM:
     def set_rotation(self, xc, yc):
         "Moving-wall term of a cylinder rotating about (xc, yc) [B]: per unit angular velocity."
         B, _, H, W = self.solid.shape
-        yy, xx = torch.meshgrid(torch.arange(H, dtype=torch.float32), torch.arange(W, dtype=torch.float32), indexing='ij')
+        yy, xx = torch.meshgrid(torch.arange(H, dtype=torch.float32),
+                                torch.arange(W, dtype=torch.float32), indexing='ij')
         s = self.solid[:, 0]
         bnd = (_boundary(s) & ~s.all(-1, keepdim=True)).float()   # the body's surface; channel walls stay still
         bx = -(yy - yc.view(-1, 1, 1)) * bnd; by = (xx - xc.view(-1, 1, 1)) * bnd
@@ -86,7 +89,8 @@ class _LBM:
         uy = (f[:, 2] + f[:, 5] + f[:, 6] - f[:, 4] - f[:, 7] - f[:, 8]) / rho
         return rho, ux, uy
     def collide(self, f):
-        "BGK relaxation, the equilibrium assembled pairwise (i, opp(i)); in place where a temporary is dead, each operation in the order of om1 f_i + w rho om (1 + 3 cu + 4.5 cu cu - 1.5 |u|^2)."
+        """BGK relaxation, the equilibrium assembled pairwise (i, opp(i)); in place where a temporary is dead, each
+        operation in the order of om1 f_i + w rho om (1 + 3 cu + 4.5 cu cu - 1.5 |u|^2)."""
         rho, ux, uy = self.macro(f)
         if self.dragf is not None: ux, uy = ux * self.dragf, uy * self.dragf
         out = torch.empty_like(f)
@@ -117,7 +121,8 @@ class _LBM:
         f[:, :, :, :1] = _feq(f[:, :, :, 1:2].sum(1), uin[..., None], vin[..., None])  # inlet, density from x=1
         return f
     def pressure(self, rho):
-        "p = (rho - rho_in)/3 [B,H,W] from a density [B,H,W] (instantaneous or averaged); rho_in: mean over the fluid inlet cells."
+        """p = (rho - rho_in)/3 [B,H,W] from a density [B,H,W] (instantaneous or averaged); rho_in: mean over the fluid
+        inlet cells."""
         rin = (rho[:, :, :1] * self.inlet).sum((1, 2), keepdim=True) / self.inlet.sum((1, 2), keepdim=True)
         return torch.where(self.solid[:, 0], 0., (rho - rin) / 3)
     def fields(self, f):
@@ -144,7 +149,8 @@ def _inflow(modes, t, U, ny):
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg02
 def _shed_period(c, aoa=None):
-    "Shedding-period estimate in lattice steps: the body's cross-stream height over St U (St = 0.21 unless the preset has one)."
+    """Shedding-period estimate in lattice steps: the body's cross-stream height over St U (St = 0.21 unless the preset
+    has one)."""
     D = float(c['D'])
     h = D if aoa is None else D * math.sin(math.radians(aoa)) + 0.12 * D * math.cos(math.radians(aoa))
     return h / (c.get('St', 0.21) * float(c['U']))
@@ -155,14 +161,16 @@ def _f_shed(c) -> float:
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg05
 def lbm_ranges(c:dict, ctl:bool) -> dict:
-    "The parameters a channel twin draws per trajectory, name -> (lo, hi, log): A and f_c (controlled cylinder, one Re), else Re (and the foil's aoa)."
+    """The parameters a channel twin draws per trajectory, name -> (lo, hi, log): A and f_c (controlled cylinder, one
+    Re), else Re (and the foil's aoa)."""
     if ctl: return dict(A=(*pair_range(c['A'], 'A'), False), f_c=(*pair_range(c['f_c'], 'f_c'), False))
     r = dict(Re=(*pair_range(c['Re'], 'Re'), False))
     if c['body'] == 'foil': r['aoa'] = (*pair_range(c['aoa'], 'aoa'), False)
     return r
 
 def _lbm_params(c, rng, ctl:bool) -> tuple:
-    "Per-trajectory parameters drawn from `rng` and the test groups: (Re, aoa or None, A and f_c or None (controlled cylinder), the `traj` coordinates, the groups or None)."
+    """Per-trajectory parameters drawn from `rng` and the test groups: (Re, aoa or None, A and f_c or None (controlled
+    cylinder), the `traj` coordinates, the groups or None)."""
     B = int(c['n_traj'])
     P, group = traj_design(rng, lbm_ranges(c, ctl), B, int(c['n_in_dist']), int(c['n_out_dist']), c['ood_margin'],
                            c['ood_sides'], shuffle=('f_c',))
@@ -177,7 +185,8 @@ def _lbm_params(c, rng, ctl:bool) -> tuple:
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg08
 def _lbm_members(c, Re, aoa, ctl:bool) -> tuple:
-    "The solver of all members, each with its own body, relaxation time and drag (and the controlled cylinder's rotating wall): (solver, solid cells [2B, ny, nx], open inlet cells [2B, ny])."
+    """The solver of all members, each with its own body, relaxation time and drag (and the controlled cylinder's
+    rotating wall): (solver, solid cells [2B, ny, nx], open inlet cells [2B, ny])."""
     nx, ny, D, U, B = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj'])
     # --- members [0, B) sim (periodic channel), [B, 2B) exp (walled channel, if `walls`): each with its own body,
     # relaxation time and drag from the start, so that no wall or parameter is ever switched on in a running flow
@@ -185,7 +194,8 @@ def _lbm_members(c, Re, aoa, ctl:bool) -> tuple:
     if c['walls']: walls[0] = walls[-1] = True             # exp: no-slip channel walls (bounce-back rows)
     off = float(c['offset'])
     if aoa is None: solids = [_body_mask(c, ny, nx, 0.0)] * B + [_body_mask(c, ny, nx, off)] * B
-    else: solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
+    else:
+        solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
     solid = torch.stack(solids[:B] + [s_ | walls for s_ in solids[B:]])
     inlet_open = torch.cat([torch.ones(B, ny), (~walls[:, 0]).float().expand(B, ny)])   # no inflow through a wall
     tau = np.concatenate([lbm_tau(U, D, Re), lbm_tau(U, D, Re * c['re_factor'])])
@@ -198,7 +208,8 @@ def _lbm_members(c, Re, aoa, ctl:bool) -> tuple:
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg11
 def _lbm_start(c, seed, solid, inlet_open, aoa) -> tuple:
-    "Every member's first state: uniform flow with its trajectory's kick, at rest in the body and walls; (populations [2B, 9, ny, nx], delay [B] in steps, actuation phase [B])."
+    """Every member's first state: uniform flow with its trajectory's kick, at rest in the body and walls; (populations
+    [2B, 9, ny, nx], delay [B] in steps, actuation phase [B])."""
     nx, ny, D, U, B = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj'])
     # --- every trajectory spins up on its own from a seeded start: an asymmetric kick (its own place, size and side)
     # and a delay of up to one shedding period (its own phase), shared by its sim and exp members
@@ -217,7 +228,9 @@ def _lbm_start(c, seed, solid, inlet_open, aoa) -> tuple:
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg14
 def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -> tuple:
-    "The time loop of every member from its first step through the last frame (the controlled cylinder commanded by `cmd_of(t)`; `traj`: which trajectories the B sim and B exp members are, default all): (u, v, p [2B, T, ny, nx] in lattice units, the command at each frame)."
+    """The time loop of every member from its first step through the last frame (the controlled cylinder commanded by
+    `cmd_of(t)`; `traj`: which trajectories the B sim and B exp members are, default all): (u, v, p [2B, T, ny, nx]
+    in lattice units, the command at each frame)."""
     nx, ny, D, U, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_frames']), int(c['frame_steps'])
     B = len(f) // 2
     ctl = cmd_of is not None
@@ -235,7 +248,8 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
     acc, blocks = torch.zeros(2 * B, ny, nx), []
     for t in range(int(first.min()), (T - 1) * fs + max(Wn - h, 1)):
         if t == -h and c['ic_eps']:
-            z = torch.randn((int(c['n_traj']), 9, ny, nx), generator=torch.Generator().manual_seed(seed))  # every trajectory's
+            # every trajectory's
+            z = torch.randn((int(c['n_traj']), 9, ny, nx), generator=torch.Generator().manual_seed(seed))
             f[B:] = f[B:] * (1 + c['ic_eps'] * (z if traj is None else z[torch.as_tensor(traj)]))
         if t >= -h:                                         # the recorded stretch (and the pressure average's lead-in)
             if t % fs == 0 and 0 <= t < T * fs:
@@ -270,7 +284,8 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg15b
 def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=1) -> tuple:
-    "`_lbm_run` with the trajectories dealt out to `parts` threads of one torch thread each: the same numbers, to the bit."
+    """`_lbm_run` with the trajectories dealt out to `parts` threads of one torch thread each: the same numbers, to the
+    bit."""
     B = int(c['n_traj'])
     groups = np.array_split(np.arange(B), max(1, min(int(parts), B)))
     if len(groups) == 1: return _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of)
@@ -278,7 +293,8 @@ def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=
         torch.set_flush_denormal(True)                      # the control word is the thread's own
         rows, gi = torch.as_tensor(np.concatenate([g, g + B])), torch.as_tensor(g)
         sub = None if cmd_of is None else (lambda t: cmd_of(t)[gi])
-        return _lbm_run(lb.take(rows), f[rows], c, seed, {k: v[g] for k, v in modes.items()}, inlet_open[rows], delay[g], sub, traj=g)
+        return _lbm_run(lb.take(rows), f[rows], c, seed, {k: v[g] for k, v in modes.items()},
+                        inlet_open[rows], delay[g], sub, traj=g)
     with torch_threads(1), ThreadPoolExecutor(len(groups)) as ex: outs = list(ex.map(run, groups))
     n = [len(g) for g in groups]
     u, v, p = (torch.cat([o[k][:m] for o, m in zip(outs, n)] + [o[k][m:] for o, m in zip(outs, n)]) for k in range(3))
@@ -286,7 +302,8 @@ def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg17
 def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) -> dict:
-    "The run in physical units on the output grid: dict(sim=, exp=, exp_truth=), the measurement (and the window truth, if `window_truth`) taken from the full-resolution exp truth; FloatingPointError if the run diverged."
+    """The run in physical units on the output grid: dict(sim=, exp=, exp_truth=), the measurement (and the window
+    truth, if `window_truth`) taken from the full-resolution exp truth; FloatingPointError if the run diverged."""
     nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
     ctl = spec.name == 'controlled'
     if not (torch.isfinite(u).all() and torch.isfinite(p).all()) or u.abs().max() > 0.5:
@@ -307,7 +324,8 @@ def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) ->
         cmd = torch.stack(cmds, 1).numpy() * c['phys_U'] / (c['phys_D'] / 2)
         inputs = dict(omega_cmd=(cmd, dict(units='rad s-1', long_name='commanded cylinder angular velocity')))
     Wp, off = int(c['p_avg']), float(c['offset'])
-    base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed), **group_attrs(c, group),
+    base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION,
+                seed=int(seed), **group_attrs(c, group),
                 periodic=0, U_ref=c['phys_U'], body=c['body'], body_size=c['phys_D'], body_x=c['body_x'],
                 lattice=f'{nx}x{ny}', lattice_D=D, lattice_U=U, p_avg_frames=Wp, description=spec.summary,
                 spin_up=f"per trajectory: {int(c['spin_steps'])} steps + a seeded delay of up to one shedding period, "
@@ -317,12 +335,14 @@ def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) ->
     if aoa is not None: gap['gap_aoa_err'] = c['aoa_err']
     if ctl: gap.update(gap_lag=c['lag'], gap_gain=c['gain'])
     bm = lambda a: block_mean(a)
-    sim = contract_dataset(dict(u=bm(u[:B]), v=bm(v[:B]), p=bm(p[:B])), xo, yo, time_, tc, dict(base, domain='sim'), FIELD_META,
+    sim = contract_dataset(dict(u=bm(u[:B]), v=bm(v[:B]), p=bm(p[:B])), xo, yo, time_, tc,
+                           dict(base, domain='sim'), FIELD_META,
                  valid=fluid_o[:B], inputs=inputs, group=group)
     truth = contract_dataset(dict(u=bm(u[B:]), v=bm(v[B:]), p=bm(p[B:])), xo, yo, time_, tc,
                    dict(base, domain='exp_truth', never_train=1, **gap), FIELD_META, valid=fluid_o[B:], inputs=inputs,
                    group=group)
-    full = contract_dataset(dict(u=u[B:], v=v[B:]), xf, yf, time_, tc, dict(base, domain='exp_truth', **gap), FIELD_META,
+    full = contract_dataset(dict(u=u[B:], v=v[B:]), xf, yf, time_, tc,
+                            dict(base, domain='exp_truth', **gap), FIELD_META,
                   valid=fluid[B:], inputs=inputs, group=group)
     exp = measure(full, window=c['window'], stride=c['stride'], noise_add=c['noise_add'], noise_mult=c['noise_mult'],
                   dropout=c['dropout'], periodic=False, U=c['phys_U'], seed=seed)
@@ -333,7 +353,8 @@ def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) ->
 def gen_lbm(spec, # the system's `SystemSpec` (body, name, summary and gap)
             c:dict, # resolved parameters: a size preset of `spec` with overrides
             seed:int) -> dict:
-    "A channel twin (cylinder, controlled cylinder, foil): dict(sim=, exp=, exp_truth=), every trajectory spun up on its own."
+    """A channel twin (cylinder, controlled cylinder, foil): dict(sim=, exp=, exp_truth=), every trajectory spun up on
+    its own."""
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed)
     ctl = spec.name == 'controlled'

@@ -76,11 +76,13 @@ def kol_ranges(c:dict) -> dict:
 def gen_kolmogorov(spec, # the system's `SystemSpec` (its name, summary and gap go into the attrs)
                    c:dict, # resolved parameters: a size preset of `spec` with overrides
                    seed:int) -> dict:
-    "The Kolmogorov twin: dict(sim=, exp=, exp_truth=) from one spin-up per trajectory, branched into sim and exp physics."
+    """The Kolmogorov twin: dict(sim=, exp=, exp_truth=) from one spin-up per trajectory, branched into sim and exp
+    physics."""
     torch.set_flush_denormal(True)
     rng = np.random.default_rng(seed); g = torch.Generator().manual_seed(int(seed))
     n, B, T = int(c['n']), int(c['n_traj']), int(c['n_frames'])
-    P, group = traj_design(rng, kol_ranges(c), B, int(c['n_in_dist']), int(c['n_out_dist']), c['ood_margin'], c['ood_sides'])
+    P, group = traj_design(rng, kol_ranges(c), B, int(c['n_in_dist']), int(c['n_out_dist']),
+                           c['ood_margin'], c['ood_sides'])
     nus = P['nu']
     # spin-up: random band-limited vorticity per trajectory, coarse grid, sim physics, then refine and adapt
     ns = max(32, n // 2); sp = _Spectral(ns, c['L'])
@@ -125,7 +127,8 @@ def gen_kolmogorov(spec, # the system's `SystemSpec` (its name, summary and gap 
     xo = centres(xf, np.arange(n // 2) * 2 + 0.5)
     time_ = np.arange(T) * c['frame_dt']
     base = dict(system=spec.name, generator=GENERATOR, generator_version=GENERATOR_VERSION, seed=int(seed),
-                size=c.get('_size', ''), periodic=1, log_params='nu', **group_attrs(c, group), alpha=c['alpha'], chi=c['chi'], k_f=c['k_f'],
+                size=c.get('_size', ''), periodic=1, log_params='nu', **group_attrs(c, group), alpha=c['alpha'],
+                chi=c['chi'], k_f=c['k_f'],
                 U_ref=float(torch.sqrt((u[:B] ** 2 + v[:B] ** 2).mean())), description=spec.summary,
                 **kolmogorov_scales(c['chi'], c['k_f'], c['L']))
     tc = dict(nu=(nus, dict(units='m2 s-1', long_name='kinematic viscosity (nominal)')))

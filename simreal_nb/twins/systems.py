@@ -35,11 +35,15 @@ class SystemSpec:
 
 # %% ../../nbs/twins/05_systems.ipynb #c009
 _MEAS = dict(window=4, stride=2, noise_add=0.03, noise_mult=0.02, dropout=0.02)  # PIV defaults (fractions of U)
-_MEAS['ic_eps'] = 0.0  # relative perturbation of the exp state at the first recorded step (0: the sim's; >0 measures chaos)
-_MEAS['window_truth'] = 1  # 1: exp_truth also holds u_window, v_window, the noise-free measurement (`twindata.add_window_truth`)
-_TEST_GROUPS = dict(n_in_dist=4, n_out_dist=4, ood_margin=(0.15, 0.3))  # test trajectories inside / beyond the parameter
+# relative perturbation of the exp state at the first recorded step (0: the sim's; >0 measures chaos)
+_MEAS['ic_eps'] = 0.0
+# 1: exp_truth also holds u_window, v_window, the noise-free measurement (`twindata.add_window_truth`)
+_MEAS['window_truth'] = 1
+# test trajectories inside / beyond the parameter
+_TEST_GROUPS = dict(n_in_dist=4, n_out_dist=4, ood_margin=(0.15, 0.3))
                    # range; out_dist beyond one end by 15-30 % of the range, at the ends `ood_sides` names (cycled)
-_NO_GROUPS = dict(n_in_dist=0, n_out_dist=0)  # too few trajectories for test groups: the fraction split of `split_trajs`
+# too few trajectories for test groups: the fraction split of `split_trajs`
+_NO_GROUPS = dict(n_in_dist=0, n_out_dist=0)
 
 _KOL_BASE = dict(L=2*math.pi, nu=(1.6e-3, 2.6e-3), alpha=0.1, chi=1.0, k_f=4, frame_dt=0.1, t_spin=20.0,
                  t_adapt=1.0, nu_factor=1.0, alpha_add=0.04, forcing_gain=0.92, harmonic=0.2,
@@ -56,7 +60,8 @@ _LBM_BASE = dict(U=0.1, frame_steps=20, body_x=0.2, re_factor=1.0, walls=1, drag
                  offset=0.5, spin_steps=1500, phys_D=0.01, phys_U=0.01, p_avg=3, **_MEAS, **_TEST_GROUPS)
 # p_avg: pressure recorded as the mean over this many frame intervals centred on the frame (0: instantaneous)
 # walls: exp channel bounded by no-slip walls (rows y=0 and y=ny-1); sim stays periodic in y
-_CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150., ood_sides=('Re-', 'Re+'))  # Re_spin: the controlled cylinder's Re
+# Re_spin: the controlled cylinder's Re
+_CYL = dict(_LBM_BASE, body='cylinder', D=8, Re=(100., 200.), Re_spin=150., ood_sides=('Re-', 'Re+'))
 _CYL_SIZES = dict(
     test=dict(_CYL, nx=64, ny=32, D=6, Re=(70., 100.), Re_spin=85., U=0.12, n_traj=4, n_frames=20, frame_steps=10,
               spin_steps=600, **_NO_GROUPS),
@@ -91,7 +96,8 @@ SYSTEMS = {
     'foil': SystemSpec('foil', 'lbm', 'NACA0012 at high angle of attack, Re_chord per trajectory',
         'no-slip channel walls vs periodic sim, nominal Re, +1.5 deg mounting error, +0.25 cell offset, drag, '
         'inflow modes', _FOIL_SIZES, _WAKE),
-    'kolmogorov': SystemSpec('kolmogorov', 'spectral', 'forced 2-D turbulence, pseudo-spectral vorticity, nu per trajectory',
+    'kolmogorov': SystemSpec('kolmogorov', 'spectral',
+                             'forced 2-D turbulence, pseudo-spectral vorticity, nu per trajectory',
         'nominal nu; drag + 0.04, forcing x 0.92 + 20 % third harmonic, weak band-limited stochastic forcing',
         _KOL_SIZES, ((0.25, 0.25), (0.5, 0.5), (0.75, 0.75))),
 }
@@ -120,17 +126,19 @@ def _resolve(spec, size, overrides):
         if int(cfg[k]) < 0: raise SystemConfigError(f"{k}={cfg[k]!r}: expected an integer >= 0 (test trajectories)")
     for k in ('noise_add', 'noise_mult', 'dropout'):
         if not 0 <= cfg[k] < 1: raise SystemConfigError(f"{k}={cfg[k]!r}: expected a fraction in [0, 1)")
-    if cfg['window_truth'] not in (0, 1): raise SystemConfigError(f"window_truth={cfg['window_truth']!r}: expected 0 or 1")
+    if cfg['window_truth'] not in (0, 1):
+        raise SystemConfigError(f"window_truth={cfg['window_truth']!r}: expected 0 or 1")
     if cfg['window_truth'] and (cfg['stride'] != 2 or cfg['window'] % 2): raise SystemConfigError(
-        f"window_truth=1 with window={cfg['window']}, stride={cfg['stride']}: the window truth lies on the exp truth's grid, "
-        f"which needs stride=2 and an even window")
+        f"window_truth=1 with window={cfg['window']}, stride={cfg['stride']}: the window truth lies on the exp "
+        f"truth's grid, which needs stride=2 and an even window")
     if spec.kind == 'spectral': _check_spectral(cfg)
     else: _check_lbm(cfg, spec.name == 'controlled')
     return cfg
 
 def _bounds(c, ranges):
     "name -> (lowest, highest) value drawn per trajectory: the preset's range, widened where out_dist lies beyond it."
-    return design_bounds(ranges, int(c['n_traj']), int(c['n_in_dist']), int(c['n_out_dist']), c['ood_sides'], c['ood_margin'])
+    return design_bounds(ranges, int(c['n_traj']), int(c['n_in_dist']), int(c['n_out_dist']),
+                         c['ood_sides'], c['ood_margin'])
 
 def _check_spectral(c):
     lo, hi = pair_range(c['nu'], 'nu')
@@ -148,9 +156,11 @@ def _check_spectral(c):
     if c['dt'] <= 0 or cfl > 2.8:
         raise SystemConfigError(f"dt={c['dt']}: CFL number {cfl:.2f} > 2.8 (unstable); use dt <= {2.8/(umax*kmax):.4f}")
     r = c['frame_dt'] / c['dt']
-    if abs(r - round(r)) > 1e-6: raise SystemConfigError(f"frame_dt={c['frame_dt']}: expected a multiple of dt={c['dt']}")
+    if abs(r - round(r)) > 1e-6:
+        raise SystemConfigError(f"frame_dt={c['frame_dt']}: expected a multiple of dt={c['dt']}")
 
-SLOW_FC = 0.35  # the lowest actuation frequency (shedding frequencies) the lattice is known to survive at amplitudes above 1.5
+# the lowest actuation frequency (shedding frequencies) the lattice is known to survive at amplitudes above 1.5
+SLOW_FC = 0.35
 
 def _check_lbm(c, ctl:bool=False):
     lo, hi = pair_range(c['Re'], 'Re')
@@ -178,13 +188,15 @@ def _check_lbm(c, ctl:bool=False):
         if b['Re'][0] <= 0: raise SystemConfigError(f"{ood('Re', 0)}; expected > 0 (a smaller margin, or no 'Re-')")
         t = min(lbm_tau(U, D, Re * f) for Re in b['Re'] for f in (1.0, c['re_factor']))
         if t < 0.505: raise SystemConfigError(
-            f"{ood('Re', 1)}: LBM relaxation time tau={t:.4f} < 0.505 (unstable); expected a smaller margin, or no 'Re+'")
+            f"{ood('Re', 1)}: LBM relaxation time tau={t:.4f} < 0.505 (unstable); expected a smaller margin, "
+            "or no 'Re+'")
     if ctl:
         if b['A'][0] < 0: raise SystemConfigError(f"{ood('A', 0)}; expected >= 0 (a smaller margin, or no 'A-')")
         if b['f_c'][0] <= 0: raise SystemConfigError(f"{ood('f_c', 0)}; expected > 0 (a smaller margin, or no 'f_c-')")
-        if b['f_c'][0] < SLOW_FC and b['A'][1] > 1.5: raise SystemConfigError(  # a long half-period at high surface speed
-            f"{ood('f_c', 0)} with A up to {b['A'][1]:.3g}: slow actuation below f_c={SLOW_FC} at A above 1.5 diverges in the periodic "
-            f"sim channel (A 1.63 at f_c 0.25 did); expected a smaller margin, or no 'f_c-'")
+        if b['f_c'][0] < SLOW_FC and b['A'][1] > 1.5:
+            raise SystemConfigError(  # a long half-period at high surface speed
+            f"{ood('f_c', 0)} with A up to {b['A'][1]:.3g}: slow actuation below f_c={SLOW_FC} at A above 1.5 diverges "
+            f"in the periodic sim channel (A 1.63 at f_c 0.25 did); expected a smaller margin, or no 'f_c-'")
         amax = b['A'][1]
         if amax * U > 0.3: raise SystemConfigError(f"A={c['A']!r}: surface speed A*U = {amax*U:.2f} > 0.3 (Mach limit)")
     if c['frame_steps'] < 1: raise SystemConfigError(f"frame_steps={c['frame_steps']}: expected >= 1")
@@ -219,7 +231,8 @@ def probe_samples(ds:xr.Dataset, # a contract dataset
     "Field values at `probes` for every (traj, time) snapshot: [n, len(probes) * len(fields)], probe-major."
     fields = fields_of(ds) if fields is None else tuple(fields)
     missing = [f for f in fields if f not in ds]
-    if missing: raise SystemConfigError(f"probe_samples: fields {missing} are not in the dataset; it has {list(fields_of(ds))}")
+    if missing:
+        raise SystemConfigError(f"probe_samples: fields {missing} are not in the dataset; it has {list(fields_of(ds))}")
     x, y = ds.x.values, ds.y.values
     cols, ok = [], np.ones(ds.sizes['traj'] * ds.sizes['time'], bool)
     for fx, fy in probes:
@@ -251,18 +264,21 @@ def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
     fig, ax = plt.subplots(3, 3, figsize=(3 * w + 1.0, 3 * h + 0.6), dpi=dpi, layout='constrained')
     ext = [float(sim.x.min()), float(sim.x.max()), float(sim.y.min()), float(sim.y.max())]
     lim = {f: float(np.abs(sim[f]).max()) for f in ('u', 'v', 'p')}
-    cm = dict(u=('viridis', float(sim.u.min()), lim['u']), v=('RdBu_r', -lim['v'], lim['v']), p=('PuOr_r', -lim['p'], lim['p']))
+    cm = dict(u=('viridis', float(sim.u.min()), lim['u']), v=('RdBu_r', -lim['v'], lim['v']),
+              p=('PuOr_r', -lim['p'], lim['p']))
     for j, (ds, name) in enumerate(((sim, 'sim'), (tr, 'exp truth (hidden)'), (ex, 'exp (measured)'))):
         for i, f in enumerate(('u', 'v', 'p')):
             a = ax[i, j]; a.set_xticks([]); a.set_yticks([])
             if f not in ds:
                 a.text(0.5, 0.5, 'no pressure\n(PIV measures u, v)', ha='center', va='center', fontsize=9); continue
             val = ds[f].where(ds.valid) if 'valid' in ds else ds[f]
-            im = a.imshow(val.values, origin='lower', extent=ext, aspect='equal', cmap=cm[f][0], vmin=cm[f][1], vmax=cm[f][2])
+            im = a.imshow(val.values, origin='lower', extent=ext, aspect='equal', cmap=cm[f][0],
+                          vmin=cm[f][1], vmax=cm[f][2])
             a.set_title(f'{f}  {name}', fontsize=8)
         for i, f in enumerate(('u', 'v', 'p')):                       # one colour scale per field, with its unit
             if j == 2:
-                cb = fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(cm[f][1], cm[f][2]), cm[f][0]), ax=list(ax[i]), shrink=0.9, pad=0.01)
+                cb = fig.colorbar(plt.cm.ScalarMappable(plt.Normalize(cm[f][1], cm[f][2]), cm[f][0]),
+                                  ax=list(ax[i]), shrink=0.9, pad=0.01)
                 cb.set_label(f"{f} [{sim[f].attrs.get('units', '')}]", fontsize=7); cb.ax.tick_params(labelsize=6)
     fig.suptitle(f"{sim.attrs['system']}  traj {traj}  t = {float(sim.time):.2f} s", fontsize=9)
     return fig
@@ -280,7 +296,8 @@ def neighbour_ratio(ds:xr.Dataset, # a dataset with u, v (traj, time, y, x) and 
     names = [k for k in avail if np.ptp(ds[k].values) > 0] if param is None else [param] if isinstance(param, str) else list(param)
     bad = [k for k in names if k not in avail]
     if bad or not names: raise SystemConfigError(
-        f"neighbour_ratio: param={param!r} names no varying numeric per-trajectory coordinate (bad: {bad}); the dataset has {avail}")
+        f"neighbour_ratio: param={param!r} names no varying numeric per-trajectory coordinate (bad: {bad}); the "
+        f"dataset has {avail}")
     P = np.stack([ds[k].values.astype(np.float64) for k in names], 1)
     P = P / np.where(np.ptp(P, 0) > 0, np.ptp(P, 0), 1.0)
     dist = np.sqrt(((P[:, None] - P[None]) ** 2).sum(-1)); np.fill_diagonal(dist, np.inf)
@@ -295,7 +312,8 @@ def neighbour_ratio(ds:xr.Dataset, # a dataset with u, v (traj, time, y, x) and 
     diff = ((a - a[nb]) ** 2 * both).sum((1, 2, 3, 4)) / np.maximum(2 * both.sum((1, 2, 3, 4)), 1)
     r = np.sqrt(diff / np.where(fluct > 0, fluct, np.nan))
     coords = {k: ds[k] for k, c_ in ds.coords.items() if c_.dims == ('traj',)}
-    return xr.DataArray(r, dims='traj', coords=dict(coords, neighbour=('traj', ds['traj'].values[nb])), name='neighbour_ratio',
+    return xr.DataArray(r, dims='traj',
+                        coords=dict(coords, neighbour=('traj', ds['traj'].values[nb])), name='neighbour_ratio',
                         attrs=dict(long_name='RMS difference to the nearest-parameter trajectory / own fluctuation RMS',
                                    params=' '.join(names)))
 
@@ -354,7 +372,8 @@ def _read_entry(d, key):
     except Exception: return None
 
 def _write_entry(d, key, out, overrides=None, **meta):
-    "Write a cache entry as one set: its files and manifest into a staging folder beside `d`, renamed onto `d` in one step; an entry another process put there first is kept."
+    """Write a cache entry as one set: its files and manifest into a staging folder beside `d`, renamed onto `d` in one
+    step; an entry another process put there first is kept."""
     stage = stage_path(d)
     try:
         stage.mkdir(parents=True)
@@ -365,12 +384,14 @@ def _write_entry(d, key, out, overrides=None, **meta):
         if d.exists(): shutil.rmtree(d)  # a damaged entry (the caller checked that it is one of the package's)
         try: os.rename(stage, d)
         except OSError as e:
-            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY): raise  # else: another process's entry, as good as this one
+            # else: another process's entry, as good as this one
+            if e.errno not in (errno.EEXIST, errno.ENOTEMPTY): raise
     finally:
         if stage.exists(): shutil.rmtree(stage, ignore_errors=True)
 
 def _is_entry(d) -> bool:
-    "Whether folder `d` holds nothing but what `_write_entry` writes (or its temporary files): a cache entry the package may delete."
+    """Whether folder `d` holds nothing but what `_write_entry` writes (or its temporary files): a cache entry the
+    package may delete."""
     return d.is_dir() and not d.is_symlink() and all(
         p.name in {f'{k}.nc' for k in _DOMAINS} | {'manifest.json'} or is_temporary(p.name) for p in d.iterdir())
 
@@ -401,13 +422,16 @@ def load_twins(system:str, # one of `list_systems()`
         if old == d or not _is_entry(old): continue  # only whole entries the package wrote: never a user's folder
         try: man = json.loads((old / 'manifest.json').read_text())
         except Exception:  # no manifest: a writer killed half-way, or one still at work (left alone for an hour)
-            if time.time() - max((p.stat().st_mtime for p in old.iterdir()), default=0) > 3600: shutil.rmtree(old, ignore_errors=True)
+            if time.time() - max((p.stat().st_mtime for p in old.iterdir()), default=0) > 3600:
+                shutil.rmtree(old, ignore_errors=True)
             continue
         other_version = (man.get('version'), man.get('generator_version')) != (__version__, GENERATOR_VERSION)
         old_preset = not overrides and not man.get('overrides')
         if other_version or old_preset: shutil.rmtree(old, ignore_errors=True)
-    for stage in root.glob(f'.{prefix}*.tmp'):  # the staging folder of a writer killed half-way (left alone for an hour)
-        if is_temporary(stage.name) and time.time() - stage.stat().st_mtime > 3600: shutil.rmtree(stage, ignore_errors=True)
+    # the staging folder of a writer killed half-way (left alone for an hour)
+    for stage in root.glob(f'.{prefix}*.tmp'):
+        if is_temporary(stage.name) and time.time() - stage.stat().st_mtime > 3600:
+            shutil.rmtree(stage, ignore_errors=True)
     return out
 
 def write_twins(system:str, # one of `list_systems()`
@@ -415,7 +439,8 @@ def write_twins(system:str, # one of `list_systems()`
                 seed:int=0, size:str='default', # as in `make_twins`
                 cache_dir=None, # cache folder used to avoid regenerating
                 **overrides)->dict:
-    "Write SYSTEM_sim.nc, SYSTEM_exp.nc and SYSTEM_exp_truth.nc to `out_dir` as one set (`store.write_set`: SYSTEM.set.json with the seed and digests); returns dict of paths."
+    """Write SYSTEM_sim.nc, SYSTEM_exp.nc and SYSTEM_exp_truth.nc to `out_dir` as one set (`store.write_set`:
+    SYSTEM.set.json with the seed and digests); returns dict of paths."""
     out = load_twins(system, seed, size, cache_dir=cache_dir, **overrides)
     meta = dict(command='simreal data make', system=system, seed=int(seed), size=size, version=__version__)
     if overrides: meta['overrides'] = json.loads(json.dumps(overrides, default=str))
@@ -432,11 +457,13 @@ def fill_entry(system, seed, size, cache_dir, overrides, threads=1):
     return [time.perf_counter() - t, time.process_time() - c]
 
 def fill_cache(entries, size, cache_dir, overrides, workers, threads=1):
-    "Run `fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time (`threads` torch threads each); dict entry -> seconds."
+    """Run `fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time
+    (`threads` torch threads each); dict entry -> seconds."""
     import subprocess, sys
     # a child exits when its stdin closes: when this process ends, however it ends (killed included), no orphan generates on
-    code = ("import json, os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(1)), daemon=True).start(); "
-            "from simreal_nb.twins.systems import fill_entry; a = json.loads(sys.argv[1]); print(json.dumps(fill_entry(*a)), flush=True)")
+    code = ("import json, os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(1)), "
+            "daemon=True).start(); from simreal_nb.twins.systems import fill_entry; a = json.loads(sys.argv[1]); "
+            "print(json.dumps(fill_entry(*a)), flush=True)")
     root = str(cache_root(cache_dir).parent)
     todo, running, out = [(s_, int(k)) for s_, k in entries], {}, {}
     try:
@@ -444,12 +471,14 @@ def fill_cache(entries, size, cache_dir, overrides, workers, threads=1):
             while todo and len(running) < workers:
                 e_ = todo.pop(0)
                 arg = json.dumps([*e_, size, root, overrides, int(threads)])
-                running[e_] = subprocess.Popen([sys.executable, '-c', code, arg], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                running[e_] = subprocess.Popen([sys.executable, '-c', code, arg],
+                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                                stderr=subprocess.PIPE, text=True)
             for e_, pr in list(running.items()):
                 if pr.poll() is None: continue
                 o, e = pr.communicate(); del running[e_]
-                if pr.returncode: raise RuntimeError(f"generating {e_[0]!r} (seed {e_[1]}) failed in a worker process:\n{e[-2000:]}")
+                if pr.returncode:
+                    raise RuntimeError(f"generating {e_[0]!r} (seed {e_[1]}) failed in a worker process:\n{e[-2000:]}")
                 out[e_] = json.loads(o.strip().splitlines()[-1])
             time.sleep(0.05)
     finally:

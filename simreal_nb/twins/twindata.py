@@ -59,16 +59,19 @@ def centres(x:np.ndarray, c) -> np.ndarray:
     "Coordinates at fractional indices `c` of the uniform grid `x` (one formula everywhere, so grids match exactly)."
     return np.round(x[0] + np.asarray(c, np.float64) * (x[1] - x[0]), 12)
 
-_GROUP_NOTE = ("coord 'group' (per trajectory): remain (the train/val pool, parameters inside the preset range) | in_dist "
-               "(test, parameters strictly inside the remain range) | out_dist (test, one parameter beyond an end of the "
-               "preset range by attrs['ood_margin'] of that range (of its log for attrs['log_params']), the others inside)")
+_GROUP_NOTE = ("coord 'group' (per trajectory): remain (the train/val pool, parameters inside the preset range) "
+               "| in_dist (test, parameters strictly inside the remain range) | out_dist (test, one parameter beyond "
+               "an end of the preset range by attrs['ood_margin'] of that range (of its log for attrs['log_params']), "
+               "the others inside)")
 
 def contract_dataset(fields:dict, x, y, time, traj_coords:dict, attrs:dict, meta:dict, valid=None, inputs=None, group=None) -> xr.Dataset:
-    "Assemble a contract Dataset from [traj,time,y,x] arrays (`fields`, `valid`), per-trajectory coords `traj_coords` {name: (values, attrs)}, inputs {name: ([traj,time], attrs)}; `group`: per-trajectory test group or None."
+    """Assemble a contract Dataset from [traj,time,y,x] arrays (`fields`, `valid`), per-trajectory coords `traj_coords`
+    {name: (values, attrs)}, inputs {name: ([traj,time], attrs)}; `group`: per-trajectory test group or None."""
     dims = ('traj', 'time', 'y', 'x')
     n_traj = next(iter(fields.values())).shape[0]
     coords = dict(traj=('traj', np.arange(n_traj)), time=('time', np.asarray(time, np.float64), dict(units='s')),
-                  y=('y', np.asarray(y, np.float64), dict(units='m')), x=('x', np.asarray(x, np.float64), dict(units='m')))
+                  y=('y', np.asarray(y, np.float64), dict(units='m')),
+                  x=('x', np.asarray(x, np.float64), dict(units='m')))
     for k, (v, a) in traj_coords.items(): coords[k] = ('traj', np.asarray(v, np.float64), a)
     if group is not None: coords['group'] = ('traj', np.asarray(group, dtype=object))   # as RealPDEBench's importer
     dv = {k: (dims, np.asarray(v, np.float32), dict(meta[k])) for k, v in fields.items()}
@@ -110,8 +113,10 @@ def _window_pool(a, window, stride, pad_lo, pad_hi, mode):
     return F.avg_pool2d(a, window, stride)[:, 0]
 
 def _window_geometry(window, stride, shift, H, W):
-    "Padding below (lo) and above (hi) per axis (y, x) and the (y, x) shift of windows of `window` fine cells moved by `stride` on an H x W grid."
-    if window < stride or stride < 1: raise ValueError(f"window={window}, stride={stride}: expected window >= stride >= 1")
+    """Padding below (lo) and above (hi) per axis (y, x) and the (y, x) shift of windows of `window` fine cells moved by
+    `stride` on an H x W grid."""
+    if window < stride or stride < 1:
+        raise ValueError(f"window={window}, stride={stride}: expected window >= stride >= 1")
     if H % stride or W % stride: raise ValueError(f"grid {H}x{W} not divisible by stride={stride}")
     sy, sx = (int(shift[0]), int(shift[1])) if np.ndim(shift) else (int(shift), int(shift))
     tot = window - stride
@@ -178,7 +183,8 @@ def measure(ds:xr.Dataset, # dataset with u, v (traj,time,y,x); optional `valid`
     out = xr.Dataset(
         dict(u=(('traj', 'time', 'y', 'x'), um.reshape(nt, nT, h, w).numpy(), dict(ds['u'].attrs)),
              v=(('traj', 'time', 'y', 'x'), vm.reshape(nt, nT, h, w).numpy(), dict(ds['v'].attrs)),
-             valid=(('traj', 'time', 'y', 'x'), valid.reshape(nt, nT, h, w).numpy(), dict(long_name='usable PIV vector'))),
+             valid=(('traj', 'time', 'y', 'x'), valid.reshape(nt, nT, h, w).numpy(),
+                    dict(long_name='usable PIV vector'))),
         coords=dict(traj=ds['traj'], time=ds['time'], y=('y', yc, dict(ds['y'].attrs)),
                     x=('x', xc, dict(ds['x'].attrs))), attrs=attrs)
     for k in ds.data_vars:
@@ -199,12 +205,14 @@ def window_average(ds:xr.Dataset, # dataset with u, v (traj,time,y,x) on the ful
     lo, hi, _ = _window_geometry(window, stride, shift, H, W)
     periodic = bool(ds.attrs.get('periodic', 0)) if periodic is None else periodic
     mode = 'circular' if periodic else 'replicate'
-    pooled = {k: _window_pool(torch.as_tensor(ds[k].values, dtype=torch.float32).reshape(-1, H, W), window, stride, lo, hi, mode)
+    pooled = {k: _window_pool(torch.as_tensor(ds[k].values, dtype=torch.float32).reshape(-1, H, W),
+                              window, stride, lo, hi, mode)
               for k in ('u', 'v')}
     h, w = pooled['u'].shape[-2:]
     yc, xc = _window_coords(ds, h, w, lo, window, stride)
     out = xr.Dataset({k: (DIMS, a.reshape(nt, nT, h, w).numpy(), dict(ds[k].attrs)) for k, a in pooled.items()},
-                     coords=dict(traj=ds['traj'], time=ds['time'], y=('y', yc, dict(ds['y'].attrs)), x=('x', xc, dict(ds['x'].attrs))))
+                     coords=dict(traj=ds['traj'], time=ds['time'], y=('y', yc, dict(ds['y'].attrs)),
+                                 x=('x', xc, dict(ds['x'].attrs))))
     for k, c in ds.coords.items():
         if c.dims == ('traj',) and k != 'traj': out = out.assign_coords({k: c})
     return out
@@ -215,15 +223,18 @@ def add_window_truth(truth:xr.Dataset, # the exp truth on the output grid (block
                      full:xr.Dataset, # the same truth on the full-resolution grid
                      window:int=4, stride:int=2, # the measurement's window and stride, as in `measure`
                      periodic=None) -> xr.Dataset:
-    "`truth` with `u_window`, `v_window`: `full`'s `window_average` on the measurement's grid, which must be truth's grid."
+    """`truth` with `u_window`, `v_window`: `full`'s `window_average` on the measurement's grid, which must be truth's
+    grid."""
     w = window_average(full, window, stride, periodic=periodic)
     for k in ('y', 'x'):
         if not np.array_equal(w[k].values, truth[k].values): raise SystemConfigError(
-            f"window={window}, stride={stride}: the measurement grid ({w.sizes['y']}x{w.sizes['x']}) is not the exp truth's "
-            f"grid ({truth.sizes['y']}x{truth.sizes['x']}) in {k}; expected stride=2 and an even window")
+            f"window={window}, stride={stride}: the measurement grid ({w.sizes['y']}x{w.sizes['x']}) is not the "
+            f"exp truth's grid ({truth.sizes['y']}x{truth.sizes['x']}) in {k}; expected stride=2 and an even window")
     out = truth.assign({f'{f}_window': (DIMS, w[f].values.astype(np.float32),
-                        dict(units=truth[f].attrs['units'], long_name=f"{truth[f].attrs['long_name']} averaged over the "
-                             f"measurement window ({window}x{window} fine cells, stride {stride}), without noise or dropout"))
+                        dict(units=truth[f].attrs['units'],
+                             long_name=f"{truth[f].attrs['long_name']} averaged over the "
+                             f"measurement window ({window}x{window} fine cells, stride {stride}), without noise "
+                             "or dropout"))
                         for f in ('u', 'v')})
     out.attrs = dict(truth.attrs, window_fields=' '.join(WINDOW_FIELDS))
     return out
@@ -238,12 +249,14 @@ def traj_params(rng:np.random.Generator, lo:float, hi:float, n:int, log:bool=Tru
 def ood_sides(sides, # ends beyond which out_dist trajectories lie: 'Re-' (below Re's range), 'aoa+' (above aoa's), ...
               ranges:dict, # name -> (lo, hi, log) of the parameters drawn per trajectory
              ) -> list:
-    "The (parameter, -1 | +1) of each entry of `sides` whose parameter varies in `ranges`; SystemConfigError for a bad entry."
+    """The (parameter, -1 | +1) of each entry of `sides` whose parameter varies in `ranges`; SystemConfigError for a bad
+    entry."""
     out = []
     for s in (sides.split() if isinstance(sides, str) else sides):
         s = str(s)
         if len(s) < 2 or s[-1] not in '+-' or s[:-1] not in ranges: raise SystemConfigError(
-            f"ood_sides entry {s!r}: expected a parameter among {list(ranges)} followed by '-' (below its range) or '+' (above)")
+            f"ood_sides entry {s!r}: expected a parameter among {list(ranges)} followed by '-' (below its range) or "
+            "'+' (above)")
         if ranges[s[:-1]][1] > ranges[s[:-1]][0]: out.append((s[:-1], 1 if s[-1] == '+' else -1))
     return out
 
@@ -251,11 +264,13 @@ def ood_margin(margin) -> tuple[float, float]:
     "The (lo, hi) fractions of a range that out_dist values lie beyond its end; SystemConfigError unless 0 < lo <= hi."
     m = pair_range(margin, 'ood_margin')
     if not 0 < m[0] <= m[1]: raise SystemConfigError(
-        f"ood_margin={margin!r}: expected fractions 0 < lo <= hi of a parameter's range, how far beyond its end out_dist lies")
+        f"ood_margin={margin!r}: expected fractions 0 < lo <= hi of a parameter's range, how far beyond its end "
+        "out_dist lies")
     return m
 
 def beyond(lo:float, hi:float, q, side:int, log:bool=False):
-    "Values beyond the end `side` (-1: below lo, +1: above hi) of [lo, hi] by the fractions `q` of its width (in log if `log`)."
+    """Values beyond the end `side` (-1: below lo, +1: above hi) of [lo, hi] by the fractions `q` of its width (in log
+    if `log`)."""
     a, b = (np.log(lo), np.log(hi)) if log else (lo, hi)
     v = b + np.asarray(q) * (b - a) if side > 0 else a - np.asarray(q) * (b - a)
     return np.exp(v) if log else v
@@ -267,12 +282,14 @@ def _out_sides(ranges, n_out, sides):
     "The (parameter, side) of each of `n_out` out_dist trajectories, cycling over `sides`."
     sd = ood_sides(sides, ranges)
     if n_out and not sd: raise SystemConfigError(
-        f"ood_sides={sides!r} names no parameter that varies (varying: {[k for k, (lo, hi, _) in ranges.items() if hi > lo]}); "
-        f"expected at least one end for the n_out_dist={n_out} out_dist trajectories")
+        f"ood_sides={sides!r} names no parameter that varies (varying: "
+        f"{[k for k, (lo, hi, _) in ranges.items() if hi > lo]}); expected at least one end for the n_out_dist={n_out} "
+        "out_dist trajectories")
     return [sd[j % len(sd)] for j in range(n_out)]
 
 def design_bounds(ranges:dict, n:int, n_in:int, n_out:int, sides, margin) -> dict:
-    "name -> (lowest, highest) value `traj_design` can draw: each range, widened by the largest margin where out_dist lies beyond it."
+    """name -> (lowest, highest) value `traj_design` can draw: each range, widened by the largest margin where out_dist
+    lies beyond it."""
     m = ood_margin(margin)
     out = {k: (lo, hi) for k, (lo, hi, _) in ranges.items()}
     if not _has_groups(ranges, n, n_in, n_out): return out
@@ -293,7 +310,8 @@ def traj_design(rng:np.random.Generator, # the generator's parameter stream
     def draw(k, lo, hi, m):
         v = traj_params(rng, lo, hi, m, ranges[k][2])
         return rng.permutation(v) if k in shuffle else v
-    if not _has_groups(ranges, n, n_in, n_out): return {k: draw(k, lo, hi, n) for k, (lo, hi, _) in ranges.items()}, None
+    if not _has_groups(ranges, n, n_in, n_out):
+        return {k: draw(k, lo, hi, n) for k, (lo, hi, _) in ranges.items()}, None
     n_rem, m = n - n_in - n_out, ood_margin(margin)
     rem = {k: draw(k, lo, hi, n_rem) for k, (lo, hi, _) in ranges.items()}
     inside = lambda k, c: draw(k, rem[k].min(), rem[k].max(), c)   # strictly inside the remain range (jitter 0.2-0.8)
@@ -305,7 +323,8 @@ def traj_design(rng:np.random.Generator, # the generator's parameter stream
         out[k][j] = beyond(*ranges[k][:2], traj_params(rng, *m, len(j), log=False), s, ranges[k][2])
     g = np.array(['remain'] * n_rem + ['in_dist'] * n_in + ['out_dist'] * n_out, dtype=object)
     P = {k: np.concatenate([rem[k], ins[k], out[k]]) for k in ranges}
-    order = np.argsort(P[next(k for k, (lo, hi, _) in ranges.items() if hi > lo)], kind='stable')   # by the first varying parameter
+    # by the first varying parameter
+    order = np.argsort(P[next(k for k, (lo, hi, _) in ranges.items() if hi > lo)], kind='stable')
     return {k: v[order] for k, v in P.items()}, g[order]
 
 def group_attrs(c:dict, group) -> dict:
