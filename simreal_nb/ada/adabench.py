@@ -79,7 +79,8 @@ class RunConfig:
         "The base flow on simulation samples `x` with this run's base settings; cached under `key` when given."
         train = lambda: train_flow(x, self.hidden, self.depth, self.base_iters, self.base_batch, self.base_lr, seed,
                                    self.steps, self.ode, self.t_power, stable=self.stable_target)
-        return train() if key is None else cached_flow(dict(key, kind='base', seed=seed, **self._base_knobs()), train, cache_dir)
+        return (train() if key is None
+                else cached_flow(dict(key, kind='base', seed=seed, **self._base_knobs()), train, cache_dir))
     def guided_flow(self, x, observables:dict, seed:int, key:dict=None, cache_dir=None) -> GuidedFlow:
         "The guidance baseline's conditional flow, trained like the base; cached under `key` when given."
         train = lambda: train_guided_flow(x, observables, self.guide_p_drop, self.hidden, self.depth, self.base_iters,
@@ -88,7 +89,8 @@ class RunConfig:
                                                             observables=list(observables),
                                                             p_drop=self.guide_p_drop, **self._base_knobs()), train, cache_dir)
     def _base_knobs(self):
-        knobs = {k: getattr(self, k) for k in ('hidden', 'depth', 'base_iters', 'base_batch', 'base_lr', 't_power', 'steps', 'ode')}
+        knobs = {k: getattr(self, k)
+                 for k in ('hidden', 'depth', 'base_iters', 'base_batch', 'base_lr', 't_power', 'steps', 'ode')}
         return dict(knobs, stable_target=True) if self.stable_target else knobs   # keys of earlier flows unchanged
     def align_config(self, method:str, seed:int) -> AlignConfig:
         """This run's `AlignConfig` for 'ada' or 'ea' (they differ only in the learning rate); same budget and plateau

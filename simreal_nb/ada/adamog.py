@@ -146,7 +146,8 @@ def pair_stats(x) -> dict:
         off = (x[m] - v[idx[m]]) ** 2
         out[f'P{k + 1}'] = dict(weight=float(m.mean()),
                                 radius=float(np.sqrt(near[m].mean() / 3)) if m.any() else float('nan'),
-                                **{f'radius_{c}': float(np.sqrt(off[:, i].mean())) if m.any() else float('nan') for i, c in enumerate('xyz')})
+                                **{f'radius_{c}': float(np.sqrt(off[:, i].mean())) if m.any() else float('nan')
+                                   for i, c in enumerate('xyz')})
     return out
 
 # %% ../../nbs/ada/73_adamog.ipynb #res0
@@ -404,7 +405,8 @@ def pairs_table(metrics:dict, target:str='target') -> str:
             '| '
             f'*{target}* | ' + ' | '.join(f"{float(w[a] + w[b]):.3f} | {r[k]:.3f}" for k, (a, b) in enumerate(MOG_PAIRS)) + ' |']
     for m, v in metrics.items():
-        rows.append(f'| {m} | ' + ' | '.join(f"{v['pairs'][p]['weight']:.3f} | {v['pairs'][p]['radius']:.3f}" for p in v['pairs']) + ' |')
+        rows.append(f'| {m} | '
+                + ' | '.join(f"{v['pairs'][p]['weight']:.3f} | {v['pairs'][p]['radius']:.3f}" for p in v['pairs']) + ' |')
     return '\n'.join(rows)
 
 def mog_tables(metrics:dict, target:str='target') -> str:
@@ -509,7 +511,8 @@ def run_mog(out,                   # output folder (created if missing)
     bf = info['base_fit']
     text = (mog_tables(metrics, cfg.target) + '\n\nbase fit (Energy W2 against exact base samples, '
             + (f'corrector {cfg.corrector}, ' if cfg.corrector else '') + "floor "
-                                                                          f"{bf['floor']:.3f}): " + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
+                                                                          f"{bf['floor']:.3f}): "
+            + ', '.join(f'{s} steps {v:.3f}' for s, v in bf['energy_w2'].items())
             + '; samples stranded beyond the exact 99.9 '
               '% energy: ' + ', '.join(f'{s} steps {v:.1%}' for s, v in bf['stranded'].items()))
     return finish_run(out, metrics, info, text, verbose)

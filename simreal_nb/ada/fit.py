@@ -174,7 +174,8 @@ class HoldoutCheck:
             self.dirs[k] = d / d.norm(dim=0, keepdim=True)
     def __call__(self, model) -> dict:
         with torch.no_grad(): x = model.sample(z=self.z)
-        s = {f'heldout_{k}': float(sliced_w1(as2d(fn(x)), self.held[k], self.dirs[k])) for k, fn in self.observables.items()}
+        s = {f'heldout_{k}': float(sliced_w1(as2d(fn(x)), self.held[k], self.dirs[k]))
+             for k, fn in self.observables.items()}
         return dict(s, heldout=sum(s.values()))
 
 # %% ../../nbs/ada/70_ada.ipynb #hs0

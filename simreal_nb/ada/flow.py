@@ -178,7 +178,8 @@ def integrate(f, z, steps:int, method:str='heun', corrector:Corrector=None, gene
     before = max(1, min(steps - 1, round(steps * corrector.t)))       # the ODE's steps up to the moves' time
     y = odeint(f, z, 0., corrector.t, before, method)
     for _ in range(corrector.moves):
-        y = y + corrector.eps * linear_path_score(f, y, corrector.t) + math.sqrt(2 * corrector.eps) * torch.randn(y.shape, generator=generator)
+        y = (y + corrector.eps * linear_path_score(f, y, corrector.t)
+             + math.sqrt(2 * corrector.eps) * torch.randn(y.shape, generator=generator))
     return odeint(f, y, corrector.t, 1., steps - before, method)
 
 # %% ../../nbs/ada/68_flow.ipynb #78a86a97

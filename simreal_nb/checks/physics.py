@@ -220,7 +220,8 @@ def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
                      .abs().amax((0, 2, 3, 4)).numpy() for s in range(horizon)])   # [step at frame s, predicted frame j]
     onsets = [_onset(r, atol) for r in resp]
     ahead = float(max((resp[s, :s].max() for s in range(1, horizon)), default=0.0))
-    delays = [onsets[s + k] - onsets[s] for s in range(horizon - k) if onsets[s] is not None and onsets[s + k] is not None]
+    delays = [onsets[s + k] - onsets[s] for s in range(horizon - k) if onsets[s] is not None
+              and onsets[s + k] is not None]
     delay = min(delays) if delays else None
     ok = ahead <= atol and (delay is None or delay >= k)
     return dict(verdict='pass' if ok else 'fail', inputs=list(inputs), k=k, delta=delta, atol=atol, ahead=ahead,
@@ -508,7 +509,8 @@ def physics_check(run_dir,  # a run directory of `simreal run` (manifest.json, c
                    seed=cell.seed, arch=cell.arch,
                    exp_trajs=cell.exp_trajs)
         try:
-            model = Persistence(cfg.n_out) if cell.protocol.name == PERSISTENCE else load_cell_model(run_dir, cell, cfg, data)
+            model = (Persistence(cfg.n_out) if cell.protocol.name == PERSISTENCE
+                     else load_cell_model(run_dir, cell, cfg, data))
             rec.update(check_model(model.to(device), data, truth, horizon=horizon,
                                    max_windows=max_windows, device=device))
         except PhysicsCheckError as e: rec.update(verdict='error', error=str(e))

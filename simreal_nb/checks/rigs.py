@@ -95,7 +95,8 @@ def fingerprint(calib:xr.Dataset,  # a calibration run (one trajectory under the
     G, C = ((a - a.mean()) @ e for a in (g, c))
     y0, y1, x0, _ = _body_box(calib)
     u = calib['u'].isel(traj=0).values[:, y0:y1 + 1, 1:max(2, x0 // 2)].astype(np.float64)
-    ok = calib['valid'].isel(traj=0).values[:, y0:y1 + 1, 1:max(2, x0 // 2)] if 'valid' in calib else np.ones(u.shape, bool)
+    ok = (calib['valid'].isel(traj=0).values[:, y0:y1 + 1, 1:max(2, x0 // 2)] if 'valid' in calib
+          else np.ones(u.shape, bool))
     u = np.where(ok, u, np.nan)
     ti = float(np.nanmean(np.nanstd(u, axis=0)) / abs(np.nanmean(u)))
     lag = float(-np.angle(G / C) / (2 * np.pi))  # in (-½, ½] periods

@@ -205,7 +205,8 @@ def _r2(p, t, m):
         tot, cnt = (tc.sum(0), k.sum(0)) if tot is None else (tot + tc.sum(0), cnt + k.sum(0))
         se += (d ** 2).sum().item()
     mean = tot / cnt.clamp_min(1)
-    ss = sum((((tc - mean) if mc is None else torch.where(mc, tc - mean, 0.)) ** 2).sum().item() for _, tc, mc in _chunks(p, t, m))
+    ss = sum((((tc - mean) if mc is None else torch.where(mc, tc - mean, 0.)) ** 2).sum().item()
+             for _, tc, mc in _chunks(p, t, m))
     if ss == 0: raise MetricInputError("R² is undefined: the target does not vary over the samples at any valid point")
     return 1 - se / ss
 
@@ -217,7 +218,8 @@ def _ke_error(p, t, m):
     for s in range(p.shape[0]):  # per sample: K = ½ (var_t u + var_t v) over its valid frames at each point
         ks = []
         for x in (p[s:s + 1], t[s:s + 1]):
-            k = torch.ones_like(x[..., 0], dtype=torch.float64) if m is None else (m[s:s + 1, ..., 0] & m[s:s + 1, ..., 1]).double()
+            k = (torch.ones_like(x[..., 0], dtype=torch.float64) if m is None
+                 else (m[s:s + 1, ..., 0] & m[s:s + 1, ..., 1]).double())
             uv = torch.where(k[..., None] > 0, x[..., :2].double(), 0.)  # NaN at invalid points never reaches a sum
             nt = k.sum(1)
             mu = (uv * k[..., None]).sum(1) / nt.clamp_min(1)[..., None]
@@ -291,7 +293,8 @@ def _score_chunk(p, t, m, fields):
     def one(sl):
         S, N = se_c[sl].sum().item(), cnt[sl].sum().item()
         keep = has_bc[:, sl].any(1)
-        rel = (err_bc[:, sl].sum(1)[keep].sqrt() / ref_bc[:, sl].sum(1)[keep].sqrt()).mean().item() if bool(keep.any()) else nan
+        rel = ((err_bc[:, sl].sum(1)[keep].sqrt() / ref_bc[:, sl].sum(1)[keep].sqrt()).mean().item()
+               if bool(keep.any()) else nan)
         f = _bands(E[:, sl]) if n and N else dict.fromkeys(('low', 'mid', 'high', 'all'), nan)
         return dict(rmse=math.sqrt(S / N) if N else nan, rel_l2=rel, frmse=f['all'], frmse_low=f['low'],
                     frmse_mid=f['mid'], frmse_high=f['high'])
@@ -419,7 +422,8 @@ def probe_points(h:int, w:int,  # grid rows and columns
     cy, dy = int(center_y / sub_s), min(2, int(h / (n_probe + 1)))
     rows = [cy + dy * j for j in range(-(n_probe - 1) // 2, n_probe - (n_probe - 1) // 2)]
     near = int((2 * d + center_x) / sub_s) >= w  # 2 D would leave the grid: stations 0.5 D apart
-    cols = [int((0.5 * (i + 2) * d + center_x) / sub_s) if near else int(((i + 1) * d + center_x) / sub_s) for i in range(4)]
+    cols = [int((0.5 * (i + 2) * d + center_x) / sub_s) if near
+            else int(((i + 1) * d + center_x) / sub_s) for i in range(4)]
     return rows, cols
 
 def probes_outside(rows, cols, h:int, w:int) -> list:

@@ -99,7 +99,8 @@ def _check_param(ds, name):
 def _scale_value(ds, f):
     "The reference scale of field `f` from attrs, or one DataContractError naming the attr and the expectation."
     key = SCALE_PREFIX + f
-    units = ds[f].attrs.get('units', FIELD_META.get(f, {}).get('units', '?')) if f in ds.data_vars else FIELD_META.get(f, {}).get('units', '?')
+    units = (ds[f].attrs.get('units', FIELD_META.get(f, {}).get('units', '?')) if f in ds.data_vars
+             else FIELD_META.get(f, {}).get('units', '?'))
     if key not in ds.attrs:
         _fail(f"attrs[{key!r}] is missing; expected the reference scale of field {f!r}: a positive finite number in "
               f"its units ({units!r}), e.g. U_ref for velocity, rho*U_ref**2 for pressure (scores divide by it)")

@@ -258,7 +258,8 @@ def commit_set(folder, name:str, staged:dict, meta:dict|None=None) -> dict:
     """Put the staged members of set `name` ({kind: (temporary file, destination)}) in place: `NAME.set.json` (each
     file's SHA-256, and `meta`) first, then each renamed; kind -> path."""
     folder = Path(folder)
-    members = {k: dict(file=Path(dest).name, sha256=file_digest(tmp), bytes=os.path.getsize(tmp)) for k, (tmp, dest) in staged.items()}
+    members = {k: dict(file=Path(dest).name, sha256=file_digest(tmp), bytes=os.path.getsize(tmp))
+               for k, (tmp, dest) in staged.items()}
     write_text(folder / f'{name}{SET_SUFFIX}', json.dumps(dict(set=name, **(meta or {}), members=members), indent=1))
     for tmp, dest in staged.values(): os.replace(tmp, dest)
     return {k: Path(dest) for k, (_, dest) in staged.items()}

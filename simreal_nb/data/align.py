@@ -313,7 +313,8 @@ class Normalizer:
 # %% ../../nbs/data/15_align.ipynb #c024
 def _check_fracs(fracs):
     try:
-        ok = len(fracs) == 3 and all(not isinstance(f, bool) and f >= 0 for f in fracs) and math.isclose(sum(fracs), 1.0, abs_tol=1e-6)
+        ok = (len(fracs) == 3 and all(not isinstance(f, bool) and f >= 0 for f in fracs)
+              and math.isclose(sum(fracs), 1.0, abs_tol=1e-6))
     except TypeError: ok = False
     if not ok:
         raise ValueError(f"split_trajs: `fracs`={fracs!r}; expected three non-negative fractions (train, val, test) "
@@ -432,7 +433,8 @@ def _published_starts(ds, L:int) -> list:
 # %% ../../nbs/data/15_align.ipynb #af881fec
 def published_windows(ds: xr.Dataset) -> bool:
     "Whether `ds` carries published windows: a coord `window_split` on (traj, time) marking at least one start."
-    return 'window_split' in ds.coords and set(ds['window_split'].dims) == {'traj', 'time'} and bool((ds['window_split'].values > 0).any())
+    return ('window_split' in ds.coords and set(ds['window_split'].dims) == {'traj', 'time'}
+            and bool((ds['window_split'].values > 0).any()))
 
 def split_windows(ds: xr.Dataset,  # a contract dataset with published windows (`published_windows`)
                  ) -> dict:

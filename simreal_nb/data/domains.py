@@ -87,7 +87,8 @@ class WindowDataset(torch.utils.data.Dataset):
         cols = []
         for c in self.cond_names:
             v = np.asarray(ds[c].values, np.float64)
-            v = np.broadcast_to(v[:, None], (N, T)) if ds[c].dims == ('traj',) else ds[c].transpose('traj', 'time').values
+            v = (np.broadcast_to(v[:, None], (N, T)) if ds[c].dims == ('traj',)
+                 else ds[c].transpose('traj', 'time').values)
             if normalizer is not None and c in normalizer.stats: m, s = normalizer.stats[c]; v = (v - m) / s
             cols.append(v.astype(np.float32))
         return torch.from_numpy(np.stack(cols, -1) if cols else np.zeros((N, T, 0), np.float32))
@@ -210,7 +211,8 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
     if windows not in ('auto', 'all'):
         raise ValueError(f"make_domain_data: windows={windows!r}; expected 'auto' or 'all'")
     sim_a, exp_a = align_domains(sim, exp, grid)
-    mode = {d: 'published' if windows == 'auto' and published_windows(a) else 'all' for d, a in (('sim', sim_a), ('exp', exp_a))}
+    mode = {d: 'published' if windows == 'auto' and published_windows(a) else 'all'
+            for d, a in (('sim', sim_a), ('exp', exp_a))}
     if 'published' in mode.values() and dt is not None:
         raise ValueError("make_domain_data: dt= resamples the frames, which moves the published windows' start frames; "
                          "expected dt=None with published windows (or windows='all')")
@@ -219,7 +221,8 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
             fracs if exp_fracs is None else exp_fracs, seed)
     # before any training: a split of trajectories without a measured point fails only after it
     for d, parts in (('sim', ss), ('exp', es)):
-        empty = [k for k, p in parts.items() if mode[d] == 'all' and 'valid' in p and p.sizes['traj'] and not bool(p['valid'].any())]
+        empty = [k for k, p in parts.items() if mode[d] == 'all' and 'valid' in p and p.sizes['traj']
+                 and not bool(p['valid'].any())]
         if empty:
             raise ValueError(f"make_domain_data: the {d} data leave the {' and '.join(empty)} split(s) without a "
                              f"valid point (valid in {int(parts[empty[0]]['valid'].sum())} of their points); expected "

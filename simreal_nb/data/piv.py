@@ -99,7 +99,8 @@ def _check_units(where, units):
     """Refuse a `units=` that is neither None nor a (length, velocity) pair of strings: one `PIVFormatError` naming
     `where`."""
     if units is None: return
-    if not (isinstance(units, (tuple, list, np.ndarray)) and len(units) == 2 and all(isinstance(u, str) for u in units)):
+    if not (isinstance(units, (tuple, list, np.ndarray)) and len(units) == 2
+            and all(isinstance(u, str) for u in units)):
         raise PIVFormatError(f"{where}: `units`={units!r}; expected a (length, velocity) pair of strings, e.g. "
                              "('mm', 'm/s')")
 

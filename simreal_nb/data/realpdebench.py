@@ -127,7 +127,8 @@ def _grid_gaps(first, trajs, H, W) -> dict:
         if b is None or _close(b[0], a[0]) and _close(b[1], a[1]) and b[2:] == a[2:]: continue
         if b[0].shape != a[0].shape or b[1].shape != a[1].shape or b[2:] != a[2:]:
             out[t.sim_id] = 'another orientation or size'; continue
-        dx, dy = (float(np.abs(np.asarray(q, float) - np.asarray(p, float)).max()) for p, q in ((a[0], b[0]), (a[1], b[1])))
+        dx, dy = (float(np.abs(np.asarray(q, float) - np.asarray(p, float)).max())
+                  for p, q in ((a[0], b[0]), (a[1], b[1])))
         out[t.sim_id] = f"|dx| up to {dx:.3g}, |dy| up to {dy:.3g}"
     return out
 
@@ -217,7 +218,8 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
             f" (of {first.sim_id!r}: clock='index' for {len(gaps)} trajectories whose clocks differ)" if gaps else '')
     else:
         time = (idx - idx[0]) * (1.0 if dt is None else float(dt))
-        time_note = f"frame number x dt = {dt} s (the files carry no time array)" if dt else "frame number (the files carry no time array; pass dt=)"
+        time_note = (f"frame number x dt = {dt} s (the files carry no time array)" if dt
+                     else "frame number (the files carry no time array; pass dt=)")
     if len(time) > 1 and not (np.diff(time) > 0).all():
         raise _err(first.where, "its time array is not strictly increasing over the loaded frames")
     N, nt, ny, nx = len(trajs), len(idx), len(y1), len(x1)
@@ -327,7 +329,8 @@ def rms_scales(ds: xr.Dataset,  # a loaded RealPDEBench dataset (NaN where not v
     sums = ScaleSums()
     for i in range(ds.sizes['traj']):  # in blocks of frames, as an import streams them: float64 temporaries stay small
         for j in range(0, ds.sizes['time'], BLOCK_FRAMES):
-            sums.add({f: ds[f].isel(traj=i, time=slice(j, j + BLOCK_FRAMES)).values for f in FIELDS if f in ds.data_vars})
+            sums.add({f: ds[f].isel(traj=i, time=slice(j, j + BLOCK_FRAMES)).values
+                      for f in FIELDS if f in ds.data_vars})
     return sums.scales()
 
 # %% ../../nbs/data/16_realpdebench.ipynb #r034
@@ -362,7 +365,8 @@ def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, si
            param_names=None, dt=None, grid='file', clock='file', horizon=None) -> dict:
     """{domain: `_Plan`} of a load (the arguments of `load_realpdebench` but `scales`): every argument and file checked,
     no field read."""
-    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer)) or not 1 <= horizon < 2 ** 31):
+    if horizon is not None and (isinstance(horizon, bool) or not isinstance(horizon, (int, np.integer))
+                                or not 1 <= horizon < 2 ** 31):
         raise RealPDEBenchError(f"horizon={horizon!r}; expected an integer in [1, 2**31) (frames a published window "
                                 "spans) or None")
     if grid not in ('file', 'index'): raise RealPDEBenchError(f"grid={grid!r}; expected 'file' or 'index'")
@@ -375,7 +379,8 @@ def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, si
                                param_names, dt, grid, clock, horizon)
              for dom, (dtype, lay) in src.items()}
     if 'exp' in plans and 'sim' in plans:  # the probes stand at the same places in both domains
-        plans['sim'].skeleton.attrs.update({k: plans['exp'].skeleton.attrs[k] for k in ('probe_x', 'probe_y') if k in plans['exp'].skeleton.attrs})
+        plans['sim'].skeleton.attrs.update({k: plans['exp'].skeleton.attrs[k] for k in ('probe_x', 'probe_y')
+                                            if k in plans['exp'].skeleton.attrs})
     return plans
 
 # %% ../../nbs/data/16_realpdebench.ipynb #r035
@@ -443,7 +448,8 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
             sc, note = _chosen_scales(user, ref, sums.scales())
             for dom, plan in plans.items():
                 _set_scales(plan.skeleton, sc, note, plan.fields)
-                writers[dom].set_attrs({k: v for k, v in plan.skeleton.attrs.items() if k.startswith(SCALE_PREFIX) or k == 'scale_note'})
+                writers[dom].set_attrs({k: v for k, v in plan.skeleton.attrs.items()
+                                        if k.startswith(SCALE_PREFIX) or k == 'scale_note'})
                 validate(_head(plan, *heads[dom], writers[dom].has_valid), dom)
             # every file whole before any is in place
             staged = {dom: (writers[dom].finish(), dest[dom]) for dom in plans}

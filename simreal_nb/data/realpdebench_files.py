@@ -158,7 +158,8 @@ def _h5_traj(path: Path) -> _Traj:
             grid = {}
             for k in ('x', 'y'):
                 d = _h5_array(where, f.get(k), k, f'a grid ({H}, {W})')
-                if d is not None and not (d.shape[-2:] == (H, W) and d.ndim in (2, 3) or d.shape in ((W if k == 'x' else H,),)):
+                if d is not None and not (d.shape[-2:] == (H, W) and d.ndim in (2, 3)
+                                          or d.shape in ((W if k == 'x' else H,),)):
                     # checked before it is read
                     raise _err(where, f"grid {k!r} has shape {d.shape}; expected ({H}, {W}) like the fields")
                 grid[k] = None if d is None else (d[0] if d.ndim == 3 else d[()])

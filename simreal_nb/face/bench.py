@@ -253,7 +253,8 @@ def _config(c):
     c = TTA_CONFIGS[c] if isinstance(c, str) else c
     if isinstance(c, str) or not isinstance(c, dict):
         raise ValueError(f"config: got {c!r}; expected a dict or a key of TTA_CONFIGS")
-    name = c.get('name') or next((k for k, v in TTA_CONFIGS.items() if v == {k2: v2 for k2, v2 in c.items() if k2 != 'name'}), None)
+    name = (c.get('name')
+            or next((k for k, v in TTA_CONFIGS.items() if v == {k2: v2 for k2, v2 in c.items() if k2 != 'name'}), None))
     kw = {k: v for k, v in c.items() if k not in ('name', 'arch', 'capacity', 'lr', 'init')}
     arch, cap, init = c.get('arch', 'fan'), c.get('capacity', 'S'), c.get('init')
     name = name or '-'.join([arch, cap] + [f'{k}{v}' for k, v in kw.items()] + (['init'] if init else []))

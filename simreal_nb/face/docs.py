@@ -121,7 +121,8 @@ def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the reposit
     out = []
     for n in notebooks:
         n = str(n).removesuffix('.ipynb').removesuffix('.html')
-        hit = [p for p in allnb if n in (p.with_suffix('').as_posix(), p.stem, page_name(p).removesuffix('.html'), Path(page_name(p)).stem)]
+        hit = [p for p in allnb
+               if n in (p.with_suffix('').as_posix(), p.stem, page_name(p).removesuffix('.html'), Path(page_name(p)).stem)]
         if not hit:
             raise DocsError(f"no notebook {n!r} in {nbs}; the site's notebooks are {[p.as_posix() for p in allnb]}")
         out += [h for h in hit if h not in out]
@@ -145,7 +146,8 @@ def _widget_state(nb) -> bool:
 def _is_widget(o) -> bool:
     "An output that is a widget view (or its printed repr): without saved widget state a page can only show its text."
     data = o.get('data', {})
-    return 'application/vnd.jupyter.widget-view+json' in data or bool(_WIDGET_REPR.match(''.join(data.get('text/plain', ''))))
+    return ('application/vnd.jupyter.widget-view+json' in data
+            or bool(_WIDGET_REPR.match(''.join(data.get('text/plain', '')))))
 
 def _widget_note(o):
     "A note in place of a widget a page cannot show: what it is and how to use it."

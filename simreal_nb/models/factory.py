@@ -132,7 +132,8 @@ def init_weights(model:FieldModel,  # a model built for the cell it starts (`mak
     want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     missing = sorted(k for k in set(want) - set(sd) if not k.startswith(fresh))
     unexpected = sorted(set(sd) - set(want))
-    shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd) if tuple(sd[k].shape) != want[k])
+    shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd)
+                    if tuple(sd[k].shape) != want[k])
     if missing or unexpected or shaped:
         raise err(f"{path}: this {what} does not fit the {name} it starts (fields {model.fields}, n_in={model.n_in}, "
                   f"grid {model.grid}, n_cond={model.n_cond}): missing keys {missing or 'none'}; unexpected keys "

@@ -299,7 +299,8 @@ def load_morph(path,               # a MORPH checkpoint file, or its dict / a st
         raise MorphCheckpointError(f"checkpoint: no MORPH fits its shapes and {kwargs}: {e}") from e
     fresh = {k for k in want if k.endswith(('.A', '.B')) and k not in sd}   # LoRA asked for by keyword
     missing, unexpected = sorted(set(want) - set(sd) - fresh), sorted(set(sd) - set(want))
-    shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd) if tuple(sd[k].shape) != want[k])
+    shaped = sorted(f"{k} {tuple(sd[k].shape)} (expected {want[k]})" for k in set(want) & set(sd)
+                    if tuple(sd[k].shape) != want[k])
     if missing or unexpected or shaped:
         raise MorphCheckpointError("checkpoint: does not fit "
                                    f"MORPH({', '.join(f'{k}={v!r}' for k, v in sorted(cfg.items()))}): missing keys "
@@ -399,7 +400,8 @@ def morph_layout(fields) -> tuple:
     fields = tuple(fields)
     unknown = [f for f in fields if not any(f in g for g in CONTRACT_GROUPS)]
     if unknown or not fields: _fail(f"fields: {fields}; expected names from {sum(CONTRACT_GROUPS, ())}")
-    return tuple(tuple(fields.index(f) for f in g if f in fields) for g in CONTRACT_GROUPS if any(f in fields for f in g))
+    return tuple(tuple(fields.index(f) for f in g if f in fields) for g in CONTRACT_GROUPS
+                 if any(f in fields for f in g))
 
 def to_morph(x,           # [B, T, n_fields, H, W] contract windows
              field_mask,  # [B, n_fields] bool: present fields

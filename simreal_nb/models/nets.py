@@ -124,7 +124,8 @@ class _Block(nn.Module):
     def forward(self, z):
         B, N, D = z.shape
         # split (not unbind) so the backward is a single cat straight into the fused layer's grad layout
-        q, k, v = (t.view(B, N, self.heads, D // self.heads).transpose(1, 2) for t in self.qkv(self.ln1(z)).split(D, -1))
+        q, k, v = (t.view(B, N, self.heads, D // self.heads).transpose(1, 2)
+                   for t in self.qkv(self.ln1(z)).split(D, -1))
         a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, N, D)
         z = z + self.proj(a)
         return z + self.fc2(F.gelu(self.fc1(self.ln2(z))))

@@ -167,7 +167,8 @@ def _aux_channels(model, x, field_mask, cond):
 def _is_1x1(layer):
     "Whether `layer` is a 1×1 convolution with a bias, or an adapter exposing such `weight` and `bias`."
     w = getattr(layer, 'weight', None)
-    return isinstance(w, torch.Tensor) and w.ndim == 4 and w.shape[2:] == (1, 1) and getattr(layer, 'bias', None) is not None
+    return (isinstance(w, torch.Tensor) and w.ndim == 4 and w.shape[2:] == (1, 1)
+            and getattr(layer, 'bias', None) is not None)
 
 def _is_mlp(layer):
     "Whether the `Sequential` `layer` is a 1×1 convolution, an exact GELU and a 1×1 convolution."
@@ -194,7 +195,8 @@ class _RowBlockMLP(torch.autograd.Function):
         gh = torch.empty_like(h) if need[0] else None
         # a frozen head (decoder fine-tune) passes only the input gradient
         train = any(need[1:])
-        gw1, gb1, gw2 = (torch.zeros_like(w1), torch.zeros_like(b1), torch.zeros_like(w2)) if train else (None, None, None)
+        gw1, gb1, gw2 = ((torch.zeros_like(w1), torch.zeros_like(b1), torch.zeros_like(w2))
+                         if train else (None, None, None))
         for s in range(0, len(h), r):
             hb, gyb = h[s:s + r], gy[s:s + r]
             a = torch.addmm(b1, hb, w1.t())

@@ -34,7 +34,8 @@ def protocol_coord(x, # results: a Dataset or an array of it, with a `protocol` 
         c = x.coords[name]
         if c.dims != ('protocol',):
             raise MetricInputError(f"`{name}` must be a coordinate on dim 'protocol' alone, got dims {c.dims}")
-        return {p: (v if isinstance(v, str) or v is None or v == v else None) for p, v in zip(protos, c.values.tolist())}
+        return {p: (v if isinstance(v, str) or v is None or v == v else None)
+                for p, v in zip(protos, c.values.tolist())}
     out = {}
     for p in protos:
         try: out[p] = protocol_coords([p])[name][0]
@@ -248,7 +249,8 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
     "Per λ: number of (setting × metric) cells where Joint wins under `rule`; attrs['total'] = cells compared."
     check_score(score, ('protocol', 'metric'), 'win_counts')
     score = _win_table(score.sel(metric=[m for m in score.metric.values if m in metrics]), lams, field, mode, rule)
-    best = score.sel(protocol=_protocols(score, baselines, 'baseline')) if rule == 'clear' else best_non_joint(score, baselines)
+    best = (score.sel(protocol=_protocols(score, baselines, 'baseline')) if rule == 'clear'
+            else best_non_joint(score, baselines))
     counts, total = [], 0
     for l in score.lam.values.tolist():
         name = joint_name(l) if joint == 'matched' else joint

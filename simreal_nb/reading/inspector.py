@@ -293,7 +293,8 @@ def _axis(lo, hi, scale, a, b):
         if len(ticks) > 7: ticks = [t for t in ticks if f'{t:.0e}'[0] == '1'] or ticks
     else:
         f = lambda v: a + (b - a) * (v - lo) / (hi - lo)
-        ticks = [t for t in MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi) if lo <= t <= hi * 1.0001]
+        ticks = [t for t in MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+                 if lo <= t <= hi * 1.0001]
     return f, ticks
 
 def _iso_points(lam, level, lim, scale, n=120):
@@ -365,7 +366,8 @@ def plane_svg(st:InspectorState, # the state to draw
             out.append(f'<path data-protocol="{_esc(p)}" '
                        f'd="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}M{x - 5:.1f},{y + 5:.1f}L{x + 5:.1f},{y - 5:.1f}" stroke="{c}" stroke-width="2"/>')
         else:
-            ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" stroke="black" stroke-width="1.5"/>' if p == st.winner else ''
+            ring = (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" stroke="black" stroke-width="1.5"/>'
+                    if p == st.winner else '')
             out.append(f'{ring}<circle data-protocol="{_esc(p)}" cx="{x:.1f}" cy="{y:.1f}" r="5.5" fill="{c}" '
                        'stroke="white" stroke-width="1"/>')
         marks.append((x - 7, y - 7, x + 7, y + 7))

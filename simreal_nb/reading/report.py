@@ -178,7 +178,8 @@ def _seeds_text(score:xr.DataArray) -> str:
         idx = dict(zip(short.index.names, idx if isinstance(idx, tuple) else (idx,)))
         setting = '/'.join(str(v) for d, v in idx.items() if d != 'protocol')
         groups.setdefault((setting, int(k)), []).append(str(idx['protocol']))
-    return f"{n_all} (fewer where not all were run — " + '; '.join(f"{s}: {k} for {', '.join(ps)}" for (s, k), ps in groups.items()) + ')'
+    return (f"{n_all} (fewer where not all were run — "
+            + '; '.join(f"{s}: {k} for {', '.join(ps)}" for (s, k), ps in groups.items()) + ')')
 
 # %% ../../nbs/reading/55_report.ipynb #op1
 def _said(counts:pd.Series, n:int, q:str) -> str:
@@ -205,7 +206,8 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     protos = list(map(str, res.protocol.values))
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     run_s = (timing or {}).get('_run_s')
-    wall = '' if run_s is None else f"; wall time of the grid {run_s / 60:.0f} min" if run_s >= 120 else f"; wall time of the grid {run_s:.0f} s"
+    wall = ('' if run_s is None else f"; wall time of the grid {run_s / 60:.0f} min" if run_s >= 120
+            else f"; wall time of the grid {run_s:.0f} s")
     shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset "
               f"{cfg.get('size', '?')}, at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, "
               f"{cfg.get('horizon', '?')}-frame rollouts{wall}")
@@ -229,7 +231,8 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     cols = {f"Joint {name}": [_pm(m.loc[k], h.loc[k]) for k in t.index.droplevel('against').unique()]}
     for a in counts.index:
         cols["vs "
-             f"{a if a != POOLED else 'pooled'} %"] = [_margin_cell(r, q) for _, r in t.xs(a, level='against').iterrows()]
+             f"{a if a != POOLED else 'pooled'} %"] = [_margin_cell(r, q)
+                                                       for _, r in t.xs(a, level='against').iterrows()]
     table = pd.DataFrame(cols, index=t.index.droplevel('against').unique())
     table, said = _drop_constant_levels(table)
     L += [f"{shared}; {', '.join(said)} throughout. Joint's {name} (mean ± {level * 100:.0f} % half-width over "
@@ -269,7 +272,8 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     L += [units_text(res), '', targets_text(res), ''] + tuning_lines(res) + [
           'Errors are autoregressive rollouts on held-out trajectories of each domain; `all` pools the fields a domain '
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
-          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1 and seeds_text == str(seeds) else
+          + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1
+             and seeds_text == str(seeds) else
              f'Tables show the mean ± the 95 % confidence half-width (Student t) over the seeds each cell has (up to {seeds}). ' if seeds > 1 else
              'One seed: no confidence intervals. ')
           + 'The paper\'s comparison of Joint with the best of Sim-only, Exp-only and Sim→Exp is counted two '
@@ -303,7 +307,8 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
         L += ['The grid holds no Joint protocol with a non-joint one to compare: the paper\'s statistics are '
               'not computed.', '']
     if paper: L += _paper_lines(score, h, n)
-    truth = res.attrs.get('exp_target') in ('truth', 'mixed') and 'noise_floor' in res and bool(res['noise_floor'].notnull().any())
+    truth = (res.attrs.get('exp_target') in ('truth', 'mixed') and 'noise_floor' in res
+             and bool(res['noise_floor'].notnull().any()))
     side = dict(measured=resP.get('score_measured'), floor=resP['noise_floor']) if truth else {}
     for m, name in zip(METRICS, ('RMSE', 'RelL2', 'fRMSE')):
         L += [f'## {name} per domain and b{name} at λ = 0.5', '',
@@ -385,13 +390,14 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
         for a in score.arch.values:
             sa = score.sel(arch=a, drop=True)
             w, red = joint_wins(sa), joint_reduction_ci(sa).reduction.sel(metric='rmse')
-            wr = f", clearly (interval excluding zero) {int(joint_wins(sa, rule='clear').sel(metric='rmse').sum())}" if seeds > 1 else ''
+            wr = (f", clearly (interval excluding zero) {int(joint_wins(sa, rule='clear').sel(metric='rmse').sum())}" if seeds > 1 else '')
             L += [f"- {a}: Joint has the lowest bRMSE in {int(w.sel(metric='rmse').sum())} of "
                   f"{int(w.sel(metric='rmse').count())} settings by seed mean{wr}; mean bRMSE reduction "
                   f"{float(red.mean()):.1f} %."]
         L += ['']
     if 'grad_cos_mean' in res:
-        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p for p, f in protocol_coord(res, 'family').items() if f == JOINT and p in protos])
+        j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p
+                for p, f in protocol_coord(res, 'family').items() if f == JOINT and p in protos])
         df = _ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
         L += ['## Gradient conflict during Joint', '',
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']

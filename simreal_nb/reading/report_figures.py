@@ -55,7 +55,8 @@ def rollout_figure(res:xr.Dataset,
         seed = seed if seed is not None else (seeds[0] if seeds else e.seed.values[0])
         e = e.sel(seed=seed)
     has = lambda p: np.isfinite(e.sel(protocol=p, kind='pred').values).any()
-    protocols = list(protocols) if protocols is not None else [p for p in trained_protocols(e.protocol.values) if has(p)]
+    protocols = list(protocols) if protocols is not None else [p
+                                                               for p in trained_protocols(e.protocol.values) if has(p)]
     first = e.sel(protocol=protocols[0]) if protocols else e.isel(protocol=0)
     panels = [(d, f) for d, f in (('sim', 'u'), ('sim', 'p'), ('exp', 'u'))
               if f in e.field.values and np.isfinite(first.sel(domain=d, field=f, kind='true').values).any()]
@@ -99,7 +100,8 @@ def rollout_figure(res:xr.Dataset,
     for d in ('sim', 'exp'):
         g = res['example_group'].sel(system=system, capacity=cap, domain=d) if 'example_group' in res else None
         t = res['example_time'].sel(system=system, capacity=cap, domain=d) if 'example_time' in res else None
-        pick = lambda v: None if v is None else next((x for x in np.asarray(v.values, dtype=object).ravel() if x == x and x != ''), None)
+        pick = (lambda v: None if v is None
+                else next((x for x in np.asarray(v.values, dtype=object).ravel() if x == x and x != ''), None))
         gg, tt = pick(g), pick(t)
         if gg or tt is not None:
             where.append(f"{d}: "
@@ -124,7 +126,8 @@ def _plain_log_ticks(axis):
     from matplotlib.ticker import FuncFormatter
     lab = lambda v, _: f'{v:g}' if v > 0 else ''
     axis.set_major_formatter(FuncFormatter(lab))
-    axis.set_minor_formatter(FuncFormatter(lambda v, _: lab(v, _) if v > 0 and round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ''))
+    axis.set_minor_formatter(FuncFormatter(lambda v, _: lab(v, _) if v > 0
+                                           and round(v / 10 ** np.floor(np.log10(v))) in (2, 5) else ''))
 
 def _phases(x:np.ndarray, y:np.ndarray) -> list:
     """(x, y) pieces of one learning curve, cut where the update count jumps ahead (a phase that ended early: the next
@@ -155,7 +158,8 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
     v, st = (res[n].sel(protocol=protos).transpose(..., *inner) for n in ('curve_val', 'curve_step'))
     labels, V = _panels(v, inner)
     _, S = _panels(st, inner)
-    cap = _panels(res['capped'].sel(protocol=protos).transpose(..., *inner[:-1]), inner[:-1])[1] if 'capped' in res else None
+    cap = (_panels(res['capped'].sel(protocol=protos).transpose(..., *inner[:-1]), inner[:-1])[1]
+           if 'capped' in res else None)
     V, S = V.reshape(len(labels), len(protos), -1, V.shape[-1]), S.reshape(len(labels), len(protos), -1, S.shape[-1])
     if cap is not None: cap = cap.reshape(len(labels), len(protos), -1)
     pieces = {}  # (setting, objective) -> [(protocol, xs, ys, capped end)]: each phase from its own start
@@ -173,7 +177,8 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
     per = (0.075 * max(len(p) for p in protos) + 0.6) * fontsize / 9  # inches per legend column
     width = max(panel_size[0] * len(objs), 4.0, min(len(protos), 3) * per)  # room for the legend below the panels
     colors = protocol_colors(protos)
-    dash = lambda p: ':' if p == POOLED else '-.' if p in EXPOSURE_CONTROLS + QUANTITY_CONTROLS else '--' if fam[p] == SIM_TO_EXP else '-'
+    dash = (lambda p: ':' if p == POOLED else '-.' if p in EXPOSURE_CONTROLS + QUANTITY_CONTROLS else '--'
+            if fam[p] == SIM_TO_EXP else '-')
     # widest first: coinciding lines stay visible
     lw = {p: 2.6 - 1.8 * i / max(len(protos) - 1, 1) for i, p in enumerate(protos)}
     fig = Figure(figsize=(width, panel_size[1] * len(labels) + 0.5), dpi=dpi, layout='constrained')

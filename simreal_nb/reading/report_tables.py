@@ -67,7 +67,8 @@ def _specialists(x) -> list:
     fitted to both domains is what it is compared with) and the controls (`CONTROLS`: more updates or more data than
     a practitioner's model)."""
     fam = protocol_coord(x, 'family')
-    return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED) and p not in (TWO_MODEL,) + CONTROLS]
+    return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED)
+            and p not in (TWO_MODEL,) + CONTROLS]
 
 def _pair_index(score:xr.DataArray, candidates:list) -> dict:
     """Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where
@@ -140,7 +141,8 @@ def pair_choices(score:xr.DataArray, metric:str='rmse', candidates=None) -> pd.D
         s = which[d].sel(metric=metric, drop=True).to_series()
         s = s[s != '']
         lead = [n for n in s.index.names if n != 'seed']
-        out[f'{d} model'] = s.groupby(level=lead, sort=False).agg(lambda v: ', '.join(f'{p} ({k})' for p, k in v.value_counts().items()))
+        out[f'{d} model'] = s.groupby(level=lead, sort=False).agg(lambda v: ', '.join(f'{p} ({k})'
+                for p, k in v.value_counts().items()))
     return pd.DataFrame(out)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #c009
@@ -213,7 +215,8 @@ def wins_table(score:xr.DataArray, lams=LAMS) -> pd.DataFrame:
     """Win counts of Joint over (setting × metric) per λ, by seed mean (the paper's rule) beside the paper's, and clear
     ones (the paired 95 % interval excludes zero)."""
     w = win_counts(score, JOINT, lams)
-    clear = win_counts(score, JOINT, lams, rule='clear').values.tolist() if score.sizes.get('seed', 1) >= 2 else [None] * w.size
+    clear = (win_counts(score, JOINT, lams, rule='clear').values.tolist()
+             if score.sizes.get('seed', 1) >= 2 else [None] * w.size)
     return pd.DataFrame({'lam': [float(l) for l in w.lam.values],
                          'joint wins': w.values.tolist(), 'of': w.attrs['total'],
                          'paper': [PAPER['win_counts'].get(round(float(l), 1)) for l in w.lam.values],
@@ -232,12 +235,13 @@ def units_of(res:xr.Dataset, system:str) -> dict:
 def units_line(res:xr.Dataset) -> str:
     "One line naming each system's field units, for tables and figures in physical units."
     per = {str(s): units_of(res, str(s)) for s in res.system.values}
-    return 'Units: ' + '; '.join(f"{s}: " + ', '.join(f'{f} [{u}]' for f, u in us.items() if f in res.field.values) for s, us in per.items()) + '.'
+    return ('Units: ' + '; '.join(f"{s}: " + ', '.join(f'{f} [{u}]' for f, u in us.items() if f in res.field.values) for s, us in per.items()) + '.')
 
 def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
     "`score_phys` (physical units) per (settings, protocol): each measured (domain, field), mean and `±` over seeds."
     sp = res['score_phys'].sel(metric=metric, drop=True)
-    parts = {f'{d} {f}': select_view(sp.sel(domain=d, drop=True), f) for d in ('sim', 'exp') for f in sp.field.values if f != 'all'}
+    parts = {f'{d} {f}': select_view(sp.sel(domain=d, drop=True), f) for d in ('sim', 'exp')
+             for f in sp.field.values if f != 'all'}
     parts = {k: v for k, v in parts.items() if bool(v.notnull().any())}
     return _ci_frame(parts, level)
 
@@ -385,7 +389,8 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     if 'truth_score' in res and 'p' in res['truth_score'].hidden_field.values and bool(res['truth_score'].notnull().any()):
         parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p', metric=metric, drop=True).sel(protocol=protos))
     if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
-    parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims) for k, v in parts.items()}
+    parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims)
+             for k, v in parts.items()}
     df = _ci_frame(parts, level)
     pc = paired_change(b, ref, 'seed', level)
     change = f'vs {reference} %'
@@ -393,7 +398,8 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
         df[name] = pc[k].to_series()
     df.loc[df.index.get_level_values('protocol') == reference, 'verdict'] = '(reference)'
     if 'steps_done' in res:
-        df['updates'] = res['steps_done'].sel(protocol=protos).mean('seed').to_series() if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series()
+        df['updates'] = (res['steps_done'].sel(protocol=protos).mean('seed').to_series()
+                         if 'seed' in res['steps_done'].dims else res['steps_done'].sel(protocol=protos).to_series())
     df['seeds'] = pc['n'].to_series()
     key = f'b{metric}@{lam:g}'
     lead = [l for l in df.index.names if l != 'protocol']
@@ -463,7 +469,8 @@ def ranking_agreement(a:dict, b:dict) -> dict:
     taus = {}
     for k in common:
         ps = [p for p in a[k] if p in b[k]]
-        taus[k] = float(kendalltau([a[k].index(p) for p in ps], [b[k].index(p) for p in ps]).statistic) if len(ps) > 1 else float('nan')
+        taus[k] = (float(kendalltau([a[k].index(p) for p in ps], [b[k].index(p) for p in ps]).statistic)
+                   if len(ps) > 1 else float('nan'))
     n = max(len(common), 1)
     return dict(settings=len(common), same_winner=sum(a[k][0] == b[k][0] for k in common) / n,
                 same_order=sum(a[k] == b[k] for k in common) / n, kendall_tau=taus)

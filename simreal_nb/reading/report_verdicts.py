@@ -84,7 +84,8 @@ def control_verdicts(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> lis
         # a margin at the others' own exposure
         had = {c: b not in g.index or g.loc[b, 'verdict'] in _LOWER for b, c in tests}
         kept = {c: g.loc[c, 'verdict'] in _LOWER for b, c in tests}
-        head = ("no exp margin to test: Joint is not clearly lower at the others' own exposure" if not any(had.values()) else
+        head = ("no exp margin to test: Joint is not clearly lower at the others' own exposure"
+                if not any(had.values()) else
                 "Joint's "
                 "exp margin " + ('does not survive' if any(had[c] and not kept[c] for c in had) else 'survives') + ' equal exposure')
         parts = []
@@ -140,7 +141,8 @@ def _exp_seeing(x) -> list:
     """The trained protocols of results `x` outside Joint's family and the controls that trained on exp data: the
     candidates of `BEST_SINGLE`."""
     dom, fam = train_domains(x), protocol_coord(x, 'family')
-    return [p for p in trained_protocols(x['protocol'].values) if 'exp' in dom[p] and fam[p] != JOINT and p not in (TWO_MODEL,) + CONTROLS]
+    return [p for p in trained_protocols(x['protocol'].values) if 'exp' in dom[p] and fam[p] != JOINT
+            and p not in (TWO_MODEL,) + CONTROLS]
 
 def _best_of(v:xr.DataArray, candidates:list) -> tuple:
     """(per seed, the values of the candidate with the lowest seed-mean value per setting; that candidate's name per
@@ -166,7 +168,8 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
     score = score if 'seed' in score.dims else score.expand_dims(seed=[0])
     quantities = {'exp': select_view(score.sel(domain='exp', drop=True)).sel(metric=metric, drop=True),
                   f'b{metric}@{lam:g}': balanced_score(score, lam, seed_mean=False).sel(metric=metric, drop=True)}
-    per = {q: v.transpose(*[d for d in v.dims if d not in ('protocol', 'seed')], 'protocol', 'seed') for q, v in quantities.items()}
+    per = {q: v.transpose(*[d for d in v.dims if d not in ('protocol', 'seed')], 'protocol', 'seed')
+           for q, v in quantities.items()}
     protos, rows = list(map(str, score.protocol.values)), {}
     for name in ([BEST_SINGLE] if _exp_seeing(score) else []) + [p for p in (TWO_MODEL, POOLED) if p in protos]:
         cols, picked = {}, []
@@ -201,7 +204,8 @@ def alternative_counts(t:pd.DataFrame) -> pd.DataFrame:
 
 def _drop_constant_levels(df:pd.DataFrame) -> tuple:
     "(`df` without the index levels that hold one value, those levels and values as 'name value' phrases)."
-    const = [n for n in df.index.names if n not in ('against', 'model', 'protocol') and df.index.get_level_values(n).nunique() == 1]
+    const = [n for n in df.index.names if n not in ('against', 'model', 'protocol')
+             and df.index.get_level_values(n).nunique() == 1]
     said = [f'{n} {df.index.get_level_values(n)[0]}' for n in const]
     return (df.droplevel(const) if const and len(const) < df.index.nlevels else df), said
 
@@ -250,7 +254,8 @@ def resolution_table(res:xr.Dataset,  # results with `score_window` and `noise_f
     df.insert(0, 'which', block['which'].str.split(' / ').str[0])
     df['resolution (points)'] = df['exp % (block truth)'] - df['exp % (window truth)']
     for name, v in (('floor (block)', 'noise_floor'), ('floor (window)', 'noise_floor_window')):
-        f = res[v].sel(metric=metric, field='all', drop=True).mean([d for d in ('protocol', 'seed') if d in res[v].dims])
+        f = res[v].sel(metric=metric, field='all', drop=True).mean([d
+                                                                    for d in ('protocol', 'seed') if d in res[v].dims])
         df[name] = f.to_series().reindex(df.index.droplevel('against')).to_numpy()
     return df
 
@@ -344,7 +349,8 @@ def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     full = quantity_table(res, metric, level)
     t, said = _drop_constant_levels(full)
     models = full.index.get_level_values('model')
-    clear = {p: int((full[models == f'{p} on {d}']['verdict'] == 'better').sum()) for p, d in zip(QUANTITY_CONTROLS, ('sim', 'exp'))
+    clear = {p: int((full[models == f'{p} on {d}']['verdict'] == 'better').sum())
+             for p, d in zip(QUANTITY_CONTROLS, ('sim', 'exp'))
              if f'{p} on {d}' in models}
     n = len(full.index.droplevel('model').unique())
     return ['## Data quantity: Joint against single-domain models given as many trajectories', '',

@@ -110,7 +110,7 @@ _TAB10 = ('#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e3
 _TAB20_LIGHT = ('#aec7e8', '#ffbb78', '#98df8a', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')
 # Joint's red, and the shades a reader takes for it or for a baseline's grey
 _NEAR_RED_OR_GREY = {'#d62728', '#8c564b', '#7f7f7f', '#c49c94', '#c7c7c7'}
-_OTHERS = [c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3', '#e6ab02', '#66a61e']  # Dark2's, to 18
+_OTHERS = ([c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3', '#e6ab02', '#66a61e'])  # Dark2's, to 18
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
 def lam_train_of(results) -> dict:
@@ -134,7 +134,8 @@ def protocol_colors(protocols,
     for p in protos:
         if p in BASELINES: out[p] = REF_COLOR
         elif p in joints:
-            out[p] = '#d62728' if len(joints) == 1 else to_hex(colormaps['Reds'](0.4 + 0.55 * joints.index(p) / (len(joints) - 1)))
+            out[p] = '#d62728' if len(joints) == 1 else to_hex(colormaps['Reds'](0.4
+                    + 0.55 * joints.index(p) / (len(joints) - 1)))
         else: out[p] = next(others)
     return out
 
@@ -163,7 +164,8 @@ def place_labels(anchors,        # [(x, y)] points to label, in a y-up unit (pix
                            (-w / 2, g), (-w / 2, -h - g),
                            (g, -h / 2), (-w - g, -h / 2), (0, g), (-w, g), (0, -h - g), (-w, -h - g)):
                 r = (x + dx, y + dy, x + dx + w, y + dy + h)
-                out_of_box = (max(0, box[0] - r[0]) + max(0, r[2] - box[2])) * h + (max(0, box[1] - r[1]) + max(0, r[3] - box[3])) * w
+                out_of_box = ((max(0, box[0] - r[0]) + max(0, r[2] - box[2])) * h
+                              + (max(0, box[1] - r[1]) + max(0, r[3] - box[3])) * w)
                 cost = sum(_overlap(r, o) for o in placed) + 2 * out_of_box + 0.01 * k
                 if cost < best_cost: best, best_cost = r, cost
             if best_cost < 0.05: break
@@ -331,7 +333,7 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p],
                            facecolors=colors[p] if opt[i] else 'none',
                            zorder=3, label=p)
-            off = ' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q) + ')' if far[i] else ''
+            off = (' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q) + ')' if far[i] else '')
             labels[ax].append((px, py, p + off, '0.45' if ref[i] else '0.1'))
         any_far |= bool(far.any())
         jf = np.flatnonzero(jl & fin)

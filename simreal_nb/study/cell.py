@@ -39,7 +39,8 @@ def imported_systems(data_dir) -> list:
     d = Path(data_dir)
     if not d.is_dir():
         raise GridError(f"data {d}: not a directory; expected a folder holding NAME_sim.nc and NAME_exp.nc")
-    names = sorted(p.name[:-len('_sim.nc')] for p in d.glob('*_sim.nc') if (d / p.name.replace('_sim.nc', '_exp.nc')).exists())
+    names = sorted(p.name[:-len('_sim.nc')] for p in d.glob('*_sim.nc')
+                   if (d / p.name.replace('_sim.nc', '_exp.nc')).exists())
     if not names:
         raise GridError(f"data {d}: no NAME_sim.nc + NAME_exp.nc pair; expected files written by `simreal data import`")
     return names
@@ -427,7 +428,8 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
         model, hist = train_cell(cell, cfg, dd, dev, cell_folder(run_dir, cell), protocol=protocol)
     ev = evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
     t_train = time.perf_counter() - t0 - t_data
-    ex = cell_example(model, dd, cfg.horizon, dev, truth) if model is not None else np.full((2, len(dd.fields), len(EXAMPLE_KINDS), *dd.grid), np.nan, np.float32)
+    ex = (cell_example(model, dd, cfg.horizon, dev, truth) if model is not None
+          else np.full((2, len(dd.fields), len(EXAMPLE_KINDS), *dd.grid), np.nan, np.float32))
     t_eval = time.perf_counter() - t0 - t_data - t_train
     ds = cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir)
     write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file

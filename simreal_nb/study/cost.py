@@ -31,7 +31,8 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     def phase_s(ph, n):
         k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
         return n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
-    at_cap, typ = ((p.matched(cfg.steps), p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps))) if isinstance(p, ExposureControl)
+    at_cap, typ = ((p.matched(cfg.steps), p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps)))
+                   if isinstance(p, ExposureControl)
                    else (p, p))
     final = eval_passes * forward_s
     cap = sum(phase_s(ph, ph.steps) for ph in at_cap.phases(cfg.steps)) + final
@@ -68,15 +69,18 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
     dev = resolve_device(device)
     with torch_threads(threads): per = _probe_costs(cells, cfg, dev, probe_steps, data_dir, lanes)
     start = max((v.pop('start_s') for v in per.values()), default=0.)  # what a worker pays before its first update
-    cost = {c.key: (0., 0.) if not c.protocol.trains else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
+    cost = {c.key: (0., 0.) if not c.protocol.trains
+            else cell_cost(c, cfg, **per[(c.system, c.capacity, c.arch)]) for c in cells}
     costs = np.array([cost[c.key] for c in cells]).reshape(-1, 2)
     waves = waves or [sorted(cells, key=lambda c: -cost[c.key][1])]
-    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in w], lanes, start if i == 0 else 0.) for i, w in enumerate(waves))
+    wall = lambda k: sum(lanes_wall_s([cost[c.key][k] for c in w], lanes, start if i == 0 else 0.)
+                         for i, w in enumerate(waves))
     return dict(cells=len(cells), trained_cells=sum(c.protocol.trains for c in cells),
                 update_s={'/'.join(k): round(v['update_s'], 4) for k, v in per.items()},
                 max_train_s=round(float(costs[:, 0].sum()), 1), typical_train_s=round(float(costs[:, 1].sum()), 1),
                 start_s=round(start, 2), max_wall_s=round(wall(0), 1), typical_wall_s=round(wall(1), 1),
-                plans={c.key: cell_plan(c, cfg, **per[(c.system, c.capacity, c.arch)]) if c.protocol.trains else cell_plan(c, cfg, 0.)
+                plans={c.key: cell_plan(c, cfg, **per[(c.system, c.capacity, c.arch)]) if c.protocol.trains
+                       else cell_plan(c, cfg, 0.)
                        for c in cells})
 
 def lanes_wall_s(costs:list, lanes:int=1, start:float=0.) -> float:
@@ -118,7 +122,8 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
         st = Stepper(m, torch.optim.AdamW(m.parameters(), lr=1e-6), device=dev)
         start_s += time.perf_counter() - t
         sets = {d: getattr(dd, d)['train'] for d in ('sim', 'exp')}
-        batch = lambda k: {d: fetch_batch(s, [(k * cfg.batch_size + i) % len(s) for i in range(cfg.batch_size)]) for d, s in sets.items()}
+        batch = lambda k: {d: fetch_batch(s, [(k * cfg.batch_size + i) % len(s) for i in range(cfg.batch_size)])
+                           for d, s in sets.items()}
         side = [model() for _ in range(max(1, int(lanes)) - 1 if dev.type == 'cpu' else 0)]   # the other workers' load
         update_s = _timed_updates([st,
                 *(Stepper(s_, torch.optim.AdamW(s_.parameters(), lr=1e-6), device=dev) for s_ in side)],

@@ -215,7 +215,8 @@ def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) 
         if split_of(data, 'exp', split) is None:
             raise ValueError("evaluate: exp_truth needs the exp domain's windows as inputs")
         truth_wd = truth_windows(data, exp_truth, split)
-        doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth'] + (['exp_window'] if truth_wd['window'] is not None else [])
+        doms += (['exp_measured'] if 'exp' in doms else []) + ['exp_truth'] + (['exp_window']
+                if truth_wd['window'] is not None else [])
     need = sorted({'sim' if d == 'sim' else 'exp' for d in doms} - set(models))
     if need: raise ValueError(f"evaluate: `model` has no model for the domain(s) {need}; it has {sorted(models)}")
     return models, norm, all_fields, want, doms, truth_wd
@@ -309,7 +310,8 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
     modes = EVAL_MODES if horizon else EVAL_MODES[:1]
     fcoord = list(want) + ['all']
     score = np.full((len(doms), len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
-    phys, floor = score.copy(), {k: np.full((len(modes), len(fcoord), len(SCORE_KEYS)), np.nan) for k in FLOORS.values()}
+    phys, floor = score.copy(), {k: np.full((len(modes), len(fcoord), len(SCORE_KEYS)), np.nan)
+                                 for k in FLOORS.values()}
     upstream = np.full((len(doms), len(modes), len(fcoord), len(UPSTREAM_METRICS)), np.nan)
     lead = np.full((len(doms), len(fcoord), max(horizon, 1)), np.nan)
     nwin = np.zeros((len(doms), len(modes)), np.int64)
@@ -541,7 +543,8 @@ def forward(self:Analog, x:torch.Tensor,  # input frames [B, n_in, C, H, W] (nor
 def _in_group(wd, group):
     "The windows of `wd` in test `group` (all of them as `in_dist` when `wd` carries no test groups), or None."
     ds = getattr(wd, 'ds', None)
-    labels = set(np.asarray(ds['group'].values).astype(str).tolist()) if ds is not None and 'group' in ds.coords else set()
+    labels = (set(np.asarray(ds['group'].values).astype(str).tolist()) if ds is not None
+              and 'group' in ds.coords else set())
     if not labels & set(TEST_GROUPS): return wd if group == 'in_dist' else None
     # trajectory splits test no training trajectory
     if group == 'remain' and getattr(wd, 'windows', 'all') != 'published': return None
@@ -564,7 +567,8 @@ def evaluate_groups(model:nn.Module|dict,  # as in `evaluate`
         if all(w is None for w in wins.values()): continue
         sub = dataclasses.replace(data, **{d: {**getattr(data, d), split: w} for d, w in wins.items() if w is not None})
         doms = tuple(d for d, w in wins.items() if w is not None)
-        tw = None if truth is None or wins['exp'] is None else {k: None if wd is None else _in_group(wd, g) for k, wd in truth.items()}
+        tw = None if truth is None or wins['exp'] is None else {k: None if wd is None else _in_group(wd, g)
+                                                                for k, wd in truth.items()}
         if tw is not None and tw['truth'] is None: tw = None
         parts.append(evaluate(model, sub, split, domains=doms, exp_truth=tw, **kw)); names.append(g)
     if not parts: raise ValueError(f"evaluate_groups: no {split!r} windows in either domain")

@@ -30,7 +30,8 @@ def check_device(device='auto') -> torch.device:
     if dev.type == 'cuda':
         n = torch.cuda.device_count()
         if n == 0:
-            build = 'a CPU-only build of torch' if torch.version.cuda is None else f'torch built for CUDA {torch.version.cuda}'
+            build = ('a CPU-only build of torch' if torch.version.cuda is None
+                     else f'torch built for CUDA {torch.version.cuda}')
             raise GridError(f"device {str(device)!r}: no CUDA device is visible here ({build}); expected "
                             "'auto' or 'cpu'")
         if (dev.index or 0) >= n:
@@ -155,7 +156,8 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
         return
     threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
     for w in waves:  # a wave starts when the one before has finished
-        futs = {executor.submit(run_cell_reporting, c, cfg, str(run_dir), device, threads, data_dir): c for c in heaviest_first(w, cfg)}
+        futs = {executor.submit(run_cell_reporting, c, cfg, str(run_dir), device, threads, data_dir): c
+                for c in heaviest_first(w, cfg)}
         pending = set(futs)
         while pending:
             ended, pending = wait(pending, timeout=poll, return_when=FIRST_COMPLETED)

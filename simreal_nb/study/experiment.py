@@ -92,7 +92,8 @@ def run_experiment(out='runs/default',  # run directory
         stamp = stamp_of(read_manifest(run_dir))  # as checked: imported data hashed once
         todo = check_cells(run_dir, cells, stamp, verbose)  # torn cell files are computed again
         keys = {c.key for c in cells}
-        lone = [c.key for c in todo if isinstance(c.protocol, ExposureControl) and replace(c, protocol=Joint()).key not in keys
+        lone = [c.key for c in todo if isinstance(c.protocol, ExposureControl)
+                and replace(c, protocol=Joint()).key not in keys
                 and not cell_path(run_dir, replace(c, protocol=Joint())).exists()]
         if lone:
             raise GridError(f"the equal-exposure controls {lone} are matched to the Joint cell of their setting "

@@ -136,7 +136,8 @@ def run_config_toml(config:GridConfig, grid:Grid, header:str=CONFIG_HEADER, pres
     `tuned=False` leaves `tuned` out."""
     data = run_config_data(config, grid)
     if not tuned: data['config']['tuned'] = None
-    notes = {('config', k): v for k, v in field_notes(GridConfig).items()} | {('grid', k): v for k, v in field_notes(Grid).items()}
+    notes = {('config', k): v for k, v in field_notes(GridConfig).items()} | {('grid', k): v
+                                                                              for k, v in field_notes(Grid).items()}
     # a count of None is spelled 'all'
     notes[('grid', 'exp_trajs')] = notes.get(('grid', 'exp_trajs'), '').replace('"none"', '"all"')
     notes |= {('config',): 'GridConfig: data, windows, model, training, evaluation',

@@ -102,7 +102,8 @@ def model_changes(have:dict, want:dict) -> list:
         if a == b: continue
         parts = [f"{a.get('cls')} -> {b.get('cls')}"] if a.get('cls') != b.get('cls') else []
         ka, kb = a.get('kwargs') or {}, b.get('kwargs') or {}
-        parts += [f"{n} {ka.get(n, '(none)')} -> {kb.get(n, '(none)')}" for n in sorted(set(ka) | set(kb)) if ka.get(n) != kb.get(n)]
+        parts += [f"{n} {ka.get(n, '(none)')} -> {kb.get(n, '(none)')}" for n in sorted(set(ka) | set(kb))
+                  if ka.get(n) != kb.get(n)]
         if a.get('params') != b.get('params'): parts.append(f"{a.get('params'):,} -> {b.get('params'):,} parameters")
         out.append(f"{k}: {', '.join(parts)}")
     return out
@@ -133,7 +134,8 @@ MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(Non
 def read_manifest(run_dir, name:str='manifest.json') -> dict:
     """A run directory's manifest.json (`name='job.json'`: a job directory's), checked: `RunFileError` naming the file
     when it is damaged or a value has another type."""
-    what = 'the job.json that `simreal train` writes' if name == 'job.json' else 'the manifest.json that `simreal run` writes'
+    what = ('the job.json that `simreal train` writes' if name == 'job.json'
+            else 'the manifest.json that `simreal run` writes')
     return read_json(Path(run_dir) / name,
                      f"{what} (a damaged folder, or one no run wrote: use another --out)", MANIFEST_TYPES)
 
@@ -160,7 +162,8 @@ def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
             raise GridError(f"run directory {run_dir} was made by simreal_nb {have.get('version')!r}; this is "
                             f"{__version__!r}: its cells cannot be mixed with new ones (use another --out)")
         if have.get('config') != want['config']:
-            diff = {k: (have.get('config', {}).get(k), v) for k, v in want['config'].items() if have.get('config', {}).get(k) != v}
+            diff = {k: (have.get('config', {}).get(k), v) for k, v in want['config'].items()
+                    if have.get('config', {}).get(k) != v}
             raise GridError(f"run directory {run_dir} was made with other settings {diff} (theirs, ours): "
                             f"use another --out, or the same preset")
         if have.get('data') != want['data']:
@@ -308,7 +311,8 @@ def _cell_stamp(path) -> dict:
     import h5py
     try:
         with h5py.File(path, 'r') as f:
-            out = {k: (v.decode() if isinstance(v, bytes) else str(v)) for k, v in f.attrs.items() if k in ('cell', 'run')}
+            out = {k: (v.decode() if isinstance(v, bytes) else str(v))
+                   for k, v in f.attrs.items() if k in ('cell', 'run')}
             return out | dict(score='score' in f)
     except OSError as e:
         if e.errno in (errno.EACCES, errno.EPERM): raise
@@ -327,7 +331,8 @@ def check_cells(run_dir, cells:list, stamp:str, verbose:bool=True) -> list:
             if not head['score']: why = "it holds no `score`: not a cell file of `simreal run`"
             elif 'cell' in head and 'run' in head:
                 why = (f"it is the result of cell {head['cell']}" if head['cell'] != c.key else
-                       "it was written by a run with other settings, data or package version" if head['run'] != stamp else None)
+                       "it was written by a run with other settings, data or package version"
+                       if head['run'] != stamp else None)
             else: why = foreign_cell(open_cell_file(p), c, stamp)  # a file from before cell stamps: its coordinates
         except GridError as e:
             if verbose: print(f"{e}: computing the cell again", flush=True)
@@ -377,7 +382,8 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
                         "other model settings; delete the cells of one size to compute them again, or use "
                         "another --out")
     res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
-    order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v for v in res[dim].values if v not in first)
+    order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v
+            for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
                       arch=order('arch', list(ARCHS)),
                       protocol=order('protocol',

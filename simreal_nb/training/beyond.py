@@ -99,7 +99,8 @@ def laplacian_noise(y:torch.Tensor,  # targets [B, T, C, H, W]
     out = []
     for c in range(y.shape[2]):
         v = lap[:, :, c][st[:, :, c]].float()
-        out.append((v - v.median()).abs().median() * 1.4826 / math.sqrt(20) if v.numel() else torch.tensor(float('nan')))
+        out.append((v - v.median()).abs().median() * 1.4826 / math.sqrt(20) if v.numel()
+                   else torch.tensor(float('nan')))
     return torch.stack(out)
 
 def confidence_weights(sigma:torch.Tensor,  # noise σ per channel [C] (NaN: absent)
@@ -254,7 +255,8 @@ class LoRA(nn.Module):
             raise ValueError(f"LoRA: rank must be a positive integer, got {rank!r}")
         self.base, self.rank, self.scale = base, rank, (float(rank) if alpha is None else float(alpha)) / rank
         for p in base.parameters(): p.requires_grad_(False)
-        n_in, n_out = (base.in_features, base.out_features) if isinstance(base, nn.Linear) else (base.in_channels, base.out_channels)
+        n_in, n_out = ((base.in_features, base.out_features) if isinstance(base, nn.Linear)
+                       else (base.in_channels, base.out_channels))
         self.lora_a = nn.Parameter(torch.randn(rank, n_in) / math.sqrt(n_in))
         self.lora_b = nn.Parameter(torch.zeros(n_out, rank))
 
@@ -279,7 +281,8 @@ class LoRA(nn.Module):
 def _lora_targets(model):
     for name, m in model.named_modules():
         for cn, child in m.named_children():
-            if isinstance(child, nn.Linear) or (isinstance(child, nn.Conv2d) and child.kernel_size == (1, 1) and child.groups == 1):
+            if isinstance(child, nn.Linear) or (isinstance(child, nn.Conv2d)
+                                                and child.kernel_size == (1, 1) and child.groups == 1):
                 yield m, cn
 
 def add_lora(model:nn.Module, rank:int=4, alpha:float|None=None) -> list:

@@ -307,15 +307,18 @@ class SimToExp(Protocol):
                 if v != dict(finetune_lr_scale=1.0, match=0, lr_cuts=())[k]}
     def __repr__(self):
         if type(self) is SimToExp:  # the plain one as its checkpoints have always named it
-            return f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem=False" + ''.join(f", {k}={v!r}" for k, v in self._args().items()) + ")"
-        return f"{type(self).__name__}(" + ', '.join(f"{k}={v!r}" for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")"
+            return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem=False"
+                    + ''.join(f", {k}={v!r}" for k, v in self._args().items()) + ")")
+        return (f"{type(self).__name__}("
+                + ', '.join(f"{k}={v!r}" for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")")
 
 class SimToExpFrozen(SimToExp):
     "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
     name = 'sim_to_exp_frozen'
     # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
     def __init__(self, stem_prefixes:Sequence[str]|None=None, **kw):
-        self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes] if isinstance(stem_prefixes, str) else stem_prefixes)
+        self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes]
+                if isinstance(stem_prefixes, str) else stem_prefixes)
         super().__init__(**kw)
     def tune(self): return dict(freeze_stem=True)
     def _args(self):
@@ -380,7 +383,8 @@ class Joint(Protocol):
     def phases(self, steps):
         return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, combiner=self.combiner)]
     def __repr__(self):
-        return f"Joint(lam={self.lam:g})" if self.combiner == 'sum' else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})"
+        return (f"Joint(lam={self.lam:g})" if self.combiner == 'sum'
+                else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})")
 
 class JointCausal(Joint):
     """Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's

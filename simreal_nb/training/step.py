@@ -34,7 +34,8 @@ def dist_info() -> tuple[int, int]:
 def to_device(batch, device):
     "Move a batch to `device`; on CUDA through pinned host memory, so the copy overlaps the previous step's compute."
     pin = torch.device(device).type == 'cuda'
-    return {k: (v.pin_memory() if pin and v.device.type == 'cpu' else v).to(device, non_blocking=True) for k, v in batch.items()}
+    return {k: (v.pin_memory() if pin and v.device.type == 'cpu' else v).to(device, non_blocking=True)
+            for k, v in batch.items()}
 
 def batch_cond(b):
     c = b.get('cond')
@@ -43,7 +44,8 @@ def batch_cond(b):
 def _can_concat(bs):
     a, b = bs
     return all(k in a and k in b and a[k].shape[1:] == b[k].shape[1:] for k in ('x', 'y', 'field_mask', 'valid')) and \
-        ((batch_cond(a) is None) == (batch_cond(b) is None)) and (batch_cond(a) is None or batch_cond(a).shape[1:] == batch_cond(b).shape[1:])
+        ((batch_cond(a) is None) == (batch_cond(b) is None)) and (batch_cond(a) is None
+                                                                  or batch_cond(a).shape[1:] == batch_cond(b).shape[1:])
 
 # %% ../../nbs/training/42_step.ipynb #c028
 def combine_grads(g_sim:torch.Tensor,  # flattened gradient of R_sim
@@ -168,7 +170,8 @@ class Stepper:
 
     def state_dict(self) -> dict:
         "What a resumed phase needs besides the optimiser: the penalty's anchor and the stateful combiners' state."
-        return {k: o.state_dict() for k in ('penalty', 'balance', 'gate') if hasattr(o := getattr(self.parts, k), 'state_dict')}
+        return {k: o.state_dict() for k in ('penalty', 'balance', 'gate')
+                if hasattr(o := getattr(self.parts, k), 'state_dict')}
     def load_state_dict(self, sd:dict):
         for k, v in sd.items(): getattr(self.parts, k).load_state_dict(v)
 

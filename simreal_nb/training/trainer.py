@@ -179,7 +179,8 @@ class Trainer:
         self.phases = [p for p in self.protocol.phases(self.cfg.steps) if p.steps > 0]
         # a pooled phase weighs each domain by its share of the windows
         sizes = {d: len(ds) for d, ds in self.train_sets.items()}
-        self.phases = [replace(p, weights=pool_shares({d: sizes[d] for d in p.weights})) if p.pool else p for p in self.phases]
+        self.phases = [replace(p, weights=pool_shares({d: sizes[d] for d in p.weights})) if p.pool
+                       else p for p in self.phases]
         self.bounds = np.cumsum([0] + [p.steps for p in self.phases]).tolist()
         self.device = resolve_device(self.cfg.device)
         self.model = model.to(self.device)
@@ -209,7 +210,8 @@ class Trainer:
         self.history = History(self.protocol.name, self.protocol.lam, self.cfg.steps,
                                self.cfg.batch_size, self.cfg.seed,
                                [dict(label=p.label, steps=p.steps, weights=dict(p.weights), freeze_stem=p.freeze_stem)
-                                | ({'lr_cuts': [list(c) for c in p.lr_cuts], 'windows': p.windows} if p.lr_cuts is not None else {})
+                                | ({'lr_cuts': [list(c) for c in p.lr_cuts], 'windows': p.windows}
+                                   if p.lr_cuts is not None else {})
                                 | ({'level': self.level_of(i)} if self.level_of(i) else {})
                                 for i, p in enumerate(self.phases)])
 
@@ -236,9 +238,11 @@ def _check_level(self:Trainer):
     have = tuple(getattr(self.model, 'tune_levels', ()))
     if self.cfg.level not in have:
         raise ProtocolError("level: "
-                            f"{type(self.model).__name__} " + (f"has no fine-tuning level {self.cfg.level!r}; expected one of {have}" if have else
+                            f"{type(self.model).__name__} "
+                            + (f"has no fine-tuning level {self.cfg.level!r}; expected one of {have}" if have else
                             f"has no fine-tuning levels (MORPH's: arch morph); expected level 'full'"))
-    clash = [self.phases[i].label for i in at if self.phases[i].lora_rank or self.phases[i].freeze_stem or self.phases[i].freeze_decoder]
+    clash = [self.phases[i].label for i in at if self.phases[i].lora_rank or self.phases[i].freeze_stem
+             or self.phases[i].freeze_decoder]
     if clash:
         raise ProtocolError(f"protocol {self.protocol.name!r} freezes or adapts its {clash} phase itself; a "
                             f"fine-tuning level ({self.cfg.level!r}) is another way: choose one (level 'full' "
@@ -249,7 +253,8 @@ def _check_level(self:Trainer):
 def _part_params(self:Trainer, part:str='stem') -> list:
     """The parameters of the model's stem or decoder (names starting with the protocol's, else the model's,
     `{part}_prefixes`)."""
-    pre = getattr(self.protocol, f'{part}_prefixes', None) or getattr(self.model, f'{part}_prefixes', None) or ((part,) if part == 'stem' else ())
+    pre = getattr(self.protocol, f'{part}_prefixes', None) or getattr(self.model, f'{part}_prefixes', None) or ((part,)
+            if part == 'stem' else ())
     pre = (pre,) if isinstance(pre, str) else tuple(pre)
     ps = [p for n, p in self.model.named_parameters() if any(n.startswith(s) for s in pre)]
     if not ps:
@@ -341,7 +346,8 @@ def update(self:Trainer) -> dict:
     if ph.pool:  # one draw from the union: each domain's loss weighted by its share of the batch
         parts = split_pool(self.samplers['pool'].next(), {d: len(self.train_sets[d]) for d in ph.domains})
         n = sum(len(ix) for ix in parts.values())
-        weights, drawn = {d: len(ix) / n for d, ix in parts.items()}, {d: len(ix) / self.cfg.batch_size for d, ix in parts.items()}
+        weights, drawn = {d: len(ix) / n for d, ix in parts.items()}, {d: len(ix) / self.cfg.batch_size
+                                                                       for d, ix in parts.items()}
     else:
         parts, weights, drawn = ({d: sum((self.samplers[d].next() for _ in range(ph.windows)), []) for d in ph.domains},
                                  ph.weights, dict.fromkeys(ph.domains, ph.windows))
@@ -421,7 +427,8 @@ def validate(self:Trainer) -> float|None:
             self.best_state = {k: t.detach().clone() for k, t in self.model.state_dict().items()}
     if obj is not None:  # progress: some term of the objective fell by `min_delta` below its reference
         ref = self.es['ref'] or {}
-        better = {d: v[d] for d, w in ph.weights.items() if w > 0 and (d not in ref or v[d] < ref[d] * (1 - self.cfg.min_delta))}
+        better = {d: v[d] for d, w in ph.weights.items() if w > 0
+                  and (d not in ref or v[d] < ref[d] * (1 - self.cfg.min_delta))}
         if better: self.es.update(ref={**ref, **better}, bad=0)
         else: self.es['bad'] += 1
         # a replayed schedule never stalls

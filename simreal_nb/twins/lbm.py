@@ -195,7 +195,8 @@ def _lbm_members(c, Re, aoa, ctl:bool) -> tuple:
     off = float(c['offset'])
     if aoa is None: solids = [_body_mask(c, ny, nx, 0.0)] * B + [_body_mask(c, ny, nx, off)] * B
     else:
-        solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa] + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
+        solids = ([_body_mask(c, ny, nx, 0.0, a) for a in aoa]
+                  + [_body_mask(c, ny, nx, off, a + c['aoa_err']) for a in aoa])
     solid = torch.stack(solids[:B] + [s_ | walls for s_ in solids[B:]])
     inlet_open = torch.cat([torch.ones(B, ny), (~walls[:, 0]).float().expand(B, ny)])   # no inflow through a wall
     tau = np.concatenate([lbm_tau(U, D, Re), lbm_tau(U, D, Re * c['re_factor'])])

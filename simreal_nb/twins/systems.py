@@ -292,8 +292,10 @@ def neighbour_ratio(ds:xr.Dataset, # a dataset with u, v (traj, time, y, x) and 
         if f not in ds: raise SystemConfigError(f"neighbour_ratio: the dataset has no field {f!r}; expected u and v")
     n = ds.sizes.get('traj', 0)
     if n < 2: raise SystemConfigError(f"neighbour_ratio: the dataset has {n} trajectory; expected at least 2")
-    avail = [k for k, c_ in ds.coords.items() if k != 'traj' and c_.dims == ('traj',) and np.issubdtype(c_.dtype, np.number)]
-    names = [k for k in avail if np.ptp(ds[k].values) > 0] if param is None else [param] if isinstance(param, str) else list(param)
+    avail = [k for k, c_ in ds.coords.items() if k != 'traj' and c_.dims == ('traj',)
+             and np.issubdtype(c_.dtype, np.number)]
+    names = ([k for k in avail if np.ptp(ds[k].values) > 0] if param is None else [param]
+             if isinstance(param, str) else list(param))
     bad = [k for k in names if k not in avail]
     if bad or not names: raise SystemConfigError(
         f"neighbour_ratio: param={param!r} names no varying numeric per-trajectory coordinate (bad: {bad}); the "
