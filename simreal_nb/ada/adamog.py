@@ -152,7 +152,8 @@ def pair_stats(x) -> dict:
 
 # %% ../../nbs/ada/73_adamog.ipynb #res0
 def heldout_resolution(pair_sigmas:dict,                       # candidate name -> per-pair widths (P1..P4), the target's pair weights
-                       sizes=((256, 256), (2048, 800), (4096, 3200)),  # (generated, measured) sample sizes per projection
+                       # (generated, measured) sample sizes per projection
+                       sizes=((256, 256), (2048, 800), (4096, 3200)),
                        reps:int=20, n_dirs:int=32, seed:int=0) -> dict:
     """Mean and std over `reps` draws of the summed sliced W1 of the three projections between each candidate and ν, per
     size pair."""
@@ -326,7 +327,8 @@ def _running_mean(a, w:int) -> np.ndarray:
     return np.convolve(a, np.ones(w) / w, mode='valid') if len(a) >= w else a
 
 def plot_alignment(info:dict, method:str='ada', window:int=None, dpi:int=70,
-                   rule:tuple=None,   # (patience, tol) of a holdout rule replayed on the checks: where it would stop, marked
+                   # (patience, tol) of a holdout rule replayed on the checks: where it would stop, marked
+                   rule:tuple=None,
                    beta:float=None):  # the method's KL weight in its objective (default: the run's `beta`)
     """The alignment curves of `method` from a benchmark run's info (`run_info.json`): losses, KL, held-out checks,
     radii."""

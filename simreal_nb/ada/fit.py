@@ -291,7 +291,8 @@ def fit_ada(base:Flow,              # the frozen base model μ_base (trained on 
             observables:dict,        # name -> differentiable callable x [n, d] -> o [n, k] or [n]
             exp:dict,                # name -> experimental samples of that observable [N, k] (or [N])
             cfg:AlignConfig=AlignConfig(),  # knobs: β, steps, batches, learning rates, critics, stopping rule
-            monitor=None,            # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
+            # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
+            monitor=None,
            ) -> Flow:
     """ADA: fine-tune a copy of `base` so that each observable's distribution matches `exp` (one critic each, or sliced
     W1) + β·KL."""
@@ -330,7 +331,8 @@ def fit_ea(base:Flow,              # the frozen base model μ_base (trained on s
            exp:dict,                # name -> experimental samples of that observable [N, k] (or [N])
            cfg:AlignConfig=AlignConfig(),  # knobs: β, steps, batches, learning rate, moment weight
            order:int=2,             # match all moments up to this total degree
-           monitor=None,            # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
+           # optional monitor(model) -> dict of numbers, recorded at every check (`model.checks`)
+           monitor=None,
           ) -> Flow:
     """Expectation alignment: fine-tune a copy of `base` so that each observable's moments up to `order` match `exp` +
     β·KL."""

@@ -237,7 +237,8 @@ def train_flow(x,                   # simulation samples [n, d] (array or tensor
                method:str='heun',   # ODE solver the returned flow uses: 'euler' or 'heun'
                t_power:float=1.0,   # t = u**(1/t_power), u ~ U(0,1): > 1 weights the data end of the path
                verbose:bool=False,  # print the loss now and then
-               stable:bool=False,   # regress onto the batch's `stable_target` instead of x₁ - x₀ (lower-variance targets)
+               # regress onto the batch's `stable_target` instead of x₁ - x₀ (lower-variance targets)
+               stable:bool=False,
               ) -> Flow:
     "Fit a flow-matching model (linear / OT path) to simulation samples `x` [n, d]."
     x = _check_samples(x, 'x')

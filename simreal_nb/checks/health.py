@@ -32,7 +32,8 @@ def _box_mask(ds, box):
 FAULTS = ('zero', 'gain', 'dying')
 
 def inject_fault(ds:xr.Dataset, # a measured exp stream (traj, time, y, x) with u, v
-                 kind:str, # 'zero' (offset drift), 'gain' (gain drift) or 'dying' (a PIV region losing vectors and gaining noise)
+                 # 'zero' (offset drift), 'gain' (gain drift) or 'dying' (a PIV region losing vectors and gaining noise)
+                 kind:str,
                  rate:float, # zero: m/s per s; gain: fraction per s; dying: fraction of the way to dead per s
                  start:float=0.0, # time [s] the fault begins
                  box=(0.0, 1.0, 0.0, 1.0), # region (x0, x1, y0, y1), fractions of the domain

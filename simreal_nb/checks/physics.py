@@ -112,7 +112,8 @@ DIV_FACTOR = 2.0  # pass: the predicted velocity's divergence residual is at mos
 
 def divergence_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
                      data,  # domains.DomainData (windows, normaliser, fields)
-                     truth=None,  # hidden exp truth (xr.Dataset): its residual is reported too (`ratio_truth`), not judged
+                     # hidden exp truth (xr.Dataset): its residual is reported too (`ratio_truth`), not judged
+                     truth=None,
                      split:str='test',  # split whose windows are rolled out
                      horizon:int=4,  # rollout frames
                      max_windows:int|None=8,  # evenly spaced windows per domain (None: all)
@@ -193,12 +194,16 @@ def _onset(resp, tol):
 
 # %% ../../nbs/checks/80_physics.ipynb #p23
 def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
-                    wd,  # windows of one domain whose `cond` holds a time-varying input (e.g. the controlled system's command)
+                    # windows of one domain whose `cond` holds a time-varying input (e.g. the controlled system's
+                    # command)
+                    wd,
                     horizon:int=4,  # rollout frames; the input is stepped at each of them in turn
-                    k:int|None=None,  # delay in frames: onset(s + k) - onset(s) must be >= k (None: min(2, horizon - 1))
+                    # delay in frames: onset(s + k) - onset(s) must be >= k (None: min(2, horizon - 1))
+                    k:int|None=None,
                     delta:float=1.0,  # step height in normalised input units (one standard deviation of the input)
                     max_windows:int|None=4,  # evenly spaced windows (None: all)
-                    atol:float=1e-6,  # a frame 'responds' when some predicted value moves by more than this (normalised units)
+                    # a frame 'responds' when some predicted value moves by more than this (normalised units)
+                    atol:float=1e-6,
                     device=None) -> dict:
     """Step the input at each predicted frame s: no prediction before s may move, and a step k frames later must move
     the onset by >= k."""
@@ -372,7 +377,8 @@ def extreme_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C
                   data,  # domains.DomainData
                   split:str='test',  # split whose windows give the initial frames
                   horizon:int=4,  # rollout frames
-                  amplitude:float=3.0,  # stretch of the input fields (and time-varying inputs) about zero, physical units
+                  # stretch of the input fields (and time-varying inputs) about zero, physical units
+                  amplitude:float=3.0,
                   c:float=EXTREME_C,  # the bound's factor
                   max_windows:int|None=4,  # evenly spaced windows per domain
                   device=None) -> dict:

@@ -104,8 +104,10 @@ def _rel_l2(p, t, m):
 # %% ../../nbs/core/30_metrics.ipynb #c010
 def rmse(pred,            # prediction [b, t, h, w, c], numpy or torch, physical units
          target,          # ground truth, same shape
-         mask=None,       # optional bool validity mask (True = use the point), [b, t, h, w] or broadcastable to [b, t, h, w, c]
-         batch_size=None, # average of per-chunk values over chunks of this many samples (RealPDEBench `eval_batch_size`)
+         # optional bool validity mask (True = use the point), [b, t, h, w] or broadcastable to [b, t, h, w, c]
+         mask=None,
+         # average of per-chunk values over chunks of this many samples (RealPDEBench `eval_batch_size`)
+         batch_size=None,
         ) -> float:
     "Root-mean-square error over all (valid) points."
     return _chunked(_rmse, *_prep(pred, target, mask), batch_size)
@@ -113,8 +115,10 @@ def rmse(pred,            # prediction [b, t, h, w, c], numpy or torch, physical
 # %% ../../nbs/core/30_metrics.ipynb #c011
 def rel_l2(pred,            # prediction [b, t, h, w, c], numpy or torch, physical units
            target,          # ground truth, same shape
-           mask=None,       # optional bool validity mask (True = use the point), [b, t, h, w] or broadcastable to [b, t, h, w, c]
-           batch_size=None, # average of per-chunk values over chunks of this many samples (RealPDEBench `eval_batch_size`)
+           # optional bool validity mask (True = use the point), [b, t, h, w] or broadcastable to [b, t, h, w, c]
+           mask=None,
+           # average of per-chunk values over chunks of this many samples (RealPDEBench `eval_batch_size`)
+           batch_size=None,
           ) -> float:
     "Mean over samples of ||pred_i - target_i||_2 / ||target_i||_2, norms over (t, h, w, c) (valid points only)."
     return _chunked(_rel_l2, *_prep(pred, target, mask), batch_size)
@@ -180,7 +184,8 @@ def frmse_spectrum(pred,     # prediction [b, t, h, w, c], numpy or torch, physi
 def frmse(pred,              # prediction [b, t, h, w, c], numpy or torch, physical units
           target,            # ground truth, same shape
           mask=None,         # optional bool validity mask; the error is set to 0 at invalid points (see above)
-          batch_size=None,   # average of per-chunk values over chunks of this many samples (RealPDEBench `eval_batch_size`)
+          # average of per-chunk values over chunks of this many samples (RealPDEBench `eval_batch_size`)
+          batch_size=None,
           degenerate='raise',# t, h or w < 2 (no frequency bin): 'raise' a MetricInputError, or 'nan' (RealPDEBench)
          ) -> dict:
     "Fourier-space RMSE: dict(low, mid, high, all) of RealPDEBench's radially binned spectral error."
@@ -385,7 +390,8 @@ def upstream_scores(pred,              # prediction [b, t, h, w, c], numpy or to
                     fields,            # field names of the c channels, in channel order, e.g. ('u', 'v', 'p')
                     mask=None,         # optional bool validity mask, [b, t, h, w] or broadcastable to [b, t, h, w, c]
                     batch_size=None,   # RealPDEBench `eval_batch_size` chunking (None = all samples at once)
-                    probes=None,       # (rows, columns) of the wake probes (`probe_points`) for the MVPE of u and v; None: MVPE NaN
+                    # (rows, columns) of the wake probes (`probe_points`) for the MVPE of u and v; None: MVPE NaN
+                    probes=None,
                    ) -> dict:
     """RealPDEBench's other numbers per field and over all given fields: {field or 'all': {`UPSTREAM_METRICS`}} (NaN
     where undefined)."""

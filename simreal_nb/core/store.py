@@ -427,7 +427,8 @@ class BlockWriter:
     """A netCDF contract dataset written block by block (frames of one trajectory at a time) into a temporary file that
     `commit` moves onto `path`."""
     def __init__(self, path,  # destination `*.nc`
-                 skeleton: xr.Dataset,  # the dataset without its fields: coordinates (dims traj, time, y, x) and attributes
+                 # the dataset without its fields: coordinates (dims traj, time, y, x) and attributes
+                 skeleton: xr.Dataset,
                  fields: dict,  # field name -> its attributes (units, long_name)
                  compress: bool = False,  # gzip the fields, as `write_dataset(..., compress=True)`
                  chunk_time: int = 64,  # frames per stored chunk (one trajectory, every y and x)

@@ -393,7 +393,8 @@ def _split_by_group(ds, g, fracs, seed):
 
 # %% ../../nbs/data/15_align.ipynb #c025
 def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
-                fracs=(0.6, 0.2, 0.2),  # train, val, test fractions of trajectories (with test groups: train : val of 'remain')
+                # train, val, test fractions of trajectories (with test groups: train : val of 'remain')
+                fracs=(0.6, 0.2, 0.2),
                 seed: int = 0,  # shifts which interior trajectories are held out
                ) -> dict:
     """Split by trajectory into `dict(train=, val=, test=)`: held-out parameters inside the training range, or by test

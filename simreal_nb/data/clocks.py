@@ -106,7 +106,8 @@ def event_anchor_align(t_a, sig_a,  # stream a: times [s] and signal
                        t_b, sig_b,  # stream b: times [s] (its own clock) and signal
                        kind: str = 'zero_up',  # event type, see `event_times`
                        max_offset: float | None = None,  # bound on |offset| [s]; None: any
-                       tol: float | None = None,  # matching tolerance [s]; default a quarter of the median event spacing
+                       # matching tolerance [s]; default a quarter of the median event spacing
+                       tol: float | None = None,
                        **event_kw,  # passed to `event_times`
                       ) -> ClockMap:
     "Estimate clock offset and drift of stream b relative to a from matched physical events."

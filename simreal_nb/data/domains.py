@@ -31,7 +31,9 @@ class WindowDataset(torch.utils.data.Dataset):
                  fields=FIELDS,  # channel order (all channels always present; missing ones zero + mask False)
                  cond=None,  # names of parameters/inputs to condition on; None: all of `ds`; () none
                  for_eval: bool = False,  # allow a never-train dataset (exp_truth) for evaluation only
-                 windows: str = 'all',  # 'all': one starting at every `stride`-th frame; 'published': those `window_split` marks for the split `ds.attrs['split']`
+                 # 'all': one starting at every `stride`-th frame; 'published': those `window_split` marks for the split
+                 # `ds.attrs['split']`
+                 windows: str = 'all',
                 ):
         if not isinstance(ds, xr.Dataset):
             raise TypeError(f"WindowDataset: `ds` is a {type(ds).__name__}; expected an xarray.Dataset")
@@ -188,7 +190,9 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
                      dt: float | None = None,  # resample both domains to this frame interval first
                      cond=None,  # conditioning names (None: the sim dataset's parameters and inputs)
                      exp_fracs=None,  # trajectory fractions for exp if different from `fracs`
-                     windows: str = 'auto',  # 'auto': the published windows where a domain has them (`split_windows`), else every window of `split_trajs`; 'all': always the latter
+                     # 'auto': the published windows where a domain has them (`split_windows`), else every window of
+                     # `split_trajs`; 'all': always the latter
+                     windows: str = 'auto',
                     ) -> DomainData:
     "Aligned, split, normalised windows of both domains (normaliser fitted on sim train only)."
     for name, ds in dict(sim=sim, exp=exp).items():

@@ -386,19 +386,30 @@ def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, si
 # %% ../../nbs/data/16_realpdebench.ipynb #r035
 def load_realpdebench(path,  # the download root (holding `{scenario}/`) or the scenario folder itself
                       scenario: str,  # 'cylinder', 'controlled_cylinder', 'fsi' or 'foil'
-                      layout: str = 'auto',  # 'arrow' (hf_dataset/), 'hdf5' (raw {type}/*.h5) or 'auto' (Arrow where present)
+                      # 'arrow' (hf_dataset/), 'hdf5' (raw {type}/*.h5) or 'auto' (Arrow where present)
+                      layout: str = 'auto',
                       domains=None,  # 'sim' (numerical), 'exp' (real), or both; None: whatever the download holds
-                      frames=None,  # frames to read: None (all that every trajectory has), a slice or (start, stop[, step])
-                      sub_s: int | dict | str = 1,  # spatial step: every sub_s-th row and column; {'sim': 2, 'exp': 1} per domain; 'upstream': `SCENARIOS[scenario]['sub_s']`
+                      # frames to read: None (all that every trajectory has), a slice or (start, stop[, step])
+                      frames=None,
+                      # spatial step: every sub_s-th row and column; {'sim': 2, 'exp': 1} per domain; 'upstream':
+                      # `SCENARIOS[scenario]['sub_s']`
+                      sub_s: int | dict | str = 1,
                       sim_ids=None,  # trajectory file names to load (None: all)
                       groups=None,  # published groups to load, among ('remain', 'in_dist', 'out_dist') (None: all)
                       fields=None,  # fields among ('u', 'v', 'p'); None: all present (never 'p' for real data)
                       param_names=None,  # names for the file-name parameters (default: `SCENARIOS[scenario]['params']`)
                       dt: float | None = None,  # frame interval [s] used only when the files carry no time array
-                      scales: dict | None = None,  # reference scales {field: value}; None: `rms_scales` of the sim data (else exp)
-                      grid: str = 'file',  # 'file': x, y from the files; 'index': pixel indices (trajectories whose grids differ named in a warning)
-                      clock: str = 'file',  # 'file': one frame clock per domain, else refused; 'index': the first trajectory's for all (those that differ named in a warning)
-                      horizon: int | None = None,  # frames a published window spans (None: upstream's, `SCENARIOS`): where `frames` cuts a trajectory, windows that would pass the cut are dropped
+                      # reference scales {field: value}; None: `rms_scales` of the sim data (else exp)
+                      scales: dict | None = None,
+                      # 'file': x, y from the files; 'index': pixel indices (trajectories whose grids differ named in a
+                      # warning)
+                      grid: str = 'file',
+                      # 'file': one frame clock per domain, else refused; 'index': the first trajectory's for all (those
+                      # that differ named in a warning)
+                      clock: str = 'file',
+                      # frames a published window spans (None: upstream's, `SCENARIOS`): where `frames` cuts a
+                      # trajectory, windows that would pass the cut are dropped
+                      horizon: int | None = None,
                      ) -> dict:
     """Load a RealPDEBench scenario as contract datasets `{'sim': numerical, 'exp': real}`, reading only the asked
     window."""

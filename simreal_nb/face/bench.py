@@ -381,7 +381,8 @@ def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
 
 # %% ../../nbs/face/95_bench.ipynb #0cc4b4e8
 def pretrain_morph(path,                      # where the checkpoint goes: MORPH's format, {'model_state_dict': ...} plus what made it
-                   systems=('controlled', 'foil'),  # twin systems whose sim train windows it learns from, one batch of each in turn
+                   # twin systems whose sim train windows it learns from, one batch of each in turn
+                   systems=('controlled', 'foil'),
                    size:str='default',        # their size preset
                    capacity:str='Ti',         # MORPH's size (`models.CAPACITIES`)
                    updates:int=2000,          # at most this many updates in all

@@ -51,12 +51,17 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
                              name:str=None,       # File stem (default: the scenario)
                              layout:str='auto',   # auto, hdf5 or arrow
                              overwrite:store_true=False, # Replace existing files instead of refusing
-                             sub_s:str='upstream',  # Spatial step: upstream (its per-scenario defaults, per domain), N, or sim=2,exp=1
-                             frames:str=None,     # Frames to read, START:STOP[:STEP] (default: all that every trajectory has)
+                             # Spatial step: upstream (its per-scenario defaults, per domain), N, or sim=2,exp=1
+                             sub_s:str='upstream',
+                             # Frames to read, START:STOP[:STEP] (default: all that every trajectory has)
+                             frames:str=None,
                              sim_ids:str=None,    # Comma-separated trajectory file names to read (default: all)
-                             groups:str=None,     # Comma-separated published groups to read: remain, in_dist, out_dist (default: all)
-                             grid:str='file',     # file (x, y from the files, one grid per domain) or index (pixel indices)
-                             clock:str='file',    # file (one frame clock per domain) or index (the first trajectory's for all)
+                             # Comma-separated published groups to read: remain, in_dist, out_dist (default: all)
+                             groups:str=None,
+                             # file (x, y from the files, one grid per domain) or index (pixel indices)
+                             grid:str='file',
+                             # file (one frame clock per domain) or index (the first trajectory's for all)
+                             clock:str='file',
                              horizon:int=None):   # Frames a published window spans (default: upstream's); windows past a --frames cut are dropped
     "Import a RealPDEBench scenario (numerical -> sim, real -> exp) into the data contract as netCDF."
     if scenario is None:
@@ -175,24 +180,41 @@ def _check_run_data(data, systems, device):
 # %% ../../nbs/face/90_cli.ipynb #559740e8
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
-        quick:store_true=False,       # The quick preset: a subset of the default grid (same cells, same numbers), minutes
-        preset:str=None,              # Preset: test, quick, default, full or paper (default: the --config file's, else default, or quick with --quick)
-        config:str=None,              # TOML settings file ([config]: GridConfig, [grid]: the cells) over the preset; the options below win over it; e.g. configs/default.toml, or a run's config.toml
+        # The quick preset: a subset of the default grid (same cells, same numbers), minutes
+        quick:store_true=False,
+        # Preset: test, quick, default, full or paper (default: the --config file's, else default, or quick with
+        # --quick)
+        preset:str=None,
+        # TOML settings file ([config]: GridConfig, [grid]: the cells) over the preset; the options below win over it;
+        # e.g. configs/default.toml, or a run's config.toml
+        config:str=None,
         systems:str=None,             # Comma-separated systems (default: the preset's)
         capacities:str=None,          # Comma-separated capacities (default: the preset's)
-        protocols:str=None,           # Comma-separated protocols (default: the paper's four and pooled): sim_only, exp_only, sim_to_exp, joint, pooled, joint@0.3; beyond Joint: joint_pcgrad, joint_mgda, joint_cagrad, joint_adaptive, joint_snr, joint_hcw, sim_to_exp_replay, sim_to_exp_l2sp, sim_to_exp_ewc, sim_to_exp_lora (@λ for joint_*, @rank for lora)
-        lambdas:str=None,             # Comma-separated training weights: adds Joint trained at each, joint@0.1, ... (the inspector's front)
-        exposure_control:store_true=False,  # Adds exp_only_eq and sim_to_exp_eq: Exp-only and Sim→Exp given at least Joint's exp batches, run after Joint
+        # Comma-separated protocols (default: the paper's four and pooled): sim_only, exp_only, sim_to_exp, joint,
+        # pooled, joint@0.3; beyond Joint: joint_pcgrad, joint_mgda, joint_cagrad, joint_adaptive, joint_snr, joint_hcw,
+        # sim_to_exp_replay, sim_to_exp_l2sp, sim_to_exp_ewc, sim_to_exp_lora (@λ for joint_*, @rank for lora)
+        protocols:str=None,
+        # Comma-separated training weights: adds Joint trained at each, joint@0.1, ... (the inspector's front)
+        lambdas:str=None,
+        # Adds exp_only_eq and sim_to_exp_eq: Exp-only and Sim→Exp given at least Joint's exp batches, run after Joint
+        exposure_control:store_true=False,
         seeds:int=None,               # Number of seeds per cell (default: the preset's)
         archs:str=None,               # Comma-separated architectures, e.g. fan,fno (default: the preset's)
-        exp_trajs:str=None,           # Comma-separated numbers of experimental training trajectories, 'all' for every one
-        workers:int=None,             # --executor local: worker processes, one thread each (default: one per CPU core; 0: in-process)
+        # Comma-separated numbers of experimental training trajectories, 'all' for every one
+        exp_trajs:str=None,
+        # --executor local: worker processes, one thread each (default: one per CPU core; 0: in-process)
+        workers:int=None,
         executor:str='local',         # local (a process pool on this machine) or dask (the workers of --scheduler)
         scheduler:str=None,           # --executor dask: address of a running dask scheduler, e.g. tcp://127.0.0.1:8786
         device:str='auto',            # Torch device: auto, cpu or cuda
-        data:str=None,                # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
-        init:str=None,                # Checkpoint every trained cell starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --archs morph
-        level:str=None,               # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
+        # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) to run on instead of the twins
+        data:str=None,
+        # Checkpoint every trained cell starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --archs
+        # morph
+        init:str=None,
+        # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent,
+        # encoder, decoder, full
+        level:str=None,
         overwrite:store_true=False):  # Write into an --out that holds files no run wrote (replacing any of the same name)
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
@@ -259,14 +281,21 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
           capacity:str='S',            # Capacity preset of the model
           arch:str=None,               # Architecture, e.g. fno or fan (default: the preset's)
           seed:int=0,                  # Training seed
-          preset:str='default',        # Sizes, budget and evaluation of this preset: test, quick, default, full or paper
+          # Sizes, budget and evaluation of this preset: test, quick, default, full or paper
+          preset:str='default',
           steps:int=None,              # Update cap (default: the preset's)
-          batch_size:int=None,         # Windows per domain batch on each process (default: the preset's); global batch: this x processes
+          # Windows per domain batch on each process (default: the preset's); global batch: this x processes
+          batch_size:int=None,
           exp_trajs:int=None,          # Experimental training trajectories (default: all)
-          device:str='auto',           # Torch device: auto, cpu or cuda (under torchrun each process takes GPU LOCAL_RANK)
-          data:str=None,               # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) instead of the twins
-          init:str=None,               # Checkpoint the model starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --arch morph
-          level:str=None,              # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent, encoder, decoder, full
+          # Torch device: auto, cpu or cuda (under torchrun each process takes GPU LOCAL_RANK)
+          device:str='auto',
+          # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import) instead of the twins
+          data:str=None,
+          # Checkpoint the model starts from: a run's cells/<key>/model.pt, or a MORPH checkpoint for --arch morph
+          init:str=None,
+          # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent,
+          # encoder, decoder, full
+          level:str=None,
           overwrite:store_true=False): # Write into an --out that holds files no job wrote (replacing any of the same name)
     """Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`;
     resumable."""
@@ -321,7 +350,8 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
          systems:str=None,         # Comma-separated systems (default: the preset's)
          seed:int=0,               # The one seed tuning trains
          out:str='runs/tune',      # Folder of the per-point records and checkpoints (a rerun resumes)
-         into:str=None,            # Tuned settings file to update (default: the package's tuned.json, which the presets read)
+         # Tuned settings file to update (default: the package's tuned.json, which the presets read)
+         into:str=None,
          workers:int=None,         # Processes in parallel (default: one per CPU core)
          device:str='auto',        # Torch device: auto, cpu or cuda
          protocols:str=None):      # Comma-separated protocols to tune (default: the families sim_only, exp_only, sim_to_exp, joint, pooled); a beyond-Joint one (joint_pcgrad, sim_to_exp_l2sp, ...) is tuned on its own
@@ -416,11 +446,16 @@ def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simrea
 @call_parse
 def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<method>.npy, table.md)
             seed:int=0,             # Random seed
-            seeds:str=None,         # Comma-separated seeds, e.g. 0,1,2: one run each in DIR/seed<k>, mean ± std in DIR/summary.json
-            betas:str=None,         # Comma-separated KL weights, e.g. 0.03,0.1,0.3,1: an ADA β sweep (DIR/beta_sweep.json) instead
+            # Comma-separated seeds, e.g. 0,1,2: one run each in DIR/seed<k>, mean ± std in DIR/summary.json
+            seeds:str=None,
+            # Comma-separated KL weights, e.g. 0.03,0.1,0.3,1: an ADA β sweep (DIR/beta_sweep.json) instead
+            betas:str=None,
             quick:store_true=False, # The 'test' preset: a smoke test, a few training steps
-            cache:str=None,         # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
-            target:str='target',    # The mixture the experiments sample: target (the ADA paper's) or identifiable (its neighbour the projections determine)
+            # Folder of the trained-flow cache (default: $SIMREAL_CACHE, else the user cache folder)
+            cache:str=None,
+            # The mixture the experiments sample: target (the ADA paper's) or identifiable (its neighbour the
+            # projections determine)
+            target:str='target',
             overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
     """ADA vs expectation alignment and guidance on the 3-D mixture-of-Gaussians benchmark, every metric beside its
     floor."""
@@ -444,7 +479,8 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
 @call_parse
 def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json, run_info.json, table.md)
               seed:int=0,               # Random seed
-              seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
+              # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
+              seeds:str=None,
               quick:store_true=False,   # The 'test' preset: a smoke test, a few training steps
               cache:str=None,           # Folder of the trained-flow cache
               overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
@@ -458,7 +494,8 @@ def ada_chain(out:str='runs/ada_chain', # Output directory (metrics.json, run_in
 def ada_twins(out:str=None,             # Output directory (metrics.json, run_info.json, table.md), required
               system:str='cylinder',    # Twin system (see `simreal data list`)
               seed:int=0,               # Twin-data seed; every other random stream derives from it
-              seeds:str=None,           # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
+              # Comma-separated seeds, e.g. 0,1,2: one run each, mean ± std in DIR/summary.json
+              seeds:str=None,
               preset:str='default',     # Preset: test (a smoke test, a few training steps) or default
               cache:str=None,           # Folder of the trained-flow cache
               overwrite:store_true=False): # Write into an --out that holds files no `simreal ada` wrote
@@ -489,7 +526,8 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
 
 @call_parse
 def docs(out:str='runs/docs',        # Site folder: index.html, one page per notebook, static/ (widget, RequireJS, MathJax files from npm)
-         notebooks:str=None,         # Comma-separated subset, e.g. index,tutorials/lambda_inspector,tradeoff (default: every notebook)
+         # Comma-separated subset, e.g. index,tutorials/lambda_inspector,tradeoff (default: every notebook)
+         notebooks:str=None,
          full:store_true=False,      # Full sizes: no IN_TEST, '#| slow' cells run (much longer)
          timeout:int=600,            # Seconds per notebook
          workers:int=2,              # Notebooks executed at once

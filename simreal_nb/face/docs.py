@@ -107,7 +107,8 @@ def page_name(rel) -> str:
     return (rel.parent / f'{stem}.html').as_posix()
 
 def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the repository's `nbs/`)
-                   notebooks=None,  # a subset: paths relative to `nbs_path`, with or without '.ipynb', or page names ('tradeoff')
+                   # a subset: paths relative to `nbs_path`, with or without '.ipynb', or page names ('tradeoff')
+                   notebooks=None,
                   ) -> list:
     """The site's notebooks (paths relative to `nbs_path`) in navigation order: index, the guides (the other unnumbered
     pages), tutorials, then the modules by number, whatever their part."""
@@ -201,7 +202,8 @@ def prepare_for_page(nb):
 
 # %% ../../nbs/face/92_docs.ipynb #d014
 def execute_notebook(path,            # the notebook
-                     small=True,      # IN_TEST=1 in the kernel (the notebooks shrink their work), '#| slow' cells skipped
+                     # IN_TEST=1 in the kernel (the notebooks shrink their work), '#| slow' cells skipped
+                     small=True,
                      timeout=600,     # seconds for the whole notebook
                      kernel_name='python3', # Jupyter kernel
                      env=None,        # extra environment variables of the kernel
@@ -371,7 +373,8 @@ def _with_contents(nb, pages):
 
 def build_docs(out='runs/docs',   # the site folder (created; existing pages are overwritten)
                small=True,        # small sizes: IN_TEST=1 in the kernels, '#| slow' cells skipped
-               notebooks=None,    # a subset (see `docs_notebooks`), e.g. ['index', 'tutorials/lambda_inspector']; default: all
+               # a subset (see `docs_notebooks`), e.g. ['index', 'tutorials/lambda_inspector']; default: all
+               notebooks=None,
                timeout=600,       # seconds per notebook
                workers=1,         # notebooks executed at once
                execute=True,      # False: render the outputs stored in the notebooks

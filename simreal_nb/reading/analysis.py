@@ -118,7 +118,8 @@ def check_score(score, # the array handed to `fn`
 # %% ../../nbs/reading/31_analysis.ipynb #c052
 def select_view(score:xr.DataArray, # results array
                 field='all',        # field to keep (when there is a `field` dim)
-                mode=None,          # evaluation mode to keep (when there is a `mode` dim); None: 'rollout' if present, else the only one
+                # evaluation mode to keep (when there is a `mode` dim); None: 'rollout' if present, else the only one
+                mode=None,
                ) -> xr.DataArray:
     "`score` with the `field` and `mode` dims selected away."
     for dim, val in (('field', field), ('mode', mode)):
@@ -244,7 +245,9 @@ def win_counts(score:xr.DataArray,  # results array (with `domain`) or a balance
                field='all',         # field to use when `score` has a `field` dim
                mode=None,           # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
                metrics=METRICS,     # the metrics counted (those present)
-               rule='mean',         # 'mean': lower seed-mean bM; 'robust': lower bM in every seed (≥ 2 seeds); 'clear': the paired interval vs every baseline excludes zero
+               # 'mean': lower seed-mean bM; 'robust': lower bM in every seed (≥ 2 seeds); 'clear': the paired interval
+               # vs every baseline excludes zero
+               rule='mean',
               ) -> xr.DataArray:
     "Per λ: number of (setting × metric) cells where Joint wins under `rule`; attrs['total'] = cells compared."
     check_score(score, ('protocol', 'metric'), 'win_counts')

@@ -159,7 +159,8 @@ def _by_protocol(da:xr.DataArray, level=0.95) -> pd.DataFrame:
     return _ci_frame({str(p): da.sel(protocol=p, drop=True) for p in da.protocol.values}, level)
 
 def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95,
-                 measured:xr.DataArray|None=None,  # exp against the measured data (`score_measured`), where exp is scored against a truth
+                 # exp against the measured data (`score_measured`), where exp is scored against a truth
+                 measured:xr.DataArray|None=None,
                  floor:xr.DataArray|None=None,  # the measurement's own error against the truth (`noise_floor`)
                 ) -> pd.DataFrame:
     """Rows (settings, protocol): the metric on held-out sim, on held-out exp, balanced at `lam`, and, when given, exp

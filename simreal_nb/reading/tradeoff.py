@@ -35,7 +35,8 @@ def domain_errors(score:xr.DataArray, # results array: dims protocol, domain, me
                   field='all',        # field to show (when `score` has a `field` dim)
                   protocols=None,     # protocols to keep (default: all in `score`)
                   mode=None,          # evaluation mode when `score` has a `mode` dim (None: 'rollout' if present)
-                  half_width=False,   # the 95 % confidence half-width over seeds instead of the mean (NaN with one seed)
+                  # the 95 % confidence half-width over seeds instead of the mean (NaN with one seed)
+                  half_width=False,
                  ) -> xr.DataArray:
     """Seed-averaged errors (or their 95 % half-widths) with dims (setting, protocol, domain); `setting` labels like
     'cylinder/S' (system/capacity)."""
@@ -119,7 +120,8 @@ def lam_train_of(results) -> dict:
     return {p: float(v) for p, v in protocol_coord(results, 'lam_train').items() if v is not None and np.isfinite(v)}
 
 def protocol_colors(protocols,
-                    lam_train:dict|None=None, # {Joint protocol: its λ_train} (`lam_train_of`); None: from the protocol objects of the names
+                    # {Joint protocol: its λ_train} (`lam_train_of`); None: from the protocol objects of the names
+                    lam_train:dict|None=None,
                    ) -> dict:
     """Hex colour per protocol: Joint in red (its λ_train variants light → dark red with λ_train), the other trained
     protocols in tab10, tab20's light shades and Dark2 without red, brown or grey, reference baselines grey."""
@@ -277,9 +279,12 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 ncols=3,            # panels per row (one panel per setting)
                 panel_size=(3.2, 2.9), # inches per panel
                 dpi=100,            # figure dpi
-                log=False,          # log-log axes: True, False or 'auto' (log where a panel's trained points span more than 10×)
+                # log-log axes: True, False or 'auto' (log where a panel's trained points span more than 10×)
+                log=False,
                 mode=None,          # evaluation mode (None: 'rollout' if present)
-                clip=1000.0,        # a point more than `clip` × the trained protocols' median error off (either axis) sits on the panel's edge, its value in its label; None: never
+                # a point more than `clip` × the trained protocols' median error off (either axis) sits on the panel's
+                # edge, its value in its label; None: never
+                clip=1000.0,
                 intervals=True,     # 95 % seed intervals on both axes of every trained protocol's point
                 fontsize=8,         # points, at the figure's size (panel labels, ticks, legend)
                ) -> Figure:

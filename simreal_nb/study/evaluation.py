@@ -84,11 +84,13 @@ EVAL_MODES = ('one_step', 'rollout')  # the `mode` coordinate of `evaluate`
 @torch.no_grad()
 def predict_windows(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
                     wd,  # windows whose inputs (x, field_mask, cond) are fed to the model
-                    horizon:int|None=None,  # None: one call per window; else an autoregressive rollout of this many frames
+                    # None: one call per window; else an autoregressive rollout of this many frames
+                    horizon:int|None=None,
                     batch_size:int=16, max_windows:int|None=None,
                     device='auto', amp:bool=True,
                     n_out:int=1,  # frames per model call (for the rollout's conditioning)
-                    target=None,  # windows aligned with `wd` whose y/valid/field_mask are the truth (default: `wd`'s own)
+                    # windows aligned with `wd` whose y/valid/field_mask are the truth (default: `wd`'s own)
+                    target=None,
                    ) -> dict:
     """Model predictions on windows of `wd` (one-step, or a rollout over `horizon` frames): dict(pred, y, valid,
     field_mask, index)."""
@@ -301,7 +303,8 @@ def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) 
              exp_truth=None,  # hidden truth of the exp domain (xr.Dataset, via data.truth_windows; or aligned windows)
              device:str|None=None,  # None: where the model's parameters (or buffers) are; or 'auto', 'cpu', 'cuda'
              amp:bool=True,  # bf16 autocast on CUDA
-             scales:dict|None=None,  # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
+             # field -> reference scale (`schema.reference_scales`): `score` becomes nondimensional
+             scales:dict|None=None,
             ) -> xr.Dataset:
     """Held-out scores per domain — exp against its hidden truth where `exp_truth` is given — `score`, `rmse_lead`
     (nondimensional with `scales`, else physical), `score_phys`, and the measurement's own error `noise_floor`."""

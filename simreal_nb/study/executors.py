@@ -118,9 +118,13 @@ def exposure_waves(cells:list) -> list:
 
 def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None,
               verbose:bool=True, data_dir=None,
-              plans:dict|None=None,  # per cell key its `cell_plan` in seconds (`estimate_cost`'s plans; None: a Joint update counted as a second)
+              # per cell key its `cell_plan` in seconds (`estimate_cost`'s plans; None: a Joint update counted as a
+              # second)
+              plans:dict|None=None,
               start_s:float=0.,      # seconds a worker takes to start (its data, its first optimiser)
-              cell_s:float=1.0,      # seconds any cell takes beside its updates and evaluation (checkpoints, its example rollout, its file: 0.6–1.5 s at the test size on two cores)
+              # seconds any cell takes beside its updates and evaluation (checkpoints, its example rollout, its file:
+              # 0.6–1.5 s at the test size on two cores)
+              cell_s:float=1.0,
               bar:Bar|None=None,     # the bar to move (None: a new one, shown when `verbose`)
               poll:float=1.0):       # seconds between readings of the workers' progress files
     """Run `cells` (sequentially in-process when `executor` is None) in their `exposure_waves`, moving a bar over their

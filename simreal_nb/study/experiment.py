@@ -56,7 +56,8 @@ def run_summary(run_dir, seconds:float|None=None) -> str:
 def run_experiment(out='runs/default',  # run directory
                    config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`
                    grid:Grid|None=None,  # the cells (None: the preset's grid, or `Grid()` with a GridConfig)
-                   executor:Executor|int|None=None,  # None: in-process, sequential; N: a local pool of N processes; or any executor
+                   # None: in-process, sequential; N: a local pool of N processes; or any executor
+                   executor:Executor|int|None=None,
                    device:str='auto',    # torch device for training and evaluation
                    report:bool=True,     # write report.md and figures/ at the end
                    verbose:bool=True,

@@ -82,14 +82,17 @@ def train_job(out,                         # job directory: job.json, last.pt + 
               capacity:str='S',            # capacity preset of the model
               arch:str|None=None,          # architecture (None: the config's)
               seed:int=0,                  # training seed
-              config:str|GridConfig='default',  # a preset name of `PRESETS` or a `GridConfig`: sizes, budget, evaluation
+              # a preset name of `PRESETS` or a `GridConfig`: sizes, budget, evaluation
+              config:str|GridConfig='default',
               steps:int|None=None,         # update cap (None: the config's)
               batch_size:int|None=None,    # windows per domain batch on each process (None: the config's)
               exp_trajs:int|None=None,     # experimental training trajectories (None: all)
               device:str='auto',           # 'auto', 'cpu', 'cuda' (under torchrun: each rank its LOCAL_RANK's GPU)
               data=None,                   # folder of NAME_sim.nc / NAME_exp.nc pairs instead of the twins
-              init=None,                   # a checkpoint the model starts from (`models.init_weights`; None: the config's)
-              level:str|None=None,         # fine-tuning level (MORPH's: 'latent', 'encoder', 'decoder', 'full'; None: the config's)
+              # a checkpoint the model starts from (`models.init_weights`; None: the config's)
+              init=None,
+              # fine-tuning level (MORPH's: 'latent', 'encoder', 'decoder', 'full'; None: the config's)
+              level:str|None=None,
               verbose:bool=True,
               overwrite:bool=False) -> xr.Dataset|None:  # write into an `out` that holds files no job wrote (else refused)
     """Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks >

@@ -148,7 +148,8 @@ def run_config(run_dir) -> tuple:
                            "expected the manifest.json that `simreal run` writes") from None
 
 def open_run_dir(run_dir, cfg:GridConfig, data_dir=None,
-                 models:dict|None=None,  # `model_settings` of the cells about to run: recorded, and checked against those recorded
+                 # `model_settings` of the cells about to run: recorded, and checked against those recorded
+                 models:dict|None=None,
                 ) -> Path:
     """Create `run_dir` (or check that it was made by this version with `cfg`, on the same data, and that the code
     builds the models its cells were made with) and return it."""

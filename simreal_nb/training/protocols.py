@@ -257,7 +257,9 @@ class ExpOnly(Protocol):
     updates, windows per update and schedule."""
     name, needs, more, family = 'exp_only', ('exp',), False, 'exp_only'
     def __init__(self,
-            match:int=0,  # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
+            # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early
+            # stop
+            match:int=0,
                  lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
                  more:bool=False):  # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
@@ -281,7 +283,9 @@ class SimToExp(Protocol):
     name, needs, family = 'sim_to_exp', ('sim', 'exp'), 'sim_to_exp'
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
                  finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
-                 match:int=0,  # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early stop; name '..._eq'
+                 # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early
+                 # stop; name '..._eq'
+                 match:int=0,
                  lr_cuts=()):  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
