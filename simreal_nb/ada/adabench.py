@@ -14,7 +14,8 @@ from dataclasses import dataclass, asdict, fields, replace
 import numpy as np
 import torch
 from ..core.store import atomic_write, write_text
-from .flow import ADAInputError, Flow, GuidedFlow, train_flow, train_guided_flow, cached_flow, as2d, Corrector
+from .flow import (ADAInputError, Flow, GuidedFlow, train_flow, train_guided_flow,
+                                 cached_flow, as2d, Corrector)
 from .fit import AlignConfig, fit_ada, fit_ea
 
 # %% ../../nbs/ada/72_adabench.ipynb #c051a

@@ -463,7 +463,9 @@ def run_mog(out,                   # output folder (created if missing)
     cfg, seed, _, t_start = start_run(MOG_PRESETS, preset, overrides, seed, 'run_mog')
     timings, info = {}, {}
     S, ref, z, obs, exp, key = mog_setup(cfg, seed)
-    t0 = time.time(); base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir); timings['base'] = time.time() - t0
+    t0 = time.time()
+    base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir)
+    timings['base'] = time.time() - t0
     t0 = time.time(); guide = cfg.guided_flow(mog_sample('base', cfg.n_sim, S(1)), obs, S(2), key, cache_dir)
     timings['guided base'] = time.time() - t0
     info['base_fit'] = base_fit(base, cfg.n_eval, seed,
@@ -509,7 +511,8 @@ def run_mog(out,                   # output folder (created if missing)
     import matplotlib.pyplot as plt
     for m, beta in (('ada', cfg.beta), ('ada_sliced', cfg.sliced_beta)):
         fig = plot_alignment(info, m, beta=beta)
-        atomic_write(os.path.join(out, f'alignment_{m}.png'), lambda tmp: fig.savefig(tmp, format='png')); plt.close(fig)
+        atomic_write(os.path.join(out, f'alignment_{m}.png'), lambda tmp: fig.savefig(tmp, format='png'))
+        plt.close(fig)
     bf = info['base_fit']
     text = (mog_tables(metrics, cfg.target) + '\n\nbase fit (Energy W2 against exact base samples, '
             + (f'corrector {cfg.corrector}, ' if cfg.corrector else '') + "floor "

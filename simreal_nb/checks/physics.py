@@ -291,7 +291,8 @@ def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C,
     _check_data(data, 'energy_check')
     wd = data.sim.get(split)
     attrs = getattr(getattr(wd, 'ds', None), 'attrs', {})
-    if wd is None or not all(k in attrs for k in ('alpha', 'chi', 'k_f')) or not int(attrs.get('periodic', 0)) or 'nu' not in wd.ds.coords:
+    if (wd is None or not all(k in attrs for k in ('alpha', 'chi', 'k_f')) or not int(attrs.get('periodic', 0))
+        or 'nu' not in wd.ds.coords):
         return dict(verdict='n/a',
                     reason="the system defines no closed energy budget on its sampled window (needs a periodic "
                                           "domain whose attrs name alpha, chi, k_f and a per-trajectory nu: the "

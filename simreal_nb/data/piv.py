@@ -219,7 +219,8 @@ def read_openpiv(path,  # an OpenPIV `.txt`/`.vec` file
         bad, note = a[:, 4] != 0, 'mask == 0'
     xs, ys, (u, v, bad) = _points_to_grid(path, x, y, [u, v, bad])
     length, vel = _merge_units(path, ('', ''), _units_arg(path, units, 'openpiv'))
-    return [_frame(path, 'openpiv', xs, ys, u, v, ~bad, length, vel, None, flagged=note != 'finite u, v', valid_rule=note)]
+    return [_frame(path, 'openpiv', xs, ys, u, v, ~bad, length, vel, None,
+                   flagged=note != 'finite u, v', valid_rule=note)]
 
 # %% ../../nbs/data/17_piv.ipynb #p030
 def _mat_vars(path):
@@ -384,7 +385,8 @@ def _expand(paths, fmt=None):
 def _check_dt(dt):
     "Refuse a `dt=` that is neither None nor a finite number of seconds > 0: one `PIVFormatError`."
     if dt is None: return
-    if isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating)) or not (math.isfinite(dt) and dt > 0):
+    if (isinstance(dt, bool) or not isinstance(dt, (int, float, np.integer, np.floating))
+        or not (math.isfinite(dt) and dt > 0)):
         raise PIVFormatError(f"read_piv: `dt`={dt!r}; expected the frame interval in seconds, a finite number > 0")
 
 def _times(frames, dt):

@@ -168,7 +168,8 @@ class _Plan:
 
 BLOCK_FRAMES = 64  # frames of one trajectory read, written and summed for the scales at a time
 
-def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid, clock='file', horizon=None) -> _Plan:
+def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid,
+                 clock='file', horizon=None) -> _Plan:
     "What loading one domain reads, every file and argument checked, before any field is read."
     where = str(_layout_folder(sdir, dtype, lay))
     groups_of, windows = _groups(sdir, dtype), _windows(sdir, dtype)

@@ -300,7 +300,11 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
     """Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`;
     resumable."""
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
-    check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--steps', steps); check_at_least('--batch-size', batch_size)
+    check_out_dir(out)
+    check_at_least('--seed', seed, 0)
+    check_seed('--seed', seed)
+    check_at_least('--steps', steps)
+    check_at_least('--batch-size', batch_size)
     check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
     from simreal_nb.study.jobs import train_job
     from simreal_nb.study.grid import PRESETS, GridError
@@ -357,7 +361,11 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
          protocols:str=None):      # Comma-separated protocols to tune (default: the families sim_only, exp_only, sim_to_exp, joint, pooled); a beyond-Joint one (joint_pcgrad, sim_to_exp_l2sp, ...) is tuned on its own
     """Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid;
     write the choices the presets read."""
-    check_out_dir(out); check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_at_least('--workers', workers); check_device_flag(device)
+    check_out_dir(out)
+    check_at_least('--seed', seed, 0)
+    check_seed('--seed', seed)
+    check_at_least('--workers', workers)
+    check_device_flag(device)
     if into is not None and Path(into).exists(): check_json(Path(into), 'the tuned settings that `simreal tune` writes')
     # written at the end: its folder checked before any training
     if into is not None: check_out_dir(Path(into).parent, '--into')
@@ -473,7 +481,8 @@ def ada_mog(out:str='runs/ada_mog', # Output directory (metrics.json, samples_<m
     check_at_least('--seed', seed, 0); check_seed('--seed', seed); check_out_dir(out); check_ada_out(out,
             overwrite, 'simreal ada mog')
     if cache is not None: check_out_dir(cache, '--cache')
-    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target); _stamp_ada(out, 'simreal ada mog')
+    mog_beta_sweep(out, bs, seed=seed, preset=preset, cache_dir=cache, target=target)
+    _stamp_ada(out, 'simreal ada mog')
     print(f"beta sweep: {Path(out) / 'beta_sweep.json'}")
 
 @call_parse
@@ -535,7 +544,10 @@ def docs(out:str='runs/docs',        # Site folder: index.html, one page per not
          overwrite:store_true=False):  # Build into an --out that holds files no docs build wrote (replacing any of the same name)
     """Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local
     widget JavaScript."""
-    check_out_dir(out); check_at_least('--timeout', timeout); check_at_least('--workers', workers); check_owner(out, 'simreal docs')
+    check_out_dir(out)
+    check_at_least('--timeout', timeout)
+    check_at_least('--workers', workers)
+    check_owner(out, 'simreal docs')
     from simreal_nb.face.docs import build_docs, DocsError
     build = build_docs(out, small=not full, notebooks=_listed(check_names('--notebooks', notebooks)), timeout=timeout,
                        workers=workers, execute=not no_execute, overwrite=overwrite)

@@ -123,7 +123,8 @@ def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the reposit
     for n in notebooks:
         n = str(n).removesuffix('.ipynb').removesuffix('.html')
         hit = [p for p in allnb
-               if n in (p.with_suffix('').as_posix(), p.stem, page_name(p).removesuffix('.html'), Path(page_name(p)).stem)]
+               if n in (p.with_suffix('').as_posix(), p.stem, page_name(p).removesuffix('.html'),
+                        Path(page_name(p)).stem)]
         if not hit:
             raise DocsError(f"no notebook {n!r} in {nbs}; the site's notebooks are {[p.as_posix() for p in allnb]}")
         out += [h for h in hit if h not in out]

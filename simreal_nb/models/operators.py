@@ -142,7 +142,8 @@ def _pointwise(layer, h):
     """A 1×1 convolution (or an adapter exposing `weight` and `bias`) on channels-last fields as one matrix product; a
     `Sequential` of them and activations layer by layer: [B, H, W, C] in and out."""
     if isinstance(layer, nn.Sequential):
-        if _is_mlp(layer) and h.dtype in (torch.float32, torch.float64) and not torch.is_autocast_enabled(h.device.type):
+        if (_is_mlp(layer) and h.dtype in (torch.float32, torch.float64)
+            and not torch.is_autocast_enabled(h.device.type)):
             (a, _, b), shape = layer, h.shape
             return _RowBlockMLP.apply(h.reshape(-1, shape[-1]), a.weight.flatten(1), a.bias, b.weight.flatten(1), b.bias).view(*shape[:-1], -1)
         for l in layer: h = _pointwise(l, h)

@@ -426,7 +426,8 @@ def headline(score:xr.DataArray, # results array
                joint_best_at_0_5_robust=robust[0], win_counts_robust=robust[1],
                joint_best_at_0_5_clear=clear[0], win_counts_clear=clear[1])
     if 'field' in score.dims and 'p' in score.field.values and SIM_TO_EXP in protos:
-        r = _stats(pressure_reduction(score, joint, mode=mode)); out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
+        r = _stats(pressure_reduction(score, joint, mode=mode))
+        out['pressure_reduction_pct'] = dict(min=r['min'], max=r['max'])
     return out
 
 def compare_to_paper(score:xr.DataArray, # results array

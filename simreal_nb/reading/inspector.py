@@ -130,7 +130,8 @@ def _plane_limits(sim, exp, sim_ci, exp_ci, fin, trained, scale):
     return scale, (float(sim[pos].min()) / 1.5, 1.5 * hi(sim, sim_ci),
                    float(exp[pos].min()) / 1.5, 1.5 * hi(exp, exp_ci))
 
-def _prepare(score, settings=None, metric='rmse', field='all', mode=None, protocols=None, level=0.95, scale='auto') -> dict:
+def _prepare(score, settings=None, metric='rmse', field='all', mode=None, protocols=None,
+             level=0.95, scale='auto') -> dict:
     """Everything the inspector needs for one selection, computed once: per-seed (sim, exp) errors of the chosen setting
     and the seed-mean errors of every setting (for the win counts)."""
     score = results_score(score)

@@ -119,7 +119,8 @@ def _figures(res:xr.Dataset) -> list:
             'Sim error vs exp error per protocol and the two-model pair, seed means with 95 % seed intervals, iso-λ '
             'lines (grey ×: reference baselines)',
             lambda: pareto_plot(shown, 'rmse', lams=(0.2, 0.5, 0.8), fontsize=10,
-                                **(dict(panel_size=(6.4, 4.8), log='auto', ncols=1) if big else dict(panel_size=(3.6, 3.1), ncols=2))))]
+                                **(dict(panel_size=(6.4, 4.8), log='auto', ncols=1) if big
+                                   else dict(panel_size=(3.6, 3.1), ncols=2))))]
     if 'curve_val' in res and 'curve_step' in res:
         out.append(('learning_curves',
                 'Validation loss over training, one panel per objective (sim, exp, both), each phase from its own '

@@ -189,7 +189,9 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
             for p, xs, ys, end in pieces.get((a, ob), []):
                 ax.plot(xs, ys, color=colors[p], ls=dash(p), lw=lw[p], alpha=0.75)
                 if end: ax.plot(xs[-1:], ys[-1:], '>', color=colors[p], ms=5)
-            ax.set_yscale('log'); ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); _plain_log_ticks(ax.yaxis)
+            ax.set_yscale('log')
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+            _plain_log_ticks(ax.yaxis)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
             ax.set_title(f'{lab}: {ob}', fontsize=fontsize - 1); ax.tick_params(which='both', labelsize=fontsize - 1)
             ax.set_xlabel('updates '
@@ -224,7 +226,10 @@ def error_vs_n_figure(score:xr.DataArray, metric:str='rmse', panel_size=(3.6, 2.
                 ax.errorbar(N, y, yerr=np.where(np.isfinite(e), e, 0),
                             marker='x' if ref else 'o', ms=3, lw=0.9, capsize=2,
                             ls='--' if ref else '-', color='0.55' if ref else colors[p], label=p)
-            ax.set_xscale('log'); ax.set_xticks(N, [f'{n:g}' for n in N]); ax.minorticks_off(); ax.tick_params(labelsize=8)
+            ax.set_xscale('log')
+            ax.set_xticks(N, [f'{n:g}' for n in N])
+            ax.minorticks_off()
+            ax.tick_params(labelsize=8)
             ax.set_title(f'{lab}: {d} {metric}', fontsize=10); ax.set_xlabel('exp training trajectories', fontsize=9)
     h_, l_ = axes[0, 0].get_legend_handles_labels()
     fig.legend(h_, l_, loc='outside lower center', ncols=min(len(l_), 6), fontsize=9, frameon=False)

@@ -318,7 +318,8 @@ def error_vs_n(score:xr.DataArray, metric:str='rmse', level:float=0.95) -> pd.Da
     m, h = mean_ci(s, 'seed', level)
     cols = {}
     for n in s.exp_trajs.values:
-        cols[f'N={n}'] = m.sel(exp_trajs=n, drop=True).to_series(); cols[f'N={n} ±'] = h.sel(exp_trajs=n, drop=True).to_series()
+        cols[f'N={n}'] = m.sel(exp_trajs=n, drop=True).to_series()
+        cols[f'N={n} ±'] = h.sel(exp_trajs=n, drop=True).to_series()
     return pd.concat(cols, axis=1)
 
 def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95) -> pd.DataFrame:
@@ -328,7 +329,8 @@ def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float
     return _ci_frame({str(a): b.sel(arch=a, drop=True) for a in b.arch.values}, level)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #4a0572cb
-def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:float=1.5, level:float=0.95) -> pd.DataFrame:
+def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:float=1.5,
+              level:float=0.95) -> pd.DataFrame:
     """Per setting: r_exp (Sim-only / Exp-only error on exp) and r_sim (Exp-only / Sim-only error on sim) on `fields`,
     mean and `±` over seeds, and whether both reach `target`."""
     s = score.sel(metric=metric, field=list(fields), drop=True)
@@ -339,7 +341,8 @@ def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:f
     return df
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #rk1
-def _verdict(d:xr.DataArray, h:xr.DataArray, every_lower:xr.DataArray, every_higher:xr.DataArray, n:xr.DataArray) -> xr.DataArray:
+def _verdict(d:xr.DataArray, h:xr.DataArray, every_lower:xr.DataArray, every_higher:xr.DataArray,
+             n:xr.DataArray) -> xr.DataArray:
     """Per cell: 'better'/'worse' (every seed and the paired interval agree), 'no clear difference', or 'one seed:
     lower/higher'."""
     out = xr.full_like(d, '', dtype=object)
@@ -387,7 +390,8 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     parts = {f'b{metric}@{lam:g}': b, 'sim': s.sel(domain='sim', drop=True), 'exp': s.sel(domain='exp', drop=True)}
     if 'p' in res['score'].field.values:
         parts['sim p'] = select_view(res['score'].sel(metric=metric, domain='sim', drop=True).sel(protocol=protos), 'p')
-    if 'truth_score' in res and 'p' in res['truth_score'].hidden_field.values and bool(res['truth_score'].notnull().any()):
+    if ('truth_score' in res and 'p' in res['truth_score'].hidden_field.values
+        and bool(res['truth_score'].notnull().any())):
         parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p', metric=metric, drop=True).sel(protocol=protos))
     if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
     parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims)

@@ -358,12 +358,16 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
         if lg:
             ax.set(xscale='log', yscale='log', xlim=(xmin, xmax), ylim=(ymin, ymax))
             for a in (ax.xaxis, ax.yaxis):
-                a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); a.set_major_formatter(fmt); a.set_minor_formatter(NullFormatter())
+                a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+                a.set_major_formatter(fmt)
+                a.set_minor_formatter(NullFormatter())
         else:
             ax.set(xlim=(0, xmax), ylim=(0, ymax))
             for a in (ax.xaxis, ax.yaxis):
                 a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
-        ax.set_title(st, fontsize=fontsize + 1); ax.set_xlabel(f'sim {metric}', fontsize=fontsize); ax.set_ylabel(f'exp {metric}', fontsize=fontsize)
+        ax.set_title(st, fontsize=fontsize + 1)
+        ax.set_xlabel(f'sim {metric}', fontsize=fontsize)
+        ax.set_ylabel(f'exp {metric}', fontsize=fontsize)
         ax.tick_params(labelsize=fontsize)
     for ax in axes[len(settings):]: ax.set_visible(False)
     handles = [Line2D([], [], ls='none', color=colors[p], marker='x' if p in BASELINES else 'o', ms=6) for p in protos]

@@ -22,7 +22,8 @@ from ..training.step import resolve_device
 from ..training.trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
 from .grid import GridConfig, GridError, Cell
-from .rundir import cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of, run_stamp, open_cell_file, foreign_cell, model_overrides
+from .rundir import (cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of, run_stamp,
+                                     open_cell_file, foreign_cell, model_overrides)
 
 # %% auto #0
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
@@ -333,7 +334,8 @@ def evaluate_cell(cell:Cell, cfg:GridConfig, dd, truth, scales, dev, model):
     return evaluate_groups(model, dd, split='test', horizon=cfg.horizon, max_windows=cfg.eval_windows, exp_truth=truth,
                            device=str(dev), scales=scales)
 
-def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir=None) -> xr.Dataset:
+def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp,
+                 data_dir=None) -> xr.Dataset:
     """The cell file's Dataset: scores (exp against the truth where the data have one, beside the measured and the
     floor), curves, diagnostics and timings with the cell's coordinates; stamped with the run."""
     hidden = [f for f in dd.present['sim'] if f not in dd.present['exp']]  # fields only the simulation has

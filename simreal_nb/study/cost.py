@@ -137,7 +137,8 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
         m.train()
         forward_s = (time.perf_counter() - t) / probe_steps / len(x['x'])
         val = [len(getattr(dd, d)['val']) if 'val' in getattr(dd, d) else 0 for d in ('sim', 'exp')]
-        val_passes = float(np.mean([n if cfg.val_batches is None else min(n, cfg.val_batches * cfg.batch_size) for n in val]))
+        val_passes = float(np.mean([n if cfg.val_batches is None
+                                    else min(n, cfg.val_batches * cfg.batch_size) for n in val]))
         per[key] = dict(update_s=update_s, forward_s=forward_s, val_passes=val_passes,
                         eval_passes=_eval_passes(dd, cfg), start_s=start_s)
     return per

@@ -226,7 +226,8 @@ def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) 
 # %% ../../nbs/study/45_evaluation.ipynb #ev05
 FLOORS = dict(truth='noise_floor', window='noise_floor_window')  # the measurement's own error against each truth
 
-def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_windows, device, amp, all_fields, want, norm, scales) -> tuple:
+def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_windows, device, amp, all_fields,
+                   want, norm, scales) -> tuple:
     """Predictions of model `m` on the windows `w` of one source domain in one `mode`, scored for each domain of `outs`:
     ({domain: score block}, {floor name: the measurement's block against that truth}, windows scored); `truth_wd`:
     `truth_windows`, or None."""
@@ -260,7 +261,8 @@ def _score_windows(m, w, truth_wd, mode, horizon, n_out, outs, batch_size, max_w
     return blocks, floors, len(r['pred'])
 
 # %% ../../nbs/study/45_evaluation.ipynb #ev08
-def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales, truth:bool) -> xr.Dataset:
+def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoord, split, horizon, scales,
+                    truth:bool) -> xr.Dataset:
     """The dataset `evaluate` returns from its arrays and coordinates (`truth`: whether exp was scored against its
     hidden truth)."""
     co = dict(domain=doms, mode=list(modes), field=fcoord, metric=list(SCORE_KEYS))

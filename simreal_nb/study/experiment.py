@@ -14,7 +14,8 @@ from ..core.store import write_dataset, write_text, read_json, TIMING_TYPES
 from ..training.protocols import JOINT, ExposureControl, Joint, EXPOSURE_CONTROLS
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
-from .rundir import cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells, remove_stale_tmp, collect_results, resolve_init, model_settings
+from .rundir import (cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells,
+                                     remove_stale_tmp, collect_results, resolve_init, model_settings)
 from .cell import imported_systems, resolve_exp_trajs, prepare_twins, check_start
 from .cost import estimate_cost, describe_estimate
 from ..core.progress import clock

@@ -165,7 +165,8 @@ class Cell:
     def from_key(cls, key:str) -> Cell:
         "The cell whose `key` is `key` (a cell file's stem); `GridError` when it is not spelled like one."
         parts = key.split('__')
-        if len(parts) != 6 or not re.fullmatch(r'x(\d+|all)', parts[3]) or not re.fullmatch(r's\d+', parts[5]) or not all(parts):
+        if (len(parts) != 6 or not re.fullmatch(r'x(\d+|all)', parts[3])
+            or not re.fullmatch(r's\d+', parts[5]) or not all(parts)):
             raise GridError(f"{key!r}: not a cell key; expected SYSTEM__CAPACITY__ARCH__x<N|all>__PROTOCOL__s<SEED>")
         system, capacity, arch, x, protocol, s = parts
         return cls(system, capacity, protocol, int(s[1:]), arch, None if x == 'xall' else int(x[1:]))

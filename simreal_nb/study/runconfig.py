@@ -131,7 +131,8 @@ def run_config_data(config:GridConfig, grid:Grid) -> dict:
     return dict(config={k: spell_value(kind, getattr(config, k)) for k, kind in CONFIG_KINDS.items()},
                 grid={k: spell_value(kind, getattr(grid, k)) for k, kind in GRID_KINDS.items()})
 
-def run_config_toml(config:GridConfig, grid:Grid, header:str=CONFIG_HEADER, preset:str|None=None, tuned:bool=True) -> str:
+def run_config_toml(config:GridConfig, grid:Grid, header:str=CONFIG_HEADER,
+                    preset:str|None=None, tuned:bool=True) -> str:
     """The TOML text of a run's settings, each key under its field's comment; `preset` names the base of keys left out,
     `tuned=False` leaves `tuned` out."""
     data = run_config_data(config, grid)
@@ -143,7 +144,8 @@ def run_config_toml(config:GridConfig, grid:Grid, header:str=CONFIG_HEADER, pres
     notes |= {('config',): 'GridConfig: data, windows, model, training, evaluation',
               ('grid',): 'Grid: the cells, systems × capacities × archs × exp_trajs × protocols × seeds'}
     if preset is not None:
-        data = {'preset': preset, **data}; notes[('preset',)] = 'the preset whose values the keys left out take: ' + ', '.join(PRESETS)
+        data = {'preset': preset, **data}
+        notes[('preset',)] = 'the preset whose values the keys left out take: ' + ', '.join(PRESETS)
     return toml_text(data, notes, header)
 
 def write_run_config(run_dir, config:GridConfig, grid:Grid) -> Path:

@@ -368,7 +368,8 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
         if why: raise GridError(f"{p}: {why}; delete it to compute the cell again")
         targets.setdefault(str(d.system.values[0]), set()).add(d.attrs.get('exp_target', 'measured'))
         # object-dtype names: fixed-width ones get cut when merged
-        parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system', 'capacity', 'protocol', 'arch')}))
+        parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system',
+                                                                              'capacity', 'protocol', 'arch')}))
         if 'params' in d and float(d['params'].max()) > 0:  # a model: cells of one setting must hold models of one size
             sizes.setdefault(tuple(str(d[k].values[0]) for k in ('system', 'capacity', 'arch', 'protocol')), {}).setdefault(
                 int(d['params'].max()), []).append(p.stem)

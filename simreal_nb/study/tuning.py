@@ -12,7 +12,8 @@ import torch
 from ..core.store import write_text, read_json
 from ..training.protocols import NonFiniteLossError
 from ..training.step import resolve_device
-from .grid import GridConfig, GridError, Grid, Cell, PRESETS, TUNED_FILE, TUNE_FAMILIES, read_tuned, tune_family
+from .grid import (GridConfig, GridError, Grid, Cell, PRESETS, TUNED_FILE,
+                                   TUNE_FAMILIES, read_tuned, tune_family)
 from ..training.protocols import BASELINES, EXPOSURE_CONTROLS, QUANTITY_CONTROLS
 from ..twins.systems import list_systems
 from .cell import cell_data, train_cell, prepare_twins, _updates_made

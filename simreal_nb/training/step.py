@@ -206,7 +206,8 @@ def objective(self:Stepper, outs:dict, batches:dict, phase:Phase|None=None) -> t
 
 # %% ../../nbs/training/42_step.ipynb #st11
 @patch
-def domain_grads(self:Stepper, outs:dict, batches:dict, losses:dict, params:list, combiner:str, keep:bool, info:dict) -> tuple:
+def domain_grads(self:Stepper, outs:dict, batches:dict, losses:dict, params:list, combiner:str,
+                 keep:bool, info:dict) -> tuple:
     """(sim gradient, exp gradient) per parameter; for 'snr' the exp one from its two half-batch gradients, whose
     agreement goes into `info['snr']`."""
     gs = torch.autograd.grad(losses['sim'], params, retain_graph=True, allow_unused=True)

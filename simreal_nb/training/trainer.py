@@ -444,7 +444,9 @@ def _end_phase(self:Trainer):
     """Record the phase's early-stopping outcome; restore its best weights (with `restore_best`); fold adapters into the
     weights."""
     h = self.history
-    h.stopped_early.append(bool(self.es['stop'])); h.best_step.append(self.es['best_step']); h.best_val.append(self.es['best'])
+    h.stopped_early.append(bool(self.es['stop']))
+    h.best_step.append(self.es['best_step'])
+    h.best_val.append(self.es['best'])
     if self.cfg.restore_best and self.best_state is not None:
         self.model.load_state_dict(self.best_state)
     if self.phases[self.phase_idx].lora_rank: merge_lora(self.model)

@@ -12,7 +12,8 @@ import torch
 import xarray as xr
 from .. import __version__
 from ..core.schema import fields_of, validate
-from ..core.store import write_dataset, read_dataset, write_text, is_temporary, cache_folder, stage_path, write_set
+from ..core.store import (write_dataset, read_dataset, write_text, is_temporary,
+                                   cache_folder, stage_path, write_set)
 from .twindata import torch_threads, GENERATOR_VERSION, SystemConfigError, pair_range, design_bounds
 from .spectral import gen_kolmogorov, kol_ranges
 from .lbm import gen_lbm, lbm_tau, lbm_ranges

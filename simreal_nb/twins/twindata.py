@@ -64,7 +64,8 @@ _GROUP_NOTE = ("coord 'group' (per trajectory): remain (the train/val pool, para
                "an end of the preset range by attrs['ood_margin'] of that range (of its log for attrs['log_params']), "
                "the others inside)")
 
-def contract_dataset(fields:dict, x, y, time, traj_coords:dict, attrs:dict, meta:dict, valid=None, inputs=None, group=None) -> xr.Dataset:
+def contract_dataset(fields:dict, x, y, time, traj_coords:dict, attrs:dict, meta:dict, valid=None, inputs=None,
+                     group=None) -> xr.Dataset:
     """Assemble a contract Dataset from [traj,time,y,x] arrays (`fields`, `valid`), per-trajectory coords `traj_coords`
     {name: (values, attrs)}, inputs {name: ([traj,time], attrs)}; `group`: per-trajectory test group or None."""
     dims = ('traj', 'time', 'y', 'x')
