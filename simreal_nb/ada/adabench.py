@@ -88,7 +88,8 @@ class RunConfig:
                                           self.base_batch, self.base_lr, seed, self.steps, self.ode, self.t_power)
         return train() if key is None else cached_flow(dict(key, kind='guided', seed=seed,
                                                             observables=list(observables),
-                                                            p_drop=self.guide_p_drop, **self._base_knobs()), train, cache_dir)
+                                                            p_drop=self.guide_p_drop,
+                                                            **self._base_knobs()), train, cache_dir)
     def _base_knobs(self):
         knobs = {k: getattr(self, k)
                  for k in ('hidden', 'depth', 'base_iters', 'base_batch', 'base_lr', 't_power', 'steps', 'ode')}
@@ -312,7 +313,8 @@ def chain_table(metrics:dict) -> str:
     rows.append('| base | ' + ' | '.join(f"{metrics['base'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
     for added in chain_steps(metrics):
         rows.append("| "
-                    f"+{added} | " + ' | '.join(f"{metrics[f'{m} +{added}'][n]:.4f}" for n in names for m in CHAIN_METHODS) + ' |')
+                    f"+{added} | " + ' | '.join(f"{metrics[f'{m} +{added}'][n]:.4f}"
+                                                for n in names for m in CHAIN_METHODS) + ' |')
     rows.append('| exp '
                 'noise floor | ' + ' | '.join(f"{metrics['exp noise floor'][n]:.4f} | – | –" for n in names) + ' |')
     return '\n'.join(rows)

@@ -405,7 +405,8 @@ def pairs_table(metrics:dict, target:str='target') -> str:
     w, r = mog_params(target)[0], pair_radii(target)
     rows = ['| method | ' + ' | '.join(f'P{k} weight | P{k} radius' for k in range(1, 5)) + ' |', '|---' * 9 + '|',
             '| '
-            f'*{target}* | ' + ' | '.join(f"{float(w[a] + w[b]):.3f} | {r[k]:.3f}" for k, (a, b) in enumerate(MOG_PAIRS)) + ' |']
+            f'*{target}* | ' + ' | '.join(f"{float(w[a] + w[b]):.3f} | {r[k]:.3f}"
+                                          for k, (a, b) in enumerate(MOG_PAIRS)) + ' |']
     for m, v in metrics.items():
         rows.append(f'| {m} | '
                 + ' | '.join(f"{v['pairs'][p]['weight']:.3f} | {v['pairs'][p]['radius']:.3f}" for p in v['pairs']) + ' |')

@@ -209,7 +209,8 @@ def health_monitor(ds:xr.Dataset, # a measured exp stream: one trajectory (traj 
         tr = regrid(tr.sel(time=d.time.values), y, x).isel(traj=0)
         uc = u - np.einsum('tr,ryx->tyx', CAL[:, 0], np.stack(masks).astype(float))
         vc = v - np.einsum('tr,ryx->tyx', CAL[:, 1], np.stack(masks).astype(float))
-        keep = ok & tr['valid'].values & ~np.einsum('tr,ryx->tyx', MASK.astype(float), np.stack(masks).astype(float)).astype(bool)
+        keep = ok & tr['valid'].values & ~np.einsum('tr,ryx->tyx', MASK.astype(float),
+                                                    np.stack(masks).astype(float)).astype(bool)
         se = np.where(keep, ((uc - tr['u'].values) ** 2 + (vc - tr['v'].values) ** 2) / 2, 0.0)
         n = keep.sum((1, 2))
         out['error'] = ('time', np.where(n > 0, np.sqrt((se * keep).sum((1, 2)) / np.maximum(n, 1)) / U, np.nan))

@@ -146,7 +146,8 @@ def rig_holdout(rigs:dict,  # output of `make_rigs`
     if heldout not in rigs['exp']:
         raise RigError(f"heldout: {heldout!r} is not a rig; expected one of {list(rigs['exp'])}")
     seen = [r for r in rigs['exp'] if r != heldout]
-    fps = standardise({**{r: fingerprint(c) for r, c in rigs['calib'].items()}, 'sim': fingerprint(rigs['calib_sim'])}, seen)
+    fps = standardise({**{r: fingerprint(c) for r, c in rigs['calib'].items()},
+                       'sim': fingerprint(rigs['calib_sim'])}, seen)
     fp_sim = fps['sim']
     scales = reference_scales(rigs['sim'])
     rows = []

@@ -236,7 +236,8 @@ def _ke_error(p, t, m):
     return err / n
 
 def _freq_error(p, t, m):
-    return torch.cat([torch.fft.fft(d.sum((2, 3, 4)), dim=1).abs().reshape(-1) for d, _, _ in _chunks(p, t, m)]).mean().item()
+    return torch.cat([torch.fft.fft(d.sum((2, 3, 4)), dim=1).abs().reshape(-1)
+                      for d, _, _ in _chunks(p, t, m)]).mean().item()
 
 def _rel_bands(p, t, m):
     b, nt, h, w, c = p.shape
@@ -451,7 +452,8 @@ def _mvpe(p, t, m, rows, cols):
         k = torch.ones_like(pp) if m is None else m[:, :, rows, c].double()
         n = k.sum(1)
         if not bool((n > 0).any()): raise MetricInputError(f"`mask` has no valid frame at the probes of column {c}")
-        diff = ((torch.where(k > 0, pp, 0.) * k).sum(1) - (torch.where(k > 0, tt, 0.) * k).sum(1)).abs() / n.clamp_min(1)
+        diff = ((torch.where(k > 0, pp, 0.) * k)
+                .sum(1) - (torch.where(k > 0, tt, 0.) * k).sum(1)).abs() / n.clamp_min(1)
         out.append(float(diff[n > 0].mean()))
     return float(np.mean(out))
 

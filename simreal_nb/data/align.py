@@ -127,7 +127,8 @@ def _interp_weighted(ds, min_weight=0.5, **coords):
     out = ds.drop_vars(list(fields) + (['valid'] if 'valid' in ds else []))
     inputs = [n for n in out.data_vars if 'time' in out[n].dims]
     if 'time' in coords:  # conditioning inputs (traj, time): plain linear interpolation
-        arrs = {n: _apply_axis(Ws['time'], out[n].transpose('traj', 'time').values.astype(np.float64), 1) for n in inputs}
+        arrs = {n: _apply_axis(Ws['time'],
+                               out[n].transpose('traj', 'time').values.astype(np.float64), 1) for n in inputs}
         out = out.drop_vars(inputs)
     out = out.assign_coords({k: (k, v, ds[k].attrs) for k, v in coords.items()})
     if 'time' in coords:

@@ -116,7 +116,8 @@ def docs_notebooks(nbs_path=None,   # the notebooks folder (default: the reposit
     allnb = ([Path('index.ipynb')] if (nbs / 'index.ipynb').exists() else []) + \
             sorted(p.relative_to(nbs) for p in nbs.glob('[!0-9_]*.ipynb') if p.name != 'index.ipynb') + \
             sorted(p.relative_to(nbs) for p in (nbs / 'tutorials').glob('*.ipynb')) + \
-            sorted((p.relative_to(nbs) for p in [*nbs.glob('[0-9]*.ipynb'), *nbs.glob('*/[0-9]*.ipynb')]), key=lambda p: p.name)
+            sorted((p.relative_to(nbs) for p in [*nbs.glob('[0-9]*.ipynb'),
+                                                 *nbs.glob('*/[0-9]*.ipynb')]), key=lambda p: p.name)
     if notebooks is None: return allnb
     if isinstance(notebooks, (str, os.PathLike)): notebooks = [notebooks]
     out = []
@@ -423,7 +424,8 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
         import nbformat as nbf
         home = nbf.v4.new_notebook(cells=[nbf.v4.new_markdown_cell('# simreal_nb\n> Learning physical systems from '
                                                                    'simulation and experiment together')])
-        (out / 'index.html').write_text(render_page(_with_contents(home, pages), 'index.html', nav_html(pages, 'index.html')), encoding='utf-8')
+        (out / 'index.html').write_text(render_page(_with_contents(home, pages), 'index.html',
+                                                    nav_html(pages, 'index.html')), encoding='utf-8')
     build = DocsBuild(out, [results[r.as_posix()] for r in rels], round(time.monotonic() - t0, 2))
     write_text(out / 'build.json',
                json.dumps(dict(seconds=build.seconds, small=small, pages=[vars(p) for p in build.pages]), indent=1))

@@ -86,7 +86,8 @@ class _AxialAttention(nn.Module):
     "Axial space-time attention: along time when t > 1, then along depth, height and width, summed with their input."
     def __init__(self, dim, heads, dropout=0., rank=0, alpha=None, p=0.):
         super().__init__()
-        self.attn_t, self.attn_d, self.attn_h, self.attn_w = (_Attention(dim, heads, dropout, rank, alpha, p) for _ in range(4))
+        self.attn_t, self.attn_d, self.attn_h, self.attn_w = (_Attention(dim, heads,
+                                                                         dropout, rank, alpha, p) for _ in range(4))
     def forward(self, x, grid):
         B, t, N, E = x.shape
         g = x.view(B, t, *grid, E)
@@ -140,7 +141,8 @@ class _FieldCrossAttention(nn.Module):
         B, t, n, F_, E = tok.shape
         kv = tok.reshape(-1, F_, E)
         pad = None if field_mask is None else ~field_mask[:, None].expand(B, t * n, F_).reshape(-1, F_)
-        return self.attn(self.q.expand(len(kv), 1, E), kv, kv, key_padding_mask=pad, need_weights=False)[0].view(B, t, n, E)
+        return self.attn(self.q.expand(len(kv), 1, E), kv, kv,
+                         key_padding_mask=pad, need_weights=False)[0].view(B, t, n, E)
 
 class _PatchEmbedding(nn.Module):
     "Hybrid patch embedding: convolutions per field, patches flattened and projected, fields fused by cross-attention."
@@ -276,7 +278,8 @@ def infer_morph_config(state_dict:Mapping) -> dict:
     if 'dim' in cfg:  # not in the weights: MORPH's head width 64 and its 32 cross-attention heads
         if cfg['dim'] % 64 == 0: cfg['heads'] = cfg['dim'] // 64
         if cfg['dim'] % 32 == 0: cfg['heads_xa'] = 32
-        cfg['model_size'] = next((n for n, s in MORPH_SIZES.items() if all(cfg.get(k) == v for k, v in s.items())), None)
+        cfg['model_size'] = next((n for n, s in MORPH_SIZES.items()
+                                  if all(cfg.get(k) == v for k, v in s.items())), None)
     return cfg
 
 def load_morph(path,               # a MORPH checkpoint file, or its dict / a state dict in memory

@@ -145,7 +145,8 @@ def _pointwise(layer, h):
         if (_is_mlp(layer) and h.dtype in (torch.float32, torch.float64)
             and not torch.is_autocast_enabled(h.device.type)):
             (a, _, b), shape = layer, h.shape
-            return _RowBlockMLP.apply(h.reshape(-1, shape[-1]), a.weight.flatten(1), a.bias, b.weight.flatten(1), b.bias).view(*shape[:-1], -1)
+            return _RowBlockMLP.apply(h.reshape(-1, shape[-1]), a.weight.flatten(1), a.bias,
+                                      b.weight.flatten(1), b.bias).view(*shape[:-1], -1)
         for l in layer: h = _pointwise(l, h)
         return h
     if isinstance(layer, _ELEMENTWISE): return layer(h)

@@ -364,7 +364,8 @@ PAPER = dict(
     brmse_reduction_pct=dict(min=39.0, max=58.4, mean=49.1),  # Joint vs best non-joint per row, bRMSE at λ = 0.5
     sim_to_exp_forgets=8,  # settings (of 8) where Sim→Exp has a higher sim RMSE than Sim-only
     pressure_reduction_pct=dict(min=52.4, max=86.6),  # Joint vs Sim→Exp, pressure RMSE on held-out sim
-    win_counts={0.1: 22, 0.2: 24, 0.3: 24, 0.4: 24, 0.5: 24, 0.6: 24, 0.7: 24, 0.8: 24, 0.9: 21},  # of 24 (setting × metric)
+    win_counts={0.1: 22, 0.2: 24, 0.3: 24, 0.4: 24, 0.5: 24, 0.6: 24, 0.7: 24,
+                0.8: 24, 0.9: 21},  # of 24 (setting × metric)
     win_total=24,
 )
 

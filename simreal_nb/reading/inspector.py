@@ -269,7 +269,8 @@ def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
     """A synthetic results `score` in the layout of `simreal run --lambdas 0.1,0.3,0.7,0.9` (made-up errors
     `DEMO_ERRORS`), for demos and tests of the inspector."""
     from simreal_nb.reading.analysis import synthetic_results
-    return synthetic_results(systems=systems, capacities=('S',), seeds=seeds, errors=DEMO_ERRORS, noise=noise, seed=seed).score
+    return synthetic_results(systems=systems, capacities=('S',), seeds=seeds,
+                             errors=DEMO_ERRORS, noise=noise, seed=seed).score
 
 # %% ../../nbs/reading/61_inspector.ipynb #c018g
 def _num(v, digits=4):

@@ -170,7 +170,8 @@ def _seeds_text(score:xr.DataArray) -> str:
     "The seeds of a run in words: their number, or, when some cells have fewer, which (setting: count for protocols)."
     n_all = score.sizes.get('seed', 1)
     if 'seed' not in score.dims: return '1'
-    ran = score.notnull().any([d for d in score.dims if d not in setting_dims(score) + ('protocol', 'seed')]).sum('seed')
+    ran = score.notnull().any([d for d in score.dims
+                               if d not in setting_dims(score) + ('protocol', 'seed')]).sum('seed')
     ran = ran.sel(protocol=trained_protocols(ran.protocol.values))
     short = ran.where(ran < n_all).to_series().dropna()
     if short.empty: return str(n_all)
@@ -191,7 +192,8 @@ def _said(counts:pd.Series, n:int, q:str) -> str:
     if w == n: return f'clearly higher in all {n} settings'
     if not b and not w: return f'no clear difference in any of the {n} settings'
     return ', '.join(s for s in (f'clearly lower in {b}' if b else '', f'clearly higher in {w}' if w else '',
-                                  f'no clear difference in {n - b - w}' if n - b - w else '') if s) + f' of {n} settings'
+                                  f'no clear difference in {n - b - w}'
+                                 if n - b - w else '') if s) + f' of {n} settings'
 
 def _margin_cell(r, q:str) -> str:
     """'+6.6 [2.1, 11.0]' (Joint's paired % margin and its interval, where there is one), bold where the verdict is
@@ -477,7 +479,8 @@ def write_report(run_dir, verbose:bool=False) -> Path:
         atomic_write(run_dir / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
     pfile = run_dir / 'physics.json'
     phys = read_json(pfile, "the physics.json that `simreal physics-check` writes (delete it or run the check again)",
-                     dict(criteria=dict, max_windows=(int, type(None)), horizon=int, cells=dict)) if pfile.exists() else None
+                     dict(criteria=dict, max_windows=(int, type(None)), horizon=int,
+                          cells=dict)) if pfile.exists() else None
     text = report_text(res, timing, phys)
     write_text(run_dir / 'report.md', text)
     write_dataset(compact_scores(res), run_dir / 'scores.nc', validate=False)  # small enough to keep with the code

@@ -79,7 +79,8 @@ def rollout_figure(res:xr.Dataset,
         seq = _one_signed(truth)
         lo, hi = (np.nanmin(truth), np.nanmax(truth)) if seq else (-np.nanmax(np.abs(truth)), np.nanmax(np.abs(truth)))
         errs = {lab: np.abs(a - truth) for _, lab, a in imgs[1:]}
-        top = float(np.nanpercentile(np.concatenate([v[np.isfinite(v)] for v in errs.values()] or [np.zeros(1)]), 99)) or 1.0
+        top = float(np.nanpercentile(np.concatenate([v[np.isfinite(v)]
+                                                     for v in errs.values()] or [np.zeros(1)]), 99)) or 1.0
         unit = units_of(res, system).get(f, '')
         for k, lab, a in imgs:
             ax = axs[2 * r, k]; ax.set_visible(True)

@@ -108,7 +108,8 @@ def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, met
     rows = [_pick(score.sel(domain=[d]), cands, at[d]) for d in ('sim', 'exp')]
     pair = _as_pair(xr.concat(rows, 'domain'), score).assign_attrs(score.attrs)
     names = np.asarray(cands, dtype=object)
-    which = xr.Dataset({d: xr.DataArray(names[at[d][0].values], dims=at[d][0].dims, coords=at[d][0].coords).where(at[d][1], '')
+    which = xr.Dataset({d: xr.DataArray(names[at[d][0].values], dims=at[d][0].dims,
+                                        coords=at[d][0].coords).where(at[d][1], '')
                         for d in ('sim', 'exp')})
     return pair, which
 
@@ -200,7 +201,8 @@ def forgetting_table(score:xr.DataArray, level:float=0.95) -> pd.DataFrame:
     """Held-out sim RMSE of Sim-only and of Sim→Exp per setting (mean and `±`), and whether Sim→Exp forgot (by seed
     mean)."""
     s = select_view(score.sel(domain='sim', metric='rmse', drop=True))
-    df = _ci_frame({SIM_ONLY: s.sel(protocol=SIM_ONLY, drop=True), SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP, drop=True)}, level)
+    df = _ci_frame({SIM_ONLY: s.sel(protocol=SIM_ONLY, drop=True),
+                    SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP, drop=True)}, level)
     df['forgets'] = forgetting(score).to_series()
     return df
 
@@ -336,7 +338,8 @@ def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:f
     s = score.sel(metric=metric, field=list(fields), drop=True)
     s = np.sqrt((s ** 2).mean('field'))
     e = lambda p, d: s.sel(protocol=p, domain=d, drop=True)
-    df = _ci_frame({'r_exp': e(SIM_ONLY, 'exp') / e(EXP_ONLY, 'exp'), 'r_sim': e(EXP_ONLY, 'sim') / e(SIM_ONLY, 'sim')}, level)
+    df = _ci_frame({'r_exp': e(SIM_ONLY, 'exp') / e(EXP_ONLY, 'exp'),
+                    'r_sim': e(EXP_ONLY, 'sim') / e(SIM_ONLY, 'sim')}, level)
     df[f'≥ {target:g} both'] = ((df.r_exp >= target) & (df.r_sim >= target)).map({True: 'yes', False: 'no'})
     return df
 
@@ -392,7 +395,8 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
         parts['sim p'] = select_view(res['score'].sel(metric=metric, domain='sim', drop=True).sel(protocol=protos), 'p')
     if ('truth_score' in res and 'p' in res['truth_score'].hidden_field.values
         and bool(res['truth_score'].notnull().any())):
-        parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p', metric=metric, drop=True).sel(protocol=protos))
+        parts['hidden exp p'] = select_view(res['truth_score'].sel(hidden_field='p',
+                                                                   metric=metric, drop=True).sel(protocol=protos))
     if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
     parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims)
              for k, v in parts.items()}
@@ -430,7 +434,8 @@ def pooled_ranking(res:xr.Dataset,  # results of a run with one or more settings
     pc = paired_change(flat(b), flat(ref), 'pair', level)
     df = pd.DataFrame({f'vs {reference} %': pc['mean'].to_series(), f'vs {reference} % lo': pc['lo'].to_series(),
                        f'vs {reference} % hi': pc['hi'].to_series(),
-                       'pairs lower': (pc['lower'].astype(int).astype(str) + '/' + pc['n'].astype(int).astype(str)).to_series(),
+                       'pairs lower': (pc['lower'].astype(int).astype(str) + '/'
+                                       + pc['n'].astype(int).astype(str)).to_series(),
                        'verdict': pc['verdict'].to_series(),
                        'mean rank': rank.to_series(), 'settings': (b.notnull().any('seed').sum(settings)).to_series()})
     df.loc[reference, 'verdict'] = '(reference)'

@@ -87,7 +87,8 @@ def control_verdicts(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> lis
         head = ("no exp margin to test: Joint is not clearly lower at the others' own exposure"
                 if not any(had.values()) else
                 "Joint's "
-                "exp margin " + ('does not survive' if any(had[c] and not kept[c] for c in had) else 'survives') + ' equal exposure')
+                "exp margin " + ('does not survive'
+                                 if any(had[c] and not kept[c] for c in had) else 'survives') + ' equal exposure')
         parts = []
         for b, c in tests:
             if not had[c]:
@@ -150,7 +151,8 @@ def _best_of(v:xr.DataArray, candidates:list) -> tuple:
     c = v.sel(protocol=candidates)
     idx = c.mean('seed').fillna(np.inf).argmin('protocol')
     ran = c.notnull().any(['protocol', 'seed'])
-    names = xr.DataArray(np.asarray(candidates, dtype=object)[idx.values], dims=idx.dims, coords=idx.coords).where(ran, '')
+    names = xr.DataArray(np.asarray(candidates, dtype=object)[idx.values],
+                         dims=idx.dims, coords=idx.coords).where(ran, '')
     return c.isel(protocol=idx).drop_vars('protocol').where(ran), names
 
 def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the pair and pooled where it has them)

@@ -111,7 +111,8 @@ _TAB10 = ('#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e3
 _TAB20_LIGHT = ('#aec7e8', '#ffbb78', '#98df8a', '#c5b0d5', '#c49c94', '#f7b6d2', '#c7c7c7', '#dbdb8d', '#9edae5')
 # Joint's red, and the shades a reader takes for it or for a baseline's grey
 _NEAR_RED_OR_GREY = {'#d62728', '#8c564b', '#7f7f7f', '#c49c94', '#c7c7c7'}
-_OTHERS = ([c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3', '#e6ab02', '#66a61e'])  # Dark2's, to 18
+_OTHERS = ([c for c in _TAB10 + _TAB20_LIGHT if c not in _NEAR_RED_OR_GREY] + ['#1b9e77', '#7570b3',
+                                                                               '#e6ab02', '#66a61e'])  # Dark2's, to 18
 REF_COLOR = '#8c8c8c'  # reference baselines (grey 0.55)
 
 def lam_train_of(results) -> dict:
@@ -384,7 +385,8 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
     fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error: filled = Pareto-optimal among the trained protocols; '
                        'grey × = reference baselines '
                        '(never a winner)' + ('; bars: 95 % seed intervals' if intervals else '')
-                       + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''), width * 72, fontsize + 1), fontsize=fontsize + 1)
+                       + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''),
+                       width * 72, fontsize + 1), fontsize=fontsize + 1)
     fig.draw_without_rendering()  # fixes the layout, so the labels can be placed in pixels
     for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], fontsize, blocks[ax])
     return fig

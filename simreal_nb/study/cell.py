@@ -130,7 +130,8 @@ def resolve_exp_trajs(cells:list, cfg:GridConfig, data_dir=None, workers:int=1) 
     them: one cell per set; {system: that number} where a count was given)."""
     given = sorted({c.system for c in cells if c.exp_trajs is not None})
     if given and data_dir is None: prepare_twins([c for c in cells if c.system in given], cfg, workers)  # needed anyway
-    n = {s: cell_data(s, cfg, data_dir, min(c.seed for c in cells if c.system == s))[0].exp['train'].ds.sizes['traj'] for s in given}
+    n = {s: cell_data(s, cfg, data_dir, min(c.seed for c in cells if c.system == s))[0]
+         .exp['train'].ds.sizes['traj'] for s in given}
     out = [replace(c, exp_trajs=None) if c.exp_trajs is not None and c.exp_trajs >= n[c.system] else c for c in cells]
     return list(dict.fromkeys(out)), n
 
@@ -216,7 +217,8 @@ def _updates_made(hist) -> int:
 def _truth_score(ev, hidden):
     "Rollout scores on the exp hidden truth of the fields only the simulation has; NaN where the data have no truth."
     if 'exp_truth' in ev.domain.values:
-        return ev['score'].sel(domain='exp_truth', mode='rollout', field=hidden, metric=list(METRICS), drop=True).rename(field='hidden_field')
+        return ev['score'].sel(domain='exp_truth', mode='rollout', field=hidden,
+                               metric=list(METRICS), drop=True).rename(field='hidden_field')
     return xr.DataArray(np.full((len(hidden), len(METRICS)), np.nan), dims=('hidden_field', 'metric'),
                         coords=dict(hidden_field=hidden, metric=list(METRICS)))
 
@@ -407,7 +409,8 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
 def field_units(dd) -> dict:
     "field -> the units of its physical values in `dd`'s data (the sim dataset's attrs, else the exp one's)."
     sets = [next(iter(d.values()), None) for d in (dd.sim_ds, dd.exp_ds)]
-    return {f: str(next((ds_[f].attrs.get('units', '') for ds_ in sets if ds_ is not None and f in ds_), '')) for f in dd.fields}
+    return {f: str(next((ds_[f].attrs.get('units', '') for ds_ in sets
+                         if ds_ is not None and f in ds_), '')) for f in dd.fields}
 
 # %% ../../nbs/study/47_cell.ipynb #rc1
 def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|None=None, data_dir=None) -> dict:

@@ -163,7 +163,8 @@ def _score_block(p, y, valid, present, all_fields, want, norm, scales, lead:bool
     sel = [all_fields.index(f) for f in want if bool(present[all_fields.index(f)])]
     if not sel: return None
     names = [all_fields[c] for c in sel]
-    phys = {f: v for f, v in score_fields(p[..., sel], y[..., sel], names, mask=valid, degenerate='nan').items() if f != 'all'}
+    phys = {f: v for f, v in score_fields(p[..., sel], y[..., sel], names, mask=valid,
+                                          degenerate='nan').items() if f != 'all'}
     if scales is not None:  # divide each field by its reference scale: unit-free, comparable, poolable
         s = torch.tensor([float(scales[f]) for f in all_fields], dtype=p.dtype)
         p, y = p / s, y / s
@@ -204,7 +205,8 @@ def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) 
             raise ValueError(f"evaluate: scales lack fields {miss}; expected a reference scale for every field "
                              "of the data")
     norm = data.get('normalizer') if isinstance(data, dict) else getattr(data, 'normalizer', None)
-    all_fields = tuple((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ('u', 'v', 'p'))
+    all_fields = tuple((data.get('fields') if isinstance(data, dict)
+                        else getattr(data, 'fields', None)) or ('u', 'v', 'p'))
     want = all_fields if fields is None else tuple([fields] if isinstance(fields, str) else fields)
     bad = [f for f in want if f not in all_fields]
     if bad: raise ValueError(f"evaluate: fields {bad} are not among the data's fields {all_fields}")

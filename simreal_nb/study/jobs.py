@@ -119,7 +119,8 @@ def train_job(out,                         # job directory: job.json, last.pt + 
     if dev.type == 'cuda' and dev.index is None and 'LOCAL_RANK' in os.environ:
         dev = torch.device('cuda', int(os.environ['LOCAL_RANK'])); torch.cuda.set_device(dev)
     if data is not None: data = Path(data).resolve()
-    cell, = Grid([system], [capacity], [protocol], [seed], None if arch is None else [arch], (exp_trajs,), baselines=False).cells(
+    cell, = Grid([system], [capacity], [protocol], [seed],
+                 None if arch is None else [arch], (exp_trajs,), baselines=False).cells(
         cfg.arch, None if data is None else imported_systems(data))
     # a checkpoint that does not fit, a level the architecture lacks: refused before anything is written
     check_start([cell], cfg, data)

@@ -34,7 +34,8 @@ def toml_value(v) -> str:
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else 'nan' if math.isnan(v) else 'inf' if v > 0 else '-inf'
     if isinstance(v, str):
-        return '"' + ''.join(_ESCAPES.get(c) or (f'\\u{ord(c):04x}' if ord(c) < 0x20 or ord(c) == 0x7f else c) for c in v) + '"'
+        return '"' + ''.join(_ESCAPES.get(c)
+                             or (f'\\u{ord(c):04x}' if ord(c) < 0x20 or ord(c) == 0x7f else c) for c in v) + '"'
     if isinstance(v, (list, tuple)): return '[' + ', '.join(toml_value(o) for o in v) + ']'
     raise TypeError(f"toml_value: {v!r} (a {type(v).__name__}) has no TOML spelling here; expected a str, int, float, "
                     "bool or a list of them")
@@ -83,7 +84,8 @@ CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='s
                     eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int',
                     val_batches='int', tuned='table?',
                     init='str?', init_digest='str?', level='str')  # `GridConfig`'s fields; '?': "none" too
-GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='protocols', seeds='int|ints', archs='strs?', exp_trajs='counts', baselines='bool')  # `Grid`'s fields
+GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='protocols', seeds='int|ints', archs='strs?',
+                  exp_trajs='counts', baselines='bool')  # `Grid`'s fields
 
 class ConfigFileError(InputError):
     "A run settings file (TOML) that cannot be read, or a key in it that is unknown or holds a value of the wrong type."

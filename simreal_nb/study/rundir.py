@@ -129,7 +129,8 @@ def resolve_init(cfg:GridConfig) -> GridConfig:
     return replace(cfg, init=str(p), init_digest=d)
 
 # %% ../../nbs/study/46_rundir.ipynb #c021b
-MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict, models=dict)  # as `manifest_of` writes them
+MANIFEST_TYPES = dict(package=str, version=str, config=dict, data=(str, type(None)), data_files=dict, cell=dict,
+                      models=dict)  # as `manifest_of` writes them
 
 def read_manifest(run_dir, name:str='manifest.json') -> dict:
     """A run directory's manifest.json (`name='job.json'`: a job directory's), checked: `RunFileError` naming the file
@@ -371,7 +372,8 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
         parts.append(d.assign_coords({k: d[k].values.astype(object) for k in ('system',
                                                                               'capacity', 'protocol', 'arch')}))
         if 'params' in d and float(d['params'].max()) > 0:  # a model: cells of one setting must hold models of one size
-            sizes.setdefault(tuple(str(d[k].values[0]) for k in ('system', 'capacity', 'arch', 'protocol')), {}).setdefault(
+            sizes.setdefault(tuple(str(d[k].values[0]) for k in ('system',
+                                                                 'capacity', 'arch', 'protocol')), {}).setdefault(
                 int(d['params'].max()), []).append(p.stem)
         scales.update(json.loads(d.attrs.get('reference_scales', '{}')))
         units.update(json.loads(d.attrs.get('field_units', '{}')))

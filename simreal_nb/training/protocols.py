@@ -307,14 +307,16 @@ class SimToExp(Protocol):
                       lr_cuts=self.lr_cuts if self.match else None, windows=JOINT_WINDOWS if self.match else 1, **tune)]
     def _args(self) -> dict:
         "The constructor's arguments that differ from their defaults (a variant's own first)."
-        return {k: v for k, v in dict(finetune_lr_scale=self.finetune_lr_scale, match=self.match, lr_cuts=self.lr_cuts).items()
+        return {k: v for k, v in dict(finetune_lr_scale=self.finetune_lr_scale,
+                                      match=self.match, lr_cuts=self.lr_cuts).items()
                 if v != dict(finetune_lr_scale=1.0, match=0, lr_cuts=())[k]}
     def __repr__(self):
         if type(self) is SimToExp:  # the plain one as its checkpoints have always named it
             return (f"SimToExp(pretrain_frac={self.pretrain_frac}, freeze_stem=False"
                     + ''.join(f", {k}={v!r}" for k, v in self._args().items()) + ")")
         return (f"{type(self).__name__}("
-                + ', '.join(f"{k}={v!r}" for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")")
+                + ', '.join(f"{k}={v!r}"
+                            for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")")
 
 class SimToExpFrozen(SimToExp):
     "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
