@@ -1,6 +1,6 @@
 """The notebooks as committed: they teach with their outputs, and carry no saved widget state.
 
-STYLE.md: a short paragraph, a small definition, then a cell that shows it working on real values — so a demo cell
+The house style: a short paragraph, a small definition, then a cell that shows it working on real values — so a demo cell
 that prints or draws something keeps what it printed or drew in the committed notebook (`scripts/fill_outputs.py`
 refills them the way `nbdev_test` runs them). Widget state (hundreds of KB of JSON per inspector) is not committed:
 the docs build executes the notebooks and saves it into the pages it renders."""
