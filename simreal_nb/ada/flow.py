@@ -188,7 +188,8 @@ def stable_target(x0, x1, xt, t) -> torch.Tensor:
     batch's x₁."""
     with torch.no_grad():
         c = (1 - t).clamp_min(1e-6)
-        # log p(x₁ = b_j | x_t) for the path x_t ~ N(t x₁, (1-t)² I), less the row's constant |x_t|²/(2(1-t)²): no cancellation in float32
+        # log p(x₁ = b_j | x_t) for the path x_t ~ N(t x₁, (1-t)² I), less the row's constant |x_t|²/(2(1-t)²): no
+        # cancellation in float32
         logits = (t * (2 * xt @ x1.T) - t ** 2 * (x1 ** 2).sum(1)[None]) / (2 * c ** 2)
         w = torch.softmax(logits, dim=1)
         return (w @ x1 - x1) / c + x1 - x0                     # = Σ_j w_j (b_j - x_t)/(1-t), without the cancellation

@@ -140,7 +140,8 @@ def divergence_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out
         # valid in every input frame
         seen = torch.stack([lw.valid_all[n, t:t + lw.n_in].all(0) for n, t in n_t.tolist()])
         # a point counts at frame j if it was valid in every frame the rollout has seen or fed back up to j (a rollout
-        # zeroes fed-back frames where the target is invalid: PIV dropouts would otherwise leave holes in the prediction)
+        # zeroes fed-back frames where the target is invalid: PIV dropouts would otherwise leave holes in the
+        # prediction)
         valid = (b['valid'][:, :horizon].cummin(1).values & seen[:, None]).numpy()
         tt = None
         if d == 'exp' and truth is not None:  # the hidden truth: what a perfect measurement would give

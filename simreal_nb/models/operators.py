@@ -114,7 +114,8 @@ class _SpectralConv2d(nn.Module):
         self.m1, self.m2 = m1, m2
         s = 1 / (cin * cout)
         # [re|im, block, m1, m2, cin, cout], mode-major so the per-mode products read it as is; blocks: positive and
-        # negative H frequencies. Drawn in the original [block, cin, cout, m1, m2, re|im] order: the same initial weights.
+        # negative H frequencies. Drawn in the original [block, cin, cout, m1, m2, re|im] order: the same initial
+        # weights.
         self.weight = nn.Parameter((s * torch.rand(2, cin, cout, m1, m2, 2)).permute(5, 0, 3, 4, 1, 2).contiguous())
     def _load_from_state_dict(self, sd, prefix, *args, **kw):
         w = sd.get(prefix + 'weight')

@@ -21,7 +21,8 @@ __all__ = ['TYPICAL_UPDATES', 'cell_cost', 'cell_plan', 'estimate_cost', 'lanes_
 
 # %% ../../nbs/study/48_cost.ipynb #c023
 TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
-# (medians over the default run's 48 trained cells, four systems, three seeds: sim phases 925 (Sim-only) to 1050 (Joint), exp phases 650)
+# (medians over the default run's 48 trained cells, four systems, three seeds: sim phases 925 (Sim-only) to 1050
+# (Joint), exp phases 650)
 
 def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     """(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2

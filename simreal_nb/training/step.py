@@ -100,8 +100,8 @@ def _snr_direction(st, g_sim, g_exp, ws, we, losses, info):
 
 DIRECTIONS = {**{m: _conflict_direction(m) for m in ('pcgrad', 'cagrad', 'mgda')},
               'adaptive': _adaptive_direction, 'snr': _snr_direction}
-# combiner -> direction(stepper, flat sim gradient, flat exp gradient, w_sim, w_exp, losses, info): what `Stepper.grads` looks up
-# for every combiner but 'sum', which adds the two gradients parameter by parameter
+# combiner -> direction(stepper, flat sim gradient, flat exp gradient, w_sim, w_exp, losses, info): what `Stepper.grads`
+# looks up for every combiner but 'sum', which adds the two gradients parameter by parameter
 
 # %% ../../nbs/training/42_step.ipynb #st02
 def _n_terms(b) -> torch.Tensor:
