@@ -15,5 +15,6 @@ class InputError(SimrealError, ValueError):
 
 NOT_INPUT = {  # package errors that are not the user's mistake -> why (the command line shows their traceback)
     'NonFiniteLossError': 'training diverged (a non-finite loss): the run stops and says so; not an input error',
-    'DocsError': "the docs build failed (nbconvert, a notebook that does not execute): the package's fault or the environment's",
+    'DocsError': "the docs build failed (nbconvert, a notebook that does not execute): the package's fault or the "
+                 "environment's",
 }

@@ -492,37 +492,46 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'system': 'the twin system (or imported data set)', 'capacity': 'the model size',
            'arch': 'the network architecture',
     'exp_trajs': 'experimental trajectories the protocols train on',
-    'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, outside every training parameter; `remain`: published test windows on training trajectories, at held-out frames (RealPDEBench\'s test_mode seen)',
+    'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, '
+             'outside every training parameter; `remain`: published test windows on training trajectories, at held-out '
+             'frames (RealPDEBench\'s test_mode seen)',
     'protocol': 'the training protocol; (ref.) marks a reference baseline, which trains nothing',
     'domain': 'the held-out domain scored',
            'metric': 'the error measure: rmse, rel_l2 (relative L2) or frmse (Fourier-space RMSE)',
     'seed': 'the replicate (data realisation and initialisation)',
     'sim': 'error on the held-out simulation trajectories',
-    'exp': 'error on the held-out experimental trajectories, against the hidden truth of the measured fields at the measured points where the data have one (else against the measurement)',
+    'exp': 'error on the held-out experimental trajectories, against the hidden truth of the measured fields at the '
+           'measured points where the data have one (else against the measurement)',
     'exp vs measured': 'the same exp rollouts scored against the noisy measurement',
-    'exp floor': "the measurement's own error against the truth over the same windows, frames and points: no error against the measurement can resolve differences below it",
+    'exp floor': "the measurement's own error against the truth over the same windows, frames and points: no error "
+                 "against the measurement can resolve differences below it",
     'error': "the protocol's seed-mean error", 'measured': 'the value this run measured', 'paper': "the paper's value",
     'every seed': 'the count when every seed must agree (not only the seed mean)',
            'statistic': "the paper's headline statistic",
-    'clear': "the count of cells where Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
+    'clear': "the count of cells where Joint's paired 95 % interval against every non-joint protocol excludes zero "
+             "(Joint lower)",
     'wins (clear)': "whether Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
     'against': "the alternative Joint is compared with (best single exp-seeing model, two-model pair, pooled)",
-    'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's window: margin against the block-mean truth minus margin against the window truth",
+    'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's "
+                           "window: margin against the block-mean truth minus margin against the window truth",
     'floor (block)': "the measurement's own error against the block-mean truth",
            'floor (window)': "the measurement's own error against the truth at its window",
     'family': 'a tuned protocol family (its controls and variants train with its settings)',
            'lr': 'the peak learning rate it trains with',
-    'tuned as': 'a protocol family, or a protocol tuned on its own (a beyond-Joint variant), whose tuned settings the row gives',
+    'tuned as': 'a protocol family, or a protocol tuned on its own (a beyond-Joint variant), whose tuned settings '
+                'the row gives',
     'fine-tune scale': "Sim→Exp's fine-tune learning rate as a fraction of its learning rate",
     'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group',
            'out_dist': 'its error on the out_dist test group',
-    'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: out_dist harder)',
+    'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: '
+                   'out_dist harder)',
     'out_dist harder': 'yes only when out_dist is harder in every seed and the 95 % interval excludes zero',
     'min': "the nearest of the group's trajectories to training (parameter distance, in units of the training range)",
     'mean': "the mean over the group's trajectories", 'max': "the farthest of the group's trajectories",
     'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp',
            'which': 'the protocol that had it',
-    'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed (positive: Joint lower)",
+    'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed "
+                   "(positive: Joint lower)",
     'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean',
            'wins (every seed)': 'whether it has in every seed',
     'lam': 'λ, the weight of the sim error in bM(λ)',
@@ -531,8 +540,10 @@ COLUMNS = {  # report column -> what it holds, one phrase
            'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
     'mean cos(g_sim, g_exp)': 'mean cosine between the sim and the exp gradient of the shared weights during Joint',
     'fraction g_sim·g_exp < 0': 'fraction of logged updates in which the two gradients conflict',
-    'sim training mean (ref.)': "what every reference baseline predicts for a field its exp inputs lack: the normaliser's sim training mean",
-    'two-model pair (ref.)': 'the best sim specialist scored on sim with the best exp specialist scored on exp: two models, not one',
+    'sim training mean (ref.)': "what every reference baseline predicts for a field its exp inputs lack: the "
+                                "normaliser's sim training mean",
+    'two-model pair (ref.)': 'the best sim specialist scored on sim with the best exp specialist scored on exp: two '
+                             'models, not one',
     'sim model': 'the protocol the two-model pair takes its sim model from',
            'exp model': 'the protocol it takes its exp model from',
     'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
@@ -540,7 +551,9 @@ COLUMNS = {  # report column -> what it holds, one phrase
     'r_sim': 'Exp-only / Sim-only error on sim',
            'sim / sim_only': "sim error relative to Sim-only's (above 1: forgetting)",
     'hidden exp p': "error on the experiment's hidden true pressure",
-    'joint vs sim_to_exp %': "Joint's reduction of the sim pressure error against Sim→Exp's, paired by seed (positive: Joint lower)", 'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
+    'joint vs sim_to_exp %': "Joint's reduction of the sim pressure error against Sim→Exp's, paired by seed (positive: "
+                             "Joint lower)",
+           'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
     'vs joint %': 'paired change of bRMSE(0.5) against Joint, geometric mean over seeds (positive: lower error)',
     'joint margin %': "Joint's paired exp-error margin over the protocol (positive: Joint lower)",
     'pairs lower': '(setting, seed) pairs in which the protocol is lower than Joint, of all pairs',
@@ -553,7 +566,8 @@ COLUMNS = {  # report column -> what it holds, one phrase
            'extreme': 'extremes check verdict',
     'energy_ratio': "rollout kinetic energy over the data's", 'energy': 'energy check verdict',
     'mae': 'mean absolute error',
-           'r2': "R², RealPDEBench's convention (the reference mean over the samples at each point and frame; 1 is perfect)",
+           'r2': "R², RealPDEBench's convention (the reference mean over the samples at each point and frame; 1 "
+                 "is perfect)",
     'ke_error': 'mean |K_pred - K_true| of the fluctuation energy K = (var_t u + var_t v) / 2 per window and point',
     'freq_error': "RealPDEBench's FE: the mean modulus of the time spectrum of the domain-summed error",
     'frmse_rel_low': "fRMSE over the target's own spectrum, low band", 'frmse_rel_mid': 'the same, middle band',
