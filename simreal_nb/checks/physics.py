@@ -314,8 +314,10 @@ def energy_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C,
     t = np.stack([times[t0 + lw.n_in:t0 + lw.n_in + horizon] for _, t0 in n_t])
     y, x = _coords(lw)
     args = (float(attrs['alpha']), float(attrs['chi']), float(attrs['k_f']))
-    rp = np.concatenate([energy_budget(p[i:i + 1, :, iu], p[i:i + 1, :, iv], y, x, t[i], nu[i], *args)['residual'].ravel() for i in range(len(idx))])
-    rd = np.concatenate([energy_budget(d[i:i + 1, :, iu], d[i:i + 1, :, iv], y, x, t[i], nu[i], *args)['residual'].ravel() for i in range(len(idx))])
+    rp = np.concatenate([energy_budget(p[i:i + 1, :, iu], p[i:i + 1, :, iv], y, x, t[i], nu[i],
+                                       *args)['residual'].ravel() for i in range(len(idx))])
+    rd = np.concatenate([energy_budget(d[i:i + 1, :, iu], d[i:i + 1, :, iv], y, x, t[i], nu[i],
+                                       *args)['residual'].ravel() for i in range(len(idx))])
     rms = lambda a: float(np.sqrt((a ** 2).mean()))
     ratio = rms(rp) / rms(rd) if rms(rd) > 0 else float('inf')
     return dict(factor=factor, horizon=int(horizon), windows=len(idx), resid_pred=rms(rp),

@@ -31,7 +31,8 @@ class Bar:
     of updates."""
     def __init__(self, total:float, label:str='', display:bool=True, file=None, every:float=0.2,
                  width:int=24, clock=time.monotonic):
-        self.total, self.label, self.display, self.file, self.every, self.width, self._clock = float(total), label, display, file, every, width, clock
+        self.total, self.label, self.display, self.file = float(total), label, display, file
+        self.every, self.width, self._clock = every, width, clock
         self.done, self.comment, self.t0, self.trace, self._shown, self._tenth, self._first = 0., '', clock(), [], -1e9, -1, None
 
     @property

@@ -232,7 +232,8 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
     """The time loop of every member from its first step through the last frame (the controlled cylinder commanded by
     `cmd_of(t)`; `traj`: which trajectories the B sim and B exp members are, default all): (u, v, p [2B, T, ny, nx]
     in lattice units, the command at each frame)."""
-    nx, ny, D, U, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_frames']), int(c['frame_steps'])
+    nx, ny, D, U = int(c['nx']), int(c['ny']), float(c['D']), float(c['U'])
+    T, fs = int(c['n_frames']), int(c['frame_steps'])
     B = len(f) // 2
     ctl = cmd_of is not None
     if ctl:
@@ -305,7 +306,8 @@ def _lbm_split(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, parts:int=
 def _lbm_datasets(spec, c, seed, u, v, p, solid, tc, group, cmds, A, fr, aoa) -> dict:
     """The run in physical units on the output grid: dict(sim=, exp=, exp_truth=), the measurement (and the window
     truth, if `window_truth`) taken from the full-resolution exp truth; FloatingPointError if the run diverged."""
-    nx, ny, D, U, B, T, fs = int(c['nx']), int(c['ny']), float(c['D']), float(c['U']), int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
+    nx, ny, D, U = int(c['nx']), int(c['ny']), float(c['D']), float(c['U'])
+    B, T, fs = int(c['n_traj']), int(c['n_frames']), int(c['frame_steps'])
     ctl = spec.name == 'controlled'
     if not (torch.isfinite(u).all() and torch.isfinite(p).all()) or u.abs().max() > 0.5:
         raise FloatingPointError(f"{spec.name}: lattice Boltzmann run diverged; lower Re or raise D/U")
