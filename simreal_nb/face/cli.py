@@ -62,7 +62,9 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
                              grid:str='file',
                              # file (one frame clock per domain) or index (the first trajectory's for all)
                              clock:str='file',
-                             horizon:int=None):   # Frames a published window spans (default: upstream's); windows past a --frames cut are dropped
+                             # Frames a published window spans (default: upstream's); windows past a --frames cut are
+                             # dropped
+                             horizon:int=None):
     "Import a RealPDEBench scenario (numerical -> sim, real -> exp) into the data contract as netCDF."
     if scenario is None:
         from simreal_nb.data.realpdebench_files import SCENARIOS
@@ -215,7 +217,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent,
         # encoder, decoder, full
         level:str=None,
-        overwrite:store_true=False):  # Write into an --out that holds files no run wrote (replacing any of the same name)
+        # Write into an --out that holds files no run wrote (replacing any of the same name)
+        overwrite:store_true=False):
     "Run the Sim+Real grid (systems x capacities x protocols x seeds) and write results, report and figures."
     _check_run_dir(out, workers); _check_executor(executor, scheduler, workers)
     from dataclasses import replace
@@ -296,7 +299,8 @@ def train(out:str=None,                # Job directory (job.json, checkpoints la
           # Fine-tuning level of Sim→Exp's fine-tune and, with --init, of every protocol (arch morph, MORPH's): latent,
           # encoder, decoder, full
           level:str=None,
-          overwrite:store_true=False): # Write into an --out that holds files no job wrote (replacing any of the same name)
+          # Write into an --out that holds files no job wrote (replacing any of the same name)
+          overwrite:store_true=False):
     """Train one cell of the grid; data parallel under `torchrun --nproc_per_node N --no-python simreal train ...`;
     resumable."""
     if out is None: raise UsageError("--out: required; expected the job directory (checkpoints and scores.nc go there)")
@@ -358,7 +362,9 @@ def tune(preset:str='default',     # Preset whose data, model and budget are tun
          into:str=None,
          workers:int=None,         # Processes in parallel (default: one per CPU core)
          device:str='auto',        # Torch device: auto, cpu or cuda
-         protocols:str=None):      # Comma-separated protocols to tune (default: the families sim_only, exp_only, sim_to_exp, joint, pooled); a beyond-Joint one (joint_pcgrad, sim_to_exp_l2sp, ...) is tuned on its own
+         # Comma-separated protocols to tune (default: the families sim_only, exp_only, sim_to_exp, joint, pooled); a
+         # beyond-Joint one (joint_pcgrad, sim_to_exp_l2sp, ...) is tuned on its own
+         protocols:str=None):
     """Choose every protocol's learning rate (Sim→Exp: and fine-tune scale) on validation, per system, from one grid;
     write the choices the presets read."""
     check_out_dir(out)
@@ -541,7 +547,8 @@ def docs(out:str='runs/docs',        # Site folder: index.html, one page per not
          timeout:int=600,            # Seconds per notebook
          workers:int=2,              # Notebooks executed at once
          no_execute:store_true=False, # Render the outputs stored in the notebooks instead of executing them
-         overwrite:store_true=False):  # Build into an --out that holds files no docs build wrote (replacing any of the same name)
+         # Build into an --out that holds files no docs build wrote (replacing any of the same name)
+         overwrite:store_true=False):
     """Execute the tutorials and module notebooks and render a static site: DIR/index.html, one page per notebook, local
     widget JavaScript."""
     check_out_dir(out)

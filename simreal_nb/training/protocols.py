@@ -261,7 +261,8 @@ class ExpOnly(Protocol):
             # stop
             match:int=0,
                  lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
-                 more:bool=False):  # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
+                 # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
+                 more:bool=False):
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
         if more and self.match:
             raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
