@@ -4,10 +4,11 @@
 
 # %% ../../nbs/study/44a_runconfig.ipynb #rc003
 from __future__ import annotations
-import inspect, math, re
+import math, re
 try: import tomllib
 except ImportError: tomllib = None  # Python 3.10: `pip install tomli` reads the files
 from dataclasses import fields, replace
+from fastcore.docments import docments
 from pathlib import Path
 from .grid import GridConfig, Grid, GridError, PRESETS
 from ..core.errors import InputError
@@ -113,12 +114,12 @@ def spell_value(kind:str, v):
     return v
 
 def field_notes(cls) -> dict:
-    "{field: the comment after it in the class's source} of dataclass `cls` ({} where its source cannot be read)."
-    try: src = inspect.getsource(cls)
+    """{field: its comment in the class's source, on its line or on the lines just above it, as `docments` reads it} of
+    dataclass `cls` ({} where its source cannot be read)."""
+    try: notes = docments(cls)
     except (OSError, TypeError): return {}
     names = {f.name for f in fields(cls)}
-    return {m[1]: re.sub(r'\bNone\b', '"none"', m[2].strip()) for m in re.finditer(r'^    '
-                                                                                   r'(\w+)\s*:[^#\n]*#(.*)$', src, re.M) if m[1] in names}
+    return {k: re.sub(r'\bNone\b', '"none"', ' '.join(v.split())) for k, v in notes.items() if k in names and v}
 
 # %% ../../nbs/study/44a_runconfig.ipynb #rc015
 CONFIG_FILE = 'config.toml'  # a run directory's settings, as `simreal run --config` reads them
