@@ -654,8 +654,7 @@ def main(argv:list=None):
     if argv[0] in ('--version', '-V'): print(f'simreal {__version__}'); return
     prog = 'simreal'
     main_thread = threading.current_thread() is threading.main_thread()
-    # SIGINT as KeyboardInterrupt even where the shell started us with it ignored (a background job): a stop request
-    # stops
+    # SIGINT as KeyboardInterrupt even where the shell started us ignoring it (a background job): a stop request stops
     old_int = signal.signal(signal.SIGINT, signal.default_int_handler) if main_thread else None
     old_term = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:

@@ -463,8 +463,7 @@ def fill_cache(entries, size, cache_dir, overrides, workers, threads=1):
     """Run `fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time
     (`threads` torch threads each); dict entry -> seconds."""
     import subprocess, sys
-    # a child exits when its stdin closes: when this process ends, however it ends (killed included), no orphan
-    # generates on
+    # a child exits when its stdin closes: when this process ends, however it ends (killed too), no orphan generates on
     code = ("import json, os, sys, threading; threading.Thread(target=lambda: (sys.stdin.read(), os._exit(1)), "
             "daemon=True).start(); from simreal_nb.twins.systems import fill_entry; a = json.loads(sys.argv[1]); "
             "print(json.dumps(fill_entry(*a)), flush=True)")
