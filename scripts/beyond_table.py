@@ -54,12 +54,14 @@ def table(score:xr.DataArray) -> str:
     bm = balanced_score(score.sel(metric=['rmse']), 0.5, seed_mean=False).sel(metric='rmse')
     exp = select_view(score.sel(metric='rmse', domain='exp'))
     sim = select_view(score.sel(metric='rmse', domain='sim'))
-    base = [f"{b.replace('_', ' ')} " + ' / '.join(f"{bm.sel(protocol=b, group=g).mean('seed').item():.3f}" for g in GROUPS)
+    seed_mean = bm.mean('seed')
+    base = [f"{b.replace('_', ' ')} " + ' / '.join(f"{seed_mean.sel(protocol=b, group=g).item():.3f}" for g in GROUPS)
             for b in BASELINES if b in bm.protocol]
     learned = [str(p) for p in bm.protocol.values if str(p) not in BASELINES]
     order = sorted(learned, key=lambda p: bm.sel(protocol=p).mean('seed').sum('group').item())
     lines = ['Reference baselines, bRMSE(0.5) in_dist / out_dist: ' + ', '.join(base) + '.', '',
-             '| protocol | bRMSE(0.5) in_dist | vs Joint % | bRMSE(0.5) out_dist | vs Joint % | exp vs Joint % (in / out) |',
+             '| protocol | bRMSE(0.5) in_dist | vs Joint % | bRMSE(0.5) out_dist | vs Joint % '
+             '| exp vs Joint % (in / out) |',
              '|---|---|---|---|---|---|']
     for p in order:
         cells = [f"`{p}`"]
