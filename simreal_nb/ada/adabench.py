@@ -181,8 +181,10 @@ def run_seeds(run, out, seeds=(0, 1, 2), table=None, **kw) -> dict:
 
 # %% ../../nbs/ada/72_adabench.ipynb #c056
 CHAIN_FORCE_FIELDS = {
-    'sim': dict(k_bond=50., r0=1.0, k_angle=0., eps=1.0, sigma=0.9, attractive=False),  # approximate: WCA, no bending
-    'exp': dict(k_bond=100., r0=1.1, k_angle=1.5, eps=0.6, sigma=0.9, attractive=True),  # "accurate": stiffer, bending, LJ
+    # approximate: WCA, no bending
+    'sim': dict(k_bond=50., r0=1.0, k_angle=0., eps=1.0, sigma=0.9, attractive=False),
+    # "accurate": stiffer, bending, LJ
+    'exp': dict(k_bond=100., r0=1.1, k_angle=1.5, eps=0.6, sigma=0.9, attractive=True),
 }
 
 def chain_energy(pos, k_bond=50., r0=1.0, k_angle=0., eps=1.0, sigma=0.9, attractive=False, rc=2.5):

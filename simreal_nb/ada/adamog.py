@@ -65,7 +65,8 @@ def mog_logpdf(x, kind:str='target') -> torch.Tensor:
     w, m, s = mog_params(kind)
     x = torch.as_tensor(x, dtype=torch.float32)
     if s.dim() == 2:                                          # per-coordinate widths
-        lp = torch.log(w) - 0.5 * torch.log(2 * math.pi * s ** 2).sum(1) - (((x[:, None, :] - m[None]) / s[None]) ** 2).sum(-1) / 2
+        lp = (torch.log(w) - 0.5 * torch.log(2 * math.pi * s ** 2).sum(1)
+              - (((x[:, None, :] - m[None]) / s[None]) ** 2).sum(-1) / 2)
         return torch.logsumexp(lp, dim=1)
     d2 = ((x[:, None, :] - m[None]) ** 2).sum(-1)
     lp = torch.log(w) - 1.5 * torch.log(2 * math.pi * s ** 2) - d2 / (2 * s ** 2)
@@ -151,7 +152,7 @@ def pair_stats(x) -> dict:
     return out
 
 # %% ../../nbs/ada/73_adamog.ipynb #res0
-def heldout_resolution(pair_sigmas:dict,                       # candidate name -> per-pair widths (P1..P4), the target's pair weights
+def heldout_resolution(pair_sigmas:dict,  # candidate name -> per-pair widths (P1..P4), the target's pair weights
                        # (generated, measured) sample sizes per projection
                        sizes=((256, 256), (2048, 800), (4096, 3200)),
                        reps:int=20, n_dirs:int=32, seed:int=0) -> dict:
@@ -409,7 +410,8 @@ def pairs_table(metrics:dict, target:str='target') -> str:
                                           for k, (a, b) in enumerate(MOG_PAIRS)) + ' |']
     for m, v in metrics.items():
         rows.append(f'| {m} | '
-                + ' | '.join(f"{v['pairs'][p]['weight']:.3f} | {v['pairs'][p]['radius']:.3f}" for p in v['pairs']) + ' |')
+                + ' | '.join(f"{v['pairs'][p]['weight']:.3f} | {v['pairs'][p]['radius']:.3f}"
+                             for p in v['pairs']) + ' |')
     return '\n'.join(rows)
 
 def mog_tables(metrics:dict, target:str='target') -> str:

@@ -160,7 +160,8 @@ class GrangerMonitor:
             if not (isinstance(v, (int, np.integer)) and v >= 1): _fail(f"{k}={v!r}: expected an integer >= 1")
         if window <= 3 * lags + 2: _fail(f"window={window}: expected more than 3 * lags + 2 = {3 * lags + 2} samples")
         if not 0 < alpha < 1: _fail(f"alpha={alpha!r}: expected a level in (0, 1)")
-        self.every, self.window, self.lags, self.alpha, self.patience, self.warn = every, window, lags, alpha, patience, warn
+        (self.every, self.window, self.lags,
+         self.alpha, self.patience, self.warn) = every, window, lags, alpha, patience, warn
         self.cmd, self.resp, self.n, self.misses, self.alarm, self.log = [], [], 0, 0, False, []
 
     def update(self, cmd, resp) -> list:
@@ -204,7 +205,8 @@ def actuator_off_stream(traj:int=0, # trajectory of the twin
     if not 0 <= traj < on.sizes['traj']: _fail(f"traj={traj!r}: expected an index in [0, {on.sizes['traj']})")
     cut = load_twins('controlled', seed, size, n_frames=n_frames, n_traj=n_traj, gain=0.0)[domain]
     k = int(round(at * n_frames))
-    r_on, r_off = wake_response(on.isel(traj=[traj]), box).values[0], wake_response(cut.isel(traj=[traj]), box).values[0]
+    r_on, r_off = (wake_response(on.isel(traj=[traj]), box).values[0],
+                   wake_response(cut.isel(traj=[traj]), box).values[0])
     return dict(time=on.time.values, cmd=on['omega_cmd'].values[traj].astype(np.float64),
                 resp=np.r_[r_on[:k], r_off[k:]],
                 off=k, f_c=float(on.f_c.values[traj]))

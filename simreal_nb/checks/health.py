@@ -26,7 +26,8 @@ def _box_mask(ds, box):
     x0, x1, y0, y1 = box
     x, y = ds.x.values, ds.y.values
     fx = (x - x[0]) / (x[-1] - x[0]); fy = (y - y[0]) / (y[-1] - y[0])
-    return ((fy >= y0) & (fy < y1 if y1 < 1 else fy <= 1))[:, None] & ((fx >= x0) & (fx < x1 if x1 < 1 else fx <= 1))[None, :]
+    return (((fy >= y0) & (fy < y1 if y1 < 1 else fy <= 1))[:, None]
+            & ((fx >= x0) & (fx < x1 if x1 < 1 else fx <= 1))[None, :])
 
 # %% ../../nbs/checks/83_health.ipynb #h08
 FAULTS = ('zero', 'gain', 'dying')
@@ -176,7 +177,8 @@ def health_monitor(ds:xr.Dataset, # a measured exp stream: one trajectory (traj 
             sl = slice(t - window + 1, t + 1)
             m = {f: np.nanmean(st[f'mean_{f}'][sl], 0) - cal[i] for i, f in enumerate(('u', 'v'))}
             z = dict(bias=np.nanmax([np.abs(m[f] - ref[f'mean_{f}'][0]) / sd[f'mean_{f}'] for f in ('u', 'v')], 0),
-                     scale=np.nanmax([np.abs(np.log(np.nanmean(st[k][sl], 0)) - ref[k][0]) / sd[k] for k in ('std_u', 'std_v')], 0),
+                     scale=np.nanmax([np.abs(np.log(np.nanmean(st[k][sl], 0)) - ref[k][0]) / sd[k]
+                                      for k in ('std_u', 'std_v')], 0),
                      noise=np.maximum(np.log(np.nanmean(st['div'][sl], 0)) - ref['div'][0], 0) / sd['div'],
                      dropout=np.maximum(ref['valid'][0] - np.nanmean(st['valid'][sl], 0), 0) / sd['valid'])
             zz = np.stack([z[k] for k in Z])                     # [4, R]

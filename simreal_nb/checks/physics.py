@@ -173,7 +173,8 @@ class Divergent(nn.Module):
     def forward(self, x, field_mask, cond=None):
         out = self.model(x, field_mask, cond).clone()
         W = out.shape[-1]
-        out[:, :, 0] += self.amp * torch.cos(2 * math.pi * self.waves * torch.arange(W, dtype=out.dtype, device=out.device) / W)
+        out[:, :, 0] += self.amp * torch.cos(2 * math.pi * self.waves
+                                             * torch.arange(W, dtype=out.dtype, device=out.device) / W)
         return out
 
 # %% ../../nbs/checks/80_physics.ipynb #p22
@@ -223,7 +224,7 @@ def causality_check(model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out,
     b = lw.get_batch(spread(len(lw), max_windows))
     base = _roll(model, b, lw, horizon, device)
     resp = np.stack([(_roll(model, b, lw, horizon, device, cond=_step_cond(b['cond'], lw, wd.n_in + s, delta)) - base)
-                     .abs().amax((0, 2, 3, 4)).numpy() for s in range(horizon)])   # [step at frame s, predicted frame j]
+                     .abs().amax((0, 2, 3, 4)).numpy() for s in range(horizon)])  # [step at frame s, predicted frame j]
     onsets = [_onset(r, atol) for r in resp]
     ahead = float(max((resp[s, :s].max() for s in range(1, horizon)), default=0.0))
     delays = [onsets[s + k] - onsets[s] for s in range(horizon - k) if onsets[s] is not None

@@ -24,7 +24,8 @@ __all__ = ['RIGS', 'FP_NAMES', 'CALIB', 'RigError', 'make_rigs', 'circulation', 
 class RigError(InputError):
     "Bad rig definition or calibration data: the message names what is wrong and what was expected."
 
-RIGS = {  # per rig of the controlled cylinder: actuator gain, actuator lag (shedding periods), inflow turbulence (fraction of U)
+# per rig of the controlled cylinder: actuator gain, actuator lag (shedding periods), inflow turbulence (fraction of U)
+RIGS = {
     'rig_a': dict(gain=0.85, lag=0.08, turb=0.03),   # the package's default experiment
     'rig_b': dict(gain=0.55, lag=0.20, turb=0.01),
     'rig_c': dict(gain=1.15, lag=0.03, turb=0.06),
@@ -64,7 +65,8 @@ def _body_box(ds, pad=1.0):
     x, y = ds.x.values, ds.y.values
     xc, yc = x[0] + xb * (x[-1] - x[0]), 0.5 * (y[0] + y[-1])
     pick = lambda a, v: int(np.clip(np.abs(a - v).argmin(), 1, len(a) - 2))
-    return pick(y, yc - (0.5 + pad) * D), pick(y, yc + (0.5 + pad) * D), pick(x, xc - (0.5 + pad) * D), pick(x, xc + (0.5 + pad) * D)
+    return (pick(y, yc - (0.5 + pad) * D), pick(y, yc + (0.5 + pad) * D),
+            pick(x, xc - (0.5 + pad) * D), pick(x, xc + (0.5 + pad) * D))
 
 def circulation(ds:xr.Dataset, traj:int=0) -> np.ndarray:
     "Circulation around the body per frame [time] (counter-clockwise line integral of u, v on a rectangle around it)."

@@ -33,7 +33,8 @@ class Bar:
                  width:int=24, clock=time.monotonic):
         self.total, self.label, self.display, self.file = float(total), label, display, file
         self.every, self.width, self._clock = every, width, clock
-        self.done, self.comment, self.t0, self.trace, self._shown, self._tenth, self._first = 0., '', clock(), [], -1e9, -1, None
+        (self.done, self.comment, self.t0, self.trace,
+         self._shown, self._tenth, self._first) = 0., '', clock(), [], -1e9, -1, None
 
     @property
     def elapsed(self) -> float: return self._clock() - self.t0

@@ -163,7 +163,8 @@ def _target_grid(grid, sim, exp):
                 raise ValueError(f"align_domains: `grid`={grid!r} spreads points over the sim extent, but the sim grid "
                                  f"has a single {flat[0]} point; expected grid='sim', 'exp' or (y, x) "
                                  "coordinate arrays")
-            return np.linspace(float(sim.y.min()), float(sim.y.max()), ny), np.linspace(float(sim.x.min()), float(sim.x.max()), nx)
+            return (np.linspace(float(sim.y.min()), float(sim.y.max()), ny),
+                    np.linspace(float(sim.x.min()), float(sim.x.max()), nx))
         gy, gx = np.asarray(ny, float), np.asarray(nx, float)
         if gy.ndim == 1 and gx.ndim == 1 and (np.diff(gy) > 0).all() and (np.diff(gx) > 0).all(): return gy, gx
     raise ValueError(f"align_domains: `grid`={grid!r}; expected 'sim', 'exp', (ny, nx) ints, or (y, x) increasing "

@@ -476,8 +476,8 @@ def import_piv(paths,  # PIV files and/or folders, one sequence
     """Read a PIV sequence with `read_piv(paths, **kwargs)` and write it to `out_dir/piv_exp.nc` as a set of one
     (`store.write_set`: piv.set.json); return the path."""
     ds = read_piv(paths, **kwargs)  # every file is read and checked before anything is written
-    return write_set(out_dir, 'piv', {'exp': ('piv_exp.nc', ds)}, dict(command='simreal data '
-                                                                               'import piv', version=__version__))['exp']
+    return write_set(out_dir, 'piv', {'exp': ('piv_exp.nc', ds)},
+                     dict(command='simreal data import piv', version=__version__))['exp']
 
 # %% ../../nbs/data/17_piv.ipynb #p050
 def to_si(ds: xr.Dataset) -> xr.Dataset:

@@ -112,7 +112,8 @@ def _differences(first, others, kind:str, where:str):
     difference."""
     if others: warnings.warn(f"{where}: the {kind} of {len(others)} trajectory(ies) differs from that of {first!r} ("
                              + ', '.join(f'{s}: {d}' for s, d in others.items()) + f"); indexed: every trajectory gets "
-                             f"{'pixel indices' if kind == 'x/y grid' else f'the frame clock of {first!r}'}", stacklevel=4)
+                             f"{'pixel indices' if kind == 'x/y grid' else f'the frame clock of {first!r}'}",
+                             stacklevel=4)
 
 def _grid_gaps(first, trajs, H, W) -> dict:
     """sim_id -> the largest |difference| of its x/y from the first trajectory's, as text (grids that cannot be compared
@@ -430,7 +431,8 @@ def import_realpdebench(path,  # the download root (holding `{scenario}/`) or th
                         name: str | None = None,  # file stem (default: the scenario): writes NAME_sim.nc / NAME_exp.nc
                         overwrite: bool = False,  # replace existing files instead of refusing
                         compress: bool = False,  # gzip the data variables (see `write_dataset`)
-                        **kwargs,  # the options of `load_realpdebench` (layout, domains, frames, sub_s, sim_ids, scales, ...)
+                        **kwargs,  # the options of `load_realpdebench` (layout, domains, frames,
+                        # sub_s, sim_ids, scales, ...)
                        ) -> dict:
     """Stream a scenario into `DIR/NAME_sim.nc` / `DIR/NAME_exp.nc` block by block (memory bounded by a block, not by
     the data), all files or none, as one set (`NAME.set.json`); return `{domain: path}`."""

@@ -16,7 +16,8 @@ __all__ = ['SCENARIOS', 'SOURCE_TYPES', 'PROBES', 'GENERATOR', 'RealPDEBenchErro
            'write_example_realpdebench']
 
 # %% ../../nbs/data/16a_realpdebench_files.ipynb #r007
-SCENARIOS = {  # scenario -> file-name rule (upstream's, applied with re.match), names of the numbers it captures, and the
+SCENARIOS = {
+    # scenario -> file-name rule (upstream's, applied with re.match), names of the numbers it captures, and the
     # defaults of upstream's dataset classes: spatial step per domain (`sub_s_real`, `sub_s_numerical`: applied to the
     # raw HDF5 files; the Arrow layout is stored already subsampled) and frames per window (`in_step + out_step`)
     'cylinder': dict(pattern=r'(\d+)\.h5', params=('Re',), sub_s=dict(exp=1, sim=2), horizon=40),
@@ -461,5 +462,6 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
             meta_dir, ext = sdir, '.json'
         for g, stem in zip(GROUPS, ('remain_params', 'in_dist_test_params', 'out_dist_test_params')):
             ids = groups[g] if dtype == 'real' else (list(sim_ids) if g == 'remain' else [])
-            (meta_dir / f'{stem}_{dtype}{ext}').write_text(json.dumps({s: list(parse_sim_id(scenario, s).values()) for s in ids}))
+            (meta_dir / f'{stem}_{dtype}{ext}').write_text(
+                json.dumps({s: list(parse_sim_id(scenario, s).values()) for s in ids}))
     return sdir

@@ -199,7 +199,8 @@ def bench_systems(size:str='default', # size preset to time
         load1 = os.getloadavg()[0] if hasattr(os, 'getloadavg') else None
         t = time.perf_counter()
         if workers > 1:
-            per = {e_[0]: v for e_, v in fill_cache([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
+            per = {e_[0]: v
+                   for e_, v in fill_cache([(s_, seed) for s_ in systems], size, cache_dir, {}, workers).items()}
         else: per = {s_: fill_entry(s_, seed, size, cache_dir, {}) for s_ in systems}
         cold = time.perf_counter() - t
         warm = []
@@ -380,7 +381,7 @@ def bench_tta_steps(configs=('fan-p8', 'fno'),  # as in `bench_tta`
                     load1=round(os.getloadavg()[0], 2))
 
 # %% ../../nbs/face/95_bench.ipynb #0cc4b4e8
-def pretrain_morph(path,                      # where the checkpoint goes: MORPH's format, {'model_state_dict': ...} plus what made it
+def pretrain_morph(path,  # where the checkpoint goes: MORPH's format, {'model_state_dict': ...} plus what made it
                    # twin systems whose sim train windows it learns from, one batch of each in turn
                    systems=('controlled', 'foil'),
                    size:str='default',        # their size preset
@@ -397,7 +398,8 @@ def pretrain_morph(path,                      # where the checkpoint goes: MORPH
     _check_counts('pretrain_morph', updates=updates, every=every, batch=batch, val_windows=val_windows, threads=threads)
     systems = [systems] if isinstance(systems, str) else list(systems)
     if not systems: raise BenchInputError("pretrain_morph: systems is empty; expected one or more twin systems")
-    datas = [make_domain_data(**{k: load_twins(s, size=size)[k] for k in ('sim', 'exp')}, n_in=2, n_out=1) for s in systems]
+    datas = [make_domain_data(**{k: load_twins(s, size=size)[k] for k in ('sim', 'exp')}, n_in=2, n_out=1)
+             for s in systems]
     with torch_threads(threads):
         torch.manual_seed(seed)
         models = [make_model('morph', capacity, fields=d.fields, n_in=2, n_out=1, grid=d.grid, n_cond=0) for d in datas]

@@ -45,7 +45,7 @@ def data_make(system:str,          # Twin system name (see `simreal data list`)
 
 # %% ../../nbs/face/90_cli.ipynb #b94f24c4
 @call_parse
-def data_import_realpdebench(path:str,            # A RealPDEBench download: its root (holding SCENARIO/) or the scenario folder
+def data_import_realpdebench(path:str,  # A RealPDEBench download: its root (holding SCENARIO/) or the scenario folder
                              scenario:str=None,   # Scenario: cylinder, controlled_cylinder, foil or fsi (required)
                              out:str='.',         # Directory that receives NAME_sim.nc and/or NAME_exp.nc
                              name:str=None,       # File stem (default: the scenario)
@@ -81,7 +81,8 @@ def data_import_realpdebench(path:str,            # A RealPDEBench download: its
     for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite, sub_s=step,
                                        frames=None if frames is None else _frame_range(frames),
                                        sim_ids=_listed(check_names('--sim-ids', sim_ids)),
-                                       groups=_listed(check_names('--groups', groups)), grid=grid, clock=clock, horizon=horizon).items(): print(f'{kind}: {p}')
+                                       groups=_listed(check_names('--groups', groups)), grid=grid, clock=clock,
+                                       horizon=horizon).items(): print(f'{kind}: {p}')
 
 def _steps(text:str):
     "`--sub-s N` or `--sub-s sim=2,exp=1` as an int or a dict per domain."
@@ -278,7 +279,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
 
 # %% ../../nbs/face/90_cli.ipynb #trn1
 @call_parse
-def train(out:str=None,                # Job directory (job.json, checkpoints last.pt + history.json, scores.nc), required
+def train(out:str=None,  # Job directory (job.json, checkpoints last.pt + history.json, scores.nc), required
           system:str='cylinder',       # Twin system (see `simreal data list`), or a NAME of the pairs in --data
           protocol:str='joint',        # Protocol: sim_only, exp_only, sim_to_exp, joint, joint@0.3, ...
           capacity:str='S',            # Capacity preset of the model
@@ -354,7 +355,9 @@ def report(run_dir:str,                 # Run directory holding results.nc
 
 # %% ../../nbs/face/90_cli.ipynb #tune1
 @call_parse
-def tune(preset:str='default',     # Preset whose data, model and budget are tuned (its size names the entry of the tuned file)
+def tune(
+         # Preset whose data, model and budget are tuned (its size names the entry of the tuned file)
+         preset:str='default',
          systems:str=None,         # Comma-separated systems (default: the preset's)
          seed:int=0,               # The one seed tuning trains
          out:str='runs/tune',      # Folder of the per-point records and checkpoints (a rerun resumes)
@@ -453,8 +456,8 @@ def _run_ada(run, out, seed, seeds, table=None, overwrite=False, command='simrea
         run(out, seed=seed, **kw); _stamp_ada(out, command); print(f"metrics: {Path(out) / 'metrics.json'}")
     else:
         from simreal_nb.ada.adabench import run_seeds
-        run_seeds(run, out, seed_list, table=table, **kw); _stamp_ada(out, command); print("summary: "
-                                                                                           f"{Path(out) / 'summary.json'}")
+        run_seeds(run, out, seed_list, table=table, **kw); _stamp_ada(out, command)
+        print(f"summary: {Path(out) / 'summary.json'}")
 
 # %% ../../nbs/face/90_cli.ipynb #82ca4901
 @call_parse
@@ -540,7 +543,9 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
     print(f"physics: {Path(run_dir) / 'physics.json'}")
 
 @call_parse
-def docs(out:str='runs/docs',        # Site folder: index.html, one page per notebook, static/ (widget, RequireJS, MathJax files from npm)
+def docs(
+         # Site folder: index.html, one page per notebook, static/ (widget, RequireJS, MathJax files from npm)
+         out:str='runs/docs',
          # Comma-separated subset, e.g. index,tutorials/lambda_inspector,tradeoff (default: every notebook)
          notebooks:str=None,
          full:store_true=False,      # Full sizes: no IN_TEST, '#| slow' cells run (much longer)
@@ -630,8 +635,9 @@ def _dash_values(parser, args:list) -> list:
                                  f"path: ./{value})")
             nxt = args[i + 1] if i + 1 < len(args) and not eq else None
             k = None if nxt is None else key(nxt.partition('=')[0])
+            # nxt starts with '-' but is not an option, nor argparse's abbreviation of one: the value of `a`
             if nxt is not None and nxt.startswith('-') and nxt != '--' and k not in opts \
-               and not (nxt.startswith('--') and any(o.startswith(k) for o in opts)):  # not an option, nor argparse's abbreviation of one
+               and not (nxt.startswith('--') and any(o.startswith(k) for o in opts)):
                 out.append(f'{a}={nxt}'); i += 2; continue
         out.append(a); i += 1
     return out

@@ -90,8 +90,8 @@ def web_assets(dest,          # the site folder; the files go to `dest/static`
     cache = _cache_dir(cache)
     rules = {'@jupyter-widgets/html-manager': [(r'dist/(embed-amd\.js|[0-9a-f]{20}\.(?:woff2?|ttf|eot|svg))', '')],
              'requirejs': [(r'(require\.js)', '')],
-             'mathjax': [(r'es5/(tex-chtml\.js|input/tex/extensions/.+\.js|output/chtml/fonts/woff-v2/.+\.woff|ui/.+\.js|'
-                          r'a11y/assistive-mml\.js|adaptors/.+\.js)', 'mathjax')]}
+             'mathjax': [(r'es5/(tex-chtml\.js|input/tex/extensions/.+\.js|output/chtml/fonts/woff-v2/.+\.woff|'
+                          r'ui/.+\.js|a11y/assistive-mml\.js|adaptors/.+\.js)', 'mathjax')]}
     for name, rs in rules.items():
         if not _extract(_npm_pack(name, v[name], cache), rs, static):
             raise DocsError(f"{name}@{v[name]} has none of the files the pages need ({rs}); pick another version in "

@@ -22,7 +22,8 @@ class UserExit(SystemExit):
     def __init__(self, line:str): super().__init__(2); self.line = line
     def __str__(self): return self.line
 
-USER_ERRORS = (InputError,  # every input error of the package (`errors.InputError`), the CLI's own `UsageError` among them
+USER_ERRORS = (InputError,  # every input error of the package (`errors.InputError`),
+               # the CLI's own `UsageError` among them
                FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 # unwritable outputs, a symbolic link loop
 USER_ERRNOS = {getattr(errno, n) for n in ('EROFS', 'ENOSPC', 'EDQUOT', 'ENAMETOOLONG', 'ELOOP') if hasattr(errno, n)}

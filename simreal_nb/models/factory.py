@@ -28,14 +28,15 @@ CAPACITIES = {
                unet=dict(base=48, levels=3),
           morph=dict(MORPH_SIZES['M'])),
     'Ti': dict(fan=dict(dim=256, depth=4, heads=4, mlp=1024), morph=dict(MORPH_SIZES['Ti'])),   # MORPH-Ti widths
-    'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048), morph=dict(MORPH_SIZES['S'])),   # MORPH-S widths (morph: MORPH-S itself)
+    # MORPH-S widths (morph: MORPH-S itself)
+    'MS': dict(fan=dict(dim=512, depth=4, heads=8, mlp=2048), morph=dict(MORPH_SIZES['S'])),
     'L':  dict(morph=dict(MORPH_SIZES['L'], model_size='L')),   # MORPH-L (its bilinear space-time position table)
 }
 ARCHS = {'fan': FieldAttentionNet, 'fno': FNO2d, 'unet': UNet2d, 'morph': MorphField}
 MODEL_CLASSES = {c.__name__: c for c in ARCHS.values()}
 
 # %% ../../nbs/models/20_models.ipynb #c020
-def make_model(arch:str='fan',         # 'fan' (FieldAttentionNet), 'fno' (FNO2d), 'unet' (UNet2d) or 'morph' (MorphField)
+def make_model(arch:str='fan',  # 'fan' (FieldAttentionNet), 'fno' (FNO2d), 'unet' (UNet2d) or 'morph' (MorphField)
                capacity:str='S',       # a key of `CAPACITIES`
                fields=FIELDS,          # field names (C axis order)
                n_in:int=1,             # input frames

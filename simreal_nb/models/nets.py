@@ -140,7 +140,8 @@ class _FieldCrossAttention(nn.Module):
         super().__init__()
         self.heads, self.dh = heads, dim // heads
         self.query = nn.Parameter(torch.randn(heads, dim // heads))
-        self.ln, self.k, self.v, self.out = nn.LayerNorm(dim), nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.ln, self.k, self.v, self.out = (nn.LayerNorm(dim), nn.Linear(dim, dim), nn.Linear(dim, dim),
+                                             nn.Linear(dim, dim))
     def forward(self, t, field_mask):
         "t: [B, C, N, D] field tokens; field_mask: [B, C] -> [B, N, D]"
         B, C, N, D = t.shape

@@ -32,10 +32,15 @@ def _dft_matrices(H, W, m1, m2, device='cpu'):
     hermite = torch.where((kw == 0) | ((W % 2 == 0) & (kw == W // 2)), 1.0, 2.0)[:, None]
     # [Re|Im, kh, h, Re|Im]
     fh = torch.stack([torch.stack([ah.cos(), ah.sin()], -1), torch.stack([-ah.sin(), ah.cos()], -1)])
-    mats = (torch.cat([aw.cos(), -aw.sin()], 0),                            # fw @ [W, C]: [Re; Im] of the W transform
-            fh.reshape(4 * m1, 2 * H) * s,                                  # fh @ [(h, Re|Im), ·]: [Re; Im] of the H transform
-            torch.cat([torch.cat([c, -sn], 1), torch.cat([sn, c], 1)], 0),  # gh @ [Re; Im]: [Re; Im] of the inverse H transform
-            torch.cat([aw.cos() * hermite, -aw.sin() * hermite], 0).T * s)  # gw @ [(Re|Im, kw), C]: the inverse W transform
+    mats = (
+        # fw @ [W, C]: [Re; Im] of the W transform
+        torch.cat([aw.cos(), -aw.sin()], 0),
+        # fh @ [(h, Re|Im), ·]: [Re; Im] of the H transform
+        fh.reshape(4 * m1, 2 * H) * s,
+        # gh @ [Re; Im]: [Re; Im] of the inverse H transform
+        torch.cat([torch.cat([c, -sn], 1), torch.cat([sn, c], 1)], 0),
+        # gw @ [(Re|Im, kw), C]: the inverse W transform
+        torch.cat([aw.cos() * hermite, -aw.sin() * hermite], 0).T * s)
     return tuple(t.to(device=device, dtype=torch.float32).contiguous() for t in mats)
 
 def _transforms(h, m1, m2):

@@ -345,7 +345,8 @@ def synthetic_results(systems=('A', 'B'), # `system` coordinate
     i = np.arange(n_eval)
     shape = xr.DataArray(1 + 4 * np.exp(-i / 1.5), dims='eval_index', coords=dict(eval_index=i))
     curve_val = (final * shape).where(trained)
-    curve_step = (xr.DataArray((i + 1.0) * eval_every, dims='eval_index', coords=dict(eval_index=i)) * xr.ones_like(final)).where(trained)
+    curve_step = (xr.DataArray((i + 1.0) * eval_every, dims='eval_index', coords=dict(eval_index=i))
+                  * xr.ones_like(final)).where(trained)
     cap = n_eval * eval_every
     res = xr.Dataset(dict(score=score, score_phys=phys, curve_step=curve_step, curve_val=curve_val,
                           capped=xr.zeros_like(final).where(trained),

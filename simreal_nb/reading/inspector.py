@@ -366,7 +366,8 @@ def plane_svg(st:InspectorState, # the state to draw
         if whisk: out.append(f'<path d="{whisk}" stroke="{c}" stroke-width="1.2" clip-path="url(#{cid})"/>')
         if p in BASELINES:
             out.append(f'<path data-protocol="{_esc(p)}" '
-                       f'd="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}M{x - 5:.1f},{y + 5:.1f}L{x + 5:.1f},{y - 5:.1f}" stroke="{c}" stroke-width="2"/>')
+                       f'd="M{x - 5:.1f},{y - 5:.1f}L{x + 5:.1f},{y + 5:.1f}'
+                       f'M{x - 5:.1f},{y + 5:.1f}L{x + 5:.1f},{y - 5:.1f}" stroke="{c}" stroke-width="2"/>')
         else:
             ring = (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="10" fill="none" stroke="black" stroke-width="1.5"/>'
                     if p == st.winner else '')
@@ -392,12 +393,15 @@ def plane_svg(st:InspectorState, # the state to draw
     return ''.join(out)
 
 # %% ../../nbs/reading/61_inspector.ipynb #ea3c5229
-_CSS = ('<style>.simreal-inspector{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;font-size:14px;line-height:1.35;'
-        'font-family:-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif}'
-        '.simreal-inspector .si-text{flex:0 1 '
-        'auto;width:min-content;min-width:300px;overflow-x:auto}.simreal-inspector p{margin:0 0 4px '
-        '0}.simreal-inspector '
-        '.si-note{color:#555;font-size:12px;margin-bottom:6px}.si-table{border-collapse:collapse;font-size:13px;margin-bottom:6px}.si-table th{border-bottom:1px solid #999}.si-table td,.si-table th{padding:2px 8px;text-align:right;white-space:nowrap}.si-table td:first-child,.si-table th:first-child{text-align:left}'
+_CSS = ('<style>.simreal-inspector{display:flex;flex-wrap:wrap;gap:18px;align-items:flex-start;font-size:14px;'
+        'line-height:1.35;font-family:-apple-system,BlinkMacSystemFont,Segoe UI,Helvetica,Arial,sans-serif}'
+        '.simreal-inspector .si-text{flex:0 1 auto;width:min-content;min-width:300px;overflow-x:auto}'
+        '.simreal-inspector p{margin:0 0 4px 0}'
+        '.simreal-inspector .si-note{color:#555;font-size:12px;margin-bottom:6px}'
+        '.si-table{border-collapse:collapse;font-size:13px;margin-bottom:6px}'
+        '.si-table th{border-bottom:1px solid #999}'
+        '.si-table td,.si-table th{padding:2px 8px;text-align:right;white-space:nowrap}'
+        '.si-table td:first-child,.si-table th:first-child{text-align:left}'
         '.si-table tr.win{font-weight:bold;background:#fff3c4}.si-table tr.ref{color:#888}</style>')
 
 def state_html(st:InspectorState, # the state to show
@@ -470,7 +474,8 @@ def lambda_inspector(score,              # results file or folder, results Datas
                      mode=None,          # evaluation mode (None: 'rollout' if present)
                      level=0.95,         # confidence level of the seed intervals
                      scale='auto',       # initial axes of the plane: 'auto', 'linear' or 'log'
-                     **settings,         # initial setting, e.g. system='cylinder', capacity='S' (default: the first of each)
+                     # initial setting, e.g. system='cylinder', capacity='S' (default: the first of each)
+                     **settings,
                     ):
     """The λ inspector: a λ slider and selectors (system, capacity, other setting dims, metric, field); bM(λ) per
     protocol with the winner and the sim-exp plane. Every λ's page is computed when the selection changes, so moving
@@ -524,7 +529,8 @@ def lambda_inspector(score,              # results file or folder, results Datas
                   'static page only λ moves; the selectors need a running kernel (Jupyter, Voilà).</span>')
     box = _inspector_class(w)([w.HBox([slider, note], layout=w.Layout(align_items='center', flex_flow='row wrap')),
                                w.HBox(list(selectors.values()), layout=w.Layout(flex_flow='row wrap')), stack])
-    box.slider, box.selectors, box.stack, box.pages, box.states, box.update = slider, selectors, stack, pages, states, update
+    (box.slider, box.selectors, box.stack,
+     box.pages, box.states, box.update) = slider, selectors, stack, pages, states, update
     box.metric, box.field = selectors['metric'], selectors.get('field')
     box.system, box.capacity = selectors.get('system'), selectors.get('capacity')
     return box

@@ -223,7 +223,8 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     n = len(t.index.droplevel('against').unique())
     name = f"b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g})"
     L += [f"**Finding.** On {name}, the balanced error over held-out sim and exp, Joint's error against "
-          + '; against '.join(f"the {a if a != POOLED else 'pooled model'}: {_said(counts.loc[a], n, q)}" for a in counts.index)
+          + '; against '.join(f"the {a if a != POOLED else 'pooled model'}: {_said(counts.loc[a], n, q)}"
+                              for a in counts.index)
           + '. On exp alone: ' + '; '.join(f"vs {a}: {_said(counts.loc[a], n, 'exp')}" for a in counts.index)
           + f". *Clearly* means every seed agrees and the paired {level * 100:.0f} % interval excludes zero.", '']
     b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
@@ -277,7 +278,8 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
           'measures (sim: u, v, p; exp: u, v). bM(λ) = λ·M_sim + (1−λ)·M_exp. '
           + (f'Tables show the mean ± the 95 % confidence half-width (Student t) over the {seeds} seeds. ' if seeds > 1
              and seeds_text == str(seeds) else
-             f'Tables show the mean ± the 95 % confidence half-width (Student t) over the seeds each cell has (up to {seeds}). ' if seeds > 1 else
+             f'Tables show the mean ± the 95 % confidence half-width (Student t) over the seeds each cell has '
+             f'(up to {seeds}). ' if seeds > 1 else
              'One seed: no confidence intervals. ')
           + 'The paper\'s comparison of Joint with the best of Sim-only, Exp-only and Sim→Exp is counted two '
             'ways: by seed '
@@ -336,15 +338,17 @@ def _paper_lines(score, h, n):
           f"{jb.get('rmse')}/{jb.get('rel_l2')}/{jb.get('frmse')} of {n} settings by seed mean "
           f"({_agree(jb, {m: _on_run(v, n) for m, v in pjb.items()}, _of_paper(pjb))})."]
     jr = h['joint_best_at_0_5_clear']
-    L += [f"- Clear (the paired 95 % interval excludes zero): {jr.get('rmse')}/{jr.get('rel_l2')}/{jr.get('frmse')} of {n} settings." if jr is not None else
+    L += [f"- Clear (the paired 95 % interval excludes zero): {jr.get('rmse')}/{jr.get('rel_l2')}/{jr.get('frmse')} "
+          f"of {n} settings." if jr is not None else
           '- Clear: not counted (one seed).']
     L += ["- Joint's bRMSE reduction vs the best non-joint protocol (paired by seed; the paper's statistic, "
           "whose best non-joint protocol may be Sim-only, a model that never saw an experiment): "
           f"{_pct(h['brmse_reduction_pct'])}; paper: {_pct(PAPER['brmse_reduction_pct'])}."]
     if h['sim_to_exp_forgets'] is not None:
+        pf = PAPER['sim_to_exp_forgets']
         L += [f"- Sim→Exp forgets (higher held-out sim RMSE than Sim-only) in {h['sim_to_exp_forgets']} of "
               f"{n} settings "
-              f"({_agree(h['sim_to_exp_forgets'], _on_run(PAPER['sim_to_exp_forgets'], n), _of_paper(PAPER['sim_to_exp_forgets']))})."]
+              f"({_agree(h['sim_to_exp_forgets'], _on_run(pf, n), _of_paper(pf))})."]
     if h['pressure_reduction_pct']:
         L += [f"- Joint vs Sim→Exp, sim pressure RMSE: {_pct(h['pressure_reduction_pct'])} reduction; "
               f"paper: {_pct(PAPER['pressure_reduction_pct'])}."]
@@ -393,7 +397,8 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
         for a in score.arch.values:
             sa = score.sel(arch=a, drop=True)
             w, red = joint_wins(sa), joint_reduction_ci(sa).reduction.sel(metric='rmse')
-            wr = (f", clearly (interval excluding zero) {int(joint_wins(sa, rule='clear').sel(metric='rmse').sum())}" if seeds > 1 else '')
+            wr = (f", clearly (interval excluding zero) {int(joint_wins(sa, rule='clear').sel(metric='rmse').sum())}"
+                  if seeds > 1 else '')
             L += [f"- {a}: Joint has the lowest bRMSE in {int(w.sel(metric='rmse').sum())} of "
                   f"{int(w.sel(metric='rmse').count())} settings by seed mean{wr}; mean bRMSE reduction "
                   f"{float(red.mean()):.1f} %."]
@@ -420,7 +425,8 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
               f'mean of {f} (the '
               "normaliser's mean, one constant): their column is `sim training mean (ref.)`.",
               '',
-              md_table(_refs(_hidden_refs(per_setting(res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
+              md_table(_refs(_hidden_refs(per_setting(
+                  res.assign(_t=res['truth_score'].sel(hidden_field=f, metric='rmse', drop=True)), '_t')))), '']
     if physics is not None: L += physics_lines(physics)
     L += column_glossary('\n'.join(L), protos, [str(a) for a in res.arch.values] if 'arch' in res.coords else [])
     L += ['## Figures', '']
@@ -588,8 +594,10 @@ def column_meaning(name:str, protocols=(), archs=()) -> str|None:
     if m: return f"the balanced error bM(λ) = λ·sim + (1−λ)·exp at λ = {m[1] or m[2]}"
     m = re.fullmatch(r'(exp|b\w+@[0-9.]+) (%|verdict)', name)
     if m:
-        return (f"Joint's paired margin over the alternative on {m[1]}, geometric mean over seeds (positive: Joint lower)" if m[2] == '%'
-                else f"verdict on Joint's margin on {m[1]}: better/worse only when every seed agrees and the 95 % interval excludes zero")
+        return (f"Joint's paired margin over the alternative on {m[1]}, geometric mean over seeds "
+                "(positive: Joint lower)" if m[2] == '%'
+                else f"verdict on Joint's margin on {m[1]}: better/worse only when every seed agrees and the 95 % "
+                     "interval excludes zero")
     m = re.fullmatch(r'exp (%|lo|hi) \((block|window) truth\)', name)
     if m:
         return ("Joint's paired exp margin against the "

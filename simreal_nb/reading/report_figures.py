@@ -105,8 +105,8 @@ def rollout_figure(res:xr.Dataset,
                 else next((x for x in np.asarray(v.values, dtype=object).ravel() if x == x and x != ''), None))
         gg, tt = pick(g), pick(t)
         if gg or tt is not None:
-            where.append(f"{d}: "
-                         f"{'test group ' + str(gg) if gg else 'test'}{f', t = {float(tt):.3g} s' if tt is not None else ''}")
+            where.append(f"{d}: {'test group ' + str(gg) if gg else 'test'}"
+                         f"{f', t = {float(tt):.3g} s' if tt is not None else ''}")
     horizon = json.loads(res.attrs.get('config', '{}') or '{}').get('horizon')
     title = (f"{system}: the last frame of a{' ' + str(horizon) + '-frame' if horizon else ''} rollout from the first "
              f"long test window, seed {seed}, "
@@ -195,9 +195,8 @@ def learning_curves(res:xr.Dataset, ncols:int=3, panel_size=(2.6, 2.2), dpi:int=
             _plain_log_ticks(ax.yaxis)
             ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
             ax.set_title(f'{lab}: {ob}', fontsize=fontsize - 1); ax.tick_params(which='both', labelsize=fontsize - 1)
-            ax.set_xlabel('updates '
-                          'into the phase', fontsize=fontsize - 1); ax.set_ylabel(f'{ob} '
-                                                                                  'validation loss', fontsize=fontsize - 1)
+            ax.set_xlabel('updates into the phase', fontsize=fontsize - 1)
+            ax.set_ylabel(f'{ob} validation loss', fontsize=fontsize - 1)
     handles = [Line2D([], [], color=colors[p], ls=dash(p), lw=lw[p]) for p in protos]
     fig.legend(handles, protos, loc='outside lower center', ncols=max(1, min(len(protos), 6, int(width // per))),
                fontsize=fontsize - 1, frameon=False)

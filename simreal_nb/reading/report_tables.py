@@ -92,7 +92,8 @@ def _as_pair(da:xr.DataArray, like) -> xr.DataArray:
     """`da` (picked per setting: `_pick`) as protocol TWO_MODEL, dims in `like`'s order, with the pair's values of
     `like`'s protocol coordinates."""
     on = [k for k, c in like.coords.items() if c.dims == ('protocol',) and k != 'protocol']
-    return da.expand_dims(protocol=[TWO_MODEL]).transpose(*like.dims).assign_coords({k: ('protocol', [PAIR_COORDS.get(k)]) for k in on})
+    return (da.expand_dims(protocol=[TWO_MODEL]).transpose(*like.dims)
+            .assign_coords({k: ('protocol', [PAIR_COORDS.get(k)]) for k in on}))
 
 def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, metric, seed and settings)
                    candidates=None,  # the protocols to choose from (None: every trained protocol but Joint's family)
@@ -238,7 +239,8 @@ def units_of(res:xr.Dataset, system:str) -> dict:
 def units_line(res:xr.Dataset) -> str:
     "One line naming each system's field units, for tables and figures in physical units."
     per = {str(s): units_of(res, str(s)) for s in res.system.values}
-    return ('Units: ' + '; '.join(f"{s}: " + ', '.join(f'{f} [{u}]' for f, u in us.items() if f in res.field.values) for s, us in per.items()) + '.')
+    return ('Units: ' + '; '.join(f"{s}: " + ', '.join(f'{f} [{u}]' for f, u in us.items() if f in res.field.values)
+                                  for s, us in per.items()) + '.')
 
 def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
     "`score_phys` (physical units) per (settings, protocol): each measured (domain, field), mean and `±` over seeds."
@@ -276,7 +278,8 @@ def baseline_flags(score:xr.DataArray, reference:str=PERSISTENCE, metrics=METRIC
     for p in trained_protocols(s.protocol.values):
         for d in dom[p]:
             e, r = s.sel(protocol=p, domain=d, drop=True), s.sel(protocol=reference, domain=d, drop=True)
-            df = pd.concat({'error': e.to_series(), reference: r.to_series()}, axis=1)[(e.notnull() & r.notnull() & (e >= r)).to_series()]
+            df = pd.concat({'error': e.to_series(), reference: r.to_series()}, axis=1)[
+                (e.notnull() & r.notnull() & (e >= r)).to_series()]
             frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
     return _flag_frame(frames, names)
 
@@ -299,7 +302,8 @@ def off_domain_flags(score:xr.DataArray, references=(PERSISTENCE, MEAN_FIELD), m
         for d in [d for d in ('sim', 'exp') if d in s.domain.values and d not in dom[p]]:
             e, r = s.sel(protocol=p, domain=d, drop=True), {q: s.sel(protocol=q, domain=d, drop=True) for q in refs}
             worse = xr.concat([e > v for v in r.values()], 'ref').any('ref')
-            df = pd.concat({'error': e.to_series(), **{q: v.to_series() for q, v in r.items()}}, axis=1)[(e.notnull() & worse).to_series()]
+            df = pd.concat({'error': e.to_series(), **{q: v.to_series() for q, v in r.items()}}, axis=1)[
+                (e.notnull() & worse).to_series()]
             frames.append(df.assign(protocol=p, domain=d).set_index(['protocol', 'domain'], append=True))
     return _flag_frame(frames, ['error', *refs])
 

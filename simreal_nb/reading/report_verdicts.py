@@ -305,7 +305,8 @@ def extrapolation_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> 
                                               'out_dist ±': ho.to_series(), 'out vs in %': -pc['mean'].to_series(),
                                               'out vs in lo': -pc['hi'].to_series(),
                                               'out vs in hi': -pc['lo'].to_series(),
-                                              'out_dist harder': pc['verdict'].to_series().map({'worse': 'yes', 'better': 'no: easier'}).fillna('not clear')})
+                                              'out_dist harder': pc['verdict'].to_series().map(
+                                                  {'worse': 'yes', 'better': 'no: easier'}).fillna('not clear')})
     return pd.concat(rows, names=['model']) if rows else pd.DataFrame()  # a grid without single-domain models
 
 def extrapolation_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
@@ -411,7 +412,8 @@ def physics_lines(phys:dict) -> list:
     table."""
     t = physics_table(phys)
     checks = ['divergence', 'causality', 'extreme', 'energy', 'verdict']
-    counts = t.groupby(level='protocol')[checks].agg(lambda v: f"{int((v == 'pass').sum())}/{int(v.isin(['pass', 'fail']).sum())}")
+    counts = t.groupby(level='protocol')[checks].agg(
+        lambda v: f"{int((v == 'pass').sum())}/{int(v.isin(['pass', 'fail']).sum())}")
     L = ['## Physics checks', '',
          f"From `physics.json` (`simreal physics-check`, {phys.get('max_windows')} windows per domain, "
          f"{phys.get('horizon')}-frame rollouts). A cell passes a check when:", '']

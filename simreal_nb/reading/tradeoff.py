@@ -339,7 +339,8 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p],
                            facecolors=colors[p] if opt[i] else 'none',
                            zorder=3, label=p)
-            off = (' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q) + ')' if far[i] else '')
+            off = (' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q)
+                   + ')' if far[i] else '')
             labels[ax].append((px, py, p + off, '0.45' if ref[i] else '0.1'))
         any_far |= bool(far.any())
         jf = np.flatnonzero(jl & fin)

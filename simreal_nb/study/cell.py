@@ -236,8 +236,9 @@ def _baseline_scores(name, dd, truth, cfg, scales, device):
 def cell_model(cell:Cell, cfg:GridConfig, dd):
     "The untrained model of `cell` (the same initial weights for a seed, whatever process builds it)."
     torch.manual_seed(cell.seed)
+    # as the run's manifest records it (`model_settings`)
     return make_model(cell.arch, cell.capacity, fields=dd.fields, n_in=cfg.n_in, n_out=cfg.n_out, grid=dd.grid,
-                      n_cond=dd.n_cond, **model_overrides(cell.arch, cfg))  # as the run's manifest records it (`model_settings`)
+                      n_cond=dd.n_cond, **model_overrides(cell.arch, cfg))
 
 def set_aside_unreadable(ckpt) -> bool:
     """A checkpoint that cannot be loaded (cut short, damaged, not a torch file) is renamed `*.unreadable` and never
@@ -384,15 +385,18 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
                         arch=[cell.arch], exp_trajs=[n_exp])
     for v in ('train_s', 'eval_s', 'params', 'grad_cos_mean', 'grad_conflict_frac', 'steps_done'):
         ds[v].attrs['long_name'] = v.replace('_', ' ')
-    ds['capped'].attrs['long_name'] = '1: training stopped at the update cap while still improving; 0: early stopping; NaN: baseline'
+    ds['capped'].attrs['long_name'] = ('1: training stopped at the update cap while still improving; '
+                                       '0: early stopping; NaN: baseline')
     ds['truth_score'].attrs['long_name'] = ("rollout error on the experiment's hidden truth of the fields only the "
                                             "simulation has (a reference baseline, fed exp inputs without them, "
                                             "predicts the sim training mean)")
-    ds['score_measured'].attrs['long_name'] = 'rollout error on exp against the measured data (the same windows as `score`)'
+    ds['score_measured'].attrs['long_name'] = ('rollout error on exp against the measured data '
+                                               '(the same windows as `score`)')
     ds['score_window'].attrs['long_name'] = ("rollout error on exp against the truth averaged over the measurement's "
                                              "own window (the same windows, fields and points as `score`; NaN: the "
                                              "data have no window truth)")
-    ds['noise_floor_window'].attrs['long_name'] = "the exp measurement's own error against the window truth of `score_window`"
+    ds['noise_floor_window'].attrs['long_name'] = ("the exp measurement's own error against the window truth of "
+                                                   "`score_window`")
     ds['noise_floor'].attrs['long_name'] = ("the exp measurement's own rollout error against the hidden truth, over "
                                             "the windows, frames, fields and points of `score` (NaN: no truth)")
     for d in ('sim', 'exp'):
@@ -402,8 +406,10 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
     ds.attrs['field_units'] = json.dumps({cell.system: field_units(dd)})
     ds.attrs.update(cell=cell.key, run=stamp,  # which cell of which run: a file from elsewhere is never mixed in
-                    exp_target=ev.attrs.get('exp_target', 'measured'),  # what exp's `score` is against: 'truth' or 'measured'
-                    lr_cuts=json.dumps(hist.lr_cuts if hist is not None else []))  # [phase, update, scale] of each plateau cut (what a control replays)
+                    # what exp's `score` is against: 'truth' or 'measured'
+                    exp_target=ev.attrs.get('exp_target', 'measured'),
+                    # [phase, update, scale] of each plateau cut (what a control replays)
+                    lr_cuts=json.dumps(hist.lr_cuts if hist is not None else []))
     return ds
 
 def field_units(dd) -> dict:

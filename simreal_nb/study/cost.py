@@ -63,7 +63,8 @@ def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int
                   threads:int|None=None,  # torch threads per worker while measuring (None: as set)
                   data_dir=None,          # folder of imported NAME_sim.nc / NAME_exp.nc pairs (None: the twins)
                   lanes:int=1,            # parallel workers the cells will be handed to
-                  waves:list|None=None) -> dict:  # the cells in the pool's hand-out order, wave by wave (None: one wave, costliest first)
+                  # the cells in the pool's hand-out order, wave by wave (None: one wave, costliest first)
+                  waves:list|None=None) -> dict:
     """A run's compute from costs measured here: updates × the update time, validations and final rollouts × the forward
     time; at most (phases at their caps) and typically (`TYPICAL_UPDATES`), summed and as the wall time over `lanes`
     workers; each cell's `cell_plan`."""
@@ -167,4 +168,5 @@ def describe_estimate(est:dict, cfg:GridConfig, lanes:int=1) -> str:
     what = f"{n} cells, {k} trained" + (f" and {base} baseline{'s' * (base != 1)}" if base else '')
     return (f"estimate: about {_mins(est['typical_wall_s'])} {on}: {what}; "
             + (f"a Joint update takes {up} here, a phase typically converges in "
-               f"{min(TYPICAL_UPDATES['sim'], cfg.steps)} updates (at most {_mins(est['max_wall_s'])} if every phase runs to the {cfg.steps}-update cap)" if k else 'no training'))
+               f"{min(TYPICAL_UPDATES['sim'], cfg.steps)} updates (at most {_mins(est['max_wall_s'])} if every phase "
+               f"runs to the {cfg.steps}-update cap)" if k else 'no training'))

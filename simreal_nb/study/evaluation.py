@@ -200,7 +200,8 @@ def _eval_plan(model, data, split, horizon, fields, domains, exp_truth, scales) 
     scored, the scored domains, the exp truth's windows `truth_windows` or None)."""
     models = dict(model) if isinstance(model, dict) else {'sim': model, 'exp': model}
     if scales is not None:
-        miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ()) if f not in scales]
+        miss = [f for f in ((data.get('fields') if isinstance(data, dict) else getattr(data, 'fields', None)) or ())
+                if f not in scales]
         if miss:
             raise ValueError(f"evaluate: scales lack fields {miss}; expected a reference scale for every field "
                              "of the data")
@@ -296,7 +297,9 @@ def _scores_dataset(score, phys, upstream, lead, nwin, floor, doms, modes, fcoor
         attrs=attrs)
 
 # %% ../../nbs/study/45_evaluation.ipynb #ev11
-def evaluate(model:nn.Module|dict,  # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]; or a dict domain -> model
+def evaluate(
+             # trained model, model(x, field_mask, cond) -> [B, n_out, C, H, W]; or a dict domain -> model
+             model:nn.Module|dict,
              data,  # DomainData or dict: sim/exp -> split -> windows, plus .normalizer and .fields
              split:str='test',  # split scored in both domains
              horizon:int=8,  # rollout length in frames (0: one-step only)
@@ -531,7 +534,8 @@ def nearest(self:Analog, x:torch.Tensor,  # input frames [B, n_in, C, H, W]
             d, j = d.masked_fill((self.avail[i:i + self.chunk] < self.n_out)[None], float('inf')).min(1)
             arg, best = torch.where(d < best, j + i, arg), torch.minimum(d, best)
         n, t = self.starts[arg].unbind(1)  # the distance to the chosen window, without the expansion's round-off
-        k = self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)].reshape(len(x), self.n_in, -1)
+        k = (self.frames[n[:, None], t[:, None] + torch.arange(self.n_in, device=t.device)]
+             .reshape(len(x), self.n_in, -1))
         dist = ((q - k[:, :, self.sel].reshape(len(x), -1)) ** 2).mean(1).sqrt()
     return arg, dist
 

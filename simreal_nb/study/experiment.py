@@ -63,7 +63,8 @@ def run_experiment(out='runs/default',  # run directory
                    report:bool=True,     # write report.md and figures/ at the end
                    verbose:bool=True,
                    data=None,     # folder of NAME_sim.nc / NAME_exp.nc pairs to run on instead of the twins
-                   overwrite:bool=False) -> xr.Dataset:  # write into an `out` that holds files no run wrote (else refused)
+                   # write into an `out` that holds files no run wrote (else refused)
+                   overwrite:bool=False) -> xr.Dataset:
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
     t_call = time.perf_counter()
     if isinstance(config, str):
@@ -126,7 +127,8 @@ def run_experiment(out='runs/default',  # run directory
                                data,  # the bar: the estimate's seconds of work
                                plans=est and est['plans']):
                 if not r['skipped']: timing[r['key']] = {**{k: round(v, 3) for k, v in r.items() if k.endswith('_s')},
-                                                         'done_at_s': round(time.perf_counter() - t0, 3)}  # since this call's grid began
+                                                         # since this call's grid began
+                                                         'done_at_s': round(time.perf_counter() - t0, 3)}
                 write_text(tfile, json.dumps(timing, indent=1))
         except BaseException:  # an interrupt (SIGINT, SIGTERM) or a failed cell: stop now, not after the queue
             if own and ex is not None: stop_pool(ex)

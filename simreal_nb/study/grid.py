@@ -155,7 +155,8 @@ class Cell:
         except ProtocolError as e: raise GridError(f"cell {self.system}/{self.capacity}: {e}") from None
     @property
     def key(self) -> str:
-        return f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol.name}__s{self.seed}"
+        return (f"{self.system}__{self.capacity}__{self.arch}__x{self.exp_trajs or 'all'}__{self.protocol.name}"
+                f"__s{self.seed}")
     def spelled(self) -> dict:
         "The cell as plain values (the protocol by its name): what a job file stores and `Cell(**d)` reads back."
         return dict(system=self.system, capacity=self.capacity, protocol=self.protocol.name,

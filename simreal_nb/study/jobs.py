@@ -94,7 +94,8 @@ def train_job(out,                         # job directory: job.json, last.pt + 
               # fine-tuning level (MORPH's: 'latent', 'encoder', 'decoder', 'full'; None: the config's)
               level:str|None=None,
               verbose:bool=True,
-              overwrite:bool=False) -> xr.Dataset|None:  # write into an `out` that holds files no job wrote (else refused)
+              # write into an `out` that holds files no job wrote (else refused)
+              overwrite:bool=False) -> xr.Dataset|None:
     """Train and score one cell in `out`, data parallel under `torchrun`, resumable; return its scores (None on ranks >
     0)."""
     if isinstance(config, str):

@@ -335,7 +335,8 @@ class CausalPenalty:
                  threshold:float=0.1):  # the write-up's threshold
         if not box.any():
             raise ValueError("CausalPenalty: the wake box holds no grid point; expected a box inside the grid")
-        self.n_params, self.n_in, self.channel, self.box, self.threshold = n_params, n_in, channel, box.bool(), float(threshold)
+        (self.n_params, self.n_in, self.channel,
+         self.box, self.threshold) = n_params, n_in, channel, box.bool(), float(threshold)
 
     def gap(self, pred:torch.Tensor, b:dict) -> torch.Tensor:
         "Corr(Δcmd, Δresp_pred) − Corr(Δcmd, Δresp_data) over the windows of batch `b`."

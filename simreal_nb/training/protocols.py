@@ -192,8 +192,9 @@ class Phase:
 # Joint gradient combiners: 'sum' is the paper's Joint; the others go beyond it
 COMBINERS = ('sum', 'pcgrad', 'cagrad', 'mgda', 'adaptive', 'snr')
 STATELESS = COMBINERS[:4]  # combiners that are a function of the two gradients alone (`combine_grads`)
+# protocols beyond the paper's four
 BEYOND = ('joint_pcgrad', 'joint_mgda', 'joint_cagrad', 'joint_adaptive', 'joint_snr', 'joint_hcw',
-          'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora')  # protocols beyond the paper's four
+          'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora')
 
 def _joint_name(lam:float, combiner:str='sum') -> str:
     "Name of Joint at `lam` with `combiner`: 'joint', 'joint@0.3', 'joint_pcgrad', 'joint_pcgrad@0.3', ..."
@@ -472,7 +473,10 @@ def _number(name, arg, base:str):
                             f"{'an integer' if cast is int else 'a number'} in [{lo:g}, {hi:g}], got {arg!r}")
     return v
 
-def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, 'exp_only_eq@<n>', 'sim_to_exp_eq@<n>', or a Protocol
+def get_protocol(
+                 # 'sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@<λ>', a name of `BEYOND`, 'exp_only_eq@<n>',
+                 # 'sim_to_exp_eq@<n>', or a Protocol
+                 name:str|Protocol,
                 ) -> Protocol:
     "The protocol object for a name as used on the command line and in results."
     if isinstance(name, Protocol): return name
@@ -481,12 +485,17 @@ def get_protocol(name:str|Protocol,  # 'sim_only', 'exp_only', 'sim_to_exp', 'jo
     if name.strip() in BASELINES: return Baseline(name.strip())
     base, at, arg = name.strip().partition('@')
     joints = {_joint_name(0.5, c): c for c in COMBINERS}
-    tuned = dict(sim_to_exp_replay=lambda a: SimToExpReplay(_number(name, a, 'sim_to_exp_replay')),  # name@<share of sim in the fine-tune loss>
-                 sim_to_exp_l2sp=lambda a: SimToExpAnchored('l2sp', _number(name, a, 'sim_to_exp_l2sp')),  # name@<α>
-                 sim_to_exp_ewc=lambda a: SimToExpAnchored('ewc', _number(name, a, 'sim_to_exp_ewc')),
-                 sim_to_exp_lora=lambda a: SimToExpLoRA(_number(name, a, 'sim_to_exp_lora')),  # name@<rank>
-                 exp_only_eq=lambda a: ExpOnly(match=_number(name, a, 'exp_only_eq')),  # name@<the updates its exp phase makes: Joint's>
-                 sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')))
+    tuned = dict(
+        # name@<share of sim in the fine-tune loss>
+        sim_to_exp_replay=lambda a: SimToExpReplay(_number(name, a, 'sim_to_exp_replay')),
+        # name@<α>
+        sim_to_exp_l2sp=lambda a: SimToExpAnchored('l2sp', _number(name, a, 'sim_to_exp_l2sp')),
+        sim_to_exp_ewc=lambda a: SimToExpAnchored('ewc', _number(name, a, 'sim_to_exp_ewc')),
+        # name@<rank>
+        sim_to_exp_lora=lambda a: SimToExpLoRA(_number(name, a, 'sim_to_exp_lora')),
+        # name@<the updates its exp phase makes: Joint's>
+        exp_only_eq=lambda a: ExpOnly(match=_number(name, a, 'exp_only_eq')),
+        sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
         raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight "
                             f"('joint@0.3'), and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")
@@ -537,9 +546,10 @@ def grid_protocol(name) -> Protocol:
         return ExposureControl(SIM_TO_EXP if str(name).strip() == EXPOSURE_CONTROLS[1] else EXP_ONLY)
     return get_protocol(name)
 
+# results' coordinates on `protocol`
 COORDS = {'family': 'the protocol family it is a variant of (`FAMILIES`)',
           'lam_train': "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint",
-          'domains': "the domains the model ends up fitted to, '+'-joined ('' for a baseline)"}  # results' coordinates on `protocol`
+          'domains': "the domains the model ends up fitted to, '+'-joined ('' for a baseline)"}
 
 def protocol_coords(names) -> dict:
     "{coordinate: values over `names`} of `COORDS`, read from each protocol object (of a name: `grid_protocol`'s)."

@@ -190,7 +190,8 @@ def objective(self:Stepper, outs:dict, batches:dict, phase:Phase|None=None) -> t
         cw = parts['conf'][parts['conf'] > 0]
         info.update(consist=parts['consist'].item(), conf_min=float(cw.min()) if len(cw) else None)
     else:
-        losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid')) for d, b in batches.items()}, None
+        losses, extra = {d: masked_mse(outs[d], b['y'], b['field_mask'], b.get('valid'))
+                         for d, b in batches.items()}, None
     if causal_weight > 0:
         if self.parts.causal is None:
             raise ProtocolError("a causal weight > 0 needs a Stepper(parts=PhaseParts(causal=CausalPenalty(...)))")

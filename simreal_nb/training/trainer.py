@@ -53,9 +53,10 @@ def seed_everything(seed:int):
     random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
 
 # %% ../../nbs/training/43_trainer.ipynb #dflt1
+# the training defaults of `TrainConfig` and `GridConfig`: one definition
 TRAIN_DEFAULTS = dict(steps=4000, batch_size=8, lr=2e-3, warmup=100, schedule='plateau', patience=2,
                       min_delta=0.05, lr_drops=2,
-                      eval_every=50, val_batches=8, ckpt_every=200, level='full')  # the training defaults of `TrainConfig` and `GridConfig`: one definition
+                      eval_every=50, val_batches=8, ckpt_every=200, level='full')
 # exactly `steps` updates: warm-up 5 %, cosine decay
 FIXED_BUDGET = dict(schedule='cosine', patience=None, min_delta=0.0, warmup=0.05, eval_every=None)
 
@@ -516,7 +517,8 @@ def load(self:Trainer, path=None) -> Trainer:
         raise CheckpointError(f"checkpoint {path} was written by {ck.get('world', 1)} ranks; this run has {self.world}")
     mine = ck['ranks'][self.rank] if self.world > 1 else dict(rng=ck['rng'], samplers=ck['samplers'])
     for d, s in self.samplers.items(): s.load_state_dict(mine['samplers'][d])
-    self.es, self.best_state, self.history = {**_fresh_es(), **ck['es']}, ck['best_state'], History.from_dict(ck['history'])
+    self.es, self.best_state, self.history = ({**_fresh_es(), **ck['es']}, ck['best_state'],
+                                              History.from_dict(ck['history']))
     self._acc = list(ck.get('log_acc', []))
     set_rng_state(mine['rng'])
     return self

@@ -143,8 +143,10 @@ def _inflow(modes, t, U, ny):
     "Inlet u, v [B, ny] at lattice step t."
     y = torch.arange(ny, dtype=torch.float64) / ny
     arg = 2 * math.pi * (torch.as_tensor(modes['ky'])[..., None] * y - torch.as_tensor(modes['f'])[..., None] * t)
-    du = (torch.as_tensor(modes['amp'][:, 0])[..., None] * torch.sin(arg + torch.as_tensor(modes['ph'][:, 0])[..., None])).sum(1)
-    dv = (torch.as_tensor(modes['amp'][:, 1])[..., None] * torch.sin(arg + torch.as_tensor(modes['ph'][:, 1])[..., None])).sum(1)
+    du = (torch.as_tensor(modes['amp'][:, 0])[..., None]
+          * torch.sin(arg + torch.as_tensor(modes['ph'][:, 0])[..., None])).sum(1)
+    dv = (torch.as_tensor(modes['amp'][:, 1])[..., None]
+          * torch.sin(arg + torch.as_tensor(modes['ph'][:, 1])[..., None])).sum(1)
     return (U * (1 + du)).float(), (U * dv).float()
 
 # %% ../../nbs/twins/04b_lbm.ipynb #lg02

@@ -72,7 +72,8 @@ _CYL_SIZES = dict(
     paper=dict(_CYL, nx=256, ny=128, D=16, n_traj=24, n_frames=120, frame_steps=40, spin_steps=3000),  # 64×128 output
 )
 def _ctl(d): return dict(d, body='cylinder', A=(0.5, 2.0), f_c=(0.5, 1.5), St=0.21, lag=0.08, gain=0.85,
-                         ood_sides=('A-', 'f_c+'))  # A above 2: surface speeds near the Mach limit; f_c below: see `_check_lbm`
+                         # A above 2: surface speeds near the Mach limit; f_c below: see `_check_lbm`
+                         ood_sides=('A-', 'f_c+'))
 _CTL_SIZES = {k: _ctl(v) for k, v in _CYL_SIZES.items()}
 _FOIL = dict(_LBM_BASE, body='foil', D=24, Re=(300., 600.), aoa=(15., 30.), aoa_err=1.5, offset=0.25,
              ood_sides=('Re+', 'aoa+'))  # below the ranges the foil's wake is nearly steady: no test of dynamics
@@ -259,7 +260,8 @@ def plot_twins(tw:dict, # a `make_twins`/`load_twins` result
                dpi:int=90):
     "One frame of u, v and p: sim, hidden exp truth, measured exp (invalid vectors blank; exp has no pressure)."
     import matplotlib.pyplot as plt
-    sim, tr, ex = tw['sim'].isel(traj=traj, time=t), tw['exp_truth'].isel(traj=traj, time=t), tw['exp'].isel(traj=traj, time=t)
+    sim, tr, ex = (tw['sim'].isel(traj=traj, time=t), tw['exp_truth'].isel(traj=traj, time=t),
+                   tw['exp'].isel(traj=traj, time=t))
     ratio = sim.sizes['x'] / sim.sizes['y']
     w = 3.0 * min(ratio, 2.0); h = w / ratio
     fig, ax = plt.subplots(3, 3, figsize=(3 * w + 1.0, 3 * h + 0.6), dpi=dpi, layout='constrained')
