@@ -22,7 +22,9 @@ GROUPS = ['in_dist', 'out_dist']
 def one_cell(score:xr.DataArray) -> xr.DataArray:
     "`score` with every length-one dim but seed, protocol and group squeezed away."
     keep = {'seed', 'protocol', 'group', 'domain', 'metric', 'field'}
-    return score.squeeze([d for d in score.dims if d not in keep and score.sizes[d] == 1], drop=True)
+    # runs of different versions carry different per-protocol coordinates (family, λ_train...): the table needs none
+    squeeze = [d for d in score.dims if d not in keep and score.sizes[d] == 1]
+    return score.squeeze(squeeze, drop=True).reset_coords(drop=True)
 
 def load(path:str, added:str|None) -> xr.DataArray:
     "The `score` of `path`, with the `ADDED` protocols of `added` joined after checking Joint's cells agree."
