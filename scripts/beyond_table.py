@@ -12,10 +12,10 @@ exp domain alone — then each protocol's sim and exp RMSE per group."""
 import argparse
 import numpy as np
 import xarray as xr
-from simreal_nb.reading.analysis import balanced_score, mean_ci, select_view
-from simreal_nb.reading.report_tables import paired_change
+from simreal_nb.reading.analysis import balanced_score, select_view
+from simreal_nb.reading.report_tables import paired_change, ranking_table
+from simreal_nb.training.protocols import BASELINES
 
-BASELINES = ['persistence', 'mean_field', 'analog']
 ADDED = ['sim_only', 'exp_only', 'sim_to_exp', 'pooled']
 GROUPS = ['in_dist', 'out_dist']
 
@@ -40,47 +40,39 @@ def pct(v:float) -> str: return f"{v:+.1f}".replace('-', '−')
 
 def sig(v:float, n:int) -> str: return f"{float(f'{v:.{n}g}'):g}"  # n significant digits, never an exponent
 
-def mean_pm(da:xr.DataArray) -> str:
-    "Mean ± 95 % half-width over seeds, as `0.0545 ± 0.011`."
-    m, h = mean_ci(da, 'seed')
-    return f"{sig(m.item(), 3)} ± {sig(h.item(), 2)}"
-
-def change(b:dict, g:str) -> str:
-    "A paired change of group `g` as `+1.1 [−9.9, +10.9]`, marked where the verdict is clear."
-    c = {k: v.sel(group=g).item() if hasattr(v, 'sel') else v for k, v in b.items()}
-    mark = {'better': ' **lower**', 'worse': ' **higher**'}.get(str(c['verdict']), '')
-    return f"{pct(c['mean'])} [{pct(c['lo'])}, {pct(c['hi'])}]{mark}"
+def change(mean:float, lo:float, hi:float, verdict:str) -> str:
+    "A paired change as `+1.1 [−9.9, +10.9]`, marked where the verdict is clear."
+    mark = {'better': ' **lower**', 'worse': ' **higher**'}.get(str(verdict), '')
+    return f"{pct(mean)} [{pct(lo)}, {pct(hi)}]{mark}"
 
 def table(score:xr.DataArray) -> str:
     "The markdown of the baselines line, the protocol table and the sim / exp RMSE table."
-    bm = balanced_score(score.sel(metric=['rmse']), 0.5, seed_mean=False).sel(metric='rmse')
+    rt = ranking_table(xr.Dataset({'score': score}), 0.5)  # bRMSE, sim, exp ± CI and the paired change vs Joint
+    at = lambda p, g, col: rt.loc[(g, p), col]
+    pm = lambda p, g, col: f"{sig(at(p, g, col), 3)} ± {sig(at(p, g, col + ' ±'), 2)}"
+    vs = lambda p, g: change(*(at(p, g, f'vs joint %{k}') for k in ('', ' lo', ' hi')), at(p, g, 'verdict'))
     exp = select_view(score.sel(metric='rmse', domain='exp'))
-    sim = select_view(score.sel(metric='rmse', domain='sim'))
-    seed_mean = bm.mean('seed')
-    base = [f"{b.replace('_', ' ')} " + ' / '.join(f"{seed_mean.sel(protocol=b, group=g).item():.3f}" for g in GROUPS)
-            for b in BASELINES if b in bm.protocol]
-    learned = [str(p) for p in bm.protocol.values if str(p) not in BASELINES]
-    order = sorted(learned, key=lambda p: bm.sel(protocol=p).mean('seed').sum('group').item())
+    ve = paired_change(exp, exp.sel(protocol='joint'))  # the same change on the exp domain alone
+    protocols = [str(p) for p in score.protocol.values]
+    bm = balanced_score(score.sel(metric=['rmse']), 0.5).sel(metric='rmse')  # the baselines (not ranked)
+    base = [f"{b.replace('_', ' ')} " + ' / '.join(f"{bm.sel(protocol=b, group=g).item():.3f}" for g in GROUPS)
+            for b in BASELINES if b in protocols]
+    learned = [p for p in protocols if p not in BASELINES]
+    order = sorted(learned, key=lambda p: sum(at(p, g, 'brmse@0.5') for g in GROUPS))
     lines = ['Reference baselines, bRMSE(0.5) in_dist / out_dist: ' + ', '.join(base) + '.', '',
              '| protocol | bRMSE(0.5) in_dist | vs Joint % | bRMSE(0.5) out_dist | vs Joint % '
              '| exp vs Joint % (in / out) |',
              '|---|---|---|---|---|---|']
     for p in order:
         cells = [f"`{p}`"]
-        vs = None if p == 'joint' else paired_change(bm.sel(protocol=p), bm.sel(protocol='joint'))
-        ve = None if p == 'joint' else paired_change(exp.sel(protocol=p), exp.sel(protocol='joint'))
-        for g in GROUPS:
-            cells.append(mean_pm(bm.sel(protocol=p, group=g)))
-            cells.append('—' if vs is None else change(vs, g))
-        cells.append('—' if ve is None else ' / '.join(change(ve, g) for g in GROUPS))
+        for g in GROUPS: cells += [pm(p, g, 'brmse@0.5'), '—' if p == 'joint' else vs(p, g)]
+        cells.append('—' if p == 'joint' else ' / '.join(
+            change(*(ve[k].sel(protocol=p, group=g).item() for k in ('mean', 'lo', 'hi', 'verdict'))) for g in GROUPS))
         lines.append('| ' + ' | '.join(cells) + ' |')
     lines += ['', '| protocol | sim RMSE in_dist | exp RMSE in_dist | sim RMSE out_dist | exp RMSE out_dist |',
               '|---|---|---|---|---|']
     for p in order:
-        cells = [f"`{p}`"]
-        for g in GROUPS:
-            cells += [mean_pm(d.sel(protocol=p, group=g)) for d in (sim, exp)]
-        lines.append('| ' + ' | '.join(cells) + ' |')
+        lines.append('| ' + ' | '.join([f"`{p}`"] + [pm(p, g, d) for g in GROUPS for d in ('sim', 'exp')]) + ' |')
     return '\n'.join(lines)
 
 if __name__ == '__main__':
