@@ -380,13 +380,19 @@ def tuning_lines(res:xr.Dataset) -> list:
             for s, fams in tuned.items() for f, v in fams.items()}
     df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'tuned as']
     untuned = sorted(set(map(str, res.system.values)) - set(tuned))
+    # the models of this run the choices were not made on (`GridConfig.tuned_for`) trained at `lr`
+    coord = lambda k: [str(v) for v in res[k].values] if k in res.coords else []
+    other = [f'{a} {c}' for a in coord('arch') for c in coord('capacity')
+             if how.get('arch', a) != a or how.get('capacity', c) != c]
     return L + [f"Grid: learning rate {', '.join(f'{v:g}' for v in grid.get('lr', []))}; Sim→Exp's fine-tune scale "
                 f"{', '.join(f'{v:g}' for v in grid.get('finetune_lr_scale', []))}; seed {how.get('seed', '?')}. "
                 f"Rule: {how.get('rule', 'not recorded')}. A protocol tuned on its own (a row of "
                 "its own below) trains with its own choice; the others with their family's (an equal-exposure or "
                 "data-quantity control its base protocol's, Joint at any other λ Joint's, an untuned variant its "
                 "family's)."
-                + (f" Not tuned, at learning rate {lr}: {', '.join(untuned)}." if untuned else ''), '',
+                + (f" Not tuned, at learning rate {lr}: {', '.join(untuned)}." if untuned else '')
+                + (f" The choices were made on {how.get('arch')} at capacity {how.get('capacity')}; this run's "
+                   f"{', '.join(other)} cells trained at learning rate {lr}, untuned." if other else ''), '',
                 'The settings each system trained with:', '', md_table(df), '']
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #ph1

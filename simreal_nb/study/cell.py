@@ -253,9 +253,9 @@ def set_aside_unreadable(ckpt) -> bool:
 
 def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
     """(the protocol object `cell` trains, with Sim→Exp's tuned fine-tune scale; its tuned learning rate):
-    `GridConfig.settings_of` its system and protocol."""
+    `GridConfig.settings_of` its system, protocol, architecture and capacity."""
     p = protocol or cell.protocol
-    st = cfg.settings_of(cell.system, p)
+    st = cfg.settings_of(cell.system, p, cell.arch, cell.capacity)
     if isinstance(p, SimToExp) and st['finetune_lr_scale'] != p.finetune_lr_scale:
         p = copy.copy(p); p.finetune_lr_scale = st['finetune_lr_scale']
     return p, st['lr']

@@ -39,10 +39,11 @@ def read_tuned(path=None) -> dict:
     return read_json(p, "the tuned settings that `simreal tune` writes", {'*': dict}) if p.exists() else {}
 
 def tuned_entry(size:str, path=None) -> dict|None:
-    """How size preset `size` was tuned and what was chosen (the tuned file's 'grid', 'rule', 'seed' and 'systems'), or
-    None where it has none."""
+    """How size preset `size` was tuned and what was chosen (the tuned file's 'grid', 'rule', 'seed', 'systems' and the
+    'arch' and 'capacity' tuned), or None where it has none."""
     e = read_tuned(path).get(size, {})
-    return {k: e[k] for k in ('grid', 'rule', 'seed', 'systems') if k in e} if e.get('systems') else None
+    keys = ('grid', 'rule', 'seed', 'systems', 'arch', 'capacity')
+    return {k: e[k] for k in keys if k in e} if e.get('systems') else None
 
 # %% ../../nbs/study/44_grid.ipynb #c006
 @dataclass(frozen=True)
@@ -75,8 +76,8 @@ class GridConfig:
     # updates between validations (early stopping / best-weights restore)
     eval_every: int = TRAIN_DEFAULTS['eval_every']
     val_batches: int = TRAIN_DEFAULTS['val_batches']  # validation batches per domain
-    # how `simreal tune` chose (grid, rule, seed) and, under 'systems', {system: {protocol family: {'lr',
-    # 'finetune_lr_scale'}}} (None: `lr` everywhere)
+    # how `simreal tune` chose (grid, rule, seed, the 'arch' and 'capacity' tuned) and, under 'systems', {system:
+    # {protocol family: {'lr', 'finetune_lr_scale'}}} (None: `lr` everywhere)
     tuned: dict|None = field(default=None, hash=False)
     # a checkpoint every trained cell starts from (`models.init_weights`: a saved model of the cell's architecture, or
     # MORPH's for arch morph); None: seeded initial weights
@@ -98,10 +99,16 @@ class GridConfig:
             if getattr(self, k) is not None and (not isinstance(getattr(self, k), str) or not getattr(self, k)):
                 raise ValueError(f"GridConfig: {k} must be None or a non-empty string, got {getattr(self, k)!r}")
 
-    def settings_of(self, system:str, protocol:str) -> dict:
+    def tuned_for(self, arch:str|None=None, capacity:str|None=None) -> bool:
+        "Whether the `tuned` choices hold for a model of `arch` at `capacity`: tuned on it, or `tuned` names neither."
+        t = self.tuned or {}
+        return all(t.get(k) in (None, v) for k, v in (('arch', arch), ('capacity', capacity)) if v is not None)
+
+    def settings_of(self, system:str, protocol:str, arch:str|None=None, capacity:str|None=None) -> dict:
         """The learning rate (and Sim→Exp's fine-tune scale) a cell trains with: its system's tuned choice for the
         protocol itself (a beyond-Joint protocol tuned on its own), else for its family (`tune_family`), else `lr`
-        (and 1)."""
+        (and 1); a model the choices were not tuned on (`tuned_for`) trains at `lr`."""
+        if not self.tuned_for(arch, capacity): return dict(lr=float(self.lr), finetune_lr_scale=1.0)
         tuned = ((self.tuned or {}).get('systems') or {}).get(system) or {}
         p = grid_protocol(protocol)
         t = tuned.get(p.tuned_as) or tuned.get(p.family) or {}
