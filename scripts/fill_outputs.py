@@ -1,10 +1,12 @@
 """Execute notebooks the way `nbdev_test` does and keep what their demo cells print and draw.
 
     python scripts/fill_outputs.py nbs/data/16_realpdebench.ipynb nbs/training/41_beyond.ipynb ...
+    python scripts/fill_outputs.py --slow nbs/face/95_bench.ipynb
 
 Each notebook runs in its own folder with IN_TEST set (the test sizes) and its `#| slow` cells skipped, as the
-default `nbdev_test` runs it; every code cell's outputs are then written back into the notebook (run `nbdev_clean`
-afterwards). A notebook that fails is left unchanged and the script exits with status 1."""
+default `nbdev_test` runs it (with `--slow`, as `nbdev_test --flags slow` runs it: the slow cells too); every code
+cell's outputs are then written back into the notebook (run `nbdev_clean` afterwards). A notebook that fails is left
+unchanged and the script exits with status 1."""
 import os, re, sys
 from pathlib import Path
 from execnb.nbio import read_nb, write_nb
@@ -16,14 +18,14 @@ def flags(source:str) -> set:
     "The `#| flag` directives at the top of a cell."
     return {m.group(1) for m in re.finditer(r'^#\|\s*([\w-]+)\s*$', source, re.M)}
 
-def fill(path:Path) -> bool:
+def fill(path:Path, skip:set=SKIP) -> bool:
     nb = read_nb(path)
     os.environ['IN_TEST'] = '1'
     shell = CaptureShell(path)
     cwd = os.getcwd()
     try:
         os.chdir(path.parent)
-        shell.run_all(nb, exc_stop=True, preproc=lambda c: c.cell_type != 'code' or bool(flags(c.source) & SKIP))
+        shell.run_all(nb, exc_stop=True, preproc=lambda c: c.cell_type != 'code' or bool(flags(c.source) & skip))
     except Exception:
         sys.stderr.write(shell.prettytb(fname=path) + '\n'); return False
     finally: os.chdir(cwd)
@@ -31,6 +33,8 @@ def fill(path:Path) -> bool:
     return True
 
 if __name__ == '__main__':
-    bad = [p for p in map(Path, sys.argv[1:]) if not fill(p.resolve())]
+    args = sys.argv[1:]
+    skip = set() if '--slow' in args else SKIP
+    bad = [p for p in map(Path, (a for a in args if a != '--slow')) if not fill(p.resolve(), skip)]
     for p in bad: print(f'failed: {p}', file=sys.stderr)
     sys.exit(1 if bad else 0)
