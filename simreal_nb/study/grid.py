@@ -265,7 +265,7 @@ PRESETS = {  # one vocabulary with the twin sizes; `quick` is a subset of `defau
     'default': Preset(_DEFAULT, Grid(capacities=('S',), protocols=STUDY_PROTOCOLS, seeds=3),
                       'every system, capacity S, three replicate seeds, the controls: the study on a laptop'),
     'full': Preset(_DEFAULT, Grid(capacities=('S', 'M'), protocols=STUDY_PROTOCOLS, seeds=3),
-                   'every system, both capacities, three seeds, the controls'),
+                   'every system, both capacities, three seeds, the controls (M untuned: at `lr`)'),
     'paper': Preset(GridConfig(size='paper', arch='fan', patch=8, steps=20000, patience=3,
                                batch_size=32, lr=1e-4, horizon=20,
                                eval_every=200, ckpt_every=500),
