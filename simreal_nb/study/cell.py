@@ -17,7 +17,9 @@ from ..data.align import spread, align_domains
 from ..data.domains import make_domain_data, WindowDataset, group_distances
 from ..models.factory import make_model, n_params, save_model, init_weights, ARCHS
 from ..core.metrics import METRICS
-from ..training.protocols import JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, ExposureControl, Joint, SimToExp
+from ..training.protocols import (JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, SIM_TO_EXP, ExposureControl, Joint,
+                                           SimToExp, SimOnly, FineTuneOf)
+from ..training.history import History
 from ..training.step import resolve_device
 from ..training.trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
@@ -26,10 +28,11 @@ from .rundir import (cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of
                                      open_cell_file, foreign_cell, model_overrides)
 
 # %% auto #0
-__all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'limit_exp_train',
-           'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins', 'example_where',
-           'cell_example', 'cell_model', 'set_aside_unreadable', 'tuned_protocol', 'train_cell', 'exposure_protocol',
-           'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+__all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'nested_spread',
+           'limit_exp_train', 'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins',
+           'example_where', 'cell_example', 'best_val', 'cell_model', 'set_aside_unreadable', 'tuned_protocol',
+           'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol', 'check_start',
+           'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../../nbs/study/47_cell.ipynb #c014
 _DATA = {}
@@ -82,12 +85,21 @@ def cell_data(system:str, cfg:GridConfig, data_dir=None,
     return _DATA[k]
 
 # %% ../../nbs/study/47_cell.ipynb #c014b
+def nested_spread(N:int, n:int) -> list:
+    """`n` of `N` items in parameter order, spread over it and nested: the middle one first, then each time the item
+    farthest from those taken (ties: the lower), so the pick of `n` holds the pick of every smaller count."""
+    take = [N // 2]
+    while len(take) < min(n, N):
+        take.append(max((i for i in range(N) if i not in take), key=lambda i: (min(abs(i - j) for j in take), -i)))
+    return sorted(take)
+
 def limit_exp_train(dd, n:int|None):
-    "`dd` with only `n` experimental training trajectories, evenly spread over the parameter order (None: all)."
+    """`dd` with only `n` experimental training trajectories, spread over the parameter order and nested
+    (`nested_spread`: the trajectories of 1 are among those of 2, ...) (None: all)."""
     wd = dd.exp['train']
     N = wd.ds.sizes['traj']
     if n is None or n >= N: return dd, N
-    pick = spread(N, n)  # the split keeps parameter order
+    pick = nested_spread(N, n)  # the split keeps parameter order
     sub = WindowDataset(wd.ds.isel(traj=pick), wd.n_in, wd.n_out, wd.stride, wd.normalizer, wd.fields,
                         cond=wd.cond_names, windows=wd.windows)
     return replace(dd, exp={**dd.exp, 'train': sub}), len(pick)
@@ -206,6 +218,16 @@ def _curve(hist, cfg):
     val[:len(at)] = [np.nan if hist.val.objective[i] is None else hist.val.objective[i] for i in at]
     return step, val
 
+def best_val(hist) -> tuple:
+    """(sim, exp) validation loss at the validation whose weights the last phase kept (its best): what a choice on
+    validation reads (NaN where a domain was not validated, or for a baseline)."""
+    nan = (float('nan'), float('nan'))
+    if hist is None or not hist.best_step or hist.best_step[-1] is None: return nan
+    last, at = len(hist.phases) - 1, hist.best_step[-1]
+    rows = [i for i, (s, p) in enumerate(zip(hist.val.step, hist.val.phase)) if s == at and p == last]
+    if not rows: return nan
+    return tuple(float('nan') if v is None else float(v) for v in (hist.val.sim[rows[-1]], hist.val.exp[rows[-1]]))
+
 def _updates_made(hist) -> int:
     "Optimiser updates a run actually made (a phase that converged leaves the rest of its cap unused)."
     start = made = 0
@@ -256,26 +278,52 @@ def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
     `GridConfig.settings_of` its system, protocol, architecture and capacity."""
     p = protocol or cell.protocol
     st = cfg.settings_of(cell.system, p, cell.arch, cell.capacity)
-    if isinstance(p, SimToExp) and st['finetune_lr_scale'] != p.finetune_lr_scale:
+    if isinstance(p, SimToExp) and not p.named and st['finetune_lr_scale'] != p.finetune_lr_scale:
         p = copy.copy(p); p.finetune_lr_scale = st['finetune_lr_scale']
-    return p, st['lr']
+    return p, st['lr'] if getattr(p, 'lr', None) is None else p.lr  # 'exp_only@0.004': its own
 
-def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, **kw):
+def sim_only_of(cell:Cell) -> Cell:
+    "The Sim-only cell of `cell`'s setting and seed (Sim-only reads no exp data: the one of every `exp_trajs`)."
+    return replace(cell, protocol=SimOnly(), exp_trajs=None)
+
+def shares_pretrain(cell:Cell, cfg:GridConfig) -> bool:
+    "Whether `cell` fine-tunes its Sim-only cell's model (`GridConfig.pretrain` 'sim_only', a Sim→Exp protocol)."
+    return cfg.pretrain == 'sim_only' and cell.protocol.family == SIM_TO_EXP and cell.protocol.trains
+
+def pretrained_model(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, run_dir=None) -> tuple:
+    """(model, history) of `cell`'s Sim-only cell: its final checkpoint in `run_dir` where that cell is finished, else
+    trained now into `ckpt_dir`/pretrain exactly as that cell trains (the same weights, bit for bit)."""
+    so = sim_only_of(cell)
+    if run_dir is not None and cell_path(run_dir, so).exists() and (cell_folder(run_dir, so) / 'last.pt').exists():
+        path = cell_folder(run_dir, so) / 'last.pt'
+        ck = load_torch(path)
+        if not isinstance(ck, dict) or not {'model', 'history'} <= set(ck):
+            raise CheckpointError(f"{path}: not a finished Sim-only run (no model or history); delete its folder to "
+                                  "train it again")
+        model = cell_model(so, cfg, dd)
+        model.load_state_dict(ck['model'])
+        return model.to(dev), History.from_dict(ck['history'])
+    return train_cell(so, cfg, dd, dev, Path(ckpt_dir) / 'pretrain')
+
+def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=True, protocol=None, run_dir=None,
+               **kw):
     """(model, history) of `cell`, trained (with `protocol`, default the cell's) with checkpoints in `ckpt_dir` and
-    resumed from the last one there."""
-    model = cell_model(cell, cfg, dd)
+    resumed from the last one there; a Sim→Exp that `shares_pretrain` fine-tunes `pretrained_model` (from `run_dir`)."""
+    shared = shares_pretrain(cell, cfg)
+    first = pretrained_model(cell, cfg, dd, dev, ckpt_dir, run_dir) if shared else None
+    model = first[0] if shared else cell_model(cell, cfg, dd)
     # the run's checkpoint (a resumed cell's last.pt replaces it)
-    if cfg.init is not None: init_weights(model, cfg.init)
+    if cfg.init is not None and not shared: init_weights(model, cfg.init)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
     protocol, lr = tuned_protocol(cell, cfg, protocol)
-    hist = train(model, dd, protocol, steps=cfg.steps, batch_size=cfg.batch_size, lr=lr, seed=cell.seed,
-                 ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
+    hist = train(model, dd, FineTuneOf(protocol) if shared else protocol, steps=cfg.steps, batch_size=cfg.batch_size,
+                 lr=lr, seed=cell.seed, ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
                  patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
                  lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True,
-                 level=cfg.level, pretrained=cfg.init is not None, **kw)
+                 level=cfg.level, pretrained=shared or cfg.init is not None, **kw)
     # the final model, rebuildable alone (`models.load_model`)
     if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / MODEL_FILE)
-    return model, hist
+    return model, first[1].chained(hist) if shared else hist
 
 def _joint_exp_batches(ds:xr.Dataset, path) -> int:
     """The exp batches a Joint cell file records (one per update: `steps_done` in a file written before exposure was
@@ -377,6 +425,7 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
         grad_cos_mean=((), cos), grad_conflict_frac=((), frac), capped=((), capped), steps_done=((), steps_done),
         sim_batches=((), sim_batches), exp_batches=((), exp_batches),
         curve_step=(('eval_index',), curve_step), curve_val=(('eval_index',), curve_val),
+        val_best=(('domain',), np.array(best_val(hist))),
         params=((), float(n_params(model)) if model is not None else 0.0), train_s=((), t_train), eval_s=((), t_eval),
         example=xr.DataArray(ex, dims=('domain', 'field', 'kind', 'ey', 'ex'),
                              coords=dict(domain=['sim', 'exp'], field=list(dd.fields), kind=list(EXAMPLE_KINDS),
@@ -402,6 +451,8 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     for d in ('sim', 'exp'):
         ds[f'{d}_batches'].attrs['long_name'] = (f"{d} training batches the cell drew (of batch_size windows each), "
                                                  f"early-stopped phases counted to their stop; NaN: baseline")
+    ds['val_best'].attrs['long_name'] = ("validation loss (normalised one-step MSE) of each domain at the kept "
+                                         "weights' validation (NaN: not validated; baseline)")
     ds['data_seed'].attrs['long_name'] = 'seed of the twin data the cell was trained and scored on (NaN: imported data)'
     ds.attrs['reference_scales'] = json.dumps({cell.system: {f: float(scales[f]) for f in dd.fields}})
     ds.attrs['field_units'] = json.dumps({cell.system: field_units(dd)})
@@ -436,7 +487,7 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
     model = hist = None
     if cell.protocol.trains:
         protocol = exposure_protocol(cell, run_dir, stamp)  # a control: matched to its Joint cell
-        model, hist = train_cell(cell, cfg, dd, dev, cell_folder(run_dir, cell), protocol=protocol)
+        model, hist = train_cell(cell, cfg, dd, dev, cell_folder(run_dir, cell), protocol=protocol, run_dir=run_dir)
     ev = evaluate_cell(cell, cfg, dd, truth, scales, dev, model)
     t_train = time.perf_counter() - t0 - t_data
     ex = (cell_example(model, dd, cfg.horizon, dev, truth) if model is not None

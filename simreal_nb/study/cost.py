@@ -10,11 +10,11 @@ import numpy as np
 import torch
 from ..twins.twindata import torch_threads
 from ..models.factory import make_model
-from ..training.protocols import ExposureControl, fetch_batch
+from ..training.protocols import ExposureControl, FineTuneOf, SimToExp, fetch_batch
 from ..training.step import resolve_device, Stepper
 from .evaluation import long_windows
 from .grid import GridConfig
-from .cell import cell_data
+from .cell import cell_data, shares_pretrain
 
 # %% auto #0
 __all__ = ['TYPICAL_UPDATES', 'cell_cost', 'cell_plan', 'estimate_cost', 'lanes_wall_s', 'describe_estimate']
@@ -27,8 +27,9 @@ TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / 
 def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     """(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2
     and its validations, plus the final evaluation, × `forward_s` per window (a control: matched to Joint at its cap,
-    typically to Joint's typical updates)."""
-    p = cell.protocol
+    typically to Joint's typical updates; a Sim→Exp that `shares_pretrain`: its fine-tune)."""
+    shared = isinstance(cell.protocol, SimToExp) and shares_pretrain(cell, cfg)  # its sim phase is another cell's
+    p = FineTuneOf(cell.protocol) if shared else cell.protocol
     def phase_s(ph, n):
         k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
         return n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
@@ -47,7 +48,8 @@ def cell_plan(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0) -
     """The typical course of `cell` (`cell_cost`'s): `phases`, a list of (updates, seconds) of the phases it trains, and
     `final_s`, its evaluation."""
     if not cell.protocol.trains: return dict(phases=[], final_s=0.0)
-    p = cell.protocol
+    shared = isinstance(cell.protocol, SimToExp) and shares_pretrain(cell, cfg)  # its sim phase is another cell's
+    p = FineTuneOf(cell.protocol) if shared else cell.protocol
     if isinstance(p, ExposureControl): p = p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps))
     out = []
     for ph in p.phases(cfg.steps):

@@ -12,14 +12,14 @@ import torch
 from ..training.protocols import ExposureControl
 from ..training.step import resolve_device
 from .grid import GridConfig, GridError
-from .cell import run_cell
+from .cell import run_cell, shares_pretrain, sim_only_of
 from .cost import cell_cost, cell_plan
 from .rundir import cell_folder
 from ..core.progress import Bar, ProgressFile, PROGRESS_FILE, read_progress, reporting
 
 # %% auto #0
 __all__ = ['check_device', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool', 'progress_path',
-           'run_cell_reporting', 'cell_work', 'exposure_waves', 'map_cells']
+           'run_cell_reporting', 'cell_work', 'reads_another', 'exposure_waves', 'map_cells']
 
 # %% ../../nbs/study/49_executors.ipynb #dev1
 def check_device(device='auto') -> torch.device:
@@ -109,11 +109,18 @@ def cell_work(plan:dict, rec:dict|None, finished:bool=False) -> tuple:
     return (exp + final, exp + final) if finished else (done, exp + final)
 
 # %% ../../nbs/study/49_executors.ipynb #map1
-def exposure_waves(cells:list) -> list:
-    """`cells` in the waves a run computes them: every cell but the equal-exposure controls, then the controls (each
-    reads its Joint cell's exp batches)."""
-    waves = [[c for c in cells if not isinstance(c.protocol, ExposureControl)],
-             [c for c in cells if isinstance(c.protocol, ExposureControl)]]
+def reads_another(cell, cfg:GridConfig|None=None, keys=()) -> bool:
+    """Whether `cell` starts from another cell's result: an equal-exposure control (its Joint cell's exp batches), or a
+    Sim→Exp fine-tuning its Sim-only cell's model (`cell.shares_pretrain`) when `keys` holds that cell."""
+    if isinstance(cell.protocol, ExposureControl): return True
+    return cfg is not None and shares_pretrain(cell, cfg) and sim_only_of(cell).key in keys
+
+def exposure_waves(cells:list, cfg:GridConfig|None=None) -> list:
+    """`cells` in the waves a run computes them: every cell but those that read another (`reads_another`), then
+    those."""
+    keys = {c.key for c in cells}
+    later = [reads_another(c, cfg, keys) for c in cells]
+    waves = [[c for c, l in zip(cells, later) if not l], [c for c, l in zip(cells, later) if l]]
     return [w for w in waves if w]
 
 def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Executor|None=None,
@@ -132,7 +139,7 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
     if not cells: return
     # workers elsewhere
     run_dir, data_dir = Path(run_dir).resolve(), None if data_dir is None else str(Path(data_dir).resolve())
-    waves = exposure_waves(cells)
+    waves = exposure_waves(cells, cfg)
     plans = dict(plans or {})
     for c in cells:
         if c.key not in plans: plans[c.key] = cell_plan(c, cfg, 1.0)

@@ -64,7 +64,10 @@ def run_experiment(out='runs/default',  # run directory
                    verbose:bool=True,
                    data=None,     # folder of NAME_sim.nc / NAME_exp.nc pairs to run on instead of the twins
                    # write into an `out` that holds files no run wrote (else refused)
-                   overwrite:bool=False) -> xr.Dataset:
+                   overwrite:bool=False,
+                   # these cells instead of a grid's (a study that is no grid, `scarcity`: no config.toml is written,
+                   # it resumes through its own command)
+                   cells:list|None=None) -> xr.Dataset:
     "Run (or resume) the grid into `out`: results.nc, timing.json and, with `report`, report.md and figures/."
     t_call = time.perf_counter()
     if isinstance(config, str):
@@ -72,7 +75,9 @@ def run_experiment(out='runs/default',  # run directory
         config, grid = PRESETS[config].config, grid or PRESETS[config].grid
     check_device(device)  # first: nothing is created for a device that is not here
     if data is not None: data = Path(data).resolve()  # the same folder for every worker
-    cells = (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data))
+    given = cells is not None
+    cells = (list(cells) if given
+             else (grid or Grid()).cells(config.arch, None if data is None else imported_systems(data)))
     config = resolve_init(config)  # a start from a checkpoint: its digest in the settings, the manifest and the stamp
     # a checkpoint or a fine-tuning level some cell cannot take: refused before the folder is made
     check_start(cells, config, data)
@@ -81,7 +86,7 @@ def run_experiment(out='runs/default',  # run directory
         # a model the code now resolves otherwise: refused
         run_dir = open_run_dir(out, config, data, models=model_settings(cells, config))
         # config.toml: the settings, as `simreal run --config` reads them back
-        write_run_config(run_dir, config, grid or Grid())
+        if not given: write_run_config(run_dir, config, grid or Grid())
         stale = remove_stale_tmp(run_dir)
         lanes = max(1,
                 int(executor) if isinstance(executor, (int, np.integer)) else getattr(executor, '_max_workers', 1) or 1)
@@ -117,7 +122,7 @@ def run_experiment(out='runs/default',  # run directory
         if verbose and todo:
             est = estimate_cost(todo, config, device,
                                 threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
-                                lanes=lanes, waves=[heaviest_first(w, config) for w in exposure_waves(todo)])
+                                lanes=lanes, waves=[heaviest_first(w, config) for w in exposure_waves(todo, config)])
             print(describe_estimate(est, config, lanes), flush=True)
         t0 = time.perf_counter()
         own = isinstance(executor, (int, np.integer)) and not isinstance(executor, bool)

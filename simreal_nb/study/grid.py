@@ -19,8 +19,8 @@ from ..core.store import read_json
 from ..training.trainer import TRAIN_DEFAULTS
 
 # %% auto #0
-__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned', 'tuned_entry',
-           'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
+__all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'PRETRAIN', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned',
+           'tuned_entry', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
 
 # %% ../../nbs/study/44_grid.ipynb #tn1
 # the committed choices of `simreal tune`, read by the presets
@@ -46,6 +46,8 @@ def tuned_entry(size:str, path=None) -> dict|None:
     return {k: e[k] for k in keys if k in e} if e.get('systems') else None
 
 # %% ../../nbs/study/44_grid.ipynb #c006
+PRETRAIN = ('own', 'sim_only')  # where Sim→Exp's sim phase comes from (`GridConfig.pretrain`)
+
 @dataclass(frozen=True)
 class GridConfig:
     "Everything a grid cell needs besides its coordinates: data, windows, model, training budget, evaluation."
@@ -86,8 +88,13 @@ class GridConfig:
     # fine-tuning level (arch morph: MORPH's 'latent', 'encoder', 'decoder', 'full') of Sim→Exp's fine-tune and, with
     # `init`, of every protocol
     level: str = TRAIN_DEFAULTS['level']
+    # Sim→Exp's sim phase: 'own' (its first phase, half its cap) or 'sim_only' (fine-tune the Sim-only cell's model of
+    # the same setting and seed, trained once for both: `cell.pretrained_model`)
+    pretrain: str = 'own'
 
     def __post_init__(self):
+        if self.pretrain not in PRETRAIN:
+            raise ValueError(f"GridConfig: pretrain must be one of {PRETRAIN}, got {self.pretrain!r}")
         d = self.data_seed
         if d is not None and (isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 0):
             raise ValueError("GridConfig: data_seed must be None (follow each cell's seed) or an integer >= "

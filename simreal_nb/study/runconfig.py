@@ -84,7 +84,7 @@ CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='s
                     lr='float', horizon='int',
                     eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int',
                     val_batches='int', tuned='table?',
-                    init='str?', init_digest='str?', level='str')  # `GridConfig`'s fields; '?': "none" too
+                    init='str?', init_digest='str?', level='str', pretrain='str')  # `GridConfig`'s fields; '?': "none" too
 GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='protocols', seeds='int|ints', archs='strs?',
                   exp_trajs='counts', baselines='bool')  # `Grid`'s fields
 

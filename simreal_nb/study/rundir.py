@@ -46,7 +46,7 @@ def data_digests(data_dir) -> dict:
     return out
 
 # `GridConfig` fields a manifest leaves out at these values: runs made before them keep their stamps
-UNSTAMPED_DEFAULTS = dict(init=None, init_digest=None, level='full')
+UNSTAMPED_DEFAULTS = dict(init=None, init_digest=None, level='full', pretrain='own')
 
 def manifest_of(cfg:GridConfig, data_dir=None) -> dict:
     """What a run directory's cells depend on: package, version, `GridConfig`, data folder and the digests of its files

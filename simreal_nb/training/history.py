@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, asdict, fields as dc_fields
 import numpy as np
 
 # %% auto #0
-__all__ = ['AUX_KEYS', 'TrainLog', 'ValLog', 'ConflictLog', 'History']
+__all__ = ['AUX_KEYS', 'TrainLog', 'ValLog', 'ConflictLog', 'History', 'chained']
 
 # %% ../../nbs/training/42b_history.ipynb #hist1
 def _rows(): return field(default_factory=list)
@@ -101,3 +101,29 @@ class History:
         unknown = set(d) - {f.name for f in dc_fields(cls)}
         if unknown: raise ValueError(f"History.from_dict: unknown keys {sorted(unknown)}")
         return cls(**{k: _LOGS[k](**v) if k in _LOGS else v for k, v in d.items()})
+
+# %% ../../nbs/training/42b_history.ipynb #14617bba
+def _shifted(log, by_step:int, by_phase:int) -> dict:
+    "The columns of series `log` with its steps moved by `by_step` and its phases by `by_phase`."
+    move = dict(step=by_step, phase=by_phase)
+    return {f.name: [v + move[f.name] if f.name in move and v is not None else v for v in getattr(log, f.name)]
+            for f in dc_fields(log)}
+
+def chained(first:History, then:History) -> History:
+    "One record of run `first` followed by run `then`, which started from `first`'s final weights."
+    off, k = sum(p['steps'] for p in first.phases), len(first.phases)
+    h = History.from_dict(first.to_dict())
+    h.protocol, h.lam, h.steps, h.phases = then.protocol, then.lam, off + then.steps, h.phases + list(then.phases)
+    for name in _LOGS:
+        for col, vals in _shifted(getattr(then, name), off, k).items(): getattr(getattr(h, name), col).extend(vals)
+    h.stopped_early += then.stopped_early
+    h.best_step += [None if s is None else s + off for s in then.best_step]
+    h.best_val += then.best_val
+    h.done, h.steps_done, h.time_s = then.done, first.steps_done + then.steps_done, first.time_s + then.time_s
+    h.resumed_from += [r + off for r in then.resumed_from]
+    h.aux = {c: [v + off for v in vs] if c == 'step' else list(vs) for c, vs in then.aux.items()}
+    h.batches = {d: first.batches.get(d, 0) + then.batches.get(d, 0) for d in {**first.batches, **then.batches}}
+    h.lr_cuts = first.lr_cuts + [[p + k, u, s] for p, u, s in then.lr_cuts]
+    return h
+
+History.chained = chained

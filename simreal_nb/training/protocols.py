@@ -22,9 +22,9 @@ __all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EX
            'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'COORDS', 'ProtocolError',
            'NonFiniteLossError', 'valid_lam', 'joint_name', 'trained_protocols', 'masked_mse', 'CyclingSampler',
            'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp',
-           'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored', 'SimToExpLoRA', 'Joint',
-           'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool', 'get_protocol',
-           'ExposureControl', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
+           'FineTuneOf', 'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored',
+           'SimToExpLoRA', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool',
+           'get_protocol', 'ExposureControl', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
 
 # %% ../../nbs/training/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -112,10 +112,14 @@ class CyclingSampler:
 
     def next(self) -> list[int]:
         "The next batch of indices."
+        return self.take(self.batch_size)
+
+    def take(self, k:int) -> list[int]:
+        "The next `k` indices of the stream (a batch of another size, e.g. one domain's part of a pooled batch)."
         out = []
-        while len(out) < self.batch_size:
+        while len(out) < k:
             if self._perm is None: self._perm = self.permutation(self.epoch)
-            take = min(self.batch_size - len(out), self.n - self.pos)
+            take = min(k - len(out), self.n - self.pos)
             out += self._perm[self.pos:self.pos + take].tolist()
             self.pos += take
             if self.pos == self.n: self.epoch, self.pos, self._perm = self.epoch + 1, 0, None
@@ -184,6 +188,8 @@ class Phase:
     windows: int = 1  # batches of `batch_size` drawn per domain and update (an equal-exposure control: Joint's 2)
     # each update draws one batch of twice `batch_size` windows from the union of the domains' windows (`Pooled`)
     pool: bool = False
+    # with `pool`: exp's expected share of each pooled batch (None: each window of the union drawn alike)
+    pool_share: float|None = None
 
     @property
     def domains(self): return tuple(self.weights)
@@ -263,17 +269,23 @@ class ExpOnly(Protocol):
             match:int=0,
                  lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
                  # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
-                 more:bool=False):
+                 more:bool=False,
+                 lr:float|None=None):  # its own learning rate, 'exp_only@0.004' (None: the run's tuned one)
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
         if more and self.match:
             raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
         if self.match: self.name = EXPOSURE_CONTROLS[0]
         if more: self.name, self.more = QUANTITY_CONTROLS[1], True
+        self.lr = None if lr is None else float(lr)
+        if self.lr is not None:
+            if self.match or more: raise ProtocolError("ExpOnly: a learning rate of its own is for the plain Exp-only")
+            self.name = f'{EXP_ONLY}@{self.lr:g}'
     def phases(self, steps):
         if not self.match: return [Phase('exp', steps, {'exp': 1.0})]
         return [Phase('exp', self.match, {'exp': 1.0}, lr_cuts=self.lr_cuts, windows=JOINT_WINDOWS)]
     def __repr__(self):
         if self.match: return f"ExpOnly(match={self.match}, lr_cuts={self.lr_cuts})"
+        if self.lr is not None: return f"ExpOnly(lr={self.lr:g})"
         return 'ExpOnly(more=True)' if self.more else super().__repr__()
 
 # %% ../../nbs/training/40_protocols.ipynb #34ad16e8
@@ -283,16 +295,23 @@ class SimToExp(Protocol):
     """Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp in full (the paper's Sim→Exp); each
     variant below changes one thing about the fine-tune."""
     name, needs, family = 'sim_to_exp', ('sim', 'exp'), 'sim_to_exp'
+    named = False  # the fine-tune scale is the name's ('sim_to_exp@0.3'), not the run's tuned one
     def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
                  finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
                  # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early
                  # stop; name '..._eq'
                  match:int=0,
-                 lr_cuts=()):  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
+                 lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
+                 # the scale is its own, 'sim_to_exp@0.3', and wins over a run's tuned one
+                 named:bool=False):
         if not 0.0 < float(pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
         self.pretrain_frac, self.finetune_lr_scale = float(pretrain_frac), float(finetune_lr_scale)
         self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
+        if named:
+            if type(self) is not SimToExp or self.match:
+                raise ProtocolError("SimToExp: a fine-tune scale of its own is for the plain Sim→Exp")
+            self.named, self.name = True, f'{SIM_TO_EXP}@{self.finetune_lr_scale:g}'
         if self.match:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
             b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
     @property
@@ -319,6 +338,17 @@ class SimToExp(Protocol):
         return (f"{type(self).__name__}("
                 + ', '.join(f"{k}={v!r}"
                             for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")")
+
+class FineTuneOf(Protocol):
+    """The phases of Sim→Exp protocol `of` after its sim pre-training, alone: the run of a model whose sim phase is done
+    (a Sim-only model fine-tuned)."""
+    def __init__(self, of:SimToExp):
+        if not isinstance(of, SimToExp): raise ProtocolError(f"FineTuneOf: expected a Sim→Exp protocol, got {of!r}")
+        self.of, self.name, self.family, self.needs = of, of.name, of.family, of.needs
+    @property
+    def domains(self): return self.of.domains
+    def phases(self, steps): return self.of.phases(steps)[1:]
+    def __repr__(self): return f"FineTuneOf({self.of!r})"
 
 class SimToExpFrozen(SimToExp):
     "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
@@ -423,7 +453,13 @@ class Pooled(Protocol):
     """One model on the union of the sim and exp windows: each update a batch drawn from their union, each window
     weighted alike."""
     name, needs, family = POOLED, ('sim', 'exp'), POOLED
-    def phases(self, steps): return [Phase('pooled', steps, {'sim': 0.5, 'exp': 0.5}, pool=True)]
+    def __init__(self, share:float|None=None):  # exp's expected share of each batch (None: its share of the windows)
+        self.share = None if share is None else float(share)
+        if self.share is not None: self.name = f'{POOLED}@{self.share:g}'
+    def phases(self, steps):
+        w = {'sim': 0.5, 'exp': 0.5} if self.share is None else {'sim': 1 - self.share, 'exp': self.share}
+        return [Phase('pooled', steps, w, pool=True, pool_share=self.share)]
+    def __repr__(self): return super().__repr__() if self.share is None else f"Pooled(share={self.share:g})"
 
 class Baseline(Protocol):
     """A reference predictor of `BASELINES` (persistence, the mean field, the analog): scored like a protocol, never
@@ -459,6 +495,9 @@ AT_PARAMS = {  # protocol family -> (what its '@' sets, type, smallest, largest)
     'sim_to_exp_l2sp': ('α, the weight of the L2-SP penalty', float, 1e-12, 1e3),
     'sim_to_exp_ewc': ('α, the weight of the EWC penalty', float, 1e-12, 1e3),
     'sim_to_exp_lora': ('the LoRA rank', int, 1, 256),
+    'pooled': ("exp's expected share of each pooled batch", float, 0.01, 0.99),
+    'exp_only': ('its learning rate', float, 1e-6, 1.0),
+    'sim_to_exp': ("its fine-tune's learning-rate scale", float, 1e-4, 1.0),
     'exp_only_eq': ("the updates its exp phase makes (its Joint cell's)", int, 1, 10 ** 7),
     'sim_to_exp_eq': ("the updates its exp phase makes (its Joint cell's)", int, 1, 10 ** 7),
 }
@@ -495,7 +534,11 @@ def get_protocol(
         sim_to_exp_lora=lambda a: SimToExpLoRA(_number(name, a, 'sim_to_exp_lora')),
         # name@<the updates its exp phase makes: Joint's>
         exp_only_eq=lambda a: ExpOnly(match=_number(name, a, 'exp_only_eq')),
-        sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')))
+        sim_to_exp_eq=lambda a: SimToExp(match=_number(name, a, 'sim_to_exp_eq')),
+        # the one setting a scarcity study chooses on validation: exp's share, a learning rate, a fine-tune's scale
+        pooled=lambda a: Pooled(_number(name, a, 'pooled')),
+        exp_only=lambda a: ExpOnly(lr=_number(name, a, 'exp_only')),
+        sim_to_exp=lambda a: SimToExp(finetune_lr_scale=_number(name, a, 'sim_to_exp'), named=True))
     if at and base not in joints and base not in tuned and base != 'joint_causal':
         raise ProtocolError(f"protocol: only 'joint' (and {[j for j in joints if j != JOINT]}) take a weight "
                             f"('joint@0.3'), and {list(tuned)} a setting ('sim_to_exp_lora@8'); got {name!r}")

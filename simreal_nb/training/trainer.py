@@ -24,8 +24,9 @@ from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty,
                               CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'CKPT_FORMAT', 'EWC_BATCHES', 'rng_state', 'set_rng_state', 'seed_everything',
-           'TrainConfig', 'warmup_cosine', 'Trainer', 'adamw', 'replayed_scale', 'reuse_freed_memory', 'train']
+__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'CKPT_FORMAT', 'EWC_BATCHES', 'POOL_STREAM', 'rng_state', 'set_rng_state',
+           'seed_everything', 'TrainConfig', 'warmup_cosine', 'Trainer', 'adamw', 'replayed_scale',
+           'reuse_freed_memory', 'train']
 
 # %% ../../nbs/training/43_trainer.ipynb #c034
 def rng_state() -> dict:
@@ -180,8 +181,11 @@ class Trainer:
         self.phases = [p for p in self.protocol.phases(self.cfg.steps) if p.steps > 0]
         # a pooled phase weighs each domain by its share of the windows
         sizes = {d: len(ds) for d, ds in self.train_sets.items()}
-        self.phases = [replace(p, weights=pool_shares({d: sizes[d] for d in p.weights})) if p.pool
-                       else p for p in self.phases]
+        self.phases = [replace(p, weights=pool_shares({d: sizes[d] for d in p.weights})) if p.pool and
+                       p.pool_share is None else p for p in self.phases]
+        if self.cfg.shard and any(p.pool_share is not None for p in self.phases):
+            raise ProtocolError(f"protocol {self.protocol.name!r}: a pooled batch of a set exp share is drawn on one "
+                                "process; expected a run without data parallelism (shard=False)")
         self.bounds = np.cumsum([0] + [p.steps for p in self.phases]).tolist()
         self.device = resolve_device(self.cfg.device)
         self.model = model.to(self.device)
@@ -337,6 +341,18 @@ def replayed_scale(cuts, k:int) -> float:
     """The learning-rate scale a replayed schedule has after `k` updates of its phase: the product of the cuts made by
     then."""
     return float(np.prod([s for at, s in cuts if at <= k])) if cuts else 1.0
+
+POOL_STREAM = 4242  # the random stream of a reweighted pooled batch's exp count
+
+@patch
+def _pool_draw(self:Trainer, ph:Phase) -> dict:
+    """{domain: indices} of one pooled batch of twice `batch_size` windows: a draw from the union, or with `pool_share`
+    exp's count drawn Binomial(2·batch_size, pool_share) and each domain's windows from its own stream."""
+    if ph.pool_share is None:
+        return split_pool(self.samplers['pool'].next(), {d: len(self.train_sets[d]) for d in ph.domains})
+    n = 2 * self.cfg.batch_size
+    k = int(np.random.default_rng([self.cfg.seed, POOL_STREAM, self.updates_done]).binomial(n, ph.pool_share))
+    return {d: ix for d, ix in (('sim', self.samplers['sim'].take(n - k)), ('exp', self.samplers['exp'].take(k))) if ix}
 
 @patch
 def update(self:Trainer) -> dict:
