@@ -361,35 +361,36 @@ def test_figures_small(seeded):
 
 
 def test_two_model_pair_by_hand():
-    "Per setting, seed and metric: the lowest sim error of the non-joint protocols beside the lowest exp error; a reference, never a winner."
-    # seed 0: sim_only best on sim (0.1), exp_only on exp (0.2); seed 1: sim_to_exp best on both (0.05, 0.1);
+    "Per setting: the lowest seed-mean sim error of the non-joint protocols beside the lowest seed-mean exp error, the same two in every seed; a reference, never a winner."
+    # seed means, sim: sim_only 0.2, sim_to_exp 0.275, exp_only 0.9; exp: sim_to_exp 0.225, exp_only 0.25, sim_only 0.9
+    # (seed by seed sim_to_exp is lowest on sim in seed 1 and exp_only on exp in seed 0: never chosen so);
     # joint_mgda is lower on both but of Joint's family: never a candidate
-    errs = {'sim_only': [(0.1, 0.9), (0.3, 0.9)], 'exp_only': [(0.9, 0.2), (0.9, 0.3)], 'sim_to_exp': [(0.5, 0.4), (0.05, 0.1)],
+    errs = {'sim_only': [(0.1, 0.9), (0.3, 0.9)], 'exp_only': [(0.9, 0.2), (0.9, 0.3)], 'sim_to_exp': [(0.5, 0.4), (0.05, 0.05)],
             'joint': [(0.3, 0.3), (0.3, 0.3)], 'joint_mgda': [(0.01, 0.01), (0.01, 0.01)], 'persistence': (0.001, 0.001)}
     score = synthetic_score(systems=('A',), seeds=(0, 1), errors=errs)
-    score.loc[dict(protocol='sim_only', metric='frmse')] = np.nan  # not scored on one metric: the others are chosen from
+    score.loc[dict(protocol='sim_only', metric='frmse')] = np.nan  # the member chosen on RMSE, not scored on fRMSE
     pair, which = RT.two_model_pair(score)
     p = pair.sel(protocol=RT.TWO_MODEL, field='all').squeeze(drop=True)
-    np.testing.assert_allclose(p.sel(metric='rmse').transpose('seed', 'domain').values, [[0.1, 0.2], [0.05, 0.1]])
-    np.testing.assert_allclose(p.sel(metric='frmse').transpose('seed', 'domain').values, [[0.5, 0.2], [0.05, 0.1]])
+    np.testing.assert_allclose(p.sel(metric='rmse').transpose('seed', 'domain').values, [[0.1, 0.4], [0.3, 0.05]])
+    np.testing.assert_allclose(p.sel(metric='frmse').transpose('seed', 'domain').values, [[np.nan, 0.4], [np.nan, 0.05]])
     w = which.squeeze(drop=True)
-    assert w.sim.sel(metric='rmse').values.tolist() == ['sim_only', 'sim_to_exp'] and w.exp.sel(metric='rmse').values.tolist() == ['exp_only', 'sim_to_exp']
-    assert w.sim.sel(metric='frmse').values.tolist() == ['sim_to_exp', 'sim_to_exp']
-    # bM(λ) = λ·M_sim(best sim model) + (1 − λ)·M_exp(best exp model), per seed: 0.15 and 0.075 at λ = 0.5
+    assert w.sim.item() == 'sim_only' and w.exp.item() == 'sim_to_exp'
+    assert which.attrs == {'sim chosen on': 'test', 'exp chosen on': 'test'}
+    # bM(λ) = λ·M_sim(sim member) + (1 − λ)·M_exp(exp member), per seed: 0.25 and 0.175 at λ = 0.5
     res = RT.with_two_model_pair(synthetic_results(systems=('A',), seeds=(0, 1), errors=errs))
     b = R.balanced_score(res.score, [0.2, 0.5], seed_mean=False).sel(protocol=RT.TWO_MODEL, metric='rmse').squeeze(drop=True)
-    np.testing.assert_allclose(b.transpose('lam', 'seed').values, [[0.2 * 0.1 + 0.8 * 0.2, 0.2 * 0.05 + 0.8 * 0.1], [0.15, 0.075]])
+    np.testing.assert_allclose(b.transpose('lam', 'seed').values, [[0.2 * 0.1 + 0.8 * 0.4, 0.2 * 0.3 + 0.8 * 0.05], [0.25, 0.175]])
     assert list(res.protocol.values).index(RT.TWO_MODEL) == list(res.protocol.values).index('joint') + 1  # beside Joint
     # lower than Joint (0.3), yet never the best non-joint protocol nor a winner; not ranked
     assert RT.reduction_table(res.score).loc[('A', 'S', 'rmse'), 'which'] == 'sim_to_exp'
     assert RT.wins_table(res.score).equals(RT.wins_table(res.score.drop_sel(protocol=RT.TWO_MODEL)))
     pr = RT.pooled_ranking(res)
     assert np.isnan(pr.loc[RT.TWO_MODEL, 'mean rank']) and pr.loc['joint_mgda', 'mean rank'] == 1
-    assert RT.pair_choices(res.score).loc[('A', 'S'), 'sim model'] == 'sim_only (1), sim_to_exp (1)'
+    assert RT.pair_choices(res.score).loc[('A', 'S')].tolist() == ['sim_only', 'sim_to_exp', 'test', 'test']
     text = report_text(res.drop_sel(protocol=RT.TWO_MODEL))
     for title in ('RMSE per domain', "The paper's comparison", 'Every protocol ranked'):
         assert 'two-model pair (ref.)' in section(text, title), title
-    assert '| A | S | two-model pair (ref.) | 0.075 ± 0.32 | 0.15 ± 0.64 | 0.1125 ± 0.48 |' in section(text, 'RMSE per domain')
+    assert '| A | S | two-model pair (ref.) | 0.2 ± 1.3 | 0.225 ± 2.2 | 0.2125 ± 0.48 |' in section(text, 'RMSE per domain')
     assert 'protocols: sim_only, exp_only, sim_to_exp, joint, joint_mgda;' in text  # not a protocol of the run
 
 
@@ -455,3 +456,44 @@ def test_tuning_section_rows_of_variants():
     assert '| system | tuned as | lr | fine-tune scale |' in tuning
     assert '| A | sim_to_exp_replay | 0.002 | 0.3 |' in tuning and '| A | joint_pcgrad | 0.004 | – |' in tuning
     assert 'not explained' not in text
+
+
+def test_one_seed_report_gives_margins_without_verdicts():
+    "With one seed the first lines say so, give Joint's margins as measured and never 'no clear difference'."
+    # bRMSE(0.5): Joint 0.2 in A, 0.3 in B; pooled 0.25, the best single exp-seeing model (A: Joint 20 % lower, B: 20 %
+    # higher); the pair Sim-only on sim, any exp model on exp: 0.15; on exp every model 0.2
+    errs = {'A': {'sim_only': (0.1, 0.9), 'exp_only': (0.9, 0.2), 'sim_to_exp': (0.5, 0.2), 'joint': (0.2, 0.2),
+                  'pooled': (0.3, 0.2)},
+            'B': {'sim_only': (0.1, 0.9), 'exp_only': (0.9, 0.2), 'sim_to_exp': (0.5, 0.2), 'joint': (0.4, 0.2),
+                  'pooled': (0.3, 0.2)}}
+    one = xr.concat([synthetic_results(systems=(s,), seeds=(0,), errors=e) for s, e in errs.items()], 'system')
+    lines = report_text(one).splitlines()
+    assert lines[2].startswith('**Finding.** 1 seed: margins without verdicts; `--seeds 3` or more for verdicts. ')
+    assert 'over the pooled model: Joint lower in 1 of 2 settings (A +20.0 %; B -20.0 %)' in lines[2]
+    assert 'On exp alone: over the best single exp-seeing model: Joint lower in 0 of 2 settings (A +0.0 %; B +0.0 %)' in lines[2]
+    assert '(one seed: no interval) and its margin over each alternative' in lines[4]
+    assert '| A | 0.2 | +20.0 | -33.3 | +20.0 |' in lines and '| B | 0.3 | -20.0 | -100.0 | -20.0 |' in lines
+    answer = section('\n'.join(lines), 'The answer')
+    assert '- **vs pooled**: one seed, no verdict: Joint lower on exp in 0 of 2 settings, on brmse@0.5 in 1.' in answer
+    assert 'no clear difference' not in '\n'.join(lines[:12]) + answer
+
+
+def test_pareto_figure_one_panel_per_setting_named_in_the_legend():
+    "A row per system, a column per test group; every protocol named once in the legend, no control, the pair a star."
+    errs = {'sim_only': (0.05, 1.0), 'exp_only': [(1.0, 0.20), (1.0, 0.21), (1.0, 0.19)], 'sim_to_exp': (0.6, 0.1),
+            'joint': [(0.25, 0.10), (0.25, 0.11), (0.25, 0.09)], 'pooled': [(0.20, 0.10), (0.20, 0.11), (0.20, 0.09)],
+            'exp_only_more': (1.0, 0.05), 'persistence': (0.7, 0.6)}
+    res = synthetic_results(systems=('A', 'B'), errors=errs, dims={'group': ('in_dist', 'out_dist')})
+    (name, caption, make), *_ = R._figures(res)
+    fig = make()
+    assert name == 'pareto_rmse' and 'seed means with 95 % seed intervals on both axes' in caption
+    # pooled (0.15) is the lowest single model at λ = 0.5; the pair (Sim-only on sim, Sim→Exp on exp: 0.075) is lower
+    # but a reference
+    assert [a.get_title() for a in fig.axes] == [f'{s}, {g}\nlowest at λ = 0.2, 0.5, 0.8: pooled'
+                                                 for s in 'AB' for g in ('in_dist', 'out_dist')]
+    names = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert names[:6] == ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'two-model pair (ref.)', 'pooled']
+    assert 'exp_only_more' not in names and not [t for t in fig.axes[0].texts if t.get_text() in names]
+    assert [t.get_text() for t in fig.axes[0].texts if t.get_text() == 'persistence']  # a baseline keeps its name
+    star = [c for c in fig.axes[0].collections if c.get_label() == 'two-model pair']
+    assert len(star) == 1 and len(fig.axes[0].containers) == 6  # seed bars on the five trained models and the pair

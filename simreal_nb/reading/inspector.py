@@ -184,17 +184,23 @@ class InspectorState:
     sim_ci: dict        # CI half-width of the sim error
     exp_ci: dict        # CI half-width of the exp error
     n_seeds: dict       # seeds with both errors present
-    winner: str         # the trained protocol with the lowest bM(λ) ('' if none); reference baselines never win
+    # the trained protocol with the lowest seed-mean bM(λ) ('' if none; a winner only where `clear`); reference
+    # baselines never win
+    winner: str
     level: float        # bM(λ) of the winner: the iso-λ line λ·x + (1-λ)·y = level passes through it
     lam_train: dict     # {Joint protocol: its training λ}, from the results' `lam_train` coordinate (`lam_train_of`)
     # Joint's Pareto front over λ_train (protocol names, by sim error); [] with fewer than 2 Joint models
     front: list
     best_joint: str     # the Joint model with the lowest bM(λ) ('' if none)
-    wins: dict          # {protocol: settings won at λ} over every setting of the score (same metric, field)
+    # {protocol: settings where its seed-mean bM(λ) is the lowest} over every setting of the score (same metric, field)
+    wins: dict
     n_settings: int     # settings counted in `wins`
     scale: str          # axes of the plane: 'linear' or 'log'
     limits: tuple       # (x lo, x hi, y lo, y hi) of the plane, fixed for a selection so points do not move with λ
     ci_level: float = 0.95 # confidence level of the intervals
+    # `winner` below every other trained protocol in every seed, the paired interval of the log ratio excluding zero
+    # (the report's *better*): True, False, or None with one seed (a point estimate, no verdict)
+    clear: bool|None = None
 
     def table(self):
         "pandas DataFrame, one row per protocol: λ_train, sim, exp, bM, bM ±, winner flag."
@@ -206,6 +212,16 @@ class InspectorState:
                              'winner': [p == self.winner for p in self.protocols]},
                             index=pd.Index(self.protocols, name='protocol'))
 
+def _clearly_lowest(per:np.ndarray, i:int, others:np.ndarray, level:float) -> bool|None:
+    """Whether protocol `i`'s per-seed bM(λ) (`per`: [protocol, seed]) is below each of `others` (a mask) in every seed
+    with the paired interval of the log ratio above zero, as the report's verdict *better*; None with one seed."""
+    if not others.any(): return None
+    with np.errstate(all='ignore'): r = np.log(per[others] / per[i])  # > 0 where `i` is lower
+    m, n, h = _t_ci(r, level)
+    if n.max() < 2: return None
+    every = np.where(np.isfinite(r), r > 0, True).all(-1)
+    return bool(((n >= 2) & every & (m - h > 0)).all())
+
 def _state(prep:dict, lam:float) -> InspectorState:
     "The inspector's state at `lam` from `_prepare`'s arrays (a few numpy operations, nothing re-read)."
     from scipy.stats import t as student_t
@@ -215,7 +231,9 @@ def _state(prep:dict, lam:float) -> InspectorState:
     per = lam * v[..., 0] + (1 - lam) * v[..., 1]
     _, n, ci = _t_ci(per, prep['level'])
     ok = tr & np.isfinite(vals)
-    win = protos[int(np.argmin(np.where(ok, vals, np.inf)))] if ok.any() else ''
+    w = int(np.argmin(np.where(ok, vals, np.inf)))
+    win = protos[w] if ok.any() else ''
+    clear = _clearly_lowest(per, w, ok & (np.arange(len(protos)) != w), prep['level']) if win else None
     jn = [i for i, p in enumerate(protos) if p in prep['lam_train'] and np.isfinite(vals[i])]
     best_joint = protos[min(jn, key=lambda i: vals[i])] if jn else ''
     E, atr = prep['all_errors'], prep['all_trained']
@@ -235,7 +253,7 @@ def _state(prep:dict, lam:float) -> InspectorState:
                           front=list(prep['front']), best_joint=best_joint,
                           wins=dict(sorted(wins.items(), key=lambda kv: -kv[1])),
                           n_settings=int(E.shape[0]), scale=prep['scale'],
-                          limits=tuple(float(x) for x in prep['limits']), ci_level=prep['level'])
+                          limits=tuple(float(x) for x in prep['limits']), ci_level=prep['level'], clear=clear)
 
 def state_at(score,             # results file or folder, results Dataset or `score` DataArray
              lam=0.5,           # λ of bM(λ) = λ·M_sim + (1-λ)·M_exp
@@ -414,10 +432,13 @@ def state_html(st:InspectorState, # the state to show
     nseed = max(st.n_seeds.values()) if st.n_seeds else 0
     ci_note = (f'mean ± {st.ci_level:.0%} CI over {nseed} seeds' if nseed >= 2 else 'one seed: no interval')
     if st.winner:
-        c = st.ci[st.winner]
-        head = (f'Winner: <b class="si-winner">{_esc(st.winner)}</b>, bM(λ) = <span '
-                f'class="si-level">{_num(st.level)}</span>'
-                + _pm(st.level, c))
+        name = f'<b class="si-winner">{_esc(st.winner)}</b>'
+        val = f'bM(λ) = <span class="si-level">{_num(st.level)}</span>' + _pm(st.level, st.ci[st.winner])
+        head = (f'Winner: {name}, {val}: below every other trained protocol in every seed, the paired '
+                f'{st.ci_level:.0%} interval excluding zero' if st.clear else
+                f'Lowest seed mean: {name}, {val}; one seed: a point estimate, no winner' if st.clear is None else
+                f'Lowest seed mean: {name}, {val}; no clear winner (not below every other trained protocol in every '
+                f'seed with a paired {st.ci_level:.0%} interval excluding zero)')
     else: head = 'Winner: <b class="si-winner">none</b> (no trained protocol has both errors)'
     rows = []
     for p in st.protocols:
@@ -435,12 +456,12 @@ def state_html(st:InspectorState, # the state to show
     table = ('<table class="si-table"><tr><th>protocol</th><th>λ_train</th><th>sim</th><th>exp</th><th>bM(λ)</th></tr>'
              + ''.join(rows) + '</table>')
     return (f'{_CSS if css else ""}<div class="simreal-inspector" data-lam="{st.lam:.2f}" '
-            f'data-winner="{_esc(st.winner)}" data-metric="{_esc(st.metric)}" data-field="{_esc(st.field or "")}" '
+            f'data-winner="{_esc(st.winner)}" data-clear="{str(st.clear).lower()}" data-metric="{_esc(st.metric)}" data-field="{_esc(st.field or "")}" '
             f'data-setting="{_esc(sel)}" data-scale="{st.scale}"><div class="si-text"><p><b>λ = <span '
             f'class="si-lam">{st.lam:.2f}</span></b> (weight of the sim error) · {_esc(sel)} · '
-            f'{_esc(what)}</p><p>{head}</p><p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; grey rows are '
-            f'reference baselines and never win.</p>{table}{joint}<p class="si-wins">λ = {st.lam:.2f} — wins over all '
-            f'{st.n_settings} settings: {summary}</p></div><div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
+            f'{_esc(what)}</p><p>{head}</p><p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; ★ the lowest seed mean; grey '
+            f'rows are reference baselines and never win.</p>{table}{joint}<p class="si-wins">λ = {st.lam:.2f} — the '
+            f'lowest seed mean (a point estimate) over all {st.n_settings} settings: {summary}</p></div><div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
 
 # %% ../../nbs/reading/61_inspector.ipynb #c019
 _INSPECTOR_CLASS = None

@@ -19,14 +19,14 @@ from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_E
 from .tradeoff import pareto_plot
 from ..core.store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from ..core.schema import FIELDS
-from .report_tables import (TWO_MODEL, _ci_frame, _pm, _specialists, arch_table, baseline_flags,
-                                      capped_cells, domain_table, error_vs_n, forgetting_table, gap_table,
+from .report_tables import (TWO_MODEL, CONTROLS, _ci_frame, _pm, _specialists, arch_table,
+                                      baseline_flags, capped_cells, domain_table, error_vs_n, forgetting_table, gap_table,
                                       lambda_ranking, md_table, off_domain_flags, pair_choices, per_setting,
                                       persistence_flags, phys_table, pooled_ranking, pressure_table, ranking_table,
                                       reduction_table, units_line, upstream_table, wins_table, with_two_model_pair)
 from .report_figures import error_vs_n_figure, learning_curves, rollout_figure
-from .report_verdicts import (_drop_constant_levels, _exp_seeing, alternative_counts, answer_lines,
-                                        exposure_lines, extrapolation_lines, physics_lines, quantity_lines,
+from .report_verdicts import (_drop_constant_levels, _exp_seeing, _one_seed, alternative_counts,
+                                        answer_lines, exposure_lines, extrapolation_lines, physics_lines, quantity_lines,
                                         resolution_lines, strongest_alternatives, tuning_lines)
 
 
@@ -114,13 +114,20 @@ def _figures(res:xr.Dataset) -> list:
     protos = list(map(str, score.protocol.values))
     pair = JOINT in protos and len(_specialists(score)) >= 2
     shown = with_two_model_pair(res)['score'] if pair else score  # the pair beside the single models
-    big = shown.sizes['protocol'] > 6  # many protocols: wider panels, so the labels and the legend keep their room
+    big = shown.sizes['protocol'] > 6  # many protocols: wider panels, so the legend keeps its room
+    # the controls have sections of their own; each protocol is named in the legend by its marker, not beside its point
+    plain = [str(p) for p in shown.protocol.values if str(p) not in CONTROLS]
+    groups = shown.sizes.get('group', 1)  # a row per system, a column per test group
+    n = int(np.prod([shown.sizes[d] for d in setting_dims(shown)]))
     out = [('pareto_rmse',
-            'Sim error vs exp error per protocol and the two-model pair, seed means with 95 % seed intervals, iso-λ '
-            'lines (grey ×: reference baselines)',
-            lambda: pareto_plot(shown, 'rmse', lams=(0.2, 0.5, 0.8), fontsize=10,
-                                **(dict(panel_size=(6.4, 4.8), log='auto', ncols=1) if big
-                                   else dict(panel_size=(3.6, 3.1), ncols=2))))]
+            'Sim error vs exp error per protocol and the two-model pair (★), '
+            + ('seed means with 95 % seed intervals on both axes' if shown.sizes.get('seed', 1) > 1 else 'one seed')
+            + ', iso-λ lines; one panel per setting (grey ×: reference baselines; the controls are in their own '
+            'sections)',
+            lambda: pareto_plot(shown, 'rmse', lams=(0.2, 0.5, 0.8), protocols=plain, fontsize=10, labels='legend',
+                                references=(TWO_MODEL,),
+                                log='auto', ncols=groups if 1 < groups < n else min(2, n),
+                                panel_size=(4.6, 3.7) if big else (4.0, 3.3)))]
     if 'curve_val' in res and 'curve_step' in res:
         out.append(('learning_curves',
                 'Validation loss over training, one panel per objective (sim, exp, both), each phase from its own '
@@ -195,6 +202,17 @@ def _said(counts:pd.Series, n:int, q:str) -> str:
                                   f'no clear difference in {n - b - w}'
                                  if n - b - w else '') if s) + f' of {n} settings'
 
+def _margins_said(t:pd.DataFrame, a:str, q:str) -> str:
+    """One alternative's margins on quantity `q` in words, without a verdict (one seed): in how many settings Joint is
+    lower, and the margins (their range beyond four settings)."""
+    m = t.xs(a, level='against')[f'{q} %'].dropna()
+    if not len(m): return 'not compared'
+    vary = [i for i, n in enumerate(m.index.names) if m.index.get_level_values(n).nunique() > 1]
+    lab = ['/'.join(str(k[i] if isinstance(k, tuple) else k) for i in vary) for k in m.index]
+    said = (f"margins {m.min():+.1f} to {m.max():+.1f} %" if len(m) > 4 else
+            '; '.join(f"{l} {v:+.1f} %".strip() for l, v in zip(lab, m)))
+    return f"Joint lower in {int((m > 0).sum())} of {len(m)} setting{'s' if len(m) > 1 else ''} ({said})"
+
 def _margin_cell(r, q:str) -> str:
     """'+6.6 [2.1, 11.0]' (Joint's paired % margin and its interval, where there is one), bold where the verdict is
     clear."""
@@ -222,11 +240,22 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     counts, q = alternative_counts(t), f'b{metric}@{lam:g}'
     n = len(t.index.droplevel('against').unique())
     name = f"b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g})"
-    L += [f"**Finding.** On {name}, the balanced error over held-out sim and exp, Joint's error against "
-          + '; against '.join(f"the {a if a != POOLED else 'pooled model'}: {_said(counts.loc[a], n, q)}"
-                              for a in counts.index)
-          + '. On exp alone: ' + '; '.join(f"vs {a}: {_said(counts.loc[a], n, 'exp')}" for a in counts.index)
-          + f". *Clearly* means every seed agrees and the paired {level * 100:.0f} % interval excludes zero.", '']
+    one = _one_seed(t)
+    if one:  # no interval, so no verdict: the margins as measured, and how to get verdicts
+        L += [f"**Finding.** 1 seed: margins without verdicts; `--seeds 3` or more for verdicts. On {name}, the "
+              "balanced error over held-out sim and exp, Joint's margin (% lower error than the alternative; negative where "
+              "Joint is higher) over "
+              + '; over '.join(f"the {a if a != POOLED else 'pooled model'}: {_margins_said(t, a, q)}"
+                               for a in counts.index)
+              + '. On exp alone: ' + '; '.join(f"over the {a if a != POOLED else 'pooled model'}: "
+                                               f"{_margins_said(t, a, 'exp')}" for a in counts.index)
+              + ". One seed's margin can be noise: none of them counts for or against Joint.", '']
+    else:
+        L += [f"**Finding.** On {name}, the balanced error over held-out sim and exp, Joint's error against "
+              + '; against '.join(f"the {a if a != POOLED else 'pooled model'}: {_said(counts.loc[a], n, q)}"
+                                  for a in counts.index)
+              + '. On exp alone: ' + '; '.join(f"vs {a}: {_said(counts.loc[a], n, 'exp')}" for a in counts.index)
+              + f". *Clearly* means every seed agrees and the paired {level * 100:.0f} % interval excludes zero.", '']
     b = balanced_score(res['score'].sel(metric=[metric]), lam, seed_mean=False).sel(metric=metric, drop=True)
     b = b if 'seed' in b.dims else b.expand_dims(seed=[0])
     m, h = (s.to_series() for s in mean_ci(b.sel(protocol=JOINT, drop=True), 'seed', level))
@@ -239,9 +268,10 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
                                                        for _, r in t.xs(a, level='against').iterrows()]
     table = pd.DataFrame(cols, index=t.index.droplevel('against').unique())
     table, said = _drop_constant_levels(table)
-    L += [f"{shared}; {', '.join(said)} throughout. Joint's {name} (mean ± {level * 100:.0f} % half-width over "
-          "seeds) and its paired margin over each alternative (% lower error, geometric mean over seeds [interval]; "
-          "bold: clear):", '',
+    how = ("(one seed: no interval) and its margin over each alternative (% lower error; one seed: no interval, no "
+           "verdict):" if one else f"(mean ± {level * 100:.0f} % half-width over seeds) and its paired margin over "
+           "each alternative (% lower error, geometric mean over seeds [interval]; bold: clear):")
+    L += [f"{shared}; {', '.join(said)} throughout. Joint's {name} {how}", '',
           md_table(table), '', '![Sim error against exp error per protocol](figures/pareto_rmse.png)', '',
           'Detail below: the same margins on exp, resolution, extrapolation, data quantity, tuning, the paper\'s '
           'statistics, every protocol per metric, exposure controls, figures; the meaning of every column '
@@ -293,14 +323,13 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     if pair:
         L += ['Rows and columns marked `two-model pair (ref.)` are two models instead of one: the best sim specialist '
               'scored on sim with the best exp specialist scored on exp, bM(λ) = λ·M_sim(best sim model) + '
-              '(1−λ)·M_exp(best exp model). Per setting, seed and metric, the sim model is the trained protocol '
-              'outside Joint\'s family ('
-              + ', '.join(_specialists(score)) + ') with the lowest held-out sim error, the exp model the one with '
-                                                 'the lowest '
-              'held-out exp error (all fields). It is chosen on the test scores themselves, which favours it; a '
-              'reference, never the best non-joint protocol and never counted as a winner. Its choice by RMSE (seeds '
-              'in brackets):', '',
-              md_table(pair_choices(score)), '']
+              '(1−λ)·M_exp(best exp model). Per setting, the sim model is the trained protocol outside Joint\'s '
+              'family (' + ', '.join(_specialists(score)) + ') with the lowest seed-mean validation loss on sim where '
+              'the run stores each cell\'s (`val_best`), else the lowest seed-mean held-out sim RMSE (all fields); the '
+              'exp model likewise on exp; the same two models stand in every seed and every metric. A choice on the '
+              'test scores favours the pair; it is a reference, never the best non-joint protocol and never counted '
+              'as a winner. Its members, and what each was chosen on:', '',
+              md_table(pair_choices(res)), '']
     L += _flags(res)
     if {SIM_ONLY, EXP_ONLY} <= set(protos) and {'u', 'v'} <= set(map(str, score.field.values)):
         L += ['## The gap between the domains', '',
@@ -552,6 +581,9 @@ COLUMNS = {  # report column -> what it holds, one phrase
                              'models, not one',
     'sim model': 'the protocol the two-model pair takes its sim model from',
            'exp model': 'the protocol it takes its exp model from',
+    'sim chosen on': "what the pair's sim model was chosen on: each cell's validation loss (`val_best`) or, where the run "
+                     'stores none, the held-out test error (seed means)',
+    'exp chosen on': "what the pair's exp model was chosen on (as `sim chosen on`)",
     'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
     'r_exp': 'Sim-only / Exp-only error on exp: how much worse the simulation-trained model is on the experiment',
     'r_sim': 'Exp-only / Sim-only error on sim',

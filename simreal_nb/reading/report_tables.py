@@ -19,11 +19,12 @@ from ..core.schema import FIELD_META
 
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'CONTROLS', 'PAIR_COORDS', 'md_table', 'two_model_pair', 'with_two_model_pair', 'pair_choices',
-           'domain_table', 'reduction_table', 'forgetting_table', 'pressure_table', 'wins_table', 'per_setting',
-           'units_of', 'units_line', 'phys_table', 'upstream_table', 'baseline_flags', 'persistence_flags',
-           'off_domain_flags', 'capped_cells', 'error_vs_n', 'arch_table', 'gap_table', 'paired_change',
-           'ranking_table', 'pooled_ranking', 'lambda_ranking', 'protocol_ranking', 'ranking_agreement']
+__all__ = ['TWO_MODEL', 'CONTROLS', 'PAIR_VAL', 'PAIR_COORDS', 'PAIR_EXP_VARS', 'md_table', 'two_model_pair',
+           'with_two_model_pair', 'pair_choices', 'domain_table', 'reduction_table', 'forgetting_table',
+           'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table', 'upstream_table',
+           'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'error_vs_n', 'arch_table',
+           'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'protocol_ranking',
+           'ranking_agreement']
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #c006
 def _fmt(v):
@@ -70,17 +71,37 @@ def _specialists(x) -> list:
     return [p for p in trained_protocols(x['protocol'].values) if fam[p] not in (JOINT, POOLED)
             and p not in (TWO_MODEL,) + CONTROLS]
 
-def _pair_index(score:xr.DataArray, candidates:list) -> dict:
-    """Per domain: (index into `candidates` of the lowest error there per setting, seed and metric (all fields), where
-    one is scored)."""
-    v = select_view(score.sel(protocol=candidates))
-    return {d: (v.sel(domain=d, drop=True).fillna(np.inf).argmin('protocol'),
-                v.sel(domain=d, drop=True).notnull().any('protocol'))
-            for d in ('sim', 'exp')}
+# a cell's validation loss per domain at the weights it kept, where a run stores it: what the pair is chosen on
+PAIR_VAL = 'val_best'
+
+def _on_validation(val, candidates:list, d:str):
+    """The candidates' seed-mean validation loss on domain `d` (dims protocol and settings), or None where `val` lacks a
+    candidate or leaves a setting without any."""
+    if val is None or 'domain' not in val.dims or d not in val.domain.values: return None
+    if any(p not in val.protocol.values for p in candidates): return None
+    c = val.sel(protocol=candidates, domain=d, drop=True)
+    c = c.mean('seed', skipna=True) if 'seed' in c.dims else c
+    return c if c.size and bool(c.notnull().any('protocol').all()) else None
+
+def _pair_index(score:xr.DataArray, candidates:list, metric:str='rmse', val=None) -> dict:
+    """Per domain: (index into `candidates` of the member per setting, where one is scored, what it was chosen on): the
+    lowest seed-mean validation loss (`val`) where every setting has one, else the lowest seed-mean held-out error by
+    `metric` (all fields); one member for every seed and metric."""
+    m = metric if metric in score.metric.values else str(score.metric.values[0])
+    v = select_view(score.sel(protocol=candidates, metric=m, drop=True))
+    if 'seed' in v.dims: v = v.mean('seed', skipna=True)
+    out = {}
+    for d in ('sim', 'exp'):
+        e = v.sel(domain=d, drop=True)
+        ok = e.notnull().any('protocol')
+        c = _on_validation(val, candidates, d)
+        on = e if c is None else c
+        out[d] = (on.fillna(np.inf).argmin('protocol').broadcast_like(ok), ok, 'test' if c is None else 'validation')
+    return out
 
 def _pick(da:xr.DataArray, candidates:list, at) -> xr.DataArray:
-    "`da` of the chosen candidate per setting, seed and metric (NaN where none is scored)."
-    idx, ok = at
+    "`da` of the candidate chosen per setting, in every seed and metric (NaN where none is scored)."
+    idx, ok = at[:2]
     # the protocol and its coordinates (family, ...)
     on_protocol = [k for k, c in da.coords.items() if 'protocol' in c.dims]
     return da.sel(protocol=candidates).isel(protocol=idx).drop_vars(on_protocol).where(ok)
@@ -97,28 +118,35 @@ def _as_pair(da:xr.DataArray, like) -> xr.DataArray:
 
 def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, metric, seed and settings)
                    candidates=None,  # the protocols to choose from (None: every trained protocol but Joint's family)
+                   metric:str='rmse',  # without validation losses the members are chosen by this metric (all fields)
+                   val:xr.DataArray|None=None,  # each cell's validation loss per domain (`PAIR_VAL`), where stored
                   ) -> tuple:
-    """(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, seed and
-    metric): the sim row of the candidate with the lowest held-out sim error, the exp row of the one with the lowest
-    exp error."""
+    """(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, attrs saying
+    what each was chosen on): per domain the candidate with the lowest seed-mean validation loss there, else the lowest
+    seed-mean held-out error; the same two in every seed."""
     cands = list(candidates) if candidates is not None else _specialists(score)
     if not cands:
         raise ValueError("two_model_pair: no trained non-joint protocol to choose from among "
                          f"{list(map(str, score.protocol.values))}")
-    at = _pair_index(score, cands)
+    at = _pair_index(score, cands, metric, val)
     rows = [_pick(score.sel(domain=[d]), cands, at[d]) for d in ('sim', 'exp')]
     pair = _as_pair(xr.concat(rows, 'domain'), score).assign_attrs(score.attrs)
     names = np.asarray(cands, dtype=object)
     which = xr.Dataset({d: xr.DataArray(names[at[d][0].values], dims=at[d][0].dims,
                                         coords=at[d][0].coords).where(at[d][1], '')
-                        for d in ('sim', 'exp')})
+                        for d in ('sim', 'exp')}, attrs={f'{d} chosen on': at[d][2] for d in ('sim', 'exp')})
     return pair, which
 
+# exp's other scores of a cell: the pair takes them from its exp member
+PAIR_EXP_VARS = ('score_measured', 'noise_floor', 'score_window', 'noise_floor_window')
+
 def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
-    """`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`), exp's
-    `score_measured` and `noise_floor` of its exp model, every other variable NaN."""
+    """`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`, on the
+    validation losses `PAIR_VAL` where stored), exp's other scores (`PAIR_EXP_VARS`) of its exp member, every other
+    variable NaN."""
     cands = list(candidates) if candidates is not None else _specialists(res)
-    pair, _ = two_model_pair(res['score'], cands)
+    val = res.get(PAIR_VAL)
+    pair, _ = two_model_pair(res['score'], cands, val=val)
     protos = [str(p) for p in res.protocol.values]
     k = protos.index(JOINT) + 1 if JOINT in protos else len(protos)
     order = protos[:k] + [TWO_MODEL] + protos[k:]
@@ -127,25 +155,20 @@ def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
             [PAIR_COORDS.get(k) if p == TWO_MODEL else v for p, v in zip(order, out[k].values.tolist())])
                              for k, c in res.coords.items() if c.dims == ('protocol',) and k != 'protocol'})
     out['score'] = xr.concat([res['score'], pair], 'protocol').sel(protocol=order).assign_attrs(res['score'].attrs)
-    at = _pair_index(res['score'], cands)['exp']
-    for v in ('score_measured', 'noise_floor'):
+    at = _pair_index(res['score'], cands, val=val)['exp']
+    for v in PAIR_EXP_VARS:
         if v in res and 'protocol' in res[v].dims:
             p = _as_pair(_pick(res[v], cands, at), res[v])
             out[v] = xr.concat([res[v], p], 'protocol').sel(protocol=order).assign_attrs(res[v].attrs)
     return out
 
-def pair_choices(score:xr.DataArray, metric:str='rmse', candidates=None) -> pd.DataFrame:
-    """Per setting: the protocols the two-model pair took its sim and its exp model from (chosen by `metric`), each with
-    its number of seeds."""
-    _, which = two_model_pair(score, candidates)
-    out = {}
-    for d in ('sim', 'exp'):
-        s = which[d].sel(metric=metric, drop=True).to_series()
-        s = s[s != '']
-        lead = [n for n in s.index.names if n != 'seed']
-        out[f'{d} model'] = s.groupby(level=lead, sort=False).agg(lambda v: ', '.join(f'{p} ({k})'
-                for p, k in v.value_counts().items()))
-    return pd.DataFrame(out)
+def pair_choices(res, metric:str='rmse', candidates=None) -> pd.DataFrame:
+    """Per setting: the protocols the two-model pair took its sim and its exp model from, and what each was chosen on
+    (validation where `res`, a results Dataset, stores it; else the held-out `metric`)."""
+    score, val = (res['score'], res.get(PAIR_VAL)) if isinstance(res, xr.Dataset) else (res, None)
+    _, which = two_model_pair(score, candidates, metric, val)
+    return pd.DataFrame({**{f'{d} model': which[d].to_series() for d in ('sim', 'exp')},
+                         **{f'{d} chosen on': which.attrs[f'{d} chosen on'] for d in ('sim', 'exp')}})
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #c009
 def _ci_frame(parts:dict, level=0.95) -> pd.DataFrame:

@@ -204,6 +204,12 @@ def alternative_counts(t:pd.DataFrame) -> pd.DataFrame:
                                                         'difference']).sum() + s.str.startswith('one seed').sum()))
     return pd.DataFrame(out)
 
+def _one_seed(t:pd.DataFrame) -> bool:
+    "Whether a `strongest_alternatives` table rests on one seed: every verdict it holds is a 'one seed: …' one."
+    v = t[[c for c in t.columns if c.endswith(' verdict')]].stack()
+    v = v[v != '']
+    return bool(len(v)) and bool(v.str.startswith('one seed').all())
+
 def _drop_constant_levels(df:pd.DataFrame) -> tuple:
     "(`df` without the index levels that hold one value, those levels and values as 'name value' phrases)."
     const = [n for n in df.index.names if n not in ('against', 'model', 'protocol')
@@ -226,8 +232,15 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
          "settings. A setting counts for or against Joint only where its verdict is *better* or *worse*: every seed "
          f"agrees and the interval excludes zero. The {BEST_SINGLE} is chosen per setting on the test scores (which "
          "favours it): the protocol outside Joint's family that trained on exp data with the lowest seed-mean error "
-         f"({', '.join(_exp_seeing(res))}).", '']
+         f"({', '.join(_exp_seeing(res))})."
+         + (" With one seed there is no interval and no verdict (`one seed: lower` / `higher`): the margins are as "
+            "measured, and `--seeds 3` or more gives verdicts." if _one_seed(t) else ''), '']
     for name, r in counts.iterrows():
+        if _one_seed(t):
+            lower = lambda c: int((t.xs(name, level='against')[c] > 0).sum())
+            L.append(f"- **vs {name}**: one seed, no verdict: Joint lower on exp in {lower('exp %')} of {n} settings, "
+                     f"on {q} in {lower(f'{q} %')}.")
+            continue
         L.append(f"- **vs {name}**: on exp, Joint clearly lower in {r['exp: Joint better']}, clearly higher in "
                  f"{r['exp: Joint worse']}, no clear difference in {r['exp: no clear difference']} of {n} "
                  f"settings; on {q}: clearly lower in {r[f'{q}: Joint better']}, clearly higher in "

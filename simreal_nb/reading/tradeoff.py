@@ -263,21 +263,41 @@ def _measure(fig, text, size):
     return w + 3, h + 3
 
 # %% ../../nbs/reading/60_tradeoff.ipynb #sb1
-def _seed_bars(ax, x:float, y:float, hx:float, hy:float, floor=None, color='k'):
+def _seed_bars(ax, x:float, y:float, hx:float, hy:float, floor=None, color='k', capsize:float=0):
     "The seeds' 95 % interval of a point on each axis (NaN: none), kept above `floor` (x, y) on log axes."
     if not (np.isfinite(hx) or np.isfinite(hy)): return
     lo = lambda v, h, f: [[min(h, v - f * 1.001) if f is not None else h], [h]]  # below (clipped), above
     ax.errorbar([x], [y], xerr=lo(x, hx, floor and floor[0]) if np.isfinite(hx) else None,
                 yerr=lo(y, hy, floor and floor[1]) if np.isfinite(hy) else None,
-                fmt='none', ecolor=color, elinewidth=0.9, alpha=0.6, capsize=0, zorder=2)
+                fmt='none', ecolor=color, elinewidth=0.9 if not capsize else 1.1, alpha=0.6 if not capsize else 0.85,
+                capsize=capsize, zorder=2)
 
 # %% ../../nbs/reading/60_tradeoff.ipynb #c014
+# marker of each trained protocol in a legend-labelled panel (`pareto_plot(labels='legend')`): Joint (at any λ_train) a
+# disc, pooled a square, the two-model pair a star, the others in turn
+_MARKERS = ('^', 'v', 'D', 'P', 'X', 'h', '<', '>', 'p', 'd', '8', 'H')
+
+def _markers(protos:list, family:dict, joint=(), pair=()) -> dict:
+    "Marker per protocol: reference baselines ×, the `joint` ones ●, pooled ■, the `pair` ★, the others in turn."
+    others, out = iter(_MARKERS * 3), {}
+    for p in protos:
+        out[p] = ('x' if p in BASELINES else '*' if p in pair else 'o' if p in joint
+                  else 's' if family.get(p) == 'pooled' else next(others))
+    return out
+
+def _short_titles(settings:list) -> list:
+    "Setting labels ('cylinder/S/fno/8/in_dist') without the parts every setting shares ('cylinder/in_dist')."
+    parts = [s.split('/') for s in settings]
+    if len(parts) < 2 or len({len(p) for p in parts}) > 1: return list(settings)
+    vary = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
+    return [', '.join(p[i] for i in vary) for p in parts]
+
 def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metric + seed, field, settings)
                 metric='rmse',      # metric on both axes
                 field='all',        # field
                 lams=(0.5,),        # draw the iso-bM line through the best trained protocol for each of these λ
                 protocols=None,     # protocols to show (default: all)
-                ncols=3,            # panels per row (one panel per setting)
+                ncols=3,            # panels per row (one panel per setting, settings in the score's order)
                 panel_size=(3.2, 2.9), # inches per panel
                 dpi=100,            # figure dpi
                 # log-log axes: True, False or 'auto' (log where a panel's trained points span more than 10×)
@@ -288,19 +308,32 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 clip=1000.0,
                 intervals=True,     # 95 % seed intervals on both axes of every trained protocol's point
                 fontsize=8,         # points, at the figure's size (panel labels, ticks, legend)
+                # 'points': each point named beside it; 'legend': each trained protocol its own marker, named in the
+                # legend only (for crowded panels; reference baselines and points off the scale still named beside
+                # them), the panel titles without what every setting shares
+                labels='points',
+                references=(),      # protocols drawn as a reference (★, never on an iso-λ line), e.g. the two-model pair
                ) -> Figure:
     """Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train;
-    reference baselines as grey crosses."""
+    reference baselines as grey crosses, the two-model pair (a reference too) as a star."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator, FuncFormatter, LogLocator, NullFormatter
+    if labels not in ('points', 'legend'):
+        raise MetricInputError(f"`labels` must be 'points' or 'legend', got {labels!r}")
+    legend = labels == 'legend'
     e = domain_errors(score, metric, field, protocols, mode)
     hw = domain_errors(score, metric, field, protocols, mode, half_width=True) if intervals else xr.full_like(e, np.nan)
     lams = [check_lam(l) for l in np.atleast_1d(lams).tolist()]
     protos, settings = e.protocol.values.tolist(), e.setting.values.tolist()
+    fam = protocol_coord(score, 'family')
     ref = np.array([p in BASELINES for p in protos])
+    # two models (the report's pair): a reference, never on an iso-λ line
+    pair = np.array([p in references or fam.get(p) == 'pair' for p in protos])
     lt = lam_train_of(score)  # Joint's λ_train per protocol, from the results' coordinate
     jl = np.array([p in lt for p in protos])
+    mk = _markers(protos, fam, lt, [p for p, q in zip(protos, pair) if q]) if legend else {p: 'x' if p in BASELINES else '*' if q else 'o'
+                                                for p, q in zip(protos, pair)}
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
     width = panel_size[0] * ncols
     fig = Figure(figsize=(width, panel_size[1] * nrows + 0.9), dpi=dpi, layout='constrained')
@@ -308,12 +341,13 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     colors = {p: ('0.55' if p in BASELINES else c) for p, c in protocol_colors(protos, lt).items()}
     fmt = FuncFormatter(lambda v, _: f'{v:g}')
-    labels, blocks, any_front, any_far = {}, {}, False, False
-    for ax, st in zip(axes, settings):
+    titles = _short_titles(settings) if legend else settings
+    texts, blocks, any_front, any_far = {}, {}, False, False
+    for ax, st, title in zip(axes, settings, titles):
         x, y = e.sel(setting=st, domain='sim').values, e.sel(setting=st, domain='exp').values
         fin = np.isfinite(x) & np.isfinite(y)
-        opt = pareto_mask(np.where(ref, np.nan, x), y)  # the front of the trained protocols
-        far = _far_off(x, y, fin & ~ref, clip) & fin
+        opt = pareto_mask(np.where(ref | pair, np.nan, x), y)  # the front of the trained protocols
+        far = _far_off(x, y, fin & ~ref & ~pair, clip) & fin
         near = fin & ~far
         xmax = 1.15 * np.nanmax(np.where(near, x, np.nan)) if near.any() else 1.0
         ymax = 1.15 * np.nanmax(np.where(near, y, np.nan)) if near.any() else 1.0
@@ -324,24 +358,25 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
         lg = lg and pos.any()
         xmin, ymin = (x[pos].min() / 1.5, y[pos].min() / 1.5) if lg else (0.0, 0.0)
         if lg: xmax, ymax = xmax * 1.3, ymax * 1.3
-        labels[ax], blocks[ax] = [], []
+        texts[ax], blocks[ax] = [], []
         # where a far-off point is drawn
         edge = (lambda v, hi: min(v, hi / 1.25)) if lg else (lambda v, hi: min(v, 0.95 * hi))
         for i, p in enumerate(protos):
             if not fin[i]: continue
             px, py = (edge(x[i], xmax), edge(y[i], ymax)) if far[i] else (x[i], y[i])
-            shape = ('>' if y[i] == py else '^' if x[i] == px else 'D') if far[i] else 'o'
+            shape = ('>' if y[i] == py else '^' if x[i] == px else 'D') if far[i] else mk[p]
             if not far[i] and not ref[i]:
                 _seed_bars(ax, px, py, *(float(hw.sel(setting=st, domain=d)[i]) for d in ('sim', 'exp')),
-                           (xmin, ymin) if lg else None, colors[p])
+                           (xmin, ymin) if lg else None, colors[p], capsize=2.5 if legend else 0)
             if ref[i]: ax.scatter([px], [py], s=30, marker='x', color=colors[p], zorder=2, label=p)
             else:
-                ax.scatter([px], [py], s=40, marker=shape, color=colors[p], edgecolors=colors[p],
-                           facecolors=colors[p] if opt[i] else 'none',
-                           zorder=3, label=p)
+                ax.scatter([px], [py], s=110 if shape == '*' else 40, marker=shape, color=colors[p],
+                           edgecolors='k' if pair[i] else colors[p],
+                           facecolors=colors[p] if opt[i] or pair[i] else 'none', linewidths=0.6 if pair[i] else 1.0,
+                           zorder=4 if pair[i] else 3, label=p)
             off = (' (' + ', '.join(f'{d} {v:.2g}' for d, v, q in (('sim', x[i], px), ('exp', y[i], py)) if v != q)
                    + ')' if far[i] else '')
-            labels[ax].append((px, py, p + off, '0.45' if ref[i] else '0.1'))
+            if not legend or far[i] or ref[i]: texts[ax].append((px, py, p + off, '0.45' if ref[i] else '0.1'))
         any_far |= bool(far.any())
         jf = np.flatnonzero(jl & fin)
         if len(jf) >= 2:  # Joint's own trade-off: the non-dominated λ_train variants, joined in order of sim error
@@ -349,13 +384,13 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
             on = on[np.argsort(x[on])]
             ax.plot(x[on], y[on], '-', color='#a50f15', lw=1.3, alpha=0.7, zorder=2, label='Joint front')
             any_front = True
-        ok = fin & ~ref
+        ok = fin & ~ref & ~pair
         for lam in lams:
             if not ok.any(): break
             b = lam * x + (1 - lam) * y
             j = int(np.nanargmin(np.where(ok, b, np.nan)))
             end = _iso_line(ax, lam, b[j], xmax, ymax, xmin, ymin, lg, color='0.35', ls='--', lw=0.9, zorder=1)
-            if end is not None: labels[ax].append((*end, f'λ={lam:g}', '0.3'))
+            if end is not None: texts[ax].append((*end, f'λ={lam:g}', '0.3'))
             blocks[ax].append((f'λ={lam:g}: {protos[j]}', '0.2'))
         if lg:
             ax.set(xscale='log', yscale='log', xlim=(xmin, xmax), ylim=(ymin, ymax))
@@ -367,29 +402,51 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
             ax.set(xlim=(0, xmax), ylim=(0, ymax))
             for a in (ax.xaxis, ax.yaxis):
                 a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
-        ax.set_title(st, fontsize=fontsize + 1)
+        if legend and blocks[ax]:  # the lowest single model per λ goes under the title: the panel is left to the points
+            low = [t.split(': ', 1) for t, _ in blocks[ax]]
+            title += ('\nlowest at λ = ' + ', '.join(f"{l.partition('=')[2]}: {w}" for l, w in low)
+                      if len({w for _, w in low}) > 1 else
+                      f"\nlowest at λ = {', '.join(l.partition('=')[2] for l, _ in low)}: {low[0][1]}")
+            blocks[ax] = []
+        ax.set_title(title, fontsize=fontsize + 1)
         ax.set_xlabel(f'sim {metric}', fontsize=fontsize)
         ax.set_ylabel(f'exp {metric}', fontsize=fontsize)
         ax.tick_params(labelsize=fontsize)
     for ax in axes[len(settings):]: ax.set_visible(False)
-    handles = [Line2D([], [], ls='none', color=colors[p], marker='x' if p in BASELINES else 'o', ms=6) for p in protos]
-    names = list(protos)
+    keys = [p for p in protos if not (legend and p in BASELINES)]  # named beside their points instead
+    handles = [Line2D([], [], ls='none', color=colors[p], marker=mk[p], ms=11 if mk[p] == '*' else 6,
+                      markeredgecolor='k' if p in references or fam.get(p) == 'pair' else colors[p], markeredgewidth=0.6)
+               for p in keys]
+    names = [f'{p} (ref.)' if p in references or fam.get(p) == 'pair' else p for p in keys]
+    if legend and ref.any():
+        handles.append(Line2D([], [], ls='none', color='0.55', marker='x', ms=6)); names.append('reference baseline')
     if lams:
-        handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9)); names.append('iso-bM(λ) through the best '
-                                                                                    '(λ=…: winner)')
+        handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9))
+        names.append('iso-bM(λ), lowest single model' if legend else 'iso-bM(λ) through the best (λ=…: winner)')
     if any_front:
         handles.append(Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7)); names.append('Joint front over λ_train')
     per = max(text_size(n, fontsize)[0] + 30 for n in names)  # points per legend entry
-    fig.legend(handles, names, loc='outside lower center',
-               ncols=max(1, min(len(names), int(width * 72 // per))), fontsize=fontsize,
+    ncol = max(1, min(len(names), int(width * 72 // per)))
+    fig.legend(handles, names, loc='outside lower center', ncols=ncol, fontsize=fontsize,
                frameon=False, handletextpad=0.3, columnspacing=1.0)
-    fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error: filled = Pareto-optimal among the trained protocols; '
-                       'grey × = reference baselines '
-                       '(never a winner)' + ('; bars: 95 % seed intervals' if intervals else '')
+    bars = ('' if not intervals else '; one seed: no intervals' if not np.isfinite(hw.values).any() else
+            '; bars: 95 % seed intervals on both axes (hidden under a marker where narrower)' if legend else
+            '; bars: 95 % seed intervals')
+    fig.suptitle(_wrap(f'{metric} ({field}), sim vs exp error' + (', seed means' if legend else '')
+                       + ': filled = Pareto-optimal among the trained protocols; grey × = reference baselines '
+                       + '(never a winner)' + ('; ★ = a reference of two models, never on a dashed line' if pair.any()
+                                               else '') + bars
+                       + ('; dashed: iso-bM(λ) through the lowest single model, named under the title' if legend
+                          and lams else '')
                        + ('; ▶/▲ on an edge = off the scale, its error in its label' if any_far else ''),
                        width * 72, fontsize + 1), fontsize=fontsize + 1)
+    if legend:  # the panels keep their size whatever the title and the legend take
+        lines = fig._suptitle.get_text().count('\n') + 1
+        rows = math.ceil(len(names) / ncol)
+        fig.set_size_inches(width, panel_size[1] * nrows + 0.3 + (lines * 1.35 * (fontsize + 1)
+                                                                   + rows * 1.5 * fontsize) / 72)
     fig.draw_without_rendering()  # fixes the layout, so the labels can be placed in pixels
-    for ax in axes[:len(settings)]: _label_axes(fig, ax, labels[ax], fontsize, blocks[ax])
+    for ax in axes[:len(settings)]: _label_axes(fig, ax, texts[ax], fontsize, blocks[ax])
     return fig
 
 # %% ../../nbs/reading/60_tradeoff.ipynb #c015
