@@ -16,9 +16,9 @@ from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line,
 
 # %% auto #0
 __all__ = ['ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'data_list', 'data_make', 'data_import_realpdebench',
-           'data_import_piv', 'run', 'train', 'report', 'tune', 'bench_models', 'bench_joint', 'bench_data',
-           'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage', 'find_command',
-           'command_parser', 'Terminated', 'main']
+           'data_import_piv', 'exp_counts', 'run', 'train', 'report', 'tune', 'scarcity', 'bench_models', 'bench_joint',
+           'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage',
+           'find_command', 'command_parser', 'Terminated', 'main']
 
 # %% ../../nbs/face/90_cli.ipynb #c006
 @call_parse
@@ -181,6 +181,14 @@ def _check_run_data(data, systems, device):
         if dev.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
 
 # %% ../../nbs/face/90_cli.ipynb #559740e8
+def exp_counts(s:str) -> tuple:
+    "Counts of experimental training trajectories from '1,2,4,all' (None: all of them); one clear error otherwise."
+    from simreal_nb.study.grid import GridError
+    given = check_names('--exp-trajs', s)
+    try: return tuple(None if o == 'all' else int(o) for o in given)
+    except ValueError:
+        raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
+
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
         # The quick preset: a subset of the default grid (same cells, same numbers), minutes
@@ -235,15 +243,10 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         settings = read_toml(config)
         name, cfg, base = settings_from(settings, config, name)
         in_file = settings.get('grid', {})
-    def counts(s):
-        given = check_names('--exp-trajs', s)
-        try: return tuple(None if o == 'all' else int(o) for o in given)
-        except ValueError:
-            raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
     given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities),
                  protocols=check_names('--protocols', protocols),
                  seeds=seeds, archs=check_names('--archs', archs),
-                 exp_trajs=None if exp_trajs is None else counts(exp_trajs))
+                 exp_trajs=None if exp_trajs is None else exp_counts(exp_trajs))
     # every imported pair, not the preset's twins
     if data is not None and given['systems'] is None and 'systems' not in in_file: given['systems'] = ()
     if lambdas is not None:
@@ -382,6 +385,27 @@ def tune(
     fams = check_names('--protocols', protocols)
     run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device,
                **({'families': list(fams)} if fams else {}))
+
+# %% ../../nbs/face/90_cli.ipynb #scar1
+@call_parse
+def scarcity(out:str='runs/scarcity',   # Run directory (cells/, results.nc, scarcity.json, report.md, figures/); resumes
+             preset:str='default',      # Preset whose data, model, budget and tuned learning rates the study uses
+             systems:str=None,          # Comma-separated systems (default: the preset's)
+             seeds:int=5,               # Replicate seeds, at least 2 (seed 0 also chooses every setting on validation)
+             exp_trajs:str='1,2,4,all',  # Comma-separated counts of experimental training trajectories ('all': all)
+             workers:int=None,          # Processes in parallel (default: one per CPU core)
+             device:str='auto'):        # Torch device: auto, cpu or cuda
+    """The scarcity study: full simulation beside 1, 2, 4 and all experiments, one setting per protocol chosen on
+    validation; report.md with the experiments each alternative needs to match Joint."""
+    check_out_dir(out)
+    check_at_least('--seeds', seeds, 2)
+    check_at_least('--workers', workers)
+    check_device_flag(device)
+    counts = exp_counts(exp_trajs)
+    from simreal_nb.study.scarcity import run_scarcity
+    from simreal_nb.reading.efficiency import write_efficiency_report
+    run_scarcity(out, preset, check_names('--systems', systems), seeds, counts, workers, device)
+    print(f"report: {write_efficiency_report(out)}", flush=True)
 
 # %% ../../nbs/face/90_cli.ipynb #c010
 def _print_json(rows):
@@ -574,7 +598,8 @@ COMMANDS = {('data','list'): data_list, ('data','make'): data_make,
             ('data','import','piv'): data_import_piv, ('run',): run, ('train',): train, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
             ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins,
-            ('physics-check',): physics_check, ('docs',): docs, ('tune',): tune}
+            ('physics-check',): physics_check, ('docs',): docs, ('tune',): tune,
+            ('scarcity',): scarcity}
 
 def usage() -> str:
     "The top-level help: one line per subcommand."
