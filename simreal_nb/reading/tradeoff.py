@@ -272,7 +272,7 @@ def _seed_bars(ax, x:float, y:float, hx:float, hy:float, floor=None, color='k', 
                 fmt='none', ecolor=color, elinewidth=0.9 if not capsize else 1.1, alpha=0.6 if not capsize else 0.85,
                 capsize=capsize, zorder=2)
 
-# %% ../../nbs/reading/60_tradeoff.ipynb #c014
+# %% ../../nbs/reading/60_tradeoff.ipynb #pm1
 # marker of each trained protocol in a legend-labelled panel (`pareto_plot(labels='legend')`): Joint (at any λ_train) a
 # disc, pooled a square, the two-model pair a star, the others in turn
 _MARKERS = ('^', 'v', 'D', 'P', 'X', 'h', '<', '>', 'p', 'd', '8', 'H')
@@ -292,6 +292,40 @@ def _short_titles(settings:list) -> list:
     vary = [i for i in range(len(parts[0])) if len({p[i] for p in parts}) > 1]
     return [', '.join(p[i] for i in vary) for p in parts]
 
+def _lowest_title(title:str, block:list) -> str:
+    "A panel's title with the lowest single model of each λ under it, from its corner lines ['λ=0.2: joint', ...]."
+    low = [t.split(': ', 1) for t in block]
+    lams = [l.partition('=')[2] for l, _ in low]
+    if len({w for _, w in low}) > 1:
+        return f"{title}\nlowest at λ = " + ', '.join(f'{l}: {w}' for l, (_, w) in zip(lams, low))
+    return f"{title}\nlowest at λ = {', '.join(lams)}: {low[0][1]}"
+
+def _scale_axes(ax, log:bool, xlim:tuple, ylim:tuple):
+    "Log-log axes with ticks at 1, 2, 5 (`log`), else linear ones from 0 to the upper limits with at most five ticks."
+    from matplotlib.ticker import MaxNLocator, FuncFormatter, LogLocator, NullFormatter
+    fmt = FuncFormatter(lambda v, _: f'{v:g}')
+    if log: ax.set(xscale='log', yscale='log', xlim=xlim, ylim=ylim)
+    else: ax.set(xlim=(0, xlim[1]), ylim=(0, ylim[1]))
+    for a in (ax.xaxis, ax.yaxis):
+        if log: a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0))); a.set_minor_formatter(NullFormatter())
+        else: a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
+        a.set_major_formatter(fmt)
+
+def _legend(protos:list, colors:dict, mk:dict, refs:set, legend:bool, baselines:bool, lams:bool, front:bool) -> tuple:
+    """(handles, names) of the figure's legend: a marker per protocol (`legend`: the reference baselines as one grey ×,
+    named beside their points), the iso-λ line and Joint's front where drawn."""
+    from matplotlib.lines import Line2D
+    keys = [p for p in protos if not (legend and p in BASELINES)]
+    handles = [Line2D([], [], ls='none', color=colors[p], marker=mk[p], ms=11 if mk[p] == '*' else 6,
+                      markeredgecolor='k' if p in refs else colors[p], markeredgewidth=0.6) for p in keys]
+    names = [f'{p} (ref.)' if p in refs else p for p in keys]
+    extra = [(legend and baselines, Line2D([], [], ls='none', color='0.55', marker='x', ms=6), 'reference baseline'),
+             (lams, Line2D([], [], color='0.35', ls='--', lw=0.9),
+              'iso-bM(λ), lowest single model' if legend else 'iso-bM(λ) through the best (λ=…: winner)'),
+             (front, Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7), 'Joint front over λ_train')]
+    return handles + [h for on, h, _ in extra if on], names + [n for on, _, n in extra if on]
+
+# %% ../../nbs/reading/60_tradeoff.ipynb #c014
 def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metric + seed, field, settings)
                 metric='rmse',      # metric on both axes
                 field='all',        # field
@@ -312,13 +346,12 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
                 # legend only (for crowded panels; reference baselines and points off the scale still named beside
                 # them), the panel titles without what every setting shares
                 labels='points',
-                references=(),      # protocols drawn as a reference (★, never on an iso-λ line), e.g. the two-model pair
+                # protocols drawn as a reference (★, never on an iso-λ line), e.g. the report's two-model pair
+                references=(),
                ) -> Figure:
     """Sim error vs exp error per protocol, one panel per setting, with iso-λ lines and Joint's front over λ_train;
     reference baselines as grey crosses, the two-model pair (a reference too) as a star."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import MaxNLocator, FuncFormatter, LogLocator, NullFormatter
     if labels not in ('points', 'legend'):
         raise MetricInputError(f"`labels` must be 'points' or 'legend', got {labels!r}")
     legend = labels == 'legend'
@@ -330,17 +363,17 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
     ref = np.array([p in BASELINES for p in protos])
     # two models (the report's pair): a reference, never on an iso-λ line
     pair = np.array([p in references or fam.get(p) == 'pair' for p in protos])
+    refs = {p for p, q in zip(protos, pair) if q}
     lt = lam_train_of(score)  # Joint's λ_train per protocol, from the results' coordinate
     jl = np.array([p in lt for p in protos])
-    mk = _markers(protos, fam, lt, [p for p, q in zip(protos, pair) if q]) if legend else {p: 'x' if p in BASELINES else '*' if q else 'o'
-                                                for p, q in zip(protos, pair)}
+    mk = (_markers(protos, fam, lt, refs) if legend else
+          {p: 'x' if p in BASELINES else '*' if p in refs else 'o' for p in protos})
     ncols = max(1, min(int(ncols), len(settings))); nrows = math.ceil(len(settings) / ncols)
     width = panel_size[0] * ncols
     fig = Figure(figsize=(width, panel_size[1] * nrows + 0.9), dpi=dpi, layout='constrained')
     FigureCanvasAgg(fig)
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     colors = {p: ('0.55' if p in BASELINES else c) for p, c in protocol_colors(protos, lt).items()}
-    fmt = FuncFormatter(lambda v, _: f'{v:g}')
     titles = _short_titles(settings) if legend else settings
     texts, blocks, any_front, any_far = {}, {}, False, False
     for ax, st, title in zip(axes, settings, titles):
@@ -392,39 +425,15 @@ def pareto_plot(score:xr.DataArray, # results array (dims protocol, domain, metr
             end = _iso_line(ax, lam, b[j], xmax, ymax, xmin, ymin, lg, color='0.35', ls='--', lw=0.9, zorder=1)
             if end is not None: texts[ax].append((*end, f'λ={lam:g}', '0.3'))
             blocks[ax].append((f'λ={lam:g}: {protos[j]}', '0.2'))
-        if lg:
-            ax.set(xscale='log', yscale='log', xlim=(xmin, xmax), ylim=(ymin, ymax))
-            for a in (ax.xaxis, ax.yaxis):
-                a.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-                a.set_major_formatter(fmt)
-                a.set_minor_formatter(NullFormatter())
-        else:
-            ax.set(xlim=(0, xmax), ylim=(0, ymax))
-            for a in (ax.xaxis, ax.yaxis):
-                a.set_major_locator(MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10])); a.set_major_formatter(fmt)
+        _scale_axes(ax, lg, (xmin, xmax), (ymin, ymax))
         if legend and blocks[ax]:  # the lowest single model per λ goes under the title: the panel is left to the points
-            low = [t.split(': ', 1) for t, _ in blocks[ax]]
-            title += ('\nlowest at λ = ' + ', '.join(f"{l.partition('=')[2]}: {w}" for l, w in low)
-                      if len({w for _, w in low}) > 1 else
-                      f"\nlowest at λ = {', '.join(l.partition('=')[2] for l, _ in low)}: {low[0][1]}")
-            blocks[ax] = []
+            title, blocks[ax] = _lowest_title(title, [t for t, _ in blocks[ax]]), []
         ax.set_title(title, fontsize=fontsize + 1)
         ax.set_xlabel(f'sim {metric}', fontsize=fontsize)
         ax.set_ylabel(f'exp {metric}', fontsize=fontsize)
         ax.tick_params(labelsize=fontsize)
     for ax in axes[len(settings):]: ax.set_visible(False)
-    keys = [p for p in protos if not (legend and p in BASELINES)]  # named beside their points instead
-    handles = [Line2D([], [], ls='none', color=colors[p], marker=mk[p], ms=11 if mk[p] == '*' else 6,
-                      markeredgecolor='k' if p in references or fam.get(p) == 'pair' else colors[p], markeredgewidth=0.6)
-               for p in keys]
-    names = [f'{p} (ref.)' if p in references or fam.get(p) == 'pair' else p for p in keys]
-    if legend and ref.any():
-        handles.append(Line2D([], [], ls='none', color='0.55', marker='x', ms=6)); names.append('reference baseline')
-    if lams:
-        handles.append(Line2D([], [], color='0.35', ls='--', lw=0.9))
-        names.append('iso-bM(λ), lowest single model' if legend else 'iso-bM(λ) through the best (λ=…: winner)')
-    if any_front:
-        handles.append(Line2D([], [], color='#a50f15', lw=1.3, alpha=0.7)); names.append('Joint front over λ_train')
+    handles, names = _legend(protos, colors, mk, refs, legend, bool(ref.any()), bool(lams), any_front)
     per = max(text_size(n, fontsize)[0] + 30 for n in names)  # points per legend entry
     ncol = max(1, min(len(names), int(width * 72 // per)))
     fig.legend(handles, names, loc='outside lower center', ncols=ncol, fontsize=fontsize,
