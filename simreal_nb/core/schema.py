@@ -9,8 +9,9 @@ import xarray as xr
 from .errors import InputError
 
 # %% auto #0
-__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'WINDOW_SPLITS',
-           'DataContractError', 'fields_of', 'input_names', 'validate', 'drop_window_fields', 'reference_scales',
+__all__ = ['FIELDS', 'DIMS', 'DOMAINS', 'FIELD_META', 'SCALE_PREFIX', 'GROUPS', 'TEST_GROUPS', 'WINDOW_SPLITS', 'LENGTH_UNITS',
+           'TIME_UNITS', 'MASS_UNITS', 'PRESSURE_UNITS', 'DataContractError', 'fields_of', 'input_names', 'validate',
+           'drop_window_fields', 'reference_scales', 'unit_si', 'unit_factor', 'unit_changes', 'match_units',
            'NeverTrainError', 'never_train', 'refuse_never_train']
 
 # %% ../../nbs/core/00_schema.ipynb #c006
@@ -225,6 +226,81 @@ def reference_scales(ds: xr.Dataset,  # a contract dataset
     "dict field -> reference scale (positive float, the field's units) from `attrs['scale_<field>']`."
     fields = fields_of(ds) if fields is None else tuple(fields)
     return {f: _scale_value(ds, f) for f in fields}
+
+# %% ../../nbs/core/00_schema.ipynb #un000001
+LENGTH_UNITS = {'m': 1.0, 'cm': 1e-2, 'mm': 1e-3, 'um': 1e-6, 'km': 1e3}  # unit -> metres
+TIME_UNITS = {'s': 1.0, 'ms': 1e-3, 'us': 1e-6, 'ns': 1e-9, 'min': 60.0, 'h': 3600.0}  # unit -> seconds
+MASS_UNITS = {'kg': 1.0, 'g': 1e-3}  # unit -> kilograms
+# unit -> (factor to Pa, its dimensions): a pressure in one word
+PRESSURE_UNITS = {'Pa': 1.0, 'hPa': 1e2, 'kPa': 1e3, 'MPa': 1e6, 'mbar': 1e2, 'bar': 1e5}
+_UNIT_SPELLINGS = {'µm': 'um', 'μm': 'um', 'micron': 'um', 'sec': 's', 'µs': 'us', 'μs': 'us'}
+
+def _unit_words(unit:str) -> list:
+    "'mm/s' -> ['mm', 's-1'], 'm.s^-1' -> ['m', 's-1'], 'kg m-3' -> ['kg', 'm-3']."
+    s = str(unit).strip().strip('[]').strip().replace('^', '').replace('**', '').replace('*', ' ').replace('.', ' ')
+    num, _, den = s.partition('/')
+    words = num.split() + [w if w[-1].isdigit() and '-' in w else f'{w}-1' for w in den.split()]
+    return [_UNIT_SPELLINGS.get(w, w) for w in words]
+
+def unit_si(unit:str) -> tuple|None:
+    """(dimensions as powers of (kg, m, s), factor to SI) of a unit the package converts, e.g. 'mm s-1' -> ((0, 1, -1),
+    1e-3); '1' is dimensionless; None for a unit it does not know."""
+    import re
+    words = _unit_words(unit)
+    if words in ([], ['1']): return ((0, 0, 0), 1.0) if words else None
+    dims, factor = [0, 0, 0], 1.0
+    for w in words:
+        m = re.fullmatch(r'([A-Za-z]+)(-?\d+)?', w)
+        if m is None: return None
+        base, power = m[1], int(m[2] or 1)
+        if base in PRESSURE_UNITS: f, d = PRESSURE_UNITS[base], (1, -1, -2)
+        elif base in MASS_UNITS: f, d = MASS_UNITS[base], (1, 0, 0)
+        elif base in LENGTH_UNITS: f, d = LENGTH_UNITS[base], (0, 1, 0)
+        elif base in TIME_UNITS: f, d = TIME_UNITS[base], (0, 0, 1)
+        else: return None
+        factor *= f ** power
+        dims = [a + power * b for a, b in zip(dims, d)]
+    return tuple(dims), factor
+
+def unit_factor(have:str, want:str, what:str='values') -> float:
+    """The factor that turns `what` in unit `have` into unit `want` (1.0 where both are spelled alike); one
+    `DataContractError` where the package knows no conversion."""
+    if str(have).strip() == str(want).strip(): return 1.0
+    a, b = unit_si(have), unit_si(want)
+    if a is None or b is None:
+        _fail(f"{what} in {have!r} beside {want!r}: {(have if a is None else want)!r} is not a unit the package "
+              "converts; expected the same units, or units it converts (m, mm, s, ms, m s-1, mm s-1, Pa, kPa, ...)")
+    if a[0] != b[0]: _fail(f"{what} in {have!r} beside {want!r}: different quantities; expected the same quantity")
+    return a[1] / b[1]
+
+def unit_changes(ref:xr.Dataset, ds:xr.Dataset) -> list:
+    """(name, unit in `ds`, unit in `ref`, factor) for every field, window field and x, y, time coordinate of `ds` whose
+    unit differs from `ref`'s (a coordinate without a unit is not compared); refused where no conversion is known."""
+    out = []
+    window = str(ds.attrs.get('window_fields', '') or '').split()
+    for n in [*fields_of(ds), *window, 'x', 'y', 'time']:
+        base = n.removesuffix('_window') if n in window else n
+        if n not in ds.variables or base not in ref.variables: continue
+        have, want = ds[n].attrs.get('units'), ref[base].attrs.get('units')
+        if have is None or want is None or str(have).strip() == str(want).strip(): continue
+        out.append((n, str(have), str(want), unit_factor(have, want, f"{n!r} ({ds.attrs.get('domain', 'data')})")))
+    return out
+
+def match_units(ref:xr.Dataset, ds:xr.Dataset) -> xr.Dataset:
+    """`ds` in `ref`'s units: its fields (and their reference scales) and x, y, time coordinates converted where they
+    differ (`unit_changes`); `ds` itself where none does."""
+    changes = unit_changes(ref, ds)
+    if not changes: return ds
+    out = ds.copy()
+    for n, have, want, k in changes:
+        var = ds[n]
+        if n in ds.dims:
+            out = out.assign_coords({n: (n, np.asarray(var.values, np.float64) * k, dict(var.attrs, units=want))})
+            continue
+        out[n] = var.copy(data=(np.asarray(var.values, np.float64) * k).astype(var.dtype)).assign_attrs(units=want)
+        if SCALE_PREFIX + n in ds.attrs: out.attrs[SCALE_PREFIX + n] = float(ds.attrs[SCALE_PREFIX + n]) * k
+    out.attrs['units_converted'] = '; '.join(f'{n}: {have} -> {want}' for n, have, want, _ in changes)
+    return out
 
 # %% ../../nbs/core/00_schema.ipynb #b65c80c5
 class NeverTrainError(DataContractError):

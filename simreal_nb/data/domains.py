@@ -11,7 +11,7 @@ import xarray as xr
 import torch
 from ..core.schema import (FIELDS, DIMS, validate, fields_of, input_names,
                                     refuse_never_train, GROUPS, TEST_GROUPS,
-                               drop_window_fields)
+                               drop_window_fields, match_units)
 from .align import (Normalizer, _param_names, _published_starts, _valid_of, _is_same, regrid,
                                    resample_time, align_domains,
                               published_windows, split_trajs, split_windows)
@@ -200,6 +200,7 @@ def make_domain_data(sim: xr.Dataset,  # simulation dataset (domain 'sim')
             raise TypeError(f"make_domain_data: `{name}` is a {type(ds).__name__}; expected an xarray.Dataset")
         refuse_never_train(ds, f'make_domain_data(`{name}`)')
     validate(sim, 'sim'); validate(exp, 'exp')
+    exp = match_units(sim, exp)  # exp in the sim's units (mm s-1 -> m s-1), or refused where no conversion is known
     if dt is not None:
         sim, exp = resample_time(sim, dt), resample_time(exp, dt)
     else:

@@ -103,6 +103,23 @@ def _check_units(where, units):
             and all(isinstance(u, str) for u in units)):
         raise PIVFormatError(f"{where}: `units`={units!r}; expected a (length, velocity) pair of strings, e.g. "
                              "('mm', 'm/s')")
+    problem = piv_unit_problem(*units)
+    if problem: raise PIVFormatError(f"{where}: `units`={tuple(units)!r}: {problem}")
+
+_PIXEL_CLOCKS = ('frame', 'deltaT')  # a displacement per frame or per the pulse interval: pixels, not yet calibrated
+
+def piv_unit_problem(length:str, velocity:str) -> str|None:
+    """What is wrong with a (length, velocity) pair of PIV units ('' where not stated), or None: each is one `to_si`
+    converts, or a pixel one (an uncalibrated file)."""
+    for what, u, si in (('length', length, _LENGTH_SI), ('velocity', velocity, _VELOCITY_SI)):
+        n = norm_units(u)
+        w = n.split()
+        pixel = w == ['pixel'] if what == 'length' else (len(w) == 2 and w[0] == 'pixel' and w[1].endswith('-1')
+                                                         and (w[1][:-2] in _TIME_SI or w[1][:-2] in _PIXEL_CLOCKS))
+        if n and n not in si and not pixel:
+            return (f"{what} unit {u!r} is not one the package converts; expected one of "
+                    f"{', '.join(si)}" + (", pixel" if what == 'length' else ", pixel frame-1 (or m/s, mm/s)"))
+    return None
 
 def _units_arg(path, units, fmt):
     "`units=(length, velocity)` normalised, or ('', '') when not given."
@@ -441,6 +458,8 @@ def read_piv(paths,  # a PIV file, a folder of them, or a list of files/folders 
     if len(fmts) > 1:
         _bad(frames[[f.fmt for f in frames].index(fmts[1])].path, f"mixes PIV formats {fmts} in one sequence")
     _check_sequence(frames)
+    problem = piv_unit_problem(frames[0].length_units, frames[0].velocity_units)  # the units the files state
+    if problem: _bad(frames[0].path, f"{problem} (calibrate the PIV, or export it in known units)")
     t, t0, tsource = _times(frames, dt)
     f0 = frames[0]
     u = np.stack([f.u for f in frames])[None]

@@ -113,10 +113,11 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
         raise UsageError(f"--units: expected LENGTH,VELOCITY (e.g. mm,m/s), got {units!r}")
     for p in paths: check_links(p, 'PATHS', 'PIV files or folders')
     check_positive('--dt', dt); check_out_dir(out); refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
-    from simreal_nb.data.piv import import_piv, READERS
+    from simreal_nb.data.piv import import_piv, READERS, piv_unit_problem
     from simreal_nb.core.store import folder_lock
     if fmt is not None and fmt not in READERS:
         raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
+    if u is not None and piv_unit_problem(*u): raise UsageError(f"--units {units}: {piv_unit_problem(*u)}")
     with folder_lock(out):  # one writer at a time: another data command on this --out is refused at once
         refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
         print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
@@ -161,6 +162,24 @@ def _dask_client(address:str):
         raise UsageError(f"--scheduler {address}: cannot connect ({error_line(e)}); expected the address of a "
                          "running dask scheduler, e.g. tcp://127.0.0.1:8786") from None
 
+def _check_pair_units(data:Path, name:str):
+    """The units of pair `name` in `data` compared before any work: a note for each one converted into the sim's, one
+    line naming the files where the package knows no conversion."""
+    import xarray as xr
+    from simreal_nb.core.schema import unit_changes, DataContractError
+    opened = {k: xr.open_dataset(data / f'{name}_{k}.nc', engine='h5netcdf', decode_times=False)
+              for k in ('sim', 'exp', 'exp_truth') if (data / f'{name}_{k}.nc').exists()}
+    try:
+        for k in ('exp', 'exp_truth'):
+            if k not in opened: continue
+            try: changes = unit_changes(opened['sim'], opened[k])
+            except DataContractError as e:
+                raise UsageError(f"--data {data / name}_sim.nc + {name}_{k}.nc: {e}") from None
+            for n, have, want, f in changes:
+                print(f"--data {name}: {k} {n} in {have!r}, converted to the sim's {want!r} (x {f:g})", flush=True)
+    finally:
+        for d in opened.values(): d.close()
+
 def _check_run_data(data, systems, device):
     "What `run` checks before computing: the netCDF files of the imported pairs it will read, and the device."
     if data is not None:
@@ -173,6 +192,7 @@ def _check_run_data(data, systems, device):
                 if kind != 'exp_truth' or f.exists():
                     check_netcdf(f, f'the {kind} data of {name!r}, as `simreal data import` writes it')
                     check_set(f)  # files written as one set (data make, an import) still are one
+            _check_pair_units(Path(data), name)
     if device not in ('auto', 'cpu'):
         from simreal_nb.study.executors import check_device  # the one check of a device: named, and there
         from simreal_nb.study.grid import GridError

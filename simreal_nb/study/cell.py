@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import xarray as xr
-from ..core.schema import reference_scales
+from ..core.schema import reference_scales, match_units, DataContractError
 from ..core.store import write_dataset, read_dataset, load_torch, CheckpointError
 from ..twins.systems import load_twins, fill_entry, fill_cache
 from ..data.align import spread, align_domains
@@ -60,8 +60,12 @@ def load_domains(system:str, cfg:GridConfig, data_dir=None,
     if 'valid' in exp and not bool(exp['valid'].any()):  # refused before any training, naming the file
         raise GridError(f"{d / f'{system}_exp.nc'}: no valid point (every vector is flagged invalid in `valid`); "
                         "expected measured points to train and score on")
-    return dict(sim=read_dataset(d / f'{system}_sim.nc', domain='sim'), exp=exp,
-                exp_truth=read_dataset(truth) if truth.exists() else None)
+    sim = read_dataset(d / f'{system}_sim.nc', domain='sim')
+    truth = read_dataset(truth) if truth.exists() else None
+    try:  # exp (and its truth) in the sim's units, converted where they differ; refused, naming the files, where unknown
+        exp, truth = match_units(sim, exp), None if truth is None else match_units(sim, truth)
+    except DataContractError as e: raise GridError(f"data {d / system}_sim.nc + {system}_exp.nc: {e}") from None
+    return dict(sim=sim, exp=exp, exp_truth=truth)
 
 def cell_data(system:str, cfg:GridConfig, data_dir=None,
               seed:int=0):  # the cell's seed: with `cfg.data_seed` None, the twins' realisation

@@ -1,0 +1,103 @@
+"""The fourth round of faults, tried as careless and unlucky users would: units compared before a pair is used, the
+report behind the run's lock, `--workers` within what the machine holds, closed pipes, settings range-checked where
+they enter, data sizes and checkpoint contents checked before work, run files read back checked, messages that name
+what they mean, and stops that stop. Every refusal is one line and exit status 2, before any work is paid for.
+
+The runs here are the smallest preset on one system, in a subprocess as a user runs them, with OMP_NUM_THREADS=1."""
+import json, os, shutil, signal, subprocess, sys, time
+from pathlib import Path
+import numpy as np
+import pytest
+import xarray as xr
+from simreal_nb.core.store import write_dataset
+
+ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
+CODE = 'from simreal_nb.face.cli import main; main()'
+
+
+def simreal(*args, timeout=600, env=None, cwd=None):
+    return subprocess.run([sys.executable, '-c', CODE, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env={**ENV, **(env or {})}, cwd=cwd)
+
+
+def check_user_error(r, *says):
+    "Status 2, no traceback, one line on stderr from `simreal ...` naming the problem (`says`)."
+    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
+    assert 'Traceback' not in r.stderr, r.stderr[-3000:]
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith('simreal'), r.stderr
+    for s in says: assert s in lines[0], (s, lines[0])
+    return lines[0]
+
+
+def load(path):
+    with xr.open_dataset(path, engine='h5netcdf') as d: return d.load()
+
+
+@pytest.fixture(scope='module')
+def twins(tmp_path_factory):
+    "The cylinder twin at test size, as `simreal data make` writes it."
+    t = tmp_path_factory.mktemp('twins')
+    r = simreal('data', 'make', 'cylinder', '--size', 'test', '--out', t)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return t
+
+
+def pair(folder, twins, exp=None, sim=None):
+    "A NAME_sim.nc + NAME_exp.nc pair in `folder` (no set file: written on their own), `exp`/`sim` changed by a function."
+    folder.mkdir(parents=True, exist_ok=True)
+    for kind, change in (('sim', sim), ('exp', exp)):
+        ds = load(twins / f'cylinder_{kind}.nc')
+        write_dataset(ds if change is None else change(ds), folder / f'cylinder_{kind}.nc')
+    return folder
+
+
+def in_mm(ds):
+    "`ds` with u, v in mm s-1 (values and reference scales x 1000)."
+    out = ds.copy()
+    for f in ('u', 'v'):
+        out[f] = (ds[f] * 1000).astype('float32').assign_attrs(ds[f].attrs, units='mm s-1')
+        out.attrs[f'scale_{f}'] = ds.attrs[f'scale_{f}'] * 1000
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------- 1. units
+def test_exp_in_mm_per_s_is_converted_to_the_sims_units(twins, tmp_path):
+    "An exp in mm s-1 beside a sim in m s-1: read back in m s-1 (the same numbers as the m/s pair), and said."
+    from simreal_nb.study.cell import load_domains
+    from simreal_nb.study.grid import PRESETS
+    cfg = PRESETS['test'].config
+    d = load_domains('cylinder', cfg, pair(tmp_path / 'mm', twins, exp=in_mm))
+    ref = load(twins / 'cylinder_exp.nc')
+    assert d['exp'].u.attrs['units'] == 'm s-1' and d['exp'].attrs['scale_u'] == pytest.approx(ref.attrs['scale_u'])
+    assert np.allclose(d['exp'].u.values, ref.u.values, rtol=1e-6, equal_nan=True)
+    from simreal_nb.face import cli
+    import contextlib, io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): cli._check_pair_units(tmp_path / 'mm', 'cylinder')
+    assert "exp u in 'mm s-1', converted to the sim's 'm s-1'" in out.getvalue(), out.getvalue()
+
+
+def test_units_without_a_conversion_are_refused_before_work(twins, tmp_path):
+    "A unit the package cannot convert (or another quantity) refuses the run at once, naming the files and units."
+    bad = lambda ds: ds.assign(u=ds.u.assign_attrs(units='furlong fortnight-1'))
+    r = simreal('run', '--preset', 'test', '--data', pair(tmp_path / 'd', twins, exp=bad), '--workers', '0',
+                '--out', tmp_path / 'run', timeout=120)
+    check_user_error(r, '--data', 'cylinder_exp.nc', "'furlong fortnight-1'", 'converts')
+    assert not (tmp_path / 'run').exists()
+    kpa = lambda ds: ds.assign(u=ds.u.assign_attrs(units='kPa'))
+    r = simreal('run', '--preset', 'test', '--data', pair(tmp_path / 'q', twins, exp=kpa), '--workers', '0',
+                '--out', tmp_path / 'run', timeout=120)
+    check_user_error(r, "'kPa' beside 'm s-1'", 'different quantities')
+
+
+def test_piv_units_nothing_converts_are_refused(tmp_path):
+    "`data import piv --units mm,mps`: refused naming --units, before any file is read; read_piv says the same."
+    from simreal_nb.data.piv import read_piv, PIVFormatError
+    (tmp_path / 'a.txt').write_text('0 0 1 1\n1 0 1 1\n0 1 1 1\n1 1 1 1\n')
+    r = simreal('data', 'import', 'piv', tmp_path / 'a.txt', '--units', 'mm,mps', '--dt', '0.1', '--out', tmp_path / 'o')
+    check_user_error(r, '--units mm,mps', "velocity unit 'mps'", 'mm s-1')
+    assert not (tmp_path / 'o').exists()
+    with pytest.raises(PIVFormatError, match="velocity unit 'mps' is not one the package converts"):
+        read_piv(tmp_path / 'a.txt', units=('mm', 'mps'), dt=0.1)
+    assert read_piv(tmp_path / 'a.txt', units=('mm', 'mm/s'), dt=0.1).u.attrs['units'] == 'mm s-1'
