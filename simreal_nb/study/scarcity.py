@@ -112,6 +112,9 @@ def run_scarcity(out='runs/scarcity',   # run directory (cells/, results.nc, sca
     systems, seeds, grid = list(systems or pg.systems or list_systems()), list(range(int(seeds))), grid or choice_grid()
     bad = [n for n in exp_trajs if n is not None and (not isinstance(n, (int, np.integer)) or n < 1)]
     if bad: raise GridError(f"exp_trajs: expected positive integers or None (all), got {bad}")
+    if None not in exp_trajs:
+        raise GridError(f"exp_trajs: {list(exp_trajs)} lacks None (all): the point of every experiment anchors the "
+                        "curves, and Sim-only is trained there; expected it among the counts")
     workers = max(1, int(workers or os.cpu_count() or 1))
     t0 = time.perf_counter()
     prepare_twins([Cell(s, 'S', JOINT, k, cfg.arch) for s in systems for k in seeds], cfg, workers)
