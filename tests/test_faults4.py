@@ -101,3 +101,36 @@ def test_piv_units_nothing_converts_are_refused(tmp_path):
     with pytest.raises(PIVFormatError, match="velocity unit 'mps' is not one the package converts"):
         read_piv(tmp_path / 'a.txt', units=('mm', 'mps'), dt=0.1)
     assert read_piv(tmp_path / 'a.txt', units=('mm', 'mm/s'), dt=0.1).u.attrs['units'] == 'mm s-1'
+
+
+# ---------------------------------------------------------------------------------------------------- 2. the run's lock
+@pytest.fixture(scope='module')
+def finished(tmp_path_factory):
+    "A finished run: the test preset, the cylinder, Joint and the baselines."
+    out = tmp_path_factory.mktemp('run') / 'run'
+    r = simreal('run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'joint', '--workers', '0',
+                '--out', out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+def test_report_waits_for_no_run_and_writes_nothing_beside_one(finished, tmp_path):
+    "While a run holds its folder's lock, `report` (and `physics-check`) refuse in one line and write nothing."
+    run = tmp_path / 'run'
+    shutil.copytree(finished, run)
+    for f in ('report.md', 'scores.nc'): (run / f).unlink()
+    holder = subprocess.Popen([sys.executable, '-c', 'import sys, time; from simreal_nb.study.rundir import RunLock; '
+                               'RunLock(sys.argv[1]).acquire(); print("held", flush=True); time.sleep(60)', str(run)],
+                              stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        assert holder.stdout.readline().strip() == 'held'
+        r = simreal('report', run, timeout=120)
+        check_user_error(r, f'RUN_DIR {run}', f'a run is writing it (process {holder.pid})', 'wait for that run')
+        assert not (run / 'report.md').exists() and not (run / 'scores.nc').exists()
+        r = simreal('physics-check', run, '--max-windows', '1', timeout=120)
+        check_user_error(r, 'a run is writing it')
+        assert not (run / 'physics.json').exists()
+    finally:
+        holder.kill(); holder.wait()
+    r = simreal('report', run, timeout=300)
+    assert r.returncode == 0 and (run / 'report.md').exists() and (run / 'scores.nc').exists(), r.stderr[-2000:]

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/face/90_cli.ipynb #c003
 from __future__ import annotations
-import json, os, re, sys
+import contextlib, json, os, re, sys
 from pathlib import Path
 from fastcore.script import call_parse, anno_parser, store_true, Param
 from .. import __version__
@@ -361,6 +361,8 @@ def report(run_dir:str,                 # Run directory holding results.nc
     d = Path(run_dir); check_links(d, 'RUN_DIR', 'a run directory written by `simreal run`')
     if not d.is_dir(): raise UsageError(f"{run_dir}: {'not a directory' if d.exists() else 'no such directory'}; "
                                         "expected a run directory written by `simreal run`")
+    from simreal_nb.study.rundir import lock_holder
+    if lock_holder(d): raise _running(d, 'RUN_DIR', 'report on it')  # its results.nc may be replaced any moment
     check_netcdf(d / 'results.nc',
                  'the results of `simreal run` (run it again into this folder to rewrite them)', ('score',))
     if (d / 'timing.json').exists():
@@ -374,7 +376,26 @@ def report(run_dir:str,                 # Run directory holding results.nc
                          f"wrote{f' (its {mine} would be replaced)' if mine else ''}; "
                          "expected a run directory of `simreal run` (or --overwrite to write the report there)")
     from simreal_nb.reading.report import write_report
-    print(write_report(run_dir))
+    with _run_lock(d, 'RUN_DIR', 'report on it'): out = write_report(run_dir)
+    print(out)
+
+def _running(d:Path, flag:str, then:str) -> UsageError:
+    "The refusal of a command that would write into run folder `d` while a run holds its lock."
+    from simreal_nb.study.rundir import lock_holder
+    return UsageError(f"{flag} {d}: a run is writing it (process {lock_holder(d) or '?'}); expected a finished run: "
+                      f"wait for that run to end, then {then}")
+
+@contextlib.contextmanager
+def _run_lock(d:Path, flag:str, then:str):
+    """Hold the `RunLock` of run folder `d`, taken at once: a command that writes into a run's folder waits for no run
+    and writes nothing beside a running one (the run's results would be newer than what it wrote)."""
+    from simreal_nb.study.rundir import RunLock
+    from simreal_nb.study.grid import GridError
+    lock = RunLock(d)
+    try: lock.acquire()
+    except GridError: raise _running(d, flag, then) from None
+    try: yield lock
+    finally: lock.release()
 
 # %% ../../nbs/face/90_cli.ipynb #tune1
 @call_parse
@@ -583,7 +604,8 @@ def physics_check(run_dir:str,             # A run directory of `simreal run` (m
     check_out_dir(run_dir, 'RUN_DIR')  # physics.json goes there: a read-only folder is refused before any check runs
     check_device_flag(device)  # before any model is loaded: a name that is not a device, or a GPU that is not here
     from simreal_nb.checks.physics import physics_check as _check
-    _check(run_dir, max_windows=max_windows, device=device, verbose=True)
+    with _run_lock(Path(run_dir), 'RUN_DIR', 'check it'):
+        _check(run_dir, max_windows=max_windows, device=device, verbose=True)
     print(f"physics: {Path(run_dir) / 'physics.json'}")
 
 @call_parse
