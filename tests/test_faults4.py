@@ -134,3 +134,19 @@ def test_report_waits_for_no_run_and_writes_nothing_beside_one(finished, tmp_pat
         holder.kill(); holder.wait()
     r = simreal('report', run, timeout=300)
     assert r.returncode == 0 and (run / 'report.md').exists() and (run / 'scores.nc').exists(), r.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------------- 3. --workers
+def test_workers_are_capped_by_the_machine_and_the_probe_does_not_grow(tmp_path):
+    "`--workers 1000`: one note, the pool and the cost probe sized by the machine; the run ends with a modest peak memory."
+    import resource
+    from simreal_nb.study.executors import machine_workers
+    cores, fits, _ = machine_workers()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    r = simreal('run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'joint', '--workers', 1000,
+                '--out', tmp_path / 'run')
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # the largest process waited for so far
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f'--workers 1000: this machine holds {min(cores, fits)} worker(s)' in r.stdout, r.stdout[:2000]
+    assert (tmp_path / 'run' / 'results.nc').exists()
+    assert peak_mib < 3000, (peak_mib, before)

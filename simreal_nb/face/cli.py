@@ -201,6 +201,14 @@ def _check_run_data(data, systems, device):
         if dev.type != 'cuda': raise UsageError(f"--device: expected auto, cpu, cuda or cuda:N, got {device!r}")
 
 # %% ../../nbs/face/90_cli.ipynb #559740e8
+def _capped(workers:int|None, flag:str='--workers') -> int|None:
+    "`workers` capped by what this machine holds (`executors.cap_workers`), saying so where it caps; None stays None."
+    if workers is None: return None
+    from simreal_nb.study.executors import cap_workers
+    n, note = cap_workers(workers, flag)
+    if note: print(note, flush=True)
+    return n
+
 def exp_counts(s:str) -> tuple:
     "Counts of experimental training trajectories from '1,2,4,all' (None: all of them); one clear error otherwise."
     from simreal_nb.study.grid import GridError
@@ -298,6 +306,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         finally: client.close()
         return
     if workers is None: workers = os.cpu_count() or 1  # cells in parallel processes: faster than threads on a few cores
+    workers = _capped(workers)
     run_experiment(out, cfg, grid, executor=workers, device=device, verbose=True, data=data, overwrite=overwrite)
 
 # %% ../../nbs/face/90_cli.ipynb #trn1
@@ -424,7 +433,7 @@ def tune(
     if into is not None: check_out_dir(Path(into).parent, '--into')
     from simreal_nb.study.tuning import tune as run_tuning
     fams = check_names('--protocols', protocols)
-    run_tuning(preset, check_names('--systems', systems), seed, out, into, workers, device,
+    run_tuning(preset, check_names('--systems', systems), seed, out, into, _capped(workers), device,
                **({'families': list(fams)} if fams else {}))
 
 # %% ../../nbs/face/90_cli.ipynb #scar1
@@ -445,7 +454,7 @@ def scarcity(out:str='runs/scarcity',   # Run directory (cells/, results.nc, sca
     counts = exp_counts(exp_trajs)
     from simreal_nb.study.scarcity import run_scarcity
     from simreal_nb.reading.efficiency import write_efficiency_report
-    run_scarcity(out, preset, check_names('--systems', systems), seeds, counts, workers, device)
+    run_scarcity(out, preset, check_names('--systems', systems), seeds, counts, _capped(workers), device)
     print(f"report: {write_efficiency_report(out)}", flush=True)
 
 # %% ../../nbs/face/90_cli.ipynb #c010

@@ -110,6 +110,7 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
     """Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched; on a CPU beside `lanes
     - 1` others, as the pool's workers share it) and per window forward (no gradient), windows per validation of a
     domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."""
+    from simreal_nb.study.executors import machine_workers
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol.trains}):
         system, capacity, arch = key
@@ -128,7 +129,8 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
         sets = {d: getattr(dd, d)['train'] for d in ('sim', 'exp')}
         batch = lambda k: {d: fetch_batch(s, [(k * cfg.batch_size + i) % len(s) for i in range(cfg.batch_size)])
                            for d, s in sets.items()}
-        side = [model() for _ in range(max(1, int(lanes)) - 1 if dev.type == 'cpu' else 0)]   # the other workers' load
+        # the other workers' load: as many neighbours as there are cores to share, not one model per worker asked for
+        side = [model() for _ in range(min(max(1, int(lanes)), machine_workers()[0]) - 1 if dev.type == 'cpu' else 0)]
         update_s = _timed_updates([st,
                 *(Stepper(s_, torch.optim.AdamW(s_.parameters(), lr=1e-6), device=dev) for s_ in side)],
                                   batch, probe_steps)
