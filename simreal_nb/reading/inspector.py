@@ -456,12 +456,13 @@ def state_html(st:InspectorState, # the state to show
     table = ('<table class="si-table"><tr><th>protocol</th><th>λ_train</th><th>sim</th><th>exp</th><th>bM(λ)</th></tr>'
              + ''.join(rows) + '</table>')
     return (f'{_CSS if css else ""}<div class="simreal-inspector" data-lam="{st.lam:.2f}" '
-            f'data-winner="{_esc(st.winner)}" data-clear="{str(st.clear).lower()}" data-metric="{_esc(st.metric)}" data-field="{_esc(st.field or "")}" '
-            f'data-setting="{_esc(sel)}" data-scale="{st.scale}"><div class="si-text"><p><b>λ = <span '
-            f'class="si-lam">{st.lam:.2f}</span></b> (weight of the sim error) · {_esc(sel)} · '
-            f'{_esc(what)}</p><p>{head}</p><p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; ★ the lowest seed mean; grey '
-            f'rows are reference baselines and never win.</p>{table}{joint}<p class="si-wins">λ = {st.lam:.2f} — the '
-            f'lowest seed mean (a point estimate) over all {st.n_settings} settings: {summary}</p></div><div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
+            f'data-winner="{_esc(st.winner)}" data-clear="{str(st.clear).lower()}" data-metric="{_esc(st.metric)}" '
+            f'data-field="{_esc(st.field or "")}" data-setting="{_esc(sel)}" data-scale="{st.scale}">'
+            f'<div class="si-text"><p><b>λ = <span class="si-lam">{st.lam:.2f}</span></b> (weight of the sim error) · '
+            f'{_esc(sel)} · {_esc(what)}</p><p>{head}</p><p class="si-note">bM(λ) = λ·sim + (1−λ)·exp; {ci_note}; '
+            f'★ the lowest seed mean; grey rows are reference baselines and never win.</p>{table}{joint}'
+            f'<p class="si-wins">λ = {st.lam:.2f} — the lowest seed mean (a point estimate) over all '
+            f'{st.n_settings} settings: {summary}</p></div><div style="flex:0 1 460px">{plane_svg(st)}</div></div>')
 
 # %% ../../nbs/reading/61_inspector.ipynb #c019
 _INSPECTOR_CLASS = None

@@ -20,14 +20,15 @@ from .tradeoff import pareto_plot
 from ..core.store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from ..core.schema import FIELDS
 from .report_tables import (TWO_MODEL, CONTROLS, _ci_frame, _pm, _specialists, arch_table,
-                                      baseline_flags, capped_cells, domain_table, error_vs_n, forgetting_table, gap_table,
-                                      lambda_ranking, md_table, off_domain_flags, pair_choices, per_setting,
-                                      persistence_flags, phys_table, pooled_ranking, pressure_table, ranking_table,
-                                      reduction_table, units_line, upstream_table, wins_table, with_two_model_pair)
+                                      baseline_flags, capped_cells, domain_table, error_vs_n, forgetting_table,
+                                      gap_table, lambda_ranking, md_table, off_domain_flags, pair_choices,
+                                      per_setting, persistence_flags, phys_table, pooled_ranking, pressure_table,
+                                      ranking_table, reduction_table, units_line, upstream_table, wins_table,
+                                      with_two_model_pair)
 from .report_figures import error_vs_n_figure, learning_curves, rollout_figure
 from .report_verdicts import (_drop_constant_levels, _exp_seeing, _one_seed, alternative_counts,
-                                        answer_lines, exposure_lines, extrapolation_lines, physics_lines, quantity_lines,
-                                        resolution_lines, strongest_alternatives, tuning_lines)
+                                        answer_lines, exposure_lines, extrapolation_lines, physics_lines,
+                                        quantity_lines, resolution_lines, strongest_alternatives, tuning_lines)
 
 
 # %% auto #0
@@ -243,8 +244,8 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     one = _one_seed(t)
     if one:  # no interval, so no verdict: the margins as measured, and how to get verdicts
         L += [f"**Finding.** 1 seed: margins without verdicts; `--seeds 3` or more for verdicts. On {name}, the "
-              "balanced error over held-out sim and exp, Joint's margin (% lower error than the alternative; negative where "
-              "Joint is higher) over "
+              "balanced error over held-out sim and exp, Joint's margin (% lower error than the alternative; negative "
+              "where Joint is higher) over "
               + '; over '.join(f"the {a if a != POOLED else 'pooled model'}: {_margins_said(t, a, q)}"
                                for a in counts.index)
               + '. On exp alone: ' + '; '.join(f"over the {a if a != POOLED else 'pooled model'}: "
@@ -581,8 +582,8 @@ COLUMNS = {  # report column -> what it holds, one phrase
                              'models, not one',
     'sim model': 'the protocol the two-model pair takes its sim model from',
            'exp model': 'the protocol it takes its exp model from',
-    'sim chosen on': "what the pair's sim model was chosen on: each cell's validation loss (`val_best`) or, where the run "
-                     'stores none, the held-out test error (seed means)',
+    'sim chosen on': "what the pair's sim model was chosen on: each cell's validation loss (`val_best`) or, where "
+                     'the run stores none, the held-out test error (seed means)',
     'exp chosen on': "what the pair's exp model was chosen on (as `sim chosen on`)",
     'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
     'r_exp': 'Sim-only / Exp-only error on exp: how much worse the simulation-trained model is on the experiment',
