@@ -16,9 +16,9 @@ from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line,
 
 # %% auto #0
 __all__ = ['ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'data_list', 'data_make', 'data_import_realpdebench',
-           'data_import_piv', 'exp_counts', 'run', 'train', 'report', 'tune', 'scarcity', 'bench_models', 'bench_joint',
-           'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain', 'ada_twins', 'physics_check', 'docs', 'usage',
-           'find_command', 'command_parser', 'Terminated', 'main']
+           'data_import_piv', 'data_import_sim', 'data_pair', 'exp_counts', 'run', 'train', 'report', 'tune',
+           'scarcity', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain',
+           'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'command_parser', 'Terminated', 'main']
 
 # %% ../../nbs/face/90_cli.ipynb #c006
 @call_parse
@@ -121,6 +121,89 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
     with folder_lock(out):  # one writer at a time: another data command on this --out is refused at once
         refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
         print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
+
+# %% ../../nbs/face/90_cli.ipynb #dp001
+def _sim_grid(text:str):
+    "`--grid 64x128` or `--grid x=0:0.2:64,y=-0.05:0.05:32` as the `grid=` of `cfd.read_sim`."
+    if text is None: return None
+    try:
+        if '=' not in text: return tuple(int(o) for o in text.lower().split('x'))
+        out = {k.strip(): tuple(float(a) for a in v.split(':')) for k, v in (o.split('=', 1) for o in text.split(','))}
+        if sorted(out) == ['x', 'y'] and all(len(v) == 3 for v in out.values()): return out
+    except ValueError: pass
+    raise UsageError(f"--grid: {text!r}; expected NYxNX (e.g. 32x64) or x=X0:X1:NX,y=Y0:Y1:NY")
+
+def _params(text:str) -> dict:
+    "`--params Re=150,aoa=20` as {name: value}."
+    if text is None: return {}
+    try: return {k.strip(): float(v) for k, v in (o.split('=', 1) for o in text.split(',') if o.strip())}
+    except ValueError: raise UsageError(f"--params: {text!r}; expected NAME=VALUE pairs, e.g. Re=150") from None
+
+def _like_grid(path:str):
+    "The x, y (in metres) of a netCDF file's grid, for `--like`."
+    import xarray as xr
+    from simreal_nb.core.schema import unit_si
+    check_netcdf(Path(path), 'a netCDF file whose x, y grid the simulation is put on (e.g. an imported NAME_exp.nc)')
+    with xr.open_dataset(path, engine='h5netcdf', decode_times=False) as d:
+        f = unit_si(d.x.attrs.get('units', 'm'))
+        if f is None or f[0] != (0, 1, 0): raise UsageError(f"--like {path}: x in {d.x.attrs.get('units')!r}, not a "
+                                                             "length the package converts; expected m, mm, ...")
+        return xr.Dataset(coords=dict(x=d.x.values * f[1], y=d.y.values * f[1]))
+
+@call_parse
+def data_import_sim(paths:Param("Simulation files, a folder of them, a .pvd/.xdmf series, or an OpenFOAM case", str,
+                                nargs='+'),
+                    fields:str='u=U_x,v=U_y,p=p', # FIELD=NAME: the files' array (or a vector's component) of each field
+                    out:str='.',          # Directory that receives NAME_sim.nc
+                    name:str='sim',       # File stem: NAME_sim.nc
+                    dt:float=None,        # Seconds between frames, for files without times
+                    units:str=None,       # Units the files do not state, e.g. length=mm,velocity=m/s,pressure=Pa
+                    # NYxNX over the mesh, or x=X0:X1:NX,y=Y0:Y1:NY in the files' length unit (default: the files' own
+                    # grid, else as many points as the mesh)
+                    grid:str=None,
+                    like:str=None,        # A netCDF file (e.g. an imported NAME_exp.nc) whose x, y grid to use
+                    params:str=None,      # The trajectory's parameters, e.g. Re=150
+                    rho:float=None,       # Density [kg/m3] that turns a kinematic pressure (m2/s2) into Pa
+                    fmt:str=None,         # Reader: meshio, openfoam, netcdf or npz (default: from the files)
+                    overwrite:store_true=False): # Replace an existing NAME_sim.nc instead of refusing
+    "Import a simulation (VTK/VTU/XDMF, OpenFOAM, netCDF/HDF5, npz) into the simulation contract as NAME_sim.nc."
+    if not re.fullmatch(r'[\w.-]+', name):
+        raise UsageError(f"--name: expected a plain file stem (letters, digits, _ . -), got {name!r}")
+    if grid is not None and like is not None: raise UsageError("--grid and --like: expected one of them, not both")
+    for p in paths: check_links(p, 'PATHS', 'simulation files or an OpenFOAM case')
+    check_positive('--dt', dt); check_positive('--rho', rho); check_out_dir(out)
+    g = _like_grid(like) if like is not None else _sim_grid(grid)
+    from simreal_nb.data.cfd import import_sim, SIM_READERS
+    from simreal_nb.core.store import folder_lock
+    if fmt is not None and fmt not in SIM_READERS:
+        raise UsageError(f"--fmt: expected one of {', '.join(SIM_READERS)}, got {fmt!r}")
+    target = Path(out) / f'{name}_sim.nc'
+    refuse_existing([target], overwrite)
+    with folder_lock(out):
+        refuse_existing([target], overwrite)
+        print(import_sim(paths, out, name, fields=fields, fmt=fmt, dt=dt, grid=g, units=units,
+                         params=_params(params), rho=rho))
+
+@call_parse
+def data_pair(manifest:str,              # A study manifest (TOML): name, parameters, one [[trajectory]] per run
+              out:str='.',               # Directory that receives NAME_sim.nc + NAME_exp.nc
+              # Share of the PIV window the simulation must cover (default: registration.min_coverage, else 0.9)
+              min_coverage:float=None,
+              overwrite:store_true=False): # Replace existing files instead of refusing
+    """Pair the simulation and PIV files a study manifest declares into NAME_sim.nc + NAME_exp.nc for `simreal run
+    --data`."""
+    check_links(manifest, 'MANIFEST', 'a study manifest (TOML)'); check_out_dir(out)
+    if min_coverage is not None and not 0 < min_coverage <= 1:
+        raise UsageError(f"--min-coverage: {min_coverage!r}; expected a share in (0, 1]")
+    from simreal_nb.data.manifest import read_manifest, write_pair
+    from simreal_nb.core.store import folder_lock
+    name = read_manifest(manifest)['name']  # every key checked before any file is read
+    files = [Path(out) / f'{name}_{k}.nc' for k in ('sim', 'exp')]
+    refuse_existing(files, overwrite)
+    with folder_lock(out):
+        refuse_existing(files, overwrite)
+        for kind, p in write_pair(manifest, out, min_coverage, log=lambda s: print(s, flush=True)).items():
+            print(f'{kind}: {p}')
 
 # %% ../../nbs/face/90_cli.ipynb #c008
 def _check_run_dir(out, workers):
@@ -646,7 +729,8 @@ def docs(
 # %% ../../nbs/face/90_cli.ipynb #c012
 COMMANDS = {('data','list'): data_list, ('data','make'): data_make,
             ('data','import','realpdebench'): data_import_realpdebench,
-            ('data','import','piv'): data_import_piv, ('run',): run, ('train',): train, ('report',): report,
+            ('data','import','piv'): data_import_piv, ('data','import','sim'): data_import_sim,
+            ('data','pair'): data_pair, ('run',): run, ('train',): train, ('report',): report,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
             ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins,
             ('physics-check',): physics_check, ('docs',): docs, ('tune',): tune,
