@@ -190,8 +190,14 @@ def read_meshio(paths, names, where=None) -> SimFrames:
                      [str(f) for _, _, f in rows], 'meshio')
 
 def _read_mesh(meshio, p):
-    try: return meshio.read(str(p))
-    except Exception as e: _bad(p, f"meshio cannot read it ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
+    "One file through meshio, whose complaints (printed, then `sys.exit`) become one `SimFormatError`."
+    import contextlib, io
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said): return meshio.read(str(p))
+    except (Exception, SystemExit) as e:
+        why = ' '.join((str(e) if not isinstance(e, SystemExit) else said.getvalue()).split())[:160]
+        _bad(p, f"meshio cannot read it ({why or type(e).__name__})")
 
 def _field_time(mesh):
     "The time a VTK file's field data carry (ParaView's TimeValue / TIME), or None."
