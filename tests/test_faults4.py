@@ -150,3 +150,27 @@ def test_workers_are_capped_by_the_machine_and_the_probe_does_not_grow(tmp_path)
     assert f'--workers 1000: this machine holds {min(cores, fits)} worker(s)' in r.stdout, r.stdout[:2000]
     assert (tmp_path / 'run' / 'results.nc').exists()
     assert peak_mib < 3000, (peak_mib, before)
+
+
+# ---------------------------------------------------------------------------------------------------- 4. pipes
+@pytest.mark.parametrize('args', [['data', 'list'], ['--help'], ['--version'], ['run', '--help']])
+def test_output_to_a_closed_pipe_ends_quietly(args, tmp_path):
+    "`simreal data list | head -0`: exit 0, nothing on stderr (no BrokenPipeError traceback)."
+    r = subprocess.run(['bash', '-c', f"{sys.executable} -c {CODE!r} {' '.join(args)} | head -0; "
+                                      "echo rc=${PIPESTATUS[0]} >&2"], capture_output=True, text=True, env=ENV,
+                       timeout=120)
+    assert r.stderr.strip() == 'rc=0', r.stderr[-2000:]
+
+
+@pytest.mark.parametrize('both', [False, True])
+def test_a_run_into_a_closed_pipe_finishes_and_writes_its_files(both, tmp_path):
+    "`simreal run ... | head -1` (stderr into the pipe too, or not): the run goes on to the end and writes results.nc."
+    out = tmp_path / 'run'
+    r = subprocess.run(['bash', '-c', f"{sys.executable} -c {CODE!r} run --preset test --systems cylinder --protocols "
+                                      f"joint --workers 0 --out {out} {'2>&1' if both else '2>err.txt'} | head -1; "
+                                      "echo rc=${PIPESTATUS[0]} >&2"], capture_output=True, text=True, env=ENV,
+                       timeout=600, cwd=tmp_path)
+    assert r.stdout.strip() == f'4 cells (0 already done) -> {out}', r.stdout
+    assert r.stderr.strip() == 'rc=0', r.stderr[-2000:]
+    assert 'Traceback' not in ((tmp_path / 'err.txt').read_text() if not both else '')
+    for f in ('results.nc', 'report.md', 'scores.nc', 'timing.json'): assert (out / f).exists(), f

@@ -18,7 +18,8 @@ from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line,
 __all__ = ['ADA_MARKERS', 'COMMANDS', 'REQUIRED', 'INTERRUPT_STATUS', 'data_list', 'data_make', 'data_import_realpdebench',
            'data_import_piv', 'data_import_sim', 'data_pair', 'exp_counts', 'run', 'train', 'report', 'tune',
            'scarcity', 'bench_models', 'bench_joint', 'bench_data', 'check_ada_out', 'ada_mog', 'ada_chain',
-           'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'command_parser', 'Terminated', 'main']
+           'ada_twins', 'physics_check', 'docs', 'usage', 'find_command', 'command_parser', 'PipeSafe', 'Terminated',
+           'main']
 
 # %% ../../nbs/face/90_cli.ipynb #c006
 @call_parse
@@ -803,6 +804,33 @@ def _dash_values(parser, args:list) -> list:
     return out
 
 # %% ../../nbs/face/90_cli.ipynb #c013
+class PipeSafe:
+    """A text stream a closed pipe does not stop: the first write or flush refused for a closed reader (`cmd | head`)
+    sends the stream's file to /dev/null, so the command goes on, writes its files and ends quietly."""
+    def __init__(self, stream): self.stream, self.reader_gone = stream, False
+
+    def _gone(self):
+        self.reader_gone = True
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try: os.dup2(null, self.stream.fileno())  # what is still buffered, and every process started later
+            finally: os.close(null)
+        except (OSError, ValueError, AttributeError): pass  # no file under the stream (a test's capture)
+
+    def write(self, text):
+        if self.reader_gone: return len(text)
+        try: return self.stream.write(text)
+        except BrokenPipeError: self._gone(); return len(text)
+
+    def flush(self):
+        try: self.stream.flush()
+        except BrokenPipeError:
+            self._gone()
+            try: self.stream.flush()  # the buffer, now into /dev/null
+            except OSError: pass
+
+    def __getattr__(self, name): return getattr(self.stream, name)
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised in the main thread like Ctrl-C's KeyboardInterrupt, so that every `finally` runs: workers
     stopped, lock released."""
@@ -814,8 +842,20 @@ INTERRUPT_STATUS = {KeyboardInterrupt: (130, 'SIGINT'), Terminated: (143, 'SIGTE
 def main(argv:list=None):
     """Entry point of the `simreal` console script: exit status 0 when done, 2 on a user error, 1 on a bug, 130 / 143
     when interrupted."""
-    import signal, threading
     argv = list(sys.argv[1:] if argv is None else argv)
+    # output to a closed pipe ends quietly; the command goes on and writes its files
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (s if isinstance(s, PipeSafe) else PipeSafe(s) for s in streams)
+    try: _main(argv)
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try: s.flush()
+            except (OSError, ValueError): pass
+        sys.stdout, sys.stderr = streams
+
+def _main(argv:list):
+    "`main` with its output streams guarded."
+    import signal, threading
     if not argv or argv[0] in ('-h','--help','help'): print(usage()); return
     if argv[0] in ('--version', '-V'): print(f'simreal {__version__}'); return
     prog = 'simreal'
