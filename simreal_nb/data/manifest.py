@@ -4,7 +4,7 @@
 
 # %% ../../nbs/data/19_manifest.ipynb #c003
 from __future__ import annotations
-import glob, math
+import contextlib, glob, math
 from pathlib import Path
 import numpy as np
 import xarray as xr
@@ -239,6 +239,23 @@ def _stack(dss, params, names, groups):
     if groups is not None: out = out.assign_coords(group=('traj', np.asarray(groups, dtype=object)))
     return out, n
 
+_KEYS = (('pass dt= (the frame interval in seconds)', 'set exp.dt (or trajectory[].exp_dt), the frame interval [s]'),
+         ("pass units=(length, velocity), e.g. ('mm', 'm/s')",
+          'set exp.units (or trajectory[].exp_units), e.g. "mm,m/s"'),
+         ('pass --dt', 'set sim.dt (or trajectory[].sim_dt)'), ('pass --units', 'set sim.units'),
+         ('--units', 'sim.units'), ('--fields', 'sim.fields'), ('--fmt', 'sim.format'), ('fmt=', 'exp.format'))
+
+@contextlib.contextmanager
+def _keys(i:int):
+    "Errors of the readers while pairing trajectory `i`: one `ManifestError` naming the manifest keys for their flags."
+    from simreal_nb.data.cfd import SimFormatError
+    from simreal_nb.data.piv import PIVFormatError
+    try: yield
+    except (SimFormatError, PIVFormatError) as e:
+        msg = str(e)
+        for a, b in _KEYS: msg = msg.replace(a, b)
+        raise ManifestError(f"manifest trajectory[{i}]: {msg}") from None
+
 def pair_manifest(path,  # a study manifest (TOML), see `read_manifest`
                   min_coverage:float|None=None,  # overrides registration.min_coverage (default 0.9)
                   log=print,  # where the registration, coverage and clock lines go
@@ -256,10 +273,12 @@ def pair_manifest(path,  # a study manifest (TOML), see `read_manifest`
           f"{origin!r}; expected [x, y], the simulation coordinates (m) of the PIV frame's (0, 0)")
     sims, exps = [], []
     for i, t in enumerate(trajs):
-        frames = read_sim_frames(t['sim'], list(fmap.values()), t.get('sim_format', sm.get('format')))
-        units = t.get('exp_units', em.get('units'))
-        exp = to_si(read_piv(t['exp'], fmt=t.get('exp_format', em.get('format')), dt=t.get('exp_dt', em.get('dt')),
-                             units=None if units is None else tuple(o.strip() for o in units.split(',')), system=name))
+        with _keys(i):
+            frames = read_sim_frames(t['sim'], list(fmap.values()), t.get('sim_format', sm.get('format')))
+            units = t.get('exp_units', em.get('units'))
+            exp = to_si(read_piv(t['exp'], fmt=t.get('exp_format', em.get('format')), dt=t.get('exp_dt', em.get('dt')),
+                                 units=None if units is None else tuple(o.strip() for o in units.split(',')),
+                                 system=name))
         if i == 0 and reg.get('estimate'):
             coarse = sim_dataset(frames, {k: fmap[k] for k in ('u', 'v')}, t.get('sim_dt', sm.get('dt', 1.0)), None,
                                  sm.get('units'), system=name)
@@ -267,8 +286,9 @@ def pair_manifest(path,  # a study manifest (TOML), see `read_manifest`
             log(f"registration: origin ({origin[0]:.6g}, {origin[1]:.6g}) m estimated (r = {r:.3f} of the time-mean "
                 f"velocities), covering {cov:.0%} of the PIV window")
         if i == 0: gy, gx = registered_grid(exp, origin, scale, rot, m.get('grid'))
-        sim = sim_dataset(frames, fmap, t.get('sim_dt', sm.get('dt')), xr.Dataset(coords=dict(y=gy, x=gx)),
-                          sm.get('units'), system=name, scales=sm.get('scales'), rho=sm.get('rho'))
+        with _keys(i):
+            sim = sim_dataset(frames, fmap, t.get('sim_dt', sm.get('dt')), xr.Dataset(coords=dict(y=gy, x=gx)),
+                              sm.get('units'), system=name, scales=sm.get('scales'), rho=sm.get('rho'))
         cov = float(sim.valid.values[0, 0].mean())
         if i == 0 or cov < cover:
             log(f"registration: origin ({origin[0]:.6g}, {origin[1]:.6g}) m, scale {scale:g}, rotation {rot:g} deg: "
