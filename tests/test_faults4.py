@@ -174,3 +174,55 @@ def test_a_run_into_a_closed_pipe_finishes_and_writes_its_files(both, tmp_path):
     assert r.stderr.strip() == 'rc=0', r.stderr[-2000:]
     assert 'Traceback' not in ((tmp_path / 'err.txt').read_text() if not both else '')
     for f in ('results.nc', 'report.md', 'scores.nc', 'timing.json'): assert (out / f).exists(), f
+
+
+# ---------------------------------------------------------------------------------------------------- 5. settings
+SETTINGS = {  # [config] key = TOML value -> what the one line names
+    'lr = 1e400': ['config.lr', 'a finite number > 0', 'inf'],
+    'lr = nan': ['config.lr', 'a finite number > 0', 'nan'],
+    'batch_size = 0': ['config.batch_size', 'an integer >= 1', 'got 0'],
+    'eval_every = 0': ['config.eval_every', 'an integer >= 1'],
+    'eval_windows = 0': ['config.eval_windows', 'an integer >= 1 or none'],
+    'min_delta = -inf': ['config.min_delta', 'a finite number >= 0'],
+    'fracs = [0.5, 0.3, 0.3]': ['config.fracs', 'summing to 1', 'sum 1.1'],
+    'fracs = [0.5, 0.5]': ['config.fracs', 'three fractions'],
+    'horizon = 19': ['horizon 19', "cylinder's trajectories have 20 frames", 'expected horizon <= 18'],
+    'n_out = 30': ['n_out 30', 'expected n_out <= 18'],
+    'n_in = 20': ['n_in 20', 'expected n_in + n_out <= 20'],
+}
+
+
+@pytest.mark.parametrize('line', SETTINGS)
+def test_settings_out_of_range_are_refused_where_they_enter(line, tmp_path):
+    "A [config] value out of range, or beyond the trajectories: one line naming the key, exit 2, nothing made."
+    f = tmp_path / 'c.toml'
+    f.write_text(f'preset = "test"\n[config]\n{line}\n')
+    r = simreal('run', '--config', f, '--systems', 'cylinder', '--workers', '0', '--out', tmp_path / 'run', timeout=120)
+    check_user_error(r, *SETTINGS[line])
+    assert not (tmp_path / 'run').exists()
+
+
+def test_the_library_refuses_the_same_settings():
+    "GridConfig refuses what the file does (a Python user, a manifest read back): GridError naming the setting."
+    from dataclasses import replace
+    from simreal_nb.study.grid import PRESETS, GridError
+    c = PRESETS['test'].config
+    for kw, says in [(dict(lr=float('inf')), 'lr:'), (dict(batch_size=0), 'batch_size:'), (dict(lr='0.002'), 'lr:'),
+                     (dict(steps=True), 'steps:'), (dict(fracs=(0.7, 0.2, 0.2)), 'fracs:'),
+                     (dict(schedule='linear'), 'schedule:')]:
+        with pytest.raises(GridError, match=says): replace(c, **kw)
+    for p in PRESETS.values(): assert replace(p.config) == p.config  # every preset passes
+
+
+def test_a_hand_edited_manifest_value_of_another_type_is_named(finished, tmp_path):
+    "A manifest whose config.lr became a string: physics-check names the manifest in one line; a resumed run refuses."
+    run = tmp_path / 'run'
+    shutil.copytree(finished, run)
+    m = json.loads((run / 'manifest.json').read_text())
+    m['config']['lr'] = str(m['config']['lr'])
+    (run / 'manifest.json').write_text(json.dumps(m))
+    r = simreal('physics-check', run, '--max-windows', '1', timeout=120)
+    check_user_error(r, 'manifest.json', "its config is not a GridConfig's settings", 'lr: expected a finite number')
+    r = simreal('run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'joint', '--workers', '0', '--out',
+                run, timeout=120)
+    check_user_error(r, 'other settings', "'lr'")

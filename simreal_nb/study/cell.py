@@ -31,8 +31,8 @@ from .rundir import (cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'nested_spread',
            'limit_exp_train', 'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins',
            'example_where', 'cell_example', 'best_val', 'cell_model', 'set_aside_unreadable', 'tuned_protocol',
-           'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol', 'check_start',
-           'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+           'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol', 'frames_of',
+           'check_frames', 'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../../nbs/study/47_cell.ipynb #c014
 _DATA = {}
@@ -356,9 +356,33 @@ def exposure_protocol(cell:Cell, run_dir, stamp:str|None=None):
     return cell.protocol.matched(n, cuts)
 
 # %% ../../nbs/study/47_cell.ipynb #cs1
+def frames_of(system:str, cfg:GridConfig, data_dir=None) -> int:
+    """Frames per trajectory of `system`'s data, read without loading them: the twin's size preset, or the fewer of an
+    imported pair's files."""
+    if data_dir is None:
+        from simreal_nb.twins.systems import _resolve, _get_spec
+        return int(_resolve(_get_spec(system), cfg.size, {})['n_frames'])
+    n = []
+    for k in ('sim', 'exp'):
+        with xr.open_dataset(Path(data_dir) / f'{system}_{k}.nc', engine='h5netcdf', decode_times=False) as d:
+            n.append(int(d.sizes.get('time', 0)))
+    return min(n)
+
+def check_frames(cells:list, cfg:GridConfig, data_dir=None):
+    """Refuse, before any work, settings the trajectories are too short for: a training window's `n_in + n_out`
+    frames, a scored rollout's `n_in + horizon`."""
+    for s in sorted({c.system for c in cells}):
+        n = frames_of(s, cfg, data_dir)
+        for what, k, v in (('a training window', 'n_out', cfg.n_out), ('a scored rollout', 'horizon', cfg.horizon)):
+            if cfg.n_in + v > n:
+                raise GridError(f"{k} {v}: {s}'s trajectories have {n} frames, and {what} needs n_in + {k} = "
+                                f"{cfg.n_in + v}; expected {k} <= {n - cfg.n_in}" if n > cfg.n_in else
+                                f"n_in {cfg.n_in}: {s}'s trajectories have {n} frame(s); expected n_in + {k} <= {n}")
+
 def check_start(cells:list, cfg:GridConfig, data_dir=None):
     """Refuse, before any training, a fine-tuning `cfg.level` some trained cell cannot take, or a `cfg.init` checkpoint
     that does not fit some cell's model."""
+    check_frames(cells, cfg, data_dir)
     trained = [c for c in cells if c.protocol.trains]
     if cfg.level != 'full':
         bad = sorted({c.arch for c in trained if cfg.level not in getattr(ARCHS[c.arch], 'tune_levels', ())})

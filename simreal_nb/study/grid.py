@@ -47,6 +47,34 @@ def tuned_entry(size:str, path=None) -> dict|None:
 
 # %% ../../nbs/study/44_grid.ipynb #c006
 PRETRAIN = ('own', 'sim_only')  # where Sim→Exp's sim phase comes from (`GridConfig.pretrain`)
+# GridConfig's counts -> the least each may be ('?': None too): a batch, a validation, a checkpoint interval >= 1
+_COUNTS = dict(n_in=1, n_out=1, patch=1, steps=1, batch_size=1, horizon=1, ckpt_every=1, eval_every=1, val_batches=1,
+               lr_drops=0, warmup=0, patience='0?', eval_windows='1?')
+
+def _check_settings(c):
+    """Refuse (`GridError`, naming the setting) a `GridConfig` whose counts are not integers in range, whose `lr` or
+    `min_delta` is not a finite number in range, or whose `fracs` are not three fractions summing to 1."""
+    import math
+    for k, least in _COUNTS.items():
+        v, opt = getattr(c, k), isinstance(least, str)
+        lo = int(str(least).rstrip('?'))
+        if opt and v is None: continue
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+            raise GridError(f"{k}: expected an integer >= {lo}{' or none' if opt else ''}, got {v!r}")
+    for k, what, ok in (('lr', 'a finite number > 0', lambda x: x > 0), ('min_delta', 'a finite number >= 0',
+                                                                         lambda x: x >= 0)):
+        v = getattr(c, k)
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (math.isfinite(v) and ok(v)):
+            raise GridError(f"{k}: expected {what}, got {v!r}")
+    f = c.fracs
+    if (not isinstance(f, (tuple, list)) or len(f) != 3 or any(isinstance(x, bool) or not isinstance(x, (int, float))
+                                                               or not (math.isfinite(x) and 0 <= x <= 1) for x in f)):
+        raise GridError(f"fracs: expected three fractions in [0, 1] (train, val, test), got {f!r}")
+    if f[0] <= 0 or f[2] <= 0 or not math.isclose(sum(f), 1.0, abs_tol=1e-6):
+        raise GridError(f"fracs: expected train, val, test fractions summing to 1 with train and test > 0, got {tuple(f)} "
+                        f"(sum {sum(f):g})")
+    if c.schedule not in ('plateau', 'cosine'):
+        raise GridError(f"schedule: expected 'plateau' or 'cosine', got {c.schedule!r}")
 
 @dataclass(frozen=True)
 class GridConfig:
@@ -93,6 +121,7 @@ class GridConfig:
     pretrain: str = 'own'
 
     def __post_init__(self):
+        _check_settings(self)
         if self.pretrain not in PRETRAIN:
             raise ValueError(f"GridConfig: pretrain must be one of {PRETRAIN}, got {self.pretrain!r}")
         d = self.data_seed

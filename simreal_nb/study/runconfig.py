@@ -200,7 +200,9 @@ def settings_from(data:dict, where:str, preset:str|None=None) -> tuple:
         vals = {k: parse_value(kinds[k], v, f'{table}.{k}', where) for k, v in given.items()}
         if vals.get('tuned'): _check_tuned(vals['tuned'], where)
         try: out.append(replace(base, **vals))
-        except (ValueError, GridError) as e: raise ConfigFileError(f"{where}: {e}") from None
+        except (ValueError, GridError) as e:  # a setting refused by its class: named as the file spells it
+            key = str(e).split(':')[0]
+            raise ConfigFileError(f"{where}: {table}.{e}" if key in kinds else f"{where}: {e}") from None
     return (name, *out)
 
 def read_run_config(path, preset:str|None=None) -> tuple:

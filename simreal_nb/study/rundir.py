@@ -144,7 +144,7 @@ def run_config(run_dir) -> tuple:
     "(`GridConfig`, data folder or None) of a run directory, from its manifest."
     m = read_manifest(run_dir)
     try: return GridConfig(**{**m['config'], 'fracs': tuple(m['config']['fracs'])}), m.get('data')
-    except (TypeError, KeyError) as e:
+    except (TypeError, KeyError, ValueError) as e:  # ValueError: a value out of range or of another type
         raise RunFileError(f"{Path(run_dir) / 'manifest.json'}: its config is not a GridConfig's settings ({e}); "
                            "expected the manifest.json that `simreal run` writes") from None
 
@@ -406,7 +406,10 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
         res.attrs.update(second_exp_target='score_window', second_exp_floor='noise_floor_window')
     if man is not None:
         cfg = man['config']
-        gc = GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])})
+        try: gc = GridConfig(**{**cfg, 'fracs': tuple(cfg['fracs'])})
+        except (TypeError, KeyError, ValueError) as e:
+            raise RunFileError(f"{Path(run_dir) / 'manifest.json'}: its config is not a GridConfig's settings ({e}); "
+                               "expected the manifest.json that `simreal run` writes") from None
         res.attrs.update(config=json.dumps(cfg), budget_rule=gc.budget_rule,
                          seed_rule=gc.seed_rule(imported=man.get('data') is not None))
     res['score'].attrs.update(long_name='rollout error on held-out trajectories, nondimensional (each field / its '
