@@ -44,7 +44,7 @@ def twins(tmp_path_factory):
 
 
 def pair(folder, twins, exp=None, sim=None):
-    "A NAME_sim.nc + NAME_exp.nc pair in `folder` (no set file: written on their own), `exp`/`sim` changed by a function."
+    "A NAME_sim.nc + NAME_exp.nc pair in `folder`, written on their own (no set file); `exp`, `sim`: changes."
     folder.mkdir(parents=True, exist_ok=True)
     for kind, change in (('sim', sim), ('exp', exp)):
         ds = load(twins / f'cylinder_{kind}.nc')
@@ -95,7 +95,8 @@ def test_piv_units_nothing_converts_are_refused(tmp_path):
     "`data import piv --units mm,mps`: refused naming --units, before any file is read; read_piv says the same."
     from simreal_nb.data.piv import read_piv, PIVFormatError
     (tmp_path / 'a.txt').write_text('0 0 1 1\n1 0 1 1\n0 1 1 1\n1 1 1 1\n')
-    r = simreal('data', 'import', 'piv', tmp_path / 'a.txt', '--units', 'mm,mps', '--dt', '0.1', '--out', tmp_path / 'o')
+    r = simreal('data', 'import', 'piv', tmp_path / 'a.txt', '--units', 'mm,mps', '--dt', '0.1',
+                '--out', tmp_path / 'o')
     check_user_error(r, '--units mm,mps', "velocity unit 'mps'", 'mm s-1')
     assert not (tmp_path / 'o').exists()
     with pytest.raises(PIVFormatError, match="velocity unit 'mps' is not one the package converts"):
@@ -138,7 +139,7 @@ def test_report_waits_for_no_run_and_writes_nothing_beside_one(finished, tmp_pat
 
 # ---------------------------------------------------------------------------------------------------- 3. --workers
 def test_workers_are_capped_by_the_machine_and_the_probe_does_not_grow(tmp_path):
-    "`--workers 1000`: one note, the pool and the cost probe sized by the machine; the run ends with a modest peak memory."
+    "`--workers 1000`: one note, the pool and the cost probe sized by the machine; a modest peak memory."
     import resource
     from simreal_nb.study.executors import machine_workers
     cores, fits, _ = machine_workers()

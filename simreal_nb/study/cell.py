@@ -62,7 +62,8 @@ def load_domains(system:str, cfg:GridConfig, data_dir=None,
                         "expected measured points to train and score on")
     sim = read_dataset(d / f'{system}_sim.nc', domain='sim')
     truth = read_dataset(truth) if truth.exists() else None
-    try:  # exp (and its truth) in the sim's units, converted where they differ; refused, naming the files, where unknown
+    # exp (and its truth) in the sim's units, converted where they differ; refused, naming the files, where unknown
+    try:
         exp, truth = match_units(sim, exp), None if truth is None else match_units(sim, truth)
     except DataContractError as e: raise GridError(f"data {d / system}_sim.nc + {system}_exp.nc: {e}") from None
     return dict(sim=sim, exp=exp, exp_truth=truth)

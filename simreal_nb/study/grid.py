@@ -71,8 +71,8 @@ def _check_settings(c):
                                                                or not (math.isfinite(x) and 0 <= x <= 1) for x in f)):
         raise GridError(f"fracs: expected three fractions in [0, 1] (train, val, test), got {f!r}")
     if f[0] <= 0 or f[2] <= 0 or not math.isclose(sum(f), 1.0, abs_tol=1e-6):
-        raise GridError(f"fracs: expected train, val, test fractions summing to 1 with train and test > 0, got {tuple(f)} "
-                        f"(sum {sum(f):g})")
+        raise GridError(f"fracs: expected train, val, test fractions summing to 1 with train and test > 0, got "
+                        f"{tuple(f)} (sum {sum(f):g})")
     if c.schedule not in ('plateau', 'cosine'):
         raise GridError(f"schedule: expected 'plateau' or 'cosine', got {c.schedule!r}")
 
