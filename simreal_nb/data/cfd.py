@@ -416,10 +416,11 @@ def interp_matrix(xy,  # (n, 2) points
     l2 = ((b - a)[:, 0] * r[:, 1] - (b - a)[:, 1] * r[:, 0]) / det
     rows, cols, w = [np.repeat(inside, 3)], [v.ravel()], [np.stack([1 - l1 - l2, l1, l2], 1).ravel()]
     out = np.setdiff1d(np.arange(len(q)), inside)  # on the mesh's edge within rounding: the vertex there
-    tree = cKDTree(xy)
+    used = np.unique(tri)  # a point of no triangle (inside a body) is no part of the mesh
+    tree = cKDTree(xy[used])
     d, j = tree.query(q[out])
-    snap = d <= 1e-6 * float(np.median(tree.query(xy, k=2)[0][:, 1]))
-    rows.append(out[snap]); cols.append(j[snap]); w.append(np.ones(int(snap.sum())))
+    snap = d <= 1e-6 * float(np.median(tree.query(xy[used], k=2)[0][:, 1]))
+    rows.append(out[snap]); cols.append(used[j[snap]]); w.append(np.ones(int(snap.sum())))
     W = csr_matrix((np.concatenate(w), (np.concatenate(rows), np.concatenate(cols))), shape=(len(q), len(xy)))
     mask = np.zeros(len(q), bool); mask[inside] = True; mask[out[snap]] = True
     return W, mask.reshape(len(gy), len(gx))
@@ -467,7 +468,8 @@ def on_grid(frames:SimFrames, gy, gx) -> tuple:
     if ta is not None and all(len(a) == len(b) and np.allclose(a, b, rtol=0, atol=1e-12 * max(1, np.ptp(b)))
                               for a, b in zip(ta[:2], (gy, gx))):
         shape = (len(gy), len(gx))
-        return {n: a[:, ta[2]].reshape(-1, *shape) for n, a in frames.fields.items()}, np.ones(shape, bool)
+        mesh = np.ones(shape, bool) if frames.tri is None else np.isin(ta[2], frames.tri).reshape(shape)  # no body
+        return {n: a[:, ta[2]].reshape(-1, *shape) for n, a in frames.fields.items()}, mesh
     W, mask = interp_matrix(frames.xy, frames.tri, gy, gx)
     return {n: (W @ a.T).T.reshape(-1, len(gy), len(gx)) for n, a in frames.fields.items()}, mask
 
