@@ -361,7 +361,7 @@ def update(self:Trainer) -> dict:
     if i != self.phase_idx: self._enter_phase(i)
     ph = self.phases[i]
     if ph.pool:  # one draw from the union: each domain's loss weighted by its share of the batch
-        parts = split_pool(self.samplers['pool'].next(), {d: len(self.train_sets[d]) for d in ph.domains})
+        parts = self._pool_draw(ph)
         n = sum(len(ix) for ix in parts.values())
         weights, drawn = {d: len(ix) / n for d, ix in parts.items()}, {d: len(ix) / self.cfg.batch_size
                                                                        for d, ix in parts.items()}
