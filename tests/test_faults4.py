@@ -227,3 +227,45 @@ def test_a_hand_edited_manifest_value_of_another_type_is_named(finished, tmp_pat
     r = simreal('run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'joint', '--workers', '0', '--out',
                 run, timeout=120)
     check_user_error(r, 'other settings', "'lr'")
+
+
+# ---------------------------------------------------------------------------------------------------- 9. messages
+def test_a_deleted_working_folder_is_named(tmp_path):
+    "Run from a folder deleted under the shell: one line naming it, exit 2 (not oneMKL's loader failing)."
+    gone = tmp_path / 'gone'
+    gone.mkdir()
+    script = (f"cd {gone} && rmdir {gone} && {sys.executable} -c {CODE!r} run --preset test --workers 0 "
+              f"--out {tmp_path / 'r'}")
+    r = subprocess.run(['bash', '-c', script], capture_output=True, text=True, env=ENV, timeout=120)
+    check_user_error(r, f'the current folder {gone} no longer exists', 'cd to one')
+    assert 'oneMKL' not in r.stderr and not (tmp_path / 'r').exists()
+
+
+@pytest.fixture
+def download(tmp_path):
+    "A RealPDEBench cylinder download as upstream lays it out (HDF5), small."
+    from simreal_nb.data.realpdebench_files import write_example_realpdebench
+    write_example_realpdebench(tmp_path / 'rb', 'cylinder')
+    return tmp_path / 'rb'
+
+
+def test_a_nan_time_is_named_where_it_is(download, tmp_path):
+    "A NaN in a trajectory's time array: the file and the frame named, not clocks differing 'by up to nan s'."
+    import h5py
+    f = sorted((download / 'cylinder' / 'real').glob('*.h5'))[1]
+    with h5py.File(f, 'r+') as h: h['t'][3] = np.nan
+    r = simreal('data', 'import', 'realpdebench', download, '--scenario', 'cylinder', '--out', tmp_path / 'o',
+                timeout=120)
+    line = check_user_error(r, f.name, 'its time array holds nan at frame 3', 'finite times', '--clock index')
+    assert 'by up to' not in line
+
+
+def test_an_all_zero_field_says_what_the_command_line_can_do(download, tmp_path):
+    "An all-zero simulation (the scales' source): the message points to --frames / --sim-ids, and to scales= as Python's."
+    import h5py
+    for f in (download / 'cylinder' / 'numerical').glob('*.h5'):
+        with h5py.File(f, 'r+') as h:
+            for k in ('u', 'v'): h['measured_data'][k][...] = 0
+    r = simreal('data', 'import', 'realpdebench', download, '--scenario', 'cylinder', '--out', tmp_path / 'o',
+                timeout=120)
+    check_user_error(r, "reference scale of 'u'", '--frames, --sim-ids', 'Python: load_realpdebench(..., scales=')

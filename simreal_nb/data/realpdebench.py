@@ -205,6 +205,13 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     # time: the file's own clock from the first selected frame, the same for every trajectory
     idx = np.arange(tsl.start, tsl.stop, tsl.step)
     if first.t is not None:
+        # a NaN time compares with nothing: refused where it is, not as clocks differing "by up to nan s"
+        for t in (trajs if clock == 'file' else trajs[:1]):
+            bad = np.flatnonzero(~np.isfinite(t.t[idx])) if t.t is not None else []
+            if len(bad):
+                raise _err(t.where, f"its time array holds {t.t[idx][bad[0]]} at frame {int(idx[bad[0]])}; expected "
+                                    "finite times" + ('' if t is first else " (or pass clock='index' (CLI: --clock "
+                                                                           "index) to use the first one's)"))
         time = first.t[idx] - first.t[idx[0]]
         step = float(np.median(np.diff(time))) if len(time) > 1 else 1.0
         gaps = {t.sim_id: float(np.abs(t.t[idx] - t.t[idx[0]] - time).max()) for t in trajs[1:]
@@ -359,8 +366,9 @@ def _set_scales(ds, scales, note, fields):
         s = ds.attrs.get(SCALE_PREFIX + f)
         if s is None or not (np.isfinite(s) and s > 0):
             raise RealPDEBenchError(f"reference scale of {f!r} in the {ds.attrs['domain']!r} data is {s!r} "
-                                    "(the data are zero or missing); pass scales=dict(u=..., v=..., p=...) with "
-                                    "positive numbers")
+                                    "(the loaded frames are zero or missing); expected frames with flow in them: "
+                                    "choose others (CLI: --frames, --sim-ids), or give the scales (Python: "
+                                    "load_realpdebench(..., scales=dict(u=..., v=..., p=...)))")
     return ds
 
 def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, sim_ids=None, groups=None, fields=None,

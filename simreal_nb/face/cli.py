@@ -853,6 +853,13 @@ def main(argv:list=None):
             except (OSError, ValueError): pass
         sys.stdout, sys.stderr = streams
 
+def _check_cwd():
+    "Refuse a current folder that no longer exists (deleted while the shell was in it), naming it."
+    try: os.getcwd()
+    except FileNotFoundError:
+        raise UsageError(f"the current folder {os.environ.get('PWD') or ''} no longer exists (deleted while the shell "
+                         "was in it); expected to run from a folder that exists: cd to one") from None
+
 def _main(argv:list):
     "`main` with its output streams guarded."
     import signal, threading
@@ -866,6 +873,7 @@ def _main(argv:list):
     try:
         words, func = find_command(argv)
         prog = 'simreal ' + ' '.join(words)
+        _check_cwd()  # before anything loads: torch's libraries fail to load from a deleted folder, naming none
         # else a cache in the current folder
         if os.environ.get('SIMREAL_CACHE') is not None and not os.environ['SIMREAL_CACHE'].strip():
             raise UsageError("SIMREAL_CACHE: set but empty; expected a folder path (or unset it for the user "
