@@ -159,29 +159,38 @@ def register_exp(exp:xr.Dataset, gy, gx, origin=(0.0, 0.0), scale:float=1.0, rot
     return out
 
 # %% ../../nbs/data/19_manifest.ipynb #c016
+def _stats_maps(ds):
+    "Time-mean and time-std of u and v of trajectory 0 over its valid points: (y, x) maps, NaN where never valid."
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore', RuntimeWarning)  # a point never valid: NaN
+        a = [np.where(ds.valid.values[0], ds[k].values[0], np.nan) for k in ('u', 'v')]
+        return [f(b, 0) for f in (np.nanmean, np.nanstd) for b in a]
+
 def estimate_origin(sim:xr.Dataset,  # one 'sim' trajectory (SI) on a grid over its mesh
                     exp:xr.Dataset,  # one PIV trajectory (SI), on its own grid
                     scale:float=1.0, rotation:float=0.0, velocity_scale:float=1.0,
                     min_coverage:float=0.9,  # share of the PIV window the simulation must cover
                    ) -> tuple:
     """(origin, coverage, r): the PIV origin in the simulation's coordinates maximising the correlation r of the
-    time-mean velocities, among origins that cover `min_coverage` of the window (a grid search, refined twice)."""
+    time-mean velocities x the share of the window covered, among origins covering `min_coverage` (a grid search)."""
     from scipy.interpolate import RegularGridInterpolator
-    sm = [np.nanmean(np.where(sim.valid.values[0], sim[k].values[0], np.nan), 0) for k in ('u', 'v')]
-    em = [np.nanmean(np.where(exp.valid.values[0], exp[k].values[0], np.nan), 0) for k in ('u', 'v')]
+    sm, em = _stats_maps(sim), _stats_maps(exp)
     X, Y = np.meshgrid(exp.x.values, exp.y.values)
-    seen = np.isfinite(em[0]) & np.isfinite(em[1])
+    seen = np.isfinite(np.stack(em)).all(0)
     R = _rot(rotation)
     p = scale * R @ np.stack([X[seen], Y[seen]])
-    e = (velocity_scale * R @ np.stack([em[0][seen], em[1][seen]])).ravel()
-    look = [RegularGridInterpolator((sim.y.values, sim.x.values), a, bounds_error=False, fill_value=np.nan) for a in sm]
+    e = list(velocity_scale * R @ np.stack([em[0][seen], em[1][seen]]))
+    look = [RegularGridInterpolator((sim.y.values, sim.x.values), a, bounds_error=False, fill_value=np.nan)
+            for a in sm[:2]]
+    e = np.concatenate(e)
     def score(o):
         q = np.stack([o[1] + p[1], o[0] + p[0]], 1)
         s = np.concatenate([f(q) for f in look])
         ok = np.isfinite(s)
-        cov = ok[:len(ok) // 2].mean()
+        cov = float(ok[:len(ok) // 2].mean())
         if cov < min_coverage or ok.sum() < 4: return -np.inf, cov
-        return float(np.corrcoef(s[ok], e[ok])[0, 1]), cov
+        return float(np.corrcoef(s[ok], e[ok])[0, 1]) * cov, cov  # what the simulation misses counts as no match
     lo = [float(sim[c].min()) - p[i].max() for i, c in enumerate('xy')]
     hi = [float(sim[c].max()) - p[i].min() for i, c in enumerate('xy')]
     best, span = None, [(h - l) / 2 for l, h in zip(lo, hi)]
@@ -189,8 +198,7 @@ def estimate_origin(sim:xr.Dataset,  # one 'sim' trajectory (SI) on a grid over 
     for _ in range(3):
         cands = [(centre[0] + a * span[0], centre[1] + b * span[1]) for a in np.linspace(-1, 1, 21)
                  for b in np.linspace(-1, 1, 21)]
-        r = [(score(o), o) for o in cands]
-        (top, cov), o = max(r, key=lambda z: z[0][0])
+        (top, cov), o = max(((score(o), o) for o in cands), key=lambda z: z[0][0])
         if np.isfinite(top): best, centre = (o, cov, top), list(o)
         span = [s / 8 for s in span]
     if best is None:
