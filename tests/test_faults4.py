@@ -269,3 +269,34 @@ def test_an_all_zero_field_says_what_the_command_line_can_do(download, tmp_path)
     r = simreal('data', 'import', 'realpdebench', download, '--scenario', 'cylinder', '--out', tmp_path / 'o',
                 timeout=120)
     check_user_error(r, "reference scale of 'u'", '--frames, --sim-ids', 'Python: load_realpdebench(..., scales=')
+
+
+# ---------------------------------------------------------------------------------------------------- 7. checkpoints
+@pytest.mark.parametrize('damage', ['no state dict', 'nan weights'])
+def test_a_damaged_init_checkpoint_is_refused_naming_the_file(damage, finished, tmp_path):
+    "`run --init` a checkpoint without its state dict, or with NaN weights: one line naming the file, nothing made."
+    import torch
+    ck = torch.load(next((finished / 'cells').glob('*/model.pt')), weights_only=True)
+    if damage == 'no state dict': del ck['state_dict']
+    else: next(iter(ck['state_dict'].values())).view(-1)[0] = float('nan')
+    bad = tmp_path / 'bad.pt'
+    torch.save(ck, bad)
+    r = simreal('run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'joint', '--init', bad,
+                '--workers', '0', '--out', tmp_path / 'run', timeout=300)
+    check_user_error(r, str(bad), 'holds no state_dict' if damage == 'no state dict' else 'weights hold NaN or inf')
+    assert not (tmp_path / 'run').exists()
+
+
+def test_a_morph_position_table_without_time_rows_is_named(tmp_path):
+    "A MORPH checkpoint whose position table has zero time rows: a MorphCheckpointError naming the file."
+    import torch
+    from simreal_nb.models.morph import MorphCheckpointError, morph_state
+    from simreal_nb.models.nets import MorphField
+    from simreal_nb.models.factory import init_weights
+    sd = morph_state(torch.load(Path(__file__).parent / 'data' / 'morph' / 'morph_tiny_ckpt.pt', weights_only=True))
+    sd['pos_encoding.pos_embedding'] = sd['pos_encoding.pos_embedding'][:, :0]
+    torch.save({'model_state_dict': sd}, tmp_path / 'rows.pt')
+    model = MorphField(grid=(8, 12), n_in=2, patch_size=4, dim=16, depth=2, heads=2, heads_xa=4, mlp_dim=32,
+                       conv_filter=16, max_patches=16)
+    with pytest.raises(MorphCheckpointError, match=r'rows\.pt: position table: 0 time rows; expected at least 1'):
+        init_weights(model, tmp_path / 'rows.pt')

@@ -5,6 +5,7 @@
 # %% ../../nbs/models/20_models.ipynb #c003
 from __future__ import annotations
 import hashlib, inspect, warnings
+from collections.abc import Mapping
 from pathlib import Path
 import torch
 import torch.nn as nn
@@ -64,6 +65,25 @@ def n_params(model:nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 # %% ../../nbs/models/20_models.ipynb #c039
+def _few(keys, n=4) -> str:
+    "Up to `n` of `keys`, and how many more."
+    keys = sorted(map(str, keys))
+    return ', '.join(keys[:n]) + (f' and {len(keys) - n} more' if len(keys) > n else '')
+
+def _checked_state(sd, path, err=CheckpointError) -> dict:
+    """`sd` as a dict of named tensors, every floating one finite; one `err` naming `path` (and the keys) otherwise."""
+    if not isinstance(sd, Mapping) or not sd:
+        got = ('no state_dict' if sd is None else 'an empty state_dict' if isinstance(sd, Mapping)
+               else f'a state_dict that is a {type(sd).__name__}')
+        raise err(f"{path}: holds {got}; expected a checkpoint whose state_dict names the model's tensors")
+    odd = [k for k, v in sd.items() if not isinstance(k, str) or not isinstance(v, torch.Tensor)]
+    if odd: raise err(f"{path}: state_dict entries {_few(odd)} are not named tensors; expected the model's tensors")
+    bad = [k for k, v in sd.items() if (v.is_floating_point() or v.is_complex()) and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise err(f"{path}: weights hold NaN or inf ({_few(bad)}); expected finite weights (not those of a run that "
+                  "diverged, nor a damaged file)")
+    return dict(sd)
+
 def save_model(model:FieldModel,  # a model built by `make_model` (or any `FieldModel`)
                path):             # destination file (parent directories are created)
     "Atomically save `model` with its class name, init kwargs and package version."
@@ -84,6 +104,12 @@ def load_model(path,                  # a file written by `save_model`
     if not isinstance(ckpt, dict) or ckpt.get('format') != 'simreal_nb.model/1':
         raise CheckpointError(f"path: {str(path)!r} is not a simreal_nb model checkpoint; expected one written by "
                               "save_model")
+    if missing := [k for k in ('cls', 'init_kwargs', 'version', 'state_dict') if k not in ckpt]:
+        raise CheckpointError(f"{path}: a save_model checkpoint without {', '.join(missing)}; expected every key "
+                              "save_model writes (a damaged or hand-made file)")
+    if not isinstance(ckpt['init_kwargs'], Mapping):
+        raise CheckpointError(f"{path}: init_kwargs is a {type(ckpt['init_kwargs']).__name__}; expected a dict")
+    sd = _checked_state(ckpt['state_dict'], path)
     if ckpt['cls'] not in MODEL_CLASSES:
         raise CheckpointError(f"cls: checkpoint holds unknown model class {ckpt['cls']!r}; expected one of "
                               f"{tuple(MODEL_CLASSES)}")
@@ -94,7 +120,7 @@ def load_model(path,                  # a file written by `save_model`
         warnings.warn(msg, UserWarning, stacklevel=2)
     kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in ckpt['init_kwargs'].items()}
     model = MODEL_CLASSES[ckpt['cls']](**kw)
-    model.load_state_dict(ckpt['state_dict'])
+    model.load_state_dict(sd)
     if isinstance(map_location, (str, torch.device)): model.to(map_location)
     return model
 
@@ -120,16 +146,19 @@ def init_weights(model:FieldModel,  # a model built for the cell it starts (`mak
         if ck.get('cls') != name:
             raise CheckpointError(f"{path}: holds a {ck.get('cls')} (saved by save_model); expected a {name}, the "
                                   "model it starts")
-        sd = dict(ck['state_dict'])
+        sd = _checked_state(ck.get('state_dict'), path)
     elif isinstance(model, MorphField) and (ms := morph_state(ck)) is not None:
         lora = any(k.endswith('.A') for k in model.state_dict())
         sd = {'net.' + k: v for k, v in (ms if lora else fold_lora(ms)).items()}
         # MORPH has no conditioning: ours keeps its zero start
         fresh, err, what = ('cond_mlp.',), MorphCheckpointError, 'MORPH checkpoint'
+        sd = _checked_state(sd, path, err)
     else:
         also = ' or a MORPH checkpoint' if isinstance(model, MorphField) else ''
         raise CheckpointError(f"{path}: not a model saved by save_model{also}; expected one of those for a {name}")
-    if isinstance(model, MorphField): sd = model.fit_state(sd)
+    if isinstance(model, MorphField):
+        try: sd = model.fit_state(sd)
+        except MorphCheckpointError as e: raise type(e)(f"{path}: {e}") from None
     want = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     missing = sorted(k for k in set(want) - set(sd) if not k.startswith(fresh))
     unexpected = sorted(set(sd) - set(want))

@@ -385,6 +385,7 @@ def fit_time_rows(table:torch.Tensor,  # a position table [1, T, max_patches, di
     """The table with `n` time rows: fewer repeated as MORPH's extend_pos_embd does (the remainder from the last row),
     more cut to the first `n` (L: resampled in time)."""
     T = table.shape[1]
+    if T < 1: raise MorphCheckpointError(f"position table: {T} time rows; expected at least 1 (MORPH's pos_embedding)")
     if T == n: return table
     if T < n:
         reps, rem = divmod(n, T)

@@ -515,6 +515,10 @@ def load(self:Trainer, path=None) -> Trainer:
     if not isinstance(ck, dict) or ck.get('format') != CKPT_FORMAT:
         fmt = ck.get('format') if isinstance(ck, dict) else type(ck).__name__
         raise CheckpointError(f"checkpoint {path}: not a trainer checkpoint of format {CKPT_FORMAT!r} (got {fmt!r})")
+    need = ('protocol_repr', 'config', 'updates_done', 'phase_idx', 'model', 'history', 'es', 'best_state', 'samplers')
+    if missing := [k for k in need if k not in ck]:
+        raise CheckpointError(f"checkpoint {path}: a trainer checkpoint without {', '.join(missing)}; expected every "
+                              "key Trainer.save writes (a damaged or hand-made file)")
     if ck['protocol_repr'] != repr(self.protocol):
         raise CheckpointError(f"checkpoint {path} is for protocol {ck['protocol_repr']}, this run is {self.protocol!r}")
     if ck['config'] != self.cfg.fingerprint():
