@@ -300,3 +300,25 @@ def test_a_morph_position_table_without_time_rows_is_named(tmp_path):
                        conv_filter=16, max_patches=16)
     with pytest.raises(MorphCheckpointError, match=r'rows\.pt: position table: 0 time rows; expected at least 1'):
         init_weights(model, tmp_path / 'rows.pt')
+
+
+# ---------------------------------------------------------------------------------------------------- 8. run files
+def test_a_results_attribute_that_is_not_json_is_named(finished, tmp_path):
+    "A results.nc whose config attribute was hand-edited out of JSON: `report` names the file and the attribute."
+    import h5py
+    run = tmp_path / 'run'
+    shutil.copytree(finished, run)
+    with h5py.File(run / 'results.nc', 'r+') as h: h.attrs['config'] = '{lr: 0.002'
+    r = simreal('report', run, timeout=300)
+    check_user_error(r, str(run / 'results.nc'), "attribute 'config'", 'not a JSON object', 'simreal run')
+
+
+def test_a_truncated_results_file_given_to_the_inspector_is_named(finished, tmp_path):
+    "A results.nc cut short, given to the λ inspector: a RunFileError naming the file (not a bare h5py error)."
+    from simreal_nb.core.store import RunFileError
+    from simreal_nb.reading.inspector import results_score, state_at
+    (tmp_path / 'results.nc').write_bytes((finished / 'results.nc').read_bytes()[:4000])
+    for f in (tmp_path / 'results.nc', tmp_path):
+        with pytest.raises(RunFileError, match=r'results\.nc: not a readable netCDF file, truncated or corrupt'):
+            results_score(f)
+    with pytest.raises(RunFileError, match=str(tmp_path / 'results.nc')): state_at(tmp_path)

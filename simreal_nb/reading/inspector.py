@@ -19,6 +19,7 @@ from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_label
                                          iso_segment, pareto_mask,
                                  text_size)
 from ..core.metrics import MetricInputError
+from ..core.store import RunFileError
 from .analysis import setting_dims, select_view, check_lam, check_score
 from ..training.protocols import BASELINES
 
@@ -65,9 +66,15 @@ def results_score(results, # a results file (or its run folder), a results Datas
         p = Path(results)
         if p.is_dir(): p = p / 'results.nc'
         if not p.exists(): raise FileNotFoundError(f"no results file at {p} (a `simreal run` writes DIR/results.nc)")
-        with xr.open_dataset(p) as ds:
-            if 'score' not in ds: raise MetricInputError(f"{p} has no `score` variable; it has {list(ds.data_vars)}")
-            return ds['score'].load()
+        try:
+            with xr.open_dataset(p, engine='h5netcdf') as ds:
+                if 'score' in ds: return ds['score'].load()
+                has = list(ds.data_vars)
+        except (FileNotFoundError, PermissionError): raise
+        except Exception as e:  # truncated or not netCDF: h5py's error names no file
+            raise RunFileError(f"{p}: not a readable netCDF file, truncated or corrupt ({type(e).__name__}: "
+                               f"{' '.join(str(e).split())[:200]}); expected the results.nc of `simreal run`") from None
+        raise MetricInputError(f"{p} has no `score` variable; it has {has}")
     raise TypeError(f"results must be a path, an xarray Dataset or DataArray, got {type(results).__name__}")
 
 def inspector_choices(score, # results array (or anything `results_score` reads)

@@ -32,8 +32,9 @@ from .report_verdicts import (_drop_constant_levels, _exp_seeing, _one_seed, alt
 
 
 # %% auto #0
-__all__ = ['RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'targets_text', 'units_text', 'opening_lines',
-           'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns', 'column_glossary']
+__all__ = ['RESULT_JSON', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'targets_text', 'units_text',
+           'opening_lines', 'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns',
+           'column_glossary']
 
 # %% ../../nbs/reading/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
@@ -465,8 +466,8 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
 
 # %% ../../nbs/reading/55_report.ipynb #c014
 def _read_results(path) -> xr.Dataset:
-    """`results.nc`, loaded; `store.RunFileError` naming it when it is unreadable (truncated, corrupt) or holds no
-    `score`."""
+    """`results.nc`, loaded; `store.RunFileError` naming it when it is unreadable (truncated, corrupt), holds no
+    `score`, or an attribute of `RESULT_JSON` that is no JSON object."""
     try:
         with xr.open_dataset(path, engine='h5netcdf') as d: res = d.load()
     except (FileNotFoundError, PermissionError): raise
@@ -482,8 +483,16 @@ def _read_results(path) -> xr.Dataset:
         raise RunFileError(f"{path}: its 'score' has dims {res['score'].dims} of {kind}; expected floats over "
                            f"{sorted(RESULT_DIMS)} and settings among {sorted(RESULT_SETTINGS)}, as `simreal run` "
                            "writes them")
+    for k in RESULT_JSON & set(res.attrs):  # what the report parses: each a JSON object
+        try: ok = isinstance(json.loads(res.attrs[k]), dict)
+        except (TypeError, ValueError): ok = False
+        if not ok:
+            raise RunFileError(f"{path}: its attribute {k!r} ({str(res.attrs[k])[:40]!r}) is not a JSON object; "
+                               "expected the results of `simreal run` (run it again into this folder to rewrite them)")
     return res
 
+# the attributes of a results.nc that hold JSON objects
+RESULT_JSON = {'config', 'reference_scales', 'field_units', 'exp_target_by_system'}
 RESULT_DIMS = {'protocol', 'seed', 'domain', 'field', 'metric'}  # of `score` in a results.nc, beside its settings
 RESULT_SETTINGS = {'system', 'capacity', 'arch', 'exp_trajs', 'group'}  # the settings dims a run's `score` may have
 
