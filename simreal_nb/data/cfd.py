@@ -368,6 +368,7 @@ def read_npz(path, names, where=None) -> SimFrames:
     else: xy = np.stack([x.ravel(), y.ravel()], 1)
     return SimFrames(xy, arr, {n: '' for n in names}, '', t, None, [str(path)], 'npz', axes)
 
+# %% ../../nbs/data/18_cfd.ipynb #c022c
 SIM_READERS = {'meshio': read_meshio, 'openfoam': read_openfoam, 'netcdf': read_netcdf, 'npz': read_npz}
 _SIM_SUFFIX = {**dict.fromkeys(('.vtu', '.vtk', '.vtp', '.vts', '.vtr', '.pvd', '.xdmf', '.xmf'), 'meshio'),
                '.foam': 'openfoam', **dict.fromkeys(('.nc', '.nc4', '.h5', '.hdf5', '.cdf'), 'netcdf'), '.npz': 'npz'}

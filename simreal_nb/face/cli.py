@@ -151,6 +151,7 @@ def _like_grid(path:str):
                                                              "length the package converts; expected m, mm, ...")
         return xr.Dataset(coords=dict(x=d.x.values * f[1], y=d.y.values * f[1]))
 
+# %% ../../nbs/face/90_cli.ipynb #dp001c
 @call_parse
 def data_import_sim(paths:Param("Simulation files, a folder of them, a .pvd/.xdmf series, or an OpenFOAM case", str,
                                 nargs='+'),
