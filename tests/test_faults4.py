@@ -322,3 +322,29 @@ def test_a_truncated_results_file_given_to_the_inspector_is_named(finished, tmp_
         with pytest.raises(RunFileError, match=r'results\.nc: not a readable netCDF file, truncated or corrupt'):
             results_score(f)
     with pytest.raises(RunFileError, match=str(tmp_path / 'results.nc')): state_at(tmp_path)
+
+
+# ---------------------------------------------------------------------------------------------------- 6. sizes
+def test_a_small_file_declaring_huge_frames_is_refused_before_allocation(tmp_path):
+    "A PIVlab .mat of a few KiB declaring 60000x60000 doubles: one line naming it and 26.8 GiB, nothing allocated."
+    import h5py, resource
+    with h5py.File(tmp_path / 'big.mat', 'w') as h:  # MATLAB v7.3 is HDF5: chunks never written take no space
+        for k in ('x', 'y', 'u_original', 'v_original', 'typevector_original'):
+            h.create_dataset(k, shape=(60000, 60000), dtype='f8', chunks=(1000, 1000))
+    assert (tmp_path / 'big.mat').stat().st_size < 1 << 20
+    r = simreal('data', 'import', 'piv', tmp_path / 'big.mat', '--units', 'mm,m/s', '--dt', '0.1',
+                '--out', tmp_path / 'o', timeout=120)
+    check_user_error(r, 'big.mat', 'of shape (60000, 60000) float64 would take 26.8 GiB', 'memory budget')
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 3 << 20  # KiB: under 3 GiB
+    assert not (tmp_path / 'o').exists()
+
+
+def test_read_dataset_checks_the_declared_size_against_the_budget(twins, monkeypatch):
+    "read_dataset compares what a file declares with the stated budget (SIMREAL_MEMORY_GIB) before reading it."
+    from simreal_nb.core.store import read_dataset, DataSizeError
+    assert read_dataset(twins / 'cylinder_sim.nc').sizes['traj'] > 0
+    monkeypatch.setenv('SIMREAL_MEMORY_GIB', '1e-6')
+    with pytest.raises(DataSizeError, match=r'cylinder_sim\.nc: its variables .* more than the memory budget of 0\.0 '
+                                            r'GiB \(SIMREAL_MEMORY_GIB\)'):
+        read_dataset(twins / 'cylinder_sim.nc')
+

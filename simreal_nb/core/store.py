@@ -14,9 +14,9 @@ from .errors import InputError
 # %% auto #0
 __all__ = ['SPACE_MARGIN', 'TIMING_TYPES', 'SET_SUFFIX', 'atomic_write', 'is_temporary', 'CacheError', 'cache_folder',
            'broken_link', 'unmarked_files', 'write_bytes', 'check_space', 'CheckpointError', 'RunFileError',
-           'read_json', 'write_text', 'save_torch', 'load_torch', 'SetError', 'FolderBusyError', 'file_digest',
-           'folder_lock', 'stage_path', 'commit_set', 'check_set', 'leave_set', 'write_dataset', 'read_dataset',
-           'write_set', 'BlockWriter']
+           'read_json', 'write_text', 'save_torch', 'load_torch', 'DataSizeError', 'memory_budget', 'check_size',
+           'SetError', 'FolderBusyError', 'file_digest', 'folder_lock', 'stage_path', 'commit_set', 'check_set',
+           'leave_set', 'write_dataset', 'read_dataset', 'write_set', 'BlockWriter']
 
 # %% ../../nbs/core/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -193,6 +193,37 @@ def load_torch(path,  # a file written by `save_torch`
         raise CheckpointError(f"checkpoint: cannot read {str(path)!r} with weights_only=True "
                               f"({type(e).__name__}: {e})") from e
 
+# %% ../../nbs/core/10_store.ipynb #size2
+class DataSizeError(InputError):
+    "A file declares more data than the memory budget holds (checked from its metadata, before anything is allocated)."
+
+def memory_budget() -> int:
+    "Bytes one read may allocate: `SIMREAL_MEMORY_GIB` where set, else half the memory available now."
+    s = os.environ.get('SIMREAL_MEMORY_GIB', '').strip()
+    if s:
+        try: gib = float(s)
+        except ValueError: gib = float('nan')
+        if not (np.isfinite(gib) and gib > 0):
+            raise DataSizeError(f"SIMREAL_MEMORY_GIB={s!r}; expected a number of GiB > 0 (or unset it)")
+        return int(gib * 2 ** 30)
+    try:
+        info = dict(l.split(':', 1) for l in Path('/proc/meminfo').read_text().splitlines() if ':' in l)
+        return int(info['MemAvailable'].split()[0]) * 1024 // 2
+    except (OSError, KeyError, ValueError): return 1 << 62  # no /proc: no budget to state
+
+def check_size(nbytes:int,  # what the read would allocate, from the file's metadata
+               where,  # the file (or trajectory) named in the message
+               what:str,  # what declares that size, e.g. "variable u of shape (60000, 60000) float64"
+              ) -> int:
+    "`nbytes` where it fits `memory_budget()`; else one `DataSizeError` naming `where`, `what` and both sizes."
+    budget = memory_budget()
+    if nbytes > budget:
+        src = 'SIMREAL_MEMORY_GIB' if os.environ.get('SIMREAL_MEMORY_GIB', '').strip() else 'half the available memory'
+        raise DataSizeError(f"{where}: {what} would take {nbytes / 2 ** 30:.1f} GiB, more than the memory budget of "
+                            f"{budget / 2 ** 30:.1f} GiB ({src}); expected data that fit (or a larger "
+                            "SIMREAL_MEMORY_GIB)")
+    return int(nbytes)
+
 # %% ../../nbs/core/10_store.ipynb #set1
 SET_SUFFIX = '.set.json'  # NAME.set.json: the members of set NAME in its folder
 
@@ -341,22 +372,31 @@ def _write_zarr(ds, path):
     return path
 
 # %% ../../nbs/core/10_store.ipynb #c008
+def _sized(ds:xr.Dataset, path) -> xr.Dataset:
+    "`ds` (opened lazily) where its variables, as declared, fit `memory_budget()`."
+    size = {k: v.size * v.dtype.itemsize for k, v in ds.variables.items()}
+    if size:
+        big = max(size, key=size.get)
+        check_size(sum(size.values()), path, f"its variables (the largest {big!r} of shape {ds.variables[big].shape} "
+                                             f"{ds.variables[big].dtype})")
+    return ds
+
 def read_dataset(path,  # a `*.nc` file or `*.zarr` store written by `write_dataset`
                  validate: bool = True,  # check the data contract after reading
                  domain: str | None = None,  # expected `attrs['domain']` when validating; None: any
                 ) -> xr.Dataset:
     """Load a dataset fully into memory and close the file; raise `OSError` if unreadable, `DataContractError` if
-    invalid."""
+    invalid, `DataSizeError` if larger than the memory budget (from its metadata, before reading)."""
     path = Path(path)
     if not path.exists(): raise FileNotFoundError(f"read_dataset: no file at {str(path)!r}")
     if not _is_zarr(path): check_set(path)  # a member of a set: its set must agree
     kw = dict(decode_times=False, decode_timedelta=False)
     try:
         if _is_zarr(path):
-            with xr.open_zarr(path, **kw) as f: ds = f.load()
+            with xr.open_zarr(path, **kw) as f: ds = _sized(f, path).load()
         else:
-            with xr.open_dataset(path, engine='h5netcdf', **kw) as f: ds = f.load()
-    except (ImportError, FileNotFoundError): raise
+            with xr.open_dataset(path, engine='h5netcdf', **kw) as f: ds = _sized(f, path).load()
+    except (ImportError, FileNotFoundError, DataSizeError): raise
     except Exception as e:
         raise OSError(f"read_dataset: cannot read {str(path)!r} as a dataset ({type(e).__name__}: {e}); "
                       f"expected a netCDF/zarr file written by write_dataset") from e

@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 from .. import __version__
 from ..core.schema import DIMS, FIELD_META, validate
-from ..core.store import write_dataset, write_set
+from ..core.store import write_dataset, write_set, check_size
 from .align import regrid
 from ..core.errors import InputError
 
@@ -247,6 +247,8 @@ def _mat_vars(path):
     if h5py.is_hdf5(str(path)):
         def conv(f, obj):
             if isinstance(obj, h5py.Group): return None
+            check_size(obj.size * obj.dtype.itemsize, path, f"variable {obj.name.lstrip('/')!r} of shape "
+                       f"{obj.shape[::-1]} {obj.dtype}")  # declared: a small file may declare 26.8 GiB of frames
             a = obj[()]
             if a.dtype == object or h5py.check_dtype(ref=a.dtype) is not None:  # a cell array of references
                 return np.array([conv(f, f[r]) for r in a.ravel()], dtype=object).reshape(a.shape).T
@@ -256,6 +258,10 @@ def _mat_vars(path):
         with h5py.File(path, 'r') as f:
             return {k: conv(f, f[k]) for k in f.keys() if not k.startswith('#')}
     import scipy.io
+    try: heads = scipy.io.whosmat(str(path))
+    except Exception as e: _bad(path, f"not a readable MATLAB file ({type(e).__name__}: {e})")
+    for name, shape, cls in heads:  # as declared, before loadmat allocates them (doubles: 8 bytes)
+        check_size(int(np.prod(shape, dtype=np.float64)) * 8, path, f"variable {name!r} of shape {shape} {cls}")
     try: m = scipy.io.loadmat(str(path), squeeze_me=False)
     except Exception as e: _bad(path, f"not a readable MATLAB file ({type(e).__name__}: {e})")
     return {k: v for k, v in m.items() if not k.startswith('__')}

@@ -11,7 +11,7 @@ import numpy as np
 import xarray as xr
 from .. import __version__
 from ..core.schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, validate
-from ..core.store import BlockWriter, folder_lock, commit_set
+from ..core.store import BlockWriter, folder_lock, commit_set, check_size
 from ..core.metrics import probe_points, probes_outside
 from .realpdebench_files import (SCENARIOS, SOURCE_TYPES, PROBES, GENERATOR, RealPDEBenchError,
                                                 parse_sim_id, _err, _groups,
@@ -295,6 +295,8 @@ def _blocks(plan:_Plan):
 def _load_domain(plan:_Plan) -> xr.Dataset:
     "The planned domain in memory, filled block by block."
     N, nt, ny, nx = (plan.skeleton.sizes[d] for d in DIMS)
+    check_size(N * nt * ny * nx * (4 * len(plan.fields) + 1), plan.trajs[0].where,  # float32 fields, bool valid
+               f"{N} trajectories of {nt} frames of {ny}x{nx} ({', '.join(plan.fields)}), as the files declare")
     data = {f: np.empty((N, nt, ny, nx), np.float32) for f in plan.fields}
     ok = np.ones((N, nt, ny, nx), bool)
     for i, sl, block in _blocks(plan):
