@@ -348,3 +348,37 @@ def test_read_dataset_checks_the_declared_size_against_the_budget(twins, monkeyp
                                             r'GiB \(SIMREAL_MEMORY_GIB\)'):
         read_dataset(twins / 'cylinder_sim.nc')
 
+
+# ---------------------------------------------------------------------------------------------------- 10. stops
+@pytest.mark.parametrize('sig', [signal.SIGTERM, signal.SIGINT])
+def test_docs_stops_on_a_signal_and_ends_its_kernels(sig, tmp_path):
+    """`simreal docs` sent SIGTERM or SIGINT while kernels run: it stops within seconds, starts no other kernel, ends
+    its kernels and says where it stopped."""
+    import nbformat
+    nbs = tmp_path / 'nbs'
+    nbs.mkdir()
+    for k in range(4):  # each notebook's kernel writes its pid, then waits
+        cell = nbformat.v4.new_code_cell(f"import os, time; open({str(tmp_path / f'pid{k}')!r}, 'w').write("
+                                         "str(os.getpid())); time.sleep(300)")
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(f'# N{k}'), cell]),
+                       nbs / f'n{k}.ipynb')
+    code = ('import pathlib, simreal_nb.face.docs as d; d.web_assets = lambda *a, **k: None; '
+            f'd.default_nbs_path = lambda: pathlib.Path({str(nbs)!r}); {CODE}')
+    p = subprocess.Popen([sys.executable, '-c', code, 'docs', '--out', tmp_path / 'site', '--workers', '2'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob('pid*'))) < 2 and time.monotonic() < deadline and p.poll() is None: time.sleep(0.2)
+    assert len(list(tmp_path.glob('pid*'))) == 2, p.communicate(timeout=10)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=60)
+    assert time.monotonic() - t0 < 30, time.monotonic() - t0
+    assert p.returncode == (143 if sig == signal.SIGTERM else 130), err
+    assert 'Traceback' not in err, err
+    assert 'docs: stopped with 0 of 4 pages written to' in err and 'ended the kernels of n0.ipynb, n1.ipynb' in err, err
+    time.sleep(2)
+    assert sorted(f.name for f in tmp_path.glob('pid*')) == ['pid0', 'pid1']  # no other kernel started
+    for f in tmp_path.glob('pid*'):
+        pid = int(f.read_text())
+        with pytest.raises(ProcessLookupError): os.kill(pid, 0)  # its kernels ended

@@ -9,6 +9,8 @@ import json
 import os
 import re
 import shutil
+import signal
+import threading
 import subprocess
 import sys
 import tarfile
@@ -20,8 +22,8 @@ from ..core.store import unmarked_files, write_text, cache_folder
 
 # %% auto #0
 __all__ = ['WEB_ASSETS', 'SITE_CSS', 'DocsError', 'DocsFolderError', 'default_nbs_path', 'web_assets', 'page_name',
-           'docs_notebooks', 'nb_title', 'prepare_for_run', 'prepare_for_page', 'execute_notebook', 'nav_html',
-           'render_page', 'PageResult', 'DocsBuild', 'build_docs']
+           'docs_notebooks', 'nb_title', 'prepare_for_run', 'prepare_for_page', 'end_kernels', 'execute_notebook',
+           'nav_html', 'render_page', 'PageResult', 'DocsBuild', 'build_docs']
 
 # %% ../../nbs/face/92_docs.ipynb #d003b
 # npm packages served from DIR/static
@@ -203,6 +205,22 @@ def prepare_for_page(nb):
     return nb
 
 # %% ../../nbs/face/92_docs.ipynb #d014
+_KERNELS = {}  # the kernel managers of the notebooks executing now -> the notebook's name
+
+def end_kernels() -> list:
+    """Kill every kernel `execute_notebook` runs now, each with its process group (its children); their notebooks."""
+    names = []
+    for km, name in list(_KERNELS.items()):
+        p = getattr(getattr(km, 'provisioner', None), 'process', None)
+        if p is None or p.poll() is not None: continue
+        try:
+            g = os.getpgid(p.pid)
+            if g == os.getpgrp(): p.kill()  # in our own group: the kernel alone
+            else: os.killpg(g, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError): pass
+        names.append(name)
+    return names
+
 def execute_notebook(path,            # the notebook
                      # IN_TEST=1 in the kernel (the notebooks shrink their work), '#| slow' cells skipped
                      small=True,
@@ -225,7 +243,9 @@ def execute_notebook(path,            # the notebook
     client = NotebookClient(nb, kernel_name=kernel_name, resources={'metadata': {'path': str(path.parent)}},
                             store_widget_state=True, skip_cells_with_tag='skip-execution', allow_errors=False,
                             timeout_func=lambda cell: max(1, int(deadline - time.monotonic())))
+    client.km = client.create_kernel_manager()
     err = None
+    _KERNELS[client.km] = path.name  # a stop ends it (`end_kernels`)
     try: client.execute(env=kenv)
     except CellTimeoutError: err = f'timed out: the notebook took more than {timeout} s'
     except CellExecutionError as e:
@@ -233,6 +253,7 @@ def execute_notebook(path,            # the notebook
         at = [l for l in lines if l.startswith('---->')]  # the failing line of the cell
         err = ((at[-1] + ' … ') if at else '') + (lines[-1] if lines else repr(e))
     except DeadKernelError as e: err = f'the kernel died: {e}'
+    finally: _KERNELS.pop(client.km, None)
     return nb, err
 
 # %% ../../nbs/face/92_docs.ipynb #d015
@@ -348,13 +369,17 @@ def _group(rel):
     return 'Home' if rel.name == 'index.ipynb' else ('Library' if rel.name[0].isdigit() else 'Guides')
 
 # %% ../../nbs/face/92_docs.ipynb #d018b
+_STOP = threading.Event()  # set when a build stops: its threads start nothing more
+
 def _one(nbs, rel, out, pages, small, timeout, execute, env):
     "Execute (optionally) and render one notebook; returns its `PageResult`."
     import nbformat
+    if _STOP.is_set(): return None  # the build was stopped: no notebook starts
     t0 = time.monotonic()
     path = nbs / rel
     if execute: nb, err = execute_notebook(path, small=small, timeout=timeout, env=env)
     else: nb, err = nbformat.read(path, as_version=4), None
+    if _STOP.is_set(): return None  # its kernel was ended: no page
     page = page_name(rel)
     title = nb_title(nb)[0] or rel.stem
     if page == 'index.html': nb = _with_contents(nb, pages)
@@ -363,6 +388,18 @@ def _one(nbs, rel, out, pages, small, timeout, execute, env):
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(body, encoding='utf-8')
     return PageResult(rel.as_posix(), page, title, round(time.monotonic() - t0, 2), err)
+
+def _stop(pool, futs, out, n_done, n, say, wait=20):
+    """Stop a build: no queued notebook starts, the running kernels end (waiting up to `wait` s for their threads); with
+    `say`, one line on stderr saying where it stopped."""
+    _STOP.set()
+    pool.shutdown(wait=False, cancel_futures=True)
+    ended, deadline = set(end_kernels()), time.monotonic() + wait
+    while not all(f.done() for f in futs) and time.monotonic() < deadline:
+        ended |= set(end_kernels()); time.sleep(0.1)  # a kernel that was starting
+    if say:
+        print(f"docs: stopped with {n_done} of {n} pages written to {out}"
+              + (f"; ended the kernels of {', '.join(sorted(ended))}" if ended else ''), file=sys.stderr, flush=True)
 
 def _with_contents(nb, pages):
     "`nb` with a 'Contents' markdown cell listing the site's pages appended."
@@ -415,11 +452,16 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
             print(f"{'FAILED' if r.error else 'ok':6} {r.seconds:7.1f} "
                   f"s  {r.page}" + (f"  ({r.error})" if r.error else ''), flush=True)
     args = (out, pages, small, timeout, execute, env)
-    if workers <= 1:
-        for r in rels: done(_one(nbs, r, *args))
-    else:
-        with cf.ThreadPoolExecutor(workers) as pool:
-            for f in cf.as_completed([pool.submit(_one, nbs, r, *args) for r in rels]): done(f.result())
+    _STOP.clear()
+    # the notebooks run in threads, so that this one stays free to stop them (Ctrl-C, SIGTERM)
+    pool = cf.ThreadPoolExecutor(max(1, workers))
+    futs = [pool.submit(_one, nbs, r, *args) for r in rels]
+    try:
+        for f in cf.as_completed(futs): done(f.result())
+    except BaseException as e:
+        _stop(pool, futs, out, len(results), len(rels), isinstance(e, KeyboardInterrupt))
+        raise
+    pool.shutdown()
     if not any(p == 'index.html' for p in map(page_name, rels)):  # a site without index.ipynb still gets a home page
         import nbformat as nbf
         home = nbf.v4.new_notebook(cells=[nbf.v4.new_markdown_cell('# simreal_nb\n> Learning physical systems from '
