@@ -141,7 +141,7 @@ def test_report_waits_for_no_run_and_writes_nothing_beside_one(finished, tmp_pat
 def test_workers_are_capped_by_the_machine_and_the_probe_does_not_grow(tmp_path):
     "`--workers 1000`: one note, the pool and the cost probe sized by the machine; a modest peak memory."
     import resource
-    from simreal_nb.study.executors import machine_workers
+    from simreal_nb.study.cost import machine_workers
     cores, fits, _ = machine_workers()
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     r = simreal('run', '--preset', 'test', '--systems', 'cylinder', '--protocols', 'joint', '--workers', 1000,

@@ -287,9 +287,9 @@ def _check_run_data(data, systems, device):
 
 # %% ../../nbs/face/90_cli.ipynb #559740e8
 def _capped(workers:int|None, flag:str='--workers') -> int|None:
-    "`workers` capped by what this machine holds (`executors.cap_workers`), saying so where it caps; None stays None."
+    "`workers` capped by what this machine holds (`cost.cap_workers`), saying so where it caps; None stays None."
     if workers is None: return None
-    from simreal_nb.study.executors import cap_workers
+    from simreal_nb.study.cost import cap_workers
     n, note = cap_workers(workers, flag)
     if note: print(note, flush=True)
     return n

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/study/48_cost.ipynb #k003
 from __future__ import annotations
-import threading, time
+import os, threading, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
@@ -17,7 +17,8 @@ from .grid import GridConfig
 from .cell import cell_data, shares_pretrain
 
 # %% auto #0
-__all__ = ['TYPICAL_UPDATES', 'cell_cost', 'cell_plan', 'estimate_cost', 'lanes_wall_s', 'describe_estimate']
+__all__ = ['TYPICAL_UPDATES', 'WORKER_GIB', 'cell_cost', 'cell_plan', 'machine_workers', 'cap_workers', 'estimate_cost',
+           'lanes_wall_s', 'describe_estimate']
 
 # %% ../../nbs/study/48_cost.ipynb #c023
 TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
@@ -59,6 +60,26 @@ def cell_plan(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0) -
         k = len([w for w in ph.weights.values() if w > 0])
         out.append((n, n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s))
     return dict(phases=out, final_s=eval_passes * forward_s)
+
+# %% ../../nbs/study/48_cost.ipynb #cap1
+WORKER_GIB = 1.0  # the memory budget of one worker process (torch, one system's data, a model and its optimiser)
+
+def machine_workers(worker_gib:float=WORKER_GIB) -> tuple:
+    "(CPU cores this process may use, workers the available memory holds at `worker_gib` each, that memory in GiB)."
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    try:
+        info = dict(l.split(':', 1) for l in open('/proc/meminfo').read().splitlines() if ':' in l)
+        gib = int(info['MemAvailable'].split()[0]) / 2 ** 20
+    except (OSError, KeyError, ValueError): gib = float('inf')  # no /proc: the cores alone cap
+    return max(1, cores), max(1, int(gib // worker_gib)) if gib != float('inf') else cores, gib
+
+def cap_workers(n:int, flag:str='--workers') -> tuple:
+    "(`n` capped by `machine_workers`, the note that says so where it caps, else None); 0 (in-process) stays 0."
+    cores, fits, gib = machine_workers()
+    cap = min(cores, fits)
+    if n <= cap: return n, None
+    why = f"{cores} CPU core(s)" if cap == cores else f"{gib:.1f} GiB of memory available at {WORKER_GIB:g} GiB a worker"
+    return cap, f"{flag} {n}: this machine holds {cap} worker(s) ({why}); running {cap}"
 
 # %% ../../nbs/study/48_cost.ipynb #c027
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,
@@ -110,7 +131,6 @@ def _probe_costs(cells, cfg, dev, probe_steps, data_dir=None, lanes:int=1):
     """Per (system, capacity, arch) of `cells`: seconds per Joint update (fresh batches fetched; on a CPU beside `lanes
     - 1` others, as the pool's workers share it) and per window forward (no gradient), windows per validation of a
     domain, window passes of a cell's final evaluation, and a worker's start (its data and first optimiser)."""
-    from simreal_nb.study.executors import machine_workers
     per = {}
     for key in sorted({(c.system, c.capacity, c.arch) for c in cells if c.protocol.trains}):
         system, capacity, arch = key

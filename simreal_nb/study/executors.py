@@ -18,9 +18,8 @@ from .rundir import cell_folder
 from ..core.progress import Bar, ProgressFile, PROGRESS_FILE, read_progress, reporting
 
 # %% auto #0
-__all__ = ['WORKER_GIB', 'check_device', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool',
-           'machine_workers', 'cap_workers', 'progress_path', 'run_cell_reporting', 'cell_work', 'reads_another',
-           'exposure_waves', 'map_cells']
+__all__ = ['check_device', 'by_data', 'heaviest_first', 'exit_with_parent', 'local_pool', 'stop_pool', 'progress_path',
+           'run_cell_reporting', 'cell_work', 'reads_another', 'exposure_waves', 'map_cells']
 
 # %% ../../nbs/study/49_executors.ipynb #dev1
 def check_device(device='auto') -> torch.device:
@@ -78,26 +77,6 @@ def stop_pool(ex:ProcessPoolExecutor, wait_s:float=5.0):
     for p in procs:
         if p.is_alive(): p.terminate()
     for p in procs: p.join(wait_s)
-
-# %% ../../nbs/study/49_executors.ipynb #cap1
-WORKER_GIB = 1.0  # the memory budget of one worker process (torch, one system's data, a model and its optimiser)
-
-def machine_workers(worker_gib:float=WORKER_GIB) -> tuple:
-    "(CPU cores this process may use, workers the available memory holds at `worker_gib` each, that memory in GiB)."
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
-    try:
-        info = dict(l.split(':', 1) for l in open('/proc/meminfo').read().splitlines() if ':' in l)
-        gib = int(info['MemAvailable'].split()[0]) / 2 ** 20
-    except (OSError, KeyError, ValueError): gib = float('inf')  # no /proc: the cores alone cap
-    return max(1, cores), max(1, int(gib // worker_gib)) if gib != float('inf') else cores, gib
-
-def cap_workers(n:int, flag:str='--workers') -> tuple:
-    "(`n` capped by `machine_workers`, the note that says so where it caps, else None); 0 (in-process) stays 0."
-    cores, fits, gib = machine_workers()
-    cap = min(cores, fits)
-    if n <= cap: return n, None
-    why = f"{cores} CPU core(s)" if cap == cores else f"{gib:.1f} GiB of memory available at {WORKER_GIB:g} GiB a worker"
-    return cap, f"{flag} {n}: this machine holds {cap} worker(s) ({why}); running {cap}"
 
 # %% ../../nbs/study/49_executors.ipynb #prog1
 def progress_path(run_dir, cell) -> Path:
