@@ -7,7 +7,8 @@ from __future__ import annotations
 import errno, hashlib, json, os
 from dataclasses import asdict, replace
 from pathlib import Path
-import xarray as xr
+import numpy as np, pandas as pd, xarray as xr
+from xarray.core import dtypes
 from .. import __version__
 from ..core.schema import FIELDS
 from ..core.store import write_text, RunFileError, read_json, is_temporary, unmarked_files
@@ -21,7 +22,7 @@ __all__ = ['MODEL_FILE', 'UNSTAMPED_DEFAULTS', 'REFERENCE_SHAPE', 'MANIFEST_TYPE
            'manifest_of', 'stamp_of', 'run_stamp', 'model_overrides', 'model_settings', 'model_changes', 'resolve_init',
            'read_manifest', 'run_config', 'open_run_dir', 'job_token', 'RunLock', 'foreign_files', 'lock_run_dir',
            'lock_holder', 'check_lock_free', 'is_cell_key', 'open_cell_file', 'foreign_cell', 'check_cells',
-           'remove_stale_tmp', 'collect_results']
+           'remove_stale_tmp', 'merge_cells', 'collect_results']
 
 # %% ../../nbs/study/46_rundir.ipynb #c018
 def cell_path(run_dir, cell:Cell) -> Path:
@@ -351,6 +352,25 @@ def remove_stale_tmp(run_dir) -> int:
         if is_temporary(p.name) and p.is_file(): p.unlink(missing_ok=True); n += 1
     return n
 
+# %% ../../nbs/study/46_rundir.ipynb #21d7bbc1
+def merge_cells(parts:list) -> xr.Dataset:
+    "`xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')`, written into one allocation."
+    skel = xr.merge([d.drop_vars(list(d.data_vars)) for d in parts], join='outer', compat='no_conflicts',
+                    combine_attrs='drop')
+    out = {}
+    for d in parts:
+        pos = {x: skel.indexes[x].get_indexer(d.indexes[x]) for x in d.indexes}
+        for k, v in d.data_vars.items():
+            if k not in out:
+                dt, fill = dtypes.maybe_promote(v.dtype)
+                out[k] = np.full([skel.sizes.get(x, v.sizes[x]) for x in v.dims], fill, dt)
+            at = np.ix_(*[pos[x] if x in pos else np.arange(v.sizes[x]) for x in v.dims])
+            old, new = out[k][at], v.values
+            if np.any(~pd.isnull(old) & ~pd.isnull(new) & (old != new)):
+                raise xr.MergeError(f"conflicting values for variable {k!r} on objects to be combined")
+            out[k][at] = np.where(pd.isnull(new), old, new)
+    return skel.assign({k: (next(d[k].dims for d in parts if k in d), a) for k, a in out.items()})
+
 # %% ../../nbs/study/46_rundir.ipynb #c025
 def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
     "Merge the finished cell files of `run_dir` (or just those of `cells`) into one results Dataset."
@@ -385,7 +405,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
                                                                                                  "that resolved "
                         "other model settings; delete the cells of one size to compute them again, or use "
                         "another --out")
-    res = xr.merge(parts, join='outer', compat='no_conflicts', combine_attrs='drop')
+    res = merge_cells(parts)
     order = lambda dim, first: [v for v in first if v in res[dim].values] + sorted(v
             for v in res[dim].values if v not in first)
     res = res.reindex(system=order('system', list_systems()), capacity=order('capacity', list(CAPACITIES)),
