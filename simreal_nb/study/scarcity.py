@@ -24,7 +24,7 @@ from .rundir import collect_results
 
 # %% auto #0
 __all__ = ['SCARCE_TRAJS', 'WEIGHTS', 'SCARCITY_SEEDS', 'CHOICE_OBJECTIVE', 'SCARCITY_FILE', 'choice_grid', 'choice_cells',
-           'study_cells', 'val_objective', 'choose', 'scarcity_plan', 'run_scarcity']
+           'study_cells', 'val_objective', 'choose', 'scarcity_plan', 'run_scarcity', 'scarcity_progress']
 
 # %% ../../nbs/study/52_scarcity.ipynb #sc006
 SCARCE_TRAJS = (1, 2, 4, None)  # experimental training trajectories of the study's points (None: all of the split)
@@ -131,6 +131,8 @@ def run_scarcity(out='runs/scarcity',   # run directory (cells/, results.nc, sca
                grid=grid, estimate={k: est[k] for k in ('cells', 'typical_wall_s', 'max_wall_s')}, choices={})
     path = Path(out) / SCARCITY_FILE
     if path.exists(): rec['choices'] = read_json(path, f'the {SCARCITY_FILE} that `simreal scarcity` writes')['choices']
+    # from the start where the folder is already a run's (`scarcity_progress` reads it); a new one: once it is
+    if (Path(out) / 'manifest.json').exists(): write_text(path, json.dumps(rec, indent=1))
     kw = dict(config=cfg, executor=workers if workers > 1 else None, device=device, report=False, verbose=verbose)
     for s, first, _ in plan:
         res = run_experiment(out, cells=first, **kw)
@@ -152,3 +154,37 @@ def _train_count(system:str, cfg:GridConfig) -> int:
     "The number of experimental training trajectories of `system` at `cfg`'s size (seed 0's split)."
     from simreal_nb.study.cell import cell_data
     return cell_data(system, cfg, None, 0)[0].exp['train'].ds.sizes['traj']
+
+# %% ../../nbs/study/52_scarcity.ipynb #sc024
+def scarcity_progress(out, grid:dict|None=None,
+                      # the run's settings where its SCARCITY_FILE is not written yet (`run_scarcity`'s defaults)
+                      defaults:dict|None=None) -> str:
+    "Markdown of a scarcity run's state: finished cells per system, the tuning seed's validation objectives so far."
+    out, grid = Path(out), grid or choice_grid()
+    f = out / SCARCITY_FILE
+    rec = (read_json(f, f'the {SCARCITY_FILE} that `simreal scarcity` writes') if f.exists() else
+           dict(preset='default', systems=list_systems(), seeds=SCARCITY_SEEDS,
+                exp_trajs=[n or 'all' for n in SCARCE_TRAJS], estimate=None) | (defaults or {}))
+    done = {p.stem for p in (out / 'cells').glob('*.nc')}
+    cfg = replace(PRESETS[rec['preset']].config, pretrain='sim_only')
+    seeds, counts = list(range(rec['seeds'])), [None if n == 'all' else n for n in rec['exp_trajs']]
+    res = collect_results(out) if done else None
+    est = rec.get('estimate')
+    L = ["# Scarcity study: where it stands", '', f"Plan: {est['cells']} cells, estimated "
+         f"{clock(est['typical_wall_s'])} on the machine that started it." if est else 'Plan: not estimated yet.', '']
+    for s in rec['systems']:
+        ch = {None if int(k) not in counts else int(k): c for k, c in rec.get('choices', {}).get(s, {}).items()}
+        (_, first, rest), = scarcity_plan([s], counts, seeds, cfg, grid, chosen={s: ch})
+        L.append(f"- {s}: choice cells and Sim-only {sum(c.key in done for c in first)}/{len(first)}; "
+                 + (f"chosen; study cells {sum(c.key in done for c in rest)}/{len(rest)}" if ch else 'not chosen yet'))
+    if res is None: return '\n'.join(L)
+    L += ['', "Validation objective of each setting on the tuning seed (Joint and pooled: 0.5 sim + 0.5 exp; Exp-only "
+          "and Sim→Exp: exp), where finished:", '']
+    for s in [s for s in rec['systems'] if s in res.system.values]:
+        for n in [int(n) for n in res.exp_trajs.values]:
+            pt = _point(res, s, n, seeds[0])
+            row = [f"{name} {float(val_objective(pt.sel(protocol=name), fam)):.4f}" for fam, names in grid.items()
+                   for name in names if name in pt.protocol.values
+                   and np.isfinite(float(val_objective(pt.sel(protocol=name), fam)))]
+            if row: L.append(f"- {s}, {n} exp: " + '; '.join(row))
+    return '\n'.join(L)
