@@ -16,7 +16,7 @@ from ..core.store import read_json
 # %% auto #0
 __all__ = ['EXP_SEEING', 'PAIR', 'ROWS', 'SHARED_ROWS', 'FAMILIES', 'ROW_STYLE', 'row_names', 'efficiency_scores', 'matching_n',
            'experiment_multiplier', 'efficiency_table', 'multiplier_table', 'choice_table', 'verdict_table',
-           'efficiency_figure', 'efficiency_report', 'write_efficiency_report']
+           'efficiency_figure', 'efficiency_report', 'finished', 'write_efficiency_report']
 
 # %% ../../nbs/reading/62_efficiency.ipynb #sc006
 EXP_SEEING = ('Exp-only', 'Sim→Exp', 'Joint(0.5)', 'Joint(λ*)', 'pooled', 'pooled(s*)')  # rows that train on exp
@@ -239,6 +239,9 @@ def efficiency_report(ds:xr.Dataset, rec:dict) -> str:
          "nondimensional rollout RMSE of all fields, exp against the hidden truth; mean ± 95 % interval over "
          "seeds.", '']
     if n_seeds < 2: L += ['1 seed: margins without verdicts; `--seeds 3` or more for verdicts.', '']
+    running = [s for s in rec.get('systems', []) if s not in ds.system.values]
+    if running: L += [f"**The run has not finished**: {', '.join(running)} still running; the tables hold the "
+                      "finished systems only.", '']
     for g in [str(g) for g in ds.group.values]:
         L += [f'## How many experiments the alternatives need ({g})', '',
               'Experimental trajectories each alternative needs to reach the exp error of Joint(λ*) at N0 (95 % '
@@ -257,12 +260,18 @@ def efficiency_report(ds:xr.Dataset, rec:dict) -> str:
                   + (f"{rec['wall_s'] / 60:.0f} min." if 'wall_s' in rec else 'the run has not finished.'), '']
     return '\n'.join(L)
 
+def finished(ds:xr.Dataset, system:str) -> bool:
+    "Whether every row of `system` has its exp error at every count, group and seed (its study cells all ran)."
+    return bool(ds.err.sel(system=system, domain='exp').notnull().all())
+
 def write_efficiency_report(run_dir, out=None) -> Path:
-    "Write `scores.nc`, `report.md` and `figures/` of the scarcity run in `run_dir` into `out` (default: `run_dir`)."
+    "Write `scores.nc`, `report.md` and `figures/` of the finished systems of the scarcity run in `run_dir` into `out`."
     run_dir = Path(run_dir); out = Path(out or run_dir)
     rec = read_json(run_dir / 'scarcity.json', 'the scarcity.json that `simreal scarcity` writes')
     res = xr.open_dataset(run_dir / 'results.nc')
     ds = efficiency_scores(res, rec['choices'])
+    ds = ds.sel(system=[s for s in ds.system.values if finished(ds, s)])
+    if not ds.system.size: raise FileNotFoundError(f"{run_dir}: no system of the scarcity run has finished yet")
     (out / 'figures').mkdir(parents=True, exist_ok=True)
     enc = {v: {'zlib': True} for v in ds.data_vars if ds[v].dtype.kind == 'f'}
     ds.to_netcdf(out / 'scores.nc', encoding=enc)
