@@ -2,6 +2,7 @@
 one line on stderr naming the problem, never a traceback; a bug keeps its traceback and exits with status 1."""
 import importlib, inspect, json, os, pkgutil, subprocess, sys
 from pathlib import Path
+import numpy as np
 import pytest
 import simreal_nb
 from simreal_nb.face import cli
@@ -545,3 +546,18 @@ def test_exp_valid_in_one_trajectory_is_refused_before_training(tmp_path, capsys
     _fail(['train', '--preset', 'test', '--data', str(d), '--out', str(job)], capsys, 'cylinder_exp.nc', 'the exp data leave the',
           'without a valid point', 'expected valid points')
     assert not list(job.glob('*.pt')) and not (job / 'scores.nc').exists()
+
+
+def test_data_import_piv_names_its_flags_not_python_keywords(tmp_path, capsys):
+    "OpenPIV frames without acquisition time: the refusal names `--dt`, the flag that fixes it, not the keyword `dt=`."
+    frames = tmp_path / 'frames'; frames.mkdir()
+    x, y = np.meshgrid(np.arange(4.) * 16, np.arange(3.) * 16)
+    for k in range(2):
+        np.savetxt(frames / f'exp{k:04d}.txt', np.c_[x.ravel(), y.ravel(), np.ones(12), np.full(12, k),
+                                                     np.zeros(12), np.zeros(12)], header='x y u v flags mask')
+    with pytest.raises(SystemExit) as e:
+        cli.main(['data', 'import', 'piv', str(frames), '--units', 'mm,m/s', '--out', str(tmp_path / 'o')])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and 'no acquisition time' in err and '--dt' in err and 'dt=' not in err, err
+    cli.main(['data', 'import', 'piv', str(frames), '--units', 'mm,m/s', '--dt', '0.01', '--out', str(tmp_path / 'o')])
+    assert (tmp_path / 'o' / 'piv_exp.nc').exists()
