@@ -497,3 +497,13 @@ def test_pareto_figure_one_panel_per_setting_named_in_the_legend():
     assert [t.get_text() for t in fig.axes[0].texts if t.get_text() == 'persistence']  # a baseline keeps its name
     star = [c for c in fig.axes[0].collections if c.get_label() == 'two-model pair']
     assert len(star) == 1 and len(fig.axes[0].containers) == 6  # seed bars on the five trained models and the pair
+
+
+def test_imported_data_named_and_empty_settings_not_counted(res):
+    "A run on imported data is titled by its system's name; a setting no trajectory fills is not counted."
+    imp = res.assign(data_seed=xr.full_like(res.score.isel(domain=0, field=0, metric=0, drop=True), np.nan))
+    assert report_text(imp, {'_run_s': 12.4}).startswith('# Sim+Real on A, B\n')
+    from simreal_nb.reading.analysis import count_settings
+    n = count_settings(res.score)
+    assert n == res.sizes['system'] * res.sizes['capacity']
+    assert count_settings(res.score.where(res.system != 'B')) == n - res.sizes['capacity']

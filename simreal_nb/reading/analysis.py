@@ -16,9 +16,9 @@ from ..training.protocols import (NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_E
 
 # %% auto #0
 __all__ = ['LAMS', 'NON_SETTING_DIMS', 'WIN_RULES', 'PAPER', 'protocol_coord', 'train_domains', 'check_lam', 'balanced',
-           'lambda_sweep', 'mean_ci', 'setting_dims', 'check_score', 'select_view', 'balanced_score', 'best_non_joint',
-           'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins', 'synthetic_score',
-           'synthetic_results', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
+           'lambda_sweep', 'mean_ci', 'setting_dims', 'count_settings', 'check_score', 'select_view', 'balanced_score',
+           'best_non_joint', 'joint_reduction', 'reduction_pct', 'joint_reduction_ci', 'win_counts', 'joint_wins',
+           'synthetic_score', 'synthetic_results', 'forgetting', 'pressure_reduction', 'headline', 'compare_to_paper']
 
 # %% ../../nbs/reading/31_analysis.ipynb #c043
 LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
@@ -103,6 +103,10 @@ NON_SETTING_DIMS = ('protocol', 'seed', 'domain', 'field', 'metric', 'lam', 'mod
 def setting_dims(score:xr.DataArray) -> tuple:
     "The dims of `score` that index settings (all but protocol, seed, domain, field, metric, lam, mode)."
     return tuple(d for d in score.dims if d not in NON_SETTING_DIMS)
+
+def count_settings(score:xr.DataArray) -> int:
+    "The settings of `score` that hold a score (a group that no trajectory fills is not a setting)."
+    return int(score.notnull().any([d for d in score.dims if d not in setting_dims(score)]).sum())
 
 # %% ../../nbs/reading/31_analysis.ipynb #c051
 def check_score(score, # the array handed to `fn`
@@ -412,7 +416,7 @@ def headline(score:xr.DataArray, # results array
     """The paper's headline statistics (keys of `PAPER`) measured on a results array, plus the robust and the clear win
     counts (`*_robust`, `*_clear`; None with one seed)."""
     score = score.sel(metric=[m for m in score.metric.values if m in METRICS])
-    n_set = int(np.prod([score.sizes[d] for d in setting_dims(score)]))
+    n_set = count_settings(score)
     red = joint_reduction_ci(score, 0.5, joint, mode=mode).reduction.sel(metric='rmse')
     protos = set(score.protocol.values.tolist())
     def wins(rule):

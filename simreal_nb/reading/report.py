@@ -12,7 +12,7 @@ import xarray as xr
 from ..core.metrics import METRICS
 from .analysis import (PAPER, balanced_score, joint_reduction_ci, joint_wins,
                                          headline, compare_to_paper,
-                                 mean_ci, setting_dims, protocol_coord)
+                                 mean_ci, setting_dims, count_settings, protocol_coord)
 from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP,
                                            BASELINES, PERSISTENCE, MEAN_FIELD,
                                   ANALOG, trained_protocols, PROTOCOLS, POOLED)
@@ -234,7 +234,9 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     shared = (f"simreal_nb {res.attrs.get('version', '?')}; seeds: {_seeds_text(res['score'])}; size preset "
               f"{cfg.get('size', '?')}, at most {cfg.get('steps', '?')} updates, batch {cfg.get('batch_size', '?')}, "
               f"{cfg.get('horizon', '?')}-frame rollouts{wall}")
-    L = ['# Sim+Real on the twin systems', '']
+    seeds_of = res['data_seed'] if 'data_seed' in res else None  # NaN throughout: a system of imported data
+    imported = seeds_of is not None and bool(seeds_of.isnull().all([d for d in seeds_of.dims if d != 'system']).any())
+    L = [f"# Sim+Real on {', '.join(map(str, res.system.values))}" if imported else '# Sim+Real on the twin systems', '']
     if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos):
         return L + [f"Protocols: {', '.join(trained_protocols(protos))}. No Joint with an alternative to compare it "
                     "with: the sections below give each protocol's errors.", '', shared + '.', '']
@@ -287,7 +289,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     protos = [str(p) for p in score.protocol.values]
     # the paper's statistics apply
     paper = JOINT in protocol_coord(score, 'family').values() and any(p in NON_JOINT for p in protos)
-    h = headline(score) if paper else dict(n_settings=int(np.prod([score.sizes[d] for d in setting_dims(score)])))
+    h = headline(score) if paper else dict(n_settings=count_settings(score))
     n, seeds = h['n_settings'], score.sizes.get('seed', 1)
     refs = [p for p in protos if p in BASELINES]
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
