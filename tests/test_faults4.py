@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from simreal_nb.core.store import write_dataset
+from test_cli_errors import check_user_error  # one line, exit 2, no traceback
 
 ENV = {**os.environ, 'OMP_NUM_THREADS': '1', 'MPLBACKEND': 'Agg', 'SIMREAL_DEBUG': ''}
 CODE = 'from simreal_nb.face.cli import main; main()'
@@ -18,16 +19,6 @@ CODE = 'from simreal_nb.face.cli import main; main()'
 def simreal(*args, timeout=600, env=None, cwd=None):
     return subprocess.run([sys.executable, '-c', CODE, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, env={**ENV, **(env or {})}, cwd=cwd)
-
-
-def check_user_error(r, *says):
-    "Status 2, no traceback, one line on stderr from `simreal ...` naming the problem (`says`)."
-    assert r.returncode == 2, (r.returncode, r.stderr[-3000:])
-    assert 'Traceback' not in r.stderr, r.stderr[-3000:]
-    lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith('simreal'), r.stderr
-    for s in says: assert s in lines[0], (s, lines[0])
-    return lines[0]
 
 
 def load(path):
