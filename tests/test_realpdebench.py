@@ -10,7 +10,7 @@ import pytest
 import xarray as xr
 
 from simreal_nb.data.realpdebench import import_realpdebench, load_realpdebench
-from simreal_nb.data.realpdebench_files import RealPDEBenchError, parse_sim_id, scan_realpdebench
+from simreal_nb.data.realpdebench_files import RealPDEBenchError, parse_sim_id, scan_realpdebench, SCENARIOS
 from simreal_nb.core.schema import validate
 from simreal_nb.core.store import read_dataset
 
@@ -464,3 +464,13 @@ def test_mvpe_in_the_scores_of_imported_cylinder_data(tmp_path):
     assert probe_index(dd.exp['test']) == ([63 - r for r in rows], cols)  # the files' y runs downward; the package's upward
     ev = evaluate(Persistence(), dd, horizon=4).score_upstream.sel(mode='rollout', upstream_metric='mvpe')
     assert np.isfinite(ev.sel(field=['u', 'v', 'all'])).all() and ev.sel(field='p', domain='sim').isnull()
+
+
+def test_arrow_default_step_is_upstreams(tmp_path):
+    "Upstream's Arrow converter stores full resolution and its loader subsamples: both layouts load to one grid."
+    write_h5(tmp_path / 'raw', 'cylinder', NAMES); write_arrow(tmp_path / 'hf', 'cylinder', NAMES)
+    raw, hf = (load_realpdebench(tmp_path / k, 'cylinder', sub_s='upstream') for k in ('raw', 'hf'))
+    for dom in ('sim', 'exp'):
+        assert raw[dom].attrs['spatial_step'] == hf[dom].attrs['spatial_step'] == SCENARIOS['cylinder']['sub_s'][dom]
+        assert dict(raw[dom].sizes) == dict(hf[dom].sizes), (dom, raw[dom].sizes, hf[dom].sizes)
+        npt.assert_allclose(raw[dom]['u'].values, hf[dom]['u'].values)

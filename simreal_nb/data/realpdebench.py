@@ -144,8 +144,8 @@ def _probe_coords(scenario, x_raw, y_raw) -> dict:
 def _domain_step(sub_s, scenario, dom, lay) -> int:
     """The spatial step of domain `dom`: `sub_s` itself, its entry for `dom`, or (`'upstream'`) upstream's default for
     the raw files."""
-    # Arrow: subsampled when converted
-    if sub_s == 'upstream': return 1 if lay == 'arrow' else SCENARIOS[scenario]['sub_s'][dom]
+    # both layouts: upstream's Arrow converter stores full resolution, and its loader subsamples at read time
+    if sub_s == 'upstream': return SCENARIOS[scenario]['sub_s'][dom]
     if isinstance(sub_s, dict):
         bad = [k for k in sub_s if k not in SOURCE_TYPES.values()]
         if bad: raise RealPDEBenchError(f"sub_s={sub_s!r}: keys {bad}; expected 'sim' and/or 'exp'")

@@ -402,7 +402,8 @@ def scan_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
 def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
                                scenario: str = 'cylinder',  # a key of `SCENARIOS`
                                layout: str = 'hdf5',  # 'hdf5' (raw) or 'arrow' (Hugging Face; needs pyarrow)
-                               sim_ids=('1800.h5', '2400.h5', '3000.h5'),  # trajectory file names
+                               # trajectory file names (five: enough to train, validate and test on, as `run --data` needs)
+                               sim_ids=('1800.h5', '2100.h5', '2400.h5', '2700.h5', '3000.h5'),
                                T: int = 8, H: int = 6, W: int = 10,  # frames and grid per trajectory
                                dt: float = 0.01,  # frame interval [s]
                                seed: int = 0,
@@ -413,7 +414,10 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
     sdir = Path(root) / scenario
     x, y = np.meshgrid(np.linspace(0.0, 0.09, W), np.linspace(0.05, -0.05, H))  # PIV-style: y runs downward
     t = 100.0 + dt * np.arange(T)
-    groups = dict(zip(('remain', 'in_dist', 'out_dist'), ([sim_ids[0]], list(sim_ids[1:2]), list(sim_ids[2:]))))
+    # held out as the published splits hold them: one inside the range (in_dist), its last one beyond it (out_dist)
+    inner, last = (len(sim_ids) // 2, len(sim_ids) - 1) if len(sim_ids) >= 3 else (1, None)
+    groups = dict(remain=[s for i, s in enumerate(sim_ids) if i not in (inner, last)],
+                  in_dist=list(sim_ids[inner:inner + 1]), out_dist=[sim_ids[last]] if last else [])
     for dtype in ('real', 'numerical'):
         rows = []
         for k, sid in enumerate(sim_ids):
@@ -436,9 +440,7 @@ def write_example_realpdebench(root,  # folder to create `{scenario}/...` in
             pa = _pyarrow()
             folder = sdir / 'hf_dataset' / dtype
             folder.mkdir(parents=True, exist_ok=True)
-            # upstream's converter stores every s-th row and column
-            s = SCENARIOS[scenario]['sub_s'][SOURCE_TYPES[dtype]]
-            h, w = x[::s, ::s].shape
+            s, (h, w) = 1, x.shape  # upstream's converter stores full resolution (its loader subsamples)
             cols = dict(sim_id=pa.array([s_ for s_, _ in rows], pa.string()))
             for k2 in ('u', 'v', 'p') if dtype == 'numerical' else ('u', 'v'):
                 cols[k2] = pa.array([np.ascontiguousarray(d[k2][:, ::s, ::s]).tobytes() for _, d in rows], pa.binary())
