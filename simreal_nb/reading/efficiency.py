@@ -11,6 +11,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 from .analysis import mean_ci
+from ..training.protocols import get_protocol
 from ..core.store import read_json
 
 # %% auto #0
@@ -142,7 +143,11 @@ def multiplier_table(ds:xr.Dataset, alts=('Exp-only', 'Sim→Exp', 'pooled(s*)')
 def choice_table(ds:xr.Dataset) -> pd.DataFrame:
     "The settings chosen on validation per (system, N_exp): λ* (and on exp alone), s*, Exp-only's lr, Sim→Exp's scale."
     if 'chosen' not in ds: return pd.DataFrame()
-    at = lambda name: name.partition('@')[2] or ('0.5' if name == 'joint' else 'natural')
+    def at(name):  # the chosen protocol's one setting: λ, exp share ('natural': none), learning rate or scale
+        p = get_protocol(name)
+        v = next((getattr(p, k) for k in ('lam', 'share', 'lr', 'finetune_lr_scale')
+                  if getattr(p, k, None) is not None), None)
+        return 'natural' if v is None else f'{v:g}'
     rows = {(str(s), int(n)): {'λ*': at(str(ds.chosen.sel(system=s, exp_trajs=n, family='joint').values)),
                                'λ* on exp val': at(str(ds.joint_exp.sel(system=s, exp_trajs=n).values)),
                                'pooled exp share s*': at(str(ds.chosen.sel(system=s, exp_trajs=n,
