@@ -19,7 +19,8 @@ __all__ = ['SCENARIOS', 'SOURCE_TYPES', 'PROBES', 'GENERATOR', 'RealPDEBenchErro
 SCENARIOS = {
     # scenario -> file-name rule (upstream's, applied with re.match), names of the numbers it captures, and the
     # defaults of upstream's dataset classes: spatial step per domain (`sub_s_real`, `sub_s_numerical`: applied to the
-    # raw HDF5 files; the Arrow layout is stored already subsampled) and frames per window (`in_step + out_step`)
+    # files as read, in either layout: upstream's Arrow converter stores full resolution) and frames per window
+    # (`in_step + out_step`)
     'cylinder': dict(pattern=r'(\d+)\.h5', params=('Re',), sub_s=dict(exp=1, sim=2), horizon=40),
     'controlled_cylinder': dict(pattern=r'(\d+)_(\d+\.?\d*)\.h5', params=('Re', 'f_ctrl'),
                                 sub_s=dict(exp=1, sim=2), horizon=20),
