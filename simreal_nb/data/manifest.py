@@ -11,7 +11,7 @@ import xarray as xr
 from .. import __version__
 from ..core.schema import DIMS, validate
 from ..core.store import write_set
-from ..core.errors import InputError
+from ..core.errors import InputError, for_door
 from .align import resample_time, regrid
 from .piv import read_piv, to_si
 from .cfd import parse_fields, parse_units, read_sim_frames, sim_dataset, interp_matrix
@@ -247,12 +247,6 @@ def _stack(dss, params, names, groups):
     if groups is not None: out = out.assign_coords(group=('traj', np.asarray(groups, dtype=object)))
     return out, n
 
-_KEYS = (('pass dt= (the frame interval in seconds)', 'set exp.dt (or trajectory[].exp_dt), the frame interval [s]'),
-         ("pass units=(length, velocity), e.g. ('mm', 'm/s')",
-          'set exp.units (or trajectory[].exp_units), e.g. "mm,m/s"'),
-         ('pass --dt', 'set sim.dt (or trajectory[].sim_dt)'), ('pass --units', 'set sim.units'),
-         ('--units', 'sim.units'), ('--fields', 'sim.fields'), ('--fmt', 'sim.format'), ('fmt=', 'exp.format'))
-
 @contextlib.contextmanager
 def _keys(i:int):
     "Errors of the readers while pairing trajectory `i`: one `ManifestError` naming the manifest keys for their flags."
@@ -260,9 +254,7 @@ def _keys(i:int):
     from simreal_nb.data.piv import PIVFormatError
     try: yield
     except (SimFormatError, PIVFormatError) as e:
-        msg = str(e)
-        for a, b in _KEYS: msg = msg.replace(a, b)
-        raise ManifestError(f"manifest trajectory[{i}]: {msg}") from None
+        raise ManifestError(f"manifest trajectory[{i}]: {for_door(str(e), 'manifest')}") from None
 
 def pair_manifest(path,  # a study manifest (TOML), see `read_manifest`
                   min_coverage:float|None=None,  # overrides registration.min_coverage (default 0.9)

@@ -101,14 +101,6 @@ def _frame_range(text:str) -> tuple:
         raise UsageError(f"--frames: {text!r}; expected START:STOP or START:STOP:STEP (integers)")
     return parts
 
-_PIV_FLAGS = (('pass dt= (the frame interval in seconds)', 'pass --dt SECONDS (the frame interval)'),
-              ("pass units=(length, velocity), e.g. ('mm', 'm/s')", 'pass --units LENGTH,VELOCITY, e.g. --units mm,m/s'))
-
-def _as_flags(msg:str) -> str:
-    "A reader's refusal with its Python keywords (`dt=`, `units=`) named as `data import piv`'s flags."
-    for a, b in _PIV_FLAGS: msg = msg.replace(a, b)
-    return msg
-
 @call_parse
 def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this order", str, nargs='+'),
                     out:str='.',        # Directory that receives piv_exp.nc
@@ -123,6 +115,7 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
     for p in paths: check_links(p, 'PATHS', 'PIV files or folders')
     check_positive('--dt', dt); check_out_dir(out); refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
     from simreal_nb.data.piv import import_piv, READERS, piv_unit_problem, PIVFormatError
+    from simreal_nb.core.errors import for_door
     from simreal_nb.core.store import folder_lock
     if fmt is not None and fmt not in READERS:
         raise UsageError(f"--fmt: expected one of {', '.join(READERS)}, got {fmt!r}")
@@ -130,7 +123,7 @@ def data_import_piv(paths:Param("PIV files and/or folders, one sequence in this 
     with folder_lock(out):  # one writer at a time: another data command on this --out is refused at once
         refuse_existing([Path(out) / 'piv_exp.nc'], overwrite)
         try: print(import_piv(paths, out, dt=dt, units=u, fmt=fmt))
-        except PIVFormatError as e: raise PIVFormatError(_as_flags(str(e))) from None
+        except PIVFormatError as e: raise PIVFormatError(for_door(str(e), 'cli')) from None
 
 # %% ../../nbs/face/90_cli.ipynb #dp001
 def _sim_grid(text:str):
