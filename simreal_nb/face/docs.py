@@ -21,9 +21,10 @@ from ..core.errors import InputError
 from ..core.store import unmarked_files, write_text, cache_folder
 
 # %% auto #0
-__all__ = ['WEB_ASSETS', 'SITE_CSS', 'DocsError', 'DocsFolderError', 'default_nbs_path', 'web_assets', 'page_name',
-           'docs_notebooks', 'nb_title', 'prepare_for_run', 'prepare_for_page', 'end_kernels', 'execute_notebook',
-           'nav_html', 'render_page', 'PageResult', 'DocsBuild', 'build_docs']
+__all__ = ['WEB_ASSETS', 'DOCS_MODULES', 'SITE_CSS', 'DocsError', 'DocsFolderError', 'DocsSetupError', 'check_docs_modules',
+           'default_nbs_path', 'web_assets', 'page_name', 'docs_notebooks', 'nb_title', 'prepare_for_run',
+           'prepare_for_page', 'end_kernels', 'execute_notebook', 'nav_html', 'render_page', 'PageResult', 'DocsBuild',
+           'build_docs']
 
 # %% ../../nbs/face/92_docs.ipynb #d003b
 # npm packages served from DIR/static
@@ -34,6 +35,18 @@ class DocsError(RuntimeError):
 
 class DocsFolderError(InputError):
     "The site folder holds files no docs build wrote (it has no `build.json`): they are not replaced unless asked."
+
+DOCS_MODULES = ('nbformat', 'nbclient', 'nbconvert', 'ipykernel', 'ipywidgets')  # what executing and rendering imports
+
+class DocsSetupError(InputError):
+    "This environment lacks modules the docs build imports (they come with the `dev` extra)."
+
+def check_docs_modules(modules=DOCS_MODULES):
+    "Refuse, in one line naming them and the extra that has them, an environment without the docs build's modules."
+    import importlib.util
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing: raise DocsSetupError(f"the docs build needs {', '.join(missing)}, not installed here: install the dev "
+                                     f"extra (pip install -e \".[dev]\" in the repository) or pip install {' '.join(missing)}")
 
 def default_nbs_path() -> Path:
     """The repository's `nbs/` folder: next to the installed package (an editable install), else under the working
@@ -426,6 +439,7 @@ def build_docs(out='runs/docs',   # the site folder (created; existing pages are
     """Execute the tutorials and module notebooks with nbclient (saving widget state) and render a static site:
     `out/index.html` with navigation, one page per notebook, every script served from `out/static` (no CDN)."""
     import concurrent.futures as cf
+    check_docs_modules()
     t0 = time.monotonic()
     nbs = Path(nbs_path) if nbs_path else default_nbs_path()
     rels = docs_notebooks(nbs, notebooks)
