@@ -1,6 +1,6 @@
 """ADA on the mixture-of-Gaussians benchmark, one change at a time: an ablation table on the same seeds.
 
-    python benchmarks/ablate_ada.py [--seeds 0,1,2] [--rows reference,critic_steps=10,iters=800+patience=0,...] [--out DIR] [key=value ...]
+    python benchmarks/ablate_ada.py [--seeds 0,1,2] [--rows reference,critic_steps=10,iters=800+patience=0,...] [--out DIR] [--smoke] [key=value ...]
 
 Every row aligns the same cached base (the benchmark's, `run_mog`'s cache) to the same experiments with ADA on all
 three projections, changing one knob of `MogConfig` against the reference row (the preset `default`, with the
@@ -11,9 +11,10 @@ written to DIR/ablation.md and DIR/ablation.json. A row may change several knobs
 alignment curves (its losses per step; at every check the held-out score, and against held-out samples of ν the
 Energy W2 and each pair's weight and radius, as `run_mog` records them) go to DIR/curves/<row>_s<seed>.json and .png,
 with the step at which the default holdout rule would have stopped (`--redraw` draws them again from the JSON).
+`--smoke`: one seed, two rows at the MoG `test` preset's sizes, into a temporary folder, in seconds.
 """
-import argparse, ast, glob, json, os, time
-from dataclasses import asdict, replace
+import argparse, ast, glob, json, os, tempfile, time
+from dataclasses import asdict, fields, replace
 import numpy as np
 import torch
 from simreal_nb.ada.adamog import (MOG_PRESETS, mog_setup, mog_sample, mog_metrics, pair_stats, pair_radii, mog_floor,
@@ -93,16 +94,28 @@ def ablation_table(recs:list, target:str='target') -> str:
                     f"{np.mean([r['steps'] for r in rs]):.0f} | {np.mean([r['seconds'] for r in rs]):.0f} |")
     return '\n'.join(rows)
 
-if __name__ == '__main__':
+def preset_fields(preset:str) -> dict:
+    "Every field of the MoG preset `preset`, as key=value overrides."
+    cfg = MOG_PRESETS[preset]
+    return {f.name: getattr(cfg, f.name) for f in fields(cfg)}
+
+SMOKE = dict(seeds='0', rows='reference,critic_steps=1', out=None)
+
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--seeds', default='0,1,2'); p.add_argument('--rows', default=','.join(DEFAULT_ROWS))
     p.add_argument('--out', default='reports/ada/ablation'); p.add_argument('--threads', type=int, default=1)
     p.add_argument('--redraw', action='store_true', help="draw DIR/curves/*.json again (the default rule replayed), run nothing")
+    p.add_argument('--smoke', action='store_true', help=f"seconds: the MoG test preset's sizes under every row, defaults {SMOKE} (out: a temporary folder)")
     p.add_argument('common', nargs='*', help='key=value overrides of MogConfig for every row')
-    a = p.parse_args()
+    a = p.parse_args(argv)
+    if a.smoke: p.set_defaults(**SMOKE); a = p.parse_args(argv)
+    out = a.out or tempfile.mkdtemp(prefix='ablate_ada_')
     if a.redraw:
-        for f in sorted(glob.glob(os.path.join(a.out, 'curves', '*.json'))): save_curves(f[:-5], json.load(open(f)))
-        raise SystemExit(0)
+        for f in sorted(glob.glob(os.path.join(out, 'curves', '*.json'))): save_curves(f[:-5], json.load(open(f)))
+        return
     torch.set_num_threads(a.threads)
-    common = {k: v for c in a.common for k, v in parse_change(c).items()}
-    ablate([int(s) for s in a.seeds.split(',')], a.rows.split(','), a.out, common)
+    common = {**(preset_fields('test') if a.smoke else {}), **{k: v for c in a.common for k, v in parse_change(c).items()}}
+    ablate([int(s) for s in a.seeds.split(',')], a.rows.split(','), out, common)
+
+if __name__ == '__main__': main()

@@ -1,17 +1,20 @@
 """How close the MoG benchmark's base flow comes to its own truth, one JSON line per seed.
 
-    python benchmarks/bench_base.py --hidden 256 --depth 4 --iters 8000 --seeds 0,1,2 [--threads 1] [--corrector 0.9,20,0.001] [--cache DIR]
+    python benchmarks/bench_base.py --hidden 256 --depth 4 --iters 8000 --seeds 0,1,2 [--threads 1] [--corrector 0.9,20,0.001] [--cache DIR] [--smoke]
 
 Trains the base exactly as `simreal ada mog` does (`MogConfig.base_flow` on the run's simulation samples, no cache)
 with the given network and training length, then scores it against fresh exact base samples (`adabench.base_fit`):
 Energy W2 per ODE step count beside the two-sample floor, the share of samples stranded beyond the exact samples'
 99.9 % energy quantile, Energy W2 without them, and each pair's radius (0.5 in the base). With `--corrector t,moves,eps`
 (or `none`) the samples are drawn with that Langevin corrector (`flow.Corrector`) instead of the preset's; with
-`--cache DIR` the base comes from (or goes to) the benchmark's flow cache instead of being trained here."""
+`--cache DIR` the base comes from (or goes to) the benchmark's flow cache instead of being trained here. `--smoke`: the
+MoG `test` preset, one seed, one step count, in seconds."""
 import argparse, json, os, time
 from dataclasses import replace
 import torch
 from simreal_nb.ada.adamog import MOG_PRESETS, mog_setup, mog_sample, base_fit, pair_stats
+
+SMOKE = dict(preset='test', steps='10', seeds='0')
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -25,7 +28,9 @@ def main(argv=None):
     ap.add_argument('--preset', default='default', choices=sorted(MOG_PRESETS))
     ap.add_argument('--corrector', default=None, help="t,moves,eps of the sampler's Langevin corrector, or none (default: the preset's)")
     ap.add_argument('--cache', default=None, help='flow cache folder: reuse the benchmark\'s cached base (default: train it here)')
+    ap.add_argument('--smoke', action='store_true', help=f'seconds: defaults {SMOKE}')
     a = ap.parse_args(argv)
+    if a.smoke: ap.set_defaults(**SMOKE); a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     knobs = {k: v for k, v in dict(hidden=a.hidden, depth=a.depth, base_iters=a.iters, t_power=a.t_power).items() if v is not None}
     if a.corrector is not None:

@@ -1,6 +1,6 @@
 """Stopping rules for ADA on the mixture of Gaussians, replayed on one long run per seed against the truth.
 
-    python benchmarks/stop_rules.py [--seeds 0,1,2] [--iters 600] [--out reports/ada/stop_rules]
+    python benchmarks/stop_rules.py [--seeds 0,1,2] [--iters 600] [--out reports/ada/stop_rules] [--smoke]
 
 Each seed aligns the benchmark's cached base with ADA at the benchmark's default settings, run on to `--iters` steps
 (no stop). At every check (every 25 steps) it records the held-out scores a rule could use — the holdout rule's own
@@ -9,9 +9,10 @@ distance of 8192 generated samples to the same held-out samples — beside the t
 from the flow's likelihoods at fixed samples of ν, the Energy W2 and the pair radii (`mog_run_monitor`). The rules are
 then replayed on the recorded checks, and for each the step it returns and the truth there are tabulated, beside the
 check with the lowest truth KL (an oracle, not a rule). One JSON file of checks per seed (DIR/checks_s<seed>.json),
-DIR/rules.json and DIR/rules.md.
+DIR/rules.json and DIR/rules.md. `--smoke`: one seed of the MoG `test` preset, a few steps, into a temporary folder,
+in seconds.
 """
-import argparse, json, os
+import argparse, json, os, tempfile
 from dataclasses import replace
 import numpy as np
 import torch
@@ -75,24 +76,33 @@ def rules_table(rows:list, kl_limit:float) -> str:
                    + '/'.join(f'{x:.2f}' for x in np.mean([r['radii'] for r in rs], 0)) + ' |')
     return '\n'.join(out)
 
-if __name__ == '__main__':
+SMOKE = dict(seeds='0', iters=6, preset='test', out=None)
+
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     p.add_argument('--seeds', default='0,1,2'); p.add_argument('--iters', type=int, default=600)
     p.add_argument('--out', default='reports/ada/stop_rules')
+    p.add_argument('--preset', default='default', choices=sorted(MOG_PRESETS), help='the MoG preset aligned')
     p.add_argument('--replay', action='store_true', help='replay the rules on DIR/checks_s*.json, run nothing')
-    a = p.parse_args()
-    torch.set_num_threads(1); os.makedirs(a.out, exist_ok=True)
+    p.add_argument('--smoke', action='store_true', help=f'seconds: defaults {SMOKE} (out: a temporary folder)')
+    a = p.parse_args(argv)
+    if a.smoke: p.set_defaults(**SMOKE); a = p.parse_args(argv)
+    if a.replay and a.out is None: p.error('--replay: expected --out, the folder of a run\'s checks')
+    out = a.out or tempfile.mkdtemp(prefix='stop_rules_')
+    torch.set_num_threads(1); os.makedirs(out, exist_ok=True)
     seeds = [int(s) for s in a.seeds.split(',')]
     checks = {}
     for s in seeds:
-        f = os.path.join(a.out, f'checks_s{s}.json')
+        f = os.path.join(out, f'checks_s{s}.json')
         if not a.replay:
-            with open(f + '.tmp', 'w') as h: json.dump(long_run(s, a.iters), h)
+            with open(f + '.tmp', 'w') as h: json.dump(long_run(s, a.iters, a.preset), h)
             os.replace(f + '.tmp', f)
         checks[s] = json.load(open(f))
-    grid, limit, _ = mog_limit(7., MOG_PRESETS['default'].limit_grid)
+    grid, limit, _ = mog_limit(7., MOG_PRESETS[a.preset].limit_grid)
     rows = replay(checks)
     table = rules_table(rows, grid_kl(mog_cells(grid, 'target'), limit))
-    with open(os.path.join(a.out, 'rules.json'), 'w') as h: json.dump(dict(seeds=seeds, iters=a.iters, rows=rows), h, indent=1)
-    with open(os.path.join(a.out, 'rules.md'), 'w') as h: h.write(table + '\n')
+    with open(os.path.join(out, 'rules.json'), 'w') as h: json.dump(dict(seeds=seeds, iters=a.iters, preset=a.preset, rows=rows), h, indent=1)
+    with open(os.path.join(out, 'rules.md'), 'w') as h: h.write(table + '\n')
     print(table)
+
+if __name__ == '__main__': main()
