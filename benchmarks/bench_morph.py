@@ -1,6 +1,6 @@
 """Time per update (forward, backward, AdamW step) of MORPH-Ti: MORPH's own code and ours side by side, beside fan and fno at S.
 
-    python benchmarks/bench_morph.py --morph-code PATH/TO/MORPH --morph-commit SHA --batch 2 --grid 16,32 --reps 9
+    python benchmarks/bench_morph.py --morph-code PATH/TO/MORPH --morph-commit SHA --batch 2 --grid 16,32 --reps 9 [--smoke]
 
 One run, one process, one batch and one grid for every model; the models take turns (one update each, in a fresh
 random order every repetition) so that a load that comes and goes (the cores may be shared) falls on all of them
@@ -14,7 +14,8 @@ alike, and the median of the repetitions is reported with the ratios to MORPH's 
 - `fan S`, `fno S`: the package's field-attention net and FNO at capacity S on the same contract batch.
 
 The loss is the mean squared error to a random target of the output's shape. Without `--morph-code` (or where MORPH's
-code cannot be imported) the script says so and times the package's models only."""
+code cannot be imported) the script says so and times the package's models only. `--smoke`: one window, one timed
+update per model, in seconds (MORPH's code timed only where `--morph-code` is given)."""
 import argparse, os, platform, random, statistics, sys, time
 from pathlib import Path
 import torch
@@ -77,6 +78,8 @@ def build(a, ViT3DRegression):
     return out
 
 
+SMOKE = dict(batch=1, reps=1, warmup=0)
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--morph-code', default=None, help="a checkout of github.com/lanl/MORPH (its src/ is imported; not in this repository)")
@@ -87,7 +90,9 @@ def main(argv=None):
     ap.add_argument('--reps', type=int, default=9, help='timed updates per model (median reported)')
     ap.add_argument('--warmup', type=int, default=2, help='untimed updates per model first')
     ap.add_argument('--threads', type=int, default=1)
+    ap.add_argument('--smoke', action='store_true', help=f'seconds: defaults {SMOKE}')
     a = ap.parse_args(argv)
+    if a.smoke: ap.set_defaults(**SMOKE); a = ap.parse_args(argv)
     a.grid = tuple(int(v) for v in a.grid.split(','))
     torch.set_num_threads(a.threads)
     ViT3DRegression, why = load_morph_code(a.morph_code)
