@@ -1,14 +1,18 @@
 """What a pretrained start does to MORPH's time to accuracy on the cylinder, one JSON line per step.
 
-    python benchmarks/pretrain_tta.py --pretrain-on controlled,foil --pretrain-seconds 600 --seconds 300 --threads 2
+    python benchmarks/pretrain_tta.py --pretrain-on controlled,foil --pretrain-seconds 600 --seconds 300 --threads 2 [--smoke]
 
 First MORPH (arch morph, capacity Ti) trains on the simulation windows of other twin systems and is saved as a MORPH
 checkpoint (`simreal_nb.face.bench.pretrain_morph`; an existing `--ckpt` is reused), then `bench_tta` trains on the
 cylinder's sim data from fresh weights and from that checkpoint (and any `--also` configurations), each for at most
-`--updates` updates or `--seconds` of training. Run on an otherwise idle machine; `load1` is recorded per row."""
-import argparse, json, os
+`--updates` updates or `--seconds` of training. Run on an otherwise idle machine; `load1` is recorded per row.
+`--smoke`: the `test` size, one pretraining system, a few updates on one thread, a checkpoint in a temporary folder,
+in seconds."""
+import argparse, json, os, tempfile
 from pathlib import Path
 from simreal_nb.face.bench import bench_tta, pretrain_morph, TTA_TARGETS
+
+SMOKE = dict(ckpt=None, pretrain_on='foil', pretrain_updates=2, size='test', updates=2, every=1, threads=1)
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -26,9 +30,11 @@ def main(argv=None):
     ap.add_argument('--also', default='', help='comma-separated TTA_CONFIGS names trained beside them (e.g. fno)')
     ap.add_argument('--threads', type=int, default=2)
     ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--smoke', action='store_true', help=f'seconds: defaults {SMOKE} (ckpt: in a temporary folder)')
     a = ap.parse_args(argv)
+    if a.smoke: ap.set_defaults(**SMOKE); a = ap.parse_args(argv)
     print(json.dumps(dict(load_before=os.getloadavg())), flush=True)
-    ck = Path(a.ckpt)
+    ck = Path(a.ckpt or Path(tempfile.mkdtemp(prefix='pretrain_tta_')) / f'morph-{a.capacity}-sim.pth')
     if not ck.exists():
         made = pretrain_morph(ck, systems=a.pretrain_on.split(','), size=a.size, capacity=a.capacity, updates=a.pretrain_updates,
                               seconds=a.pretrain_seconds, lr=a.lr, threads=a.threads, seed=a.seed)
