@@ -1,13 +1,14 @@
 """Where one default grid cell spends its time: process start-up, data, and the training step's parts, as JSON.
 
-    python benchmarks/bench_profile.py [--system cylinder] [--protocol joint] [--seed 0] [--out DIR]
+    python benchmarks/bench_profile.py [--system cylinder] [--protocol joint] [--seed 0] [--preset default] [--out DIR] [--smoke]
 
-Runs the cell exactly as `simreal run` does (`cell.run_cell`: default preset, one thread, checkpoints,
+Runs the cell exactly as `simreal run` does (`cell.run_cell`: `--preset`, default `default`, one thread, checkpoints,
 validation, convergence rule, final evaluation, cell file) in this process, with timers around its parts. Each
 second is counted once: validation, checkpoints and the final evaluation include the batches and model calls made
 inside them; 'data (training batches)', 'forward', 'backward' and 'optimiser' are those of the training updates;
 'trainer (rest)' is what is left of the training loop (logging, early stopping, bookkeeping). Prints one JSON
-object: seconds and shares per part, updates made, and the seconds per update."""
+object: seconds and shares per part, updates made, and the seconds per update. `--smoke`: the `test` preset's cell,
+in seconds."""
 import time
 T0 = time.perf_counter()
 import argparse, json, os, tempfile
@@ -45,15 +46,20 @@ def wrap(clock, owner, attr, name):
         with clock.part(name): return fn(*a, **kw)
     setattr(owner, attr, timed)
 
+SMOKE = dict(preset='test')
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--system', default='cylinder')
     ap.add_argument('--protocol', default='joint')
     ap.add_argument('--seed', type=int, default=0)
     ap.add_argument('--out', default=None, help='run directory (default: a temporary one)')
+    ap.add_argument('--preset', default='default', choices=list(PRESETS))
+    ap.add_argument('--smoke', action='store_true', help=f'seconds: defaults {SMOKE}')
     a = ap.parse_args(argv)
+    if a.smoke: ap.set_defaults(**SMOKE); a = ap.parse_args(argv)
     torch.set_num_threads(1)
-    cfg = PRESETS['default'].config
+    cfg = PRESETS[a.preset].config
     cell = Cell(a.system, 'S', a.protocol, a.seed, cfg.arch)
     run_dir = Path(a.out or tempfile.mkdtemp(prefix='bench_profile_'))
     clock = Clock()

@@ -12,7 +12,9 @@ of 3990 frames x 128 x 256 with u, v, p, 1.57 GB each; real ones of 3990 x 64 x 
 trajectories, reporting each process's peak resident memory (the bound: it must not grow with the trajectories), the
 wall time, and the output sizes; `--compare` also loads the whole scenario into memory with `load_realpdebench`.
 
-Run: python benchmarks/bench_realpdebench_memory.py [--frames 4000] [--keep]
+`--smoke`: the default measurement of the strided window on a trajectory of a few MB, in seconds (`--full` is not run).
+
+Run: python benchmarks/bench_realpdebench_memory.py [--frames 4000] [--keep] [--smoke]
      python benchmarks/bench_realpdebench_memory.py --full [--numerical 8] [--real 4] [--compare] [--dir DIR]
 """
 import argparse, json, multiprocessing, resource, shutil, tempfile, time, tracemalloc
@@ -20,8 +22,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-
-from simreal_nb.data.realpdebench import load_realpdebench
 
 
 def rss_peak_mb():
@@ -79,8 +79,14 @@ def write_arrow(root, T, H, W):
     return (folder / 'data-00000-of-00001.arrow').stat().st_size
 
 
+def windows(T):
+    "The windows measured, by name: (frames, sub_s) at the head, in the middle, and strided over the whole trajectory."
+    return dict(head=((0, min(50, T)), 1), middle=((T // 2, min(T, T // 2 + 200)), 1), strided=((0, T, 20), 2))
+
+
 def measure(root, layout, frames, sub_s):
     import pyarrow as pa
+    from simreal_nb.data.realpdebench import load_realpdebench  # here, not at the top: the writers' processes stay light
     load_realpdebench(root, 'cylinder', layout=layout, domains='exp', frames=(0, 1))  # warm-up: lazy imports not measured
     rss0, parts0 = rss_now_mb(), rss_parts_mb()
     tracemalloc.start(); tracemalloc.reset_peak()
@@ -174,7 +180,10 @@ def full(a):
         else: shutil.rmtree(root, ignore_errors=True)
 
 
-def main():
+SMOKE = dict(frames=400, size=32, windows='strided')
+
+
+def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--full', action='store_true', help='import a synthetic full-size scenario (see the module text)')
     ap.add_argument('--numerical', type=int, default=8, help='--full: numerical trajectories (1.57 GB each)')
@@ -185,7 +194,13 @@ def main():
     ap.add_argument('--frames', type=int, default=2000, help='frames of the synthetic trajectory (u, v of 2000 x 128 x 128: 262 MB)')
     ap.add_argument('--size', type=int, default=128, help='grid H = W')
     ap.add_argument('--keep', action='store_true', help='keep the temporary folder')
-    a = ap.parse_args()
+    ap.add_argument('--windows', default=','.join(windows(2)), help='comma-separated windows measured, of ' + ', '.join(windows(2)))
+    ap.add_argument('--smoke', action='store_true', help=f'seconds: defaults {SMOKE}')
+    a = ap.parse_args(argv)
+    if a.smoke: ap.set_defaults(**SMOKE); a = ap.parse_args(argv)
+    if a.smoke and a.full: ap.error('--smoke runs the default measurement at a small size; --full is not part of it')
+    if a.frames < 2 or a.size < 1: ap.error(f'--frames {a.frames}, --size {a.size}: expected frames >= 2 and size >= 1')
+    if unknown := set(a.windows.split(',')) - set(windows(2)): ap.error(f"--windows: unknown {sorted(unknown)}; expected some of {list(windows(2))}")
     if a.full: return full(a)
     T, H = a.frames, a.size
     tmp = Path(tempfile.mkdtemp(prefix='rpb_bench_'))
@@ -195,7 +210,7 @@ def main():
             root = tmp / layout
             size = in_fresh_process(writer, root, T, H, H)
             print(f"{layout}: wrote one real trajectory of {T} x {H} x {H} (u, v), file {size / 2 ** 20:.0f} MB")
-            for frames, sub_s in (((0, 50), 1), ((T // 2, T // 2 + 200), 1), ((0, T, 20), 2)):
+            for frames, sub_s in (w for name, w in windows(T).items() if name in a.windows.split(',')):
                 rows.append(in_fresh_process(measure, root, layout, frames, sub_s))
         print(f"{'layout':6} {'frames':>18} {'sub_s':>5} {'window MB':>9} {'tracemalloc peak MB':>19} "
               f"{'arrow alloc MB':>14} {'RSS peak growth MB':>18} {'anon MB':>7} {'mapped MB':>9} {'s':>6}")
