@@ -1,6 +1,7 @@
 """Are a run's scores inside a reference run's seed spread? One markdown table, a row per cell and score.
 
     python benchmarks/seed_spread.py RUN [--ref reports/default/scores.nc] [--metric rmse] [--field all]
+    python benchmarks/seed_spread.py --smoke
 
 RUN is a run folder (its results.nc) or a results file. For every learned cell of RUN (system, protocol, seed) and
 every test group and domain: its score, the reference run's seeds of the same system and protocol (min–max and
@@ -8,7 +9,8 @@ mean ± 95 % CI), the relative change from the reference's own run of the same s
 one), and `inside`: the score lies within the reference seeds' [min, max], or within 0.1 % of the same seed's score
 (a seed at the edge of the range, moved by rounding, is still that seed). The last columns compare the
 updates made under the convergence rule (`steps_done`) with the reference seeds'. A change that only alters float
-rounding (a new summation order) should land inside; one that changes the method need not."""
+rounding (a new summation order) should land inside; one that changes the method need not. `--smoke`: the reference's
+seed 0 of one system as RUN (every score inside), in seconds."""
 import argparse
 from pathlib import Path
 import numpy as np
@@ -64,11 +66,17 @@ def markdown(rows:list) -> str:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('run')
+    ap.add_argument('run', nargs='?', help='a run folder (its results.nc) or a results file')
     ap.add_argument('--ref', default=str(Path(__file__).resolve().parents[1] / 'reports' / 'default' / 'scores.nc'))
     ap.add_argument('--metric', default='rmse')
     ap.add_argument('--field', default='all')
+    ap.add_argument('--smoke', action='store_true', help="seconds: the reference's seed 0 of its first system as RUN")
     a = ap.parse_args(argv)
-    print(markdown(spread_rows(results_of(a.run), results_of(a.ref), a.metric, a.field)))
+    if bool(a.run) == a.smoke: ap.error('expected a RUN folder or results file, or --smoke (not both)')
+    for p in filter(None, (a.run, a.ref)):
+        if not Path(p).exists(): ap.error(f'{p}: no such folder or file; expected a run folder or a results file')
+    ref = results_of(a.ref)
+    run = ref.isel(system=[0]).sel(seed=[0]) if a.smoke else results_of(a.run)
+    print(markdown(spread_rows(run, ref, a.metric, a.field)))
 
 if __name__ == '__main__': main()
