@@ -28,6 +28,7 @@ _W = torch.tensor([4 / 9] + [1 / 9] * 4 + [1 / 36] * 4)
 _OPP = [0, 3, 4, 1, 2, 7, 8, 5, 6]
 _CX, _CY = _C[:, 0].float().view(1, 9, 1, 1), _C[:, 1].float().view(1, 9, 1, 1)
 _WV = _W.view(1, 9, 1, 1)
+_CL = _C.tolist()  # the lattice vectors as (cx, cy) pairs
 
 def _feq(rho, ux, uy):
     "D2Q9 equilibrium [B,9,H,W] from rho, ux, uy [B,H,W]."
@@ -54,6 +55,21 @@ def _boundary(solid):
     return solid & nb
 
 # %% ../../nbs/twins/04b_lbm.ipynb #58e94449
+def _shift_slices(s, n):
+    "(destination, source) slice pairs that shift an axis of `n` cells by `s` (periodic): out[dst] = a[src]."
+    if s == 0: return ((slice(None), slice(None)),)
+    if s > 0: return ((slice(s, None), slice(0, n - s)), (slice(0, s), slice(n - s, None)))
+    return ((slice(0, n + s), slice(-s, None)), (slice(n + s, None), slice(0, -s)))
+
+def _bounce_pairs(solid):
+    """Full-way bounce-back as flat (destination, source) positions in the populations [B,9,H,W]: solid cell x returns
+    in direction i what arrived at it, opp(i) from x + c_i."""
+    B, H, W = solid.shape
+    b, y, x = solid.nonzero(as_tuple=True)
+    dst = [((b * 9 + i) * H + y) * W + x for i in range(9)]
+    src = [((b * 9 + _OPP[i]) * H + (y + cy) % H) * W + (x + cx) % W for i, (cx, cy) in enumerate(_CL)]
+    return torch.cat(dst), torch.cat(src)
+
 class _LBM:
     """Batched D2Q9 BGK channel: bounce-back body (and walls), equilibrium velocity inlet (x=0), zero-gradient outlet,
     periodic y."""
@@ -65,15 +81,15 @@ class _LBM:
         self.dragf = None if drag is None else (1 - torch.as_tensor(tau * drag, dtype=torch.float32)).view(-1, 1, 1)
         self.inlet = (~solid[:, :, :1]).float()        # fluid cells of the inlet column [B,H,1]
         self.wall = None
-        # streaming and full-way bounce-back as one gather: fluid cell x pulls direction i from x - c_i; a solid
-        # cell returns what arrived: direction i pulls opp(i) from x + c_i
-        yy, xx = torch.meshgrid(torch.arange(H), torch.arange(W), indexing='ij')
-        idx = []
-        for i, (cx, cy) in enumerate(_C.tolist()):
-            pull = (i * H * W + ((yy - cy) % H) * W + (xx - cx) % W)
-            back = (_OPP[i] * H * W + ((yy + cy) % H) * W + (xx + cx) % W)
-            idx.append(torch.where(solid, back, pull).reshape(B, H * W))
-        self.idx = torch.cat(idx, 1)                    # [B, 9*H*W]
+        self._index()
+    def _index(self):
+        """Index tables of the members' cells: the bounce-back pairs (`_bounce_pairs`) and the flat positions, members
+        and values of the moving wall's nonzero entries."""
+        self.bounce = _bounce_pairs(self.solid[:, 0])
+        if self.wall is not None:
+            flat = self.wall.reshape(-1)
+            self.wall_at = flat.nonzero()[:, 0]
+            self.wall_member, self.wall_val = self.wall_at // self.wall[0].numel(), flat[self.wall_at]
     def set_rotation(self, xc, yc):
         "Moving-wall term of a cylinder rotating about (xc, yc) [B]: per unit angular velocity."
         B, _, H, W = self.solid.shape
@@ -83,40 +99,55 @@ class _LBM:
         bnd = (_boundary(s) & ~s.all(-1, keepdim=True)).float()   # the body's surface; channel walls stay still
         bx = -(yy - yc.view(-1, 1, 1)) * bnd; by = (xx - xc.view(-1, 1, 1)) * bnd
         self.wall = 6 * _WV * (_CX * bx[:, None] + _CY * by[:, None])
-    def macro(self, f):
-        rho = f.sum(1)
+        self._index()
+    def macro(self, f, rho=None):
+        "rho, ux, uy [B,H,W] of populations `f`; `rho`: f.sum(1) when the caller has it already."
+        if rho is None: rho = f.sum(1)
         ux = (f[:, 1] + f[:, 5] + f[:, 8] - f[:, 3] - f[:, 6] - f[:, 7]) / rho
         uy = (f[:, 2] + f[:, 5] + f[:, 6] - f[:, 4] - f[:, 7] - f[:, 8]) / rho
         return rho, ux, uy
-    def collide(self, f):
+    def collide(self, f, rho=None):
         """BGK relaxation, the equilibrium assembled pairwise (i, opp(i)); in place where a temporary is dead, each
-        operation in the order of om1 f_i + w rho om (1 + 3 cu + 4.5 cu cu - 1.5 |u|^2)."""
-        rho, ux, uy = self.macro(f)
+        operation in the order of om1 f_i + w rho om (1 + 3 cu + 4.5 cu cu - 1.5 |u|^2); `rho`: f.sum(1) if known."""
+        rho, ux, uy = self.macro(f, rho)
         if self.dragf is not None: ux, uy = ux * self.dragf, uy * self.dragf
         out = torch.empty_like(f)
         orho = self.om * rho
         base = torch.sub(1, (ux * ux).add_(uy * uy).mul_(1.5))            # 1 - 1.5 (ux^2 + uy^2)
         torch.mul(self.om1, f[:, 0], out=out[:, 0]).add_(((4 / 9) * orho).mul_(base))
+        scaled = {}                                                      # w orho and 3 w orho, once per weight
         for i, j, cu, w in ((1, 3, ux, 1 / 9), (2, 4, uy, 1 / 9), (5, 7, ux + uy, 1 / 36), (6, 8, uy - ux, 1 / 36)):
-            sym = (4.5 * cu).mul_(cu).add_(base).mul_(w * orho)           # (w orho) (base + 4.5 cu cu)
-            anti = ((3 * w) * orho).mul_(cu)
+            if w not in scaled: scaled[w] = (w * orho, (3 * w) * orho)
+            sym = (4.5 * cu).mul_(cu).add_(base).mul_(scaled[w][0])       # (w orho) (base + 4.5 cu cu)
+            anti = scaled[w][1] * cu
             torch.mul(self.om1, f[:, i], out=out[:, i]).add_(sym).add_(anti)
             torch.mul(self.om1, f[:, j], out=out[:, j]).add_(sym).sub_(anti)
         return out
     def take(self, rows):
         "The solver of members `rows` alone."
         lb, r = copy.copy(self), torch.as_tensor(rows)
-        for k in ('solid', 'om', 'om1', 'dragf', 'inlet', 'wall', 'idx'):
+        for k in ('solid', 'om', 'om1', 'dragf', 'inlet', 'wall'):
             if getattr(self, k) is not None: setattr(lb, k, getattr(self, k)[r])
+        lb._index()
         return lb
-    def stream(self, f):
-        "Collision, then streaming with bounce-back on the body: one gather, a permutation of the populations."
-        B, _, H, W = f.shape
-        return torch.gather(self.collide(f).view(B, -1), 1, self.idx).view(B, 9, H, W)
-    def step(self, f, uin, vin, rot=None):
-        "One step: `stream`, the moving wall, outlet and inlet; uin, vin [B, H]; rot [B] wall angular velocity or None."
-        f = self.stream(f)
-        if rot is not None: f = f + rot.view(-1, 1, 1, 1) * self.wall
+    def stream(self, f, rho=None):
+        """Collision, then streaming: every population shifted by its lattice vector (periodic), then full-way
+        bounce-back on the solid cells; a permutation of the populations."""
+        post, (H, W) = self.collide(f, rho), f.shape[-2:]
+        out = torch.empty_like(post)
+        for i, (cx, cy) in enumerate(_CL):
+            for dy, sy in _shift_slices(cy, H):
+                for dx, sx in _shift_slices(cx, W): out[:, i, dy, dx] = post[:, i, sy, sx]
+        dst, src = self.bounce
+        out.view(-1)[dst] = post.view(-1)[src]
+        return out
+    def step(self, f, uin, vin, rot=None, rho=None):
+        """One step: `stream`, the moving wall, outlet and inlet; uin, vin [B, H]; rot [B] wall angular velocity or
+        None; `rho`: f.sum(1) if the caller has it."""
+        f = self.stream(f, rho)
+        if rot is not None:  # f + rot wall, where the wall term is nonzero (elsewhere the sum is f itself)
+            flat = f.view(-1)
+            flat[self.wall_at] = flat[self.wall_at] + rot[self.wall_member] * self.wall_val
         f[:, :, :, -1] = f[:, :, :, -2]                                              # zero-gradient outlet
         f[:, :, :, :1] = _feq(f[:, :, :, 1:2].sum(1), uin[..., None], vin[..., None])  # inlet, density from x=1
         return f
@@ -251,6 +282,7 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
     first = torch.as_tensor(-h - int(c['spin_steps']) - np.concatenate([delay, delay]))   # each member's first step
     acc, blocks = torch.zeros(2 * B, ny, nx), []
     for t in range(int(first.min()), (T - 1) * fs + max(Wn - h, 1)):
+        rho = None                                          # the density f.sum(1), where the pressure needs it
         if t == -h and c['ic_eps']:
             # every trajectory's
             z = torch.randn((int(c['n_traj']), 9, ny, nx), generator=torch.Generator().manual_seed(seed))
@@ -261,7 +293,7 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
                 if not Wp: Ps.append(p)
                 if ctl: cmds.append(cmd_of(t))
             if Wp:
-                acc += f.sum(1)
+                rho = f.sum(1); acc += rho
                 if (t + h + 1) % fs == 0:                     # a block is complete
                     blocks.append(acc); acc = torch.zeros_like(acc)
                     if len(blocks) == Wp:
@@ -275,7 +307,7 @@ def _lbm_run(lb, f, c, seed, modes, inlet_open, delay, cmd_of=None, traj=None) -
             cmd = cmd_of(t)
             act_next = act + (c['gain'] * cmd - act) / lag  # first-order lag (explicit Euler, lag >> 1 step)
             rot = torch.cat([cmd, act_next]) * U / R
-        f_next = lb.step(f, uin, vin, rot)
+        f_next = lb.step(f, uin, vin, rot, rho)           # the collision takes the density summed above
         if t < int(first.max()):                            # members whose delay has not run out wait at their start
             on = t >= first
             f = torch.where(on.view(-1, 1, 1, 1), f_next, f)
