@@ -465,6 +465,11 @@ def fill_entry(system, seed, size, cache_dir, overrides, threads=1):
     load_twins(system, seed, size, cache_dir=cache_dir, threads=threads, **overrides)
     return [time.perf_counter() - t, time.process_time() - c]
 
+# glibc's allocator, left to its defaults, returns the solvers' large temporaries to the kernel after every step and
+# faults fresh pages in for the next: about 40 % of a generator's time went to the kernel. A worker keeps them (32 MiB
+# is glibc's largest mmap threshold); other C libraries ignore these, and a value already set is kept
+_WORKER_MALLOC = dict(MALLOC_MMAP_THRESHOLD_=str(32 << 20), MALLOC_TRIM_THRESHOLD_=str(256 << 20))
+
 def fill_cache(entries, size, cache_dir, overrides, workers, threads=1):
     """Run `fill_entry` for each (system, seed) of `entries` in fresh interpreter processes, `workers` at a time
     (`threads` torch threads each); dict entry -> seconds."""
@@ -482,7 +487,7 @@ def fill_cache(entries, size, cache_dir, overrides, workers, threads=1):
                 arg = json.dumps([*e_, size, root, overrides, int(threads)])
                 running[e_] = subprocess.Popen([sys.executable, '-c', code, arg],
                                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                               stderr=subprocess.PIPE, text=True)
+                                               stderr=subprocess.PIPE, text=True, env={**_WORKER_MALLOC, **os.environ})
             for e_, pr in list(running.items()):
                 if pr.poll() is None: continue
                 o, e = pr.communicate(); del running[e_]
