@@ -17,8 +17,8 @@ from .grid import GridConfig
 from .cell import cell_data, shares_pretrain
 
 # %% auto #0
-__all__ = ['TYPICAL_UPDATES', 'WORKER_GIB', 'cell_cost', 'cell_plan', 'machine_workers', 'cap_workers', 'estimate_cost',
-           'lanes_wall_s', 'describe_estimate']
+__all__ = ['TYPICAL_UPDATES', 'WORKER_GIB', 'cell_cost', 'cell_plan', 'machine_workers', 'cap_workers', 'worker_threads',
+           'estimate_cost', 'lanes_wall_s', 'describe_estimate']
 
 # %% ../../nbs/study/48_cost.ipynb #c023
 TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
@@ -80,6 +80,15 @@ def cap_workers(n:int, flag:str='--workers') -> tuple:
     if n <= cap: return n, None
     why = f"{cores} CPU core(s)" if cap == cores else f"{gib:.1f} GiB of memory available at {WORKER_GIB:g} GiB a worker"
     return cap, f"{flag} {n}: this machine holds {cap} worker(s) ({why}); running {cap}"
+
+def worker_threads(workers:int) -> int:
+    """Torch threads for each of `workers` processes: the cores shared out, at most `OMP_NUM_THREADS` where it is set
+    (two spinning threads in a process on cores that other work also uses slow it down many times over)."""
+    cores = machine_workers()[0]
+    cap = os.environ.get('OMP_NUM_THREADS', '')
+    n = max(1, cores // max(1, int(workers)))
+    return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
+
 
 # %% ../../nbs/study/48_cost.ipynb #c027
 def estimate_cost(cells:list, cfg:GridConfig, device:str='auto', probe_steps:int=3,

@@ -13,7 +13,7 @@ from ..training.protocols import ExposureControl
 from ..training.step import resolve_device
 from .grid import GridConfig, GridError
 from .cell import run_cell, shares_pretrain, sim_only_of
-from .cost import cell_cost, cell_plan
+from .cost import cell_cost, cell_plan, worker_threads
 from .rundir import cell_folder
 from ..core.progress import Bar, ProgressFile, PROGRESS_FILE, read_progress, reporting
 
@@ -165,7 +165,7 @@ def map_cells(cells:list, cfg:GridConfig, run_dir, device='auto', executor:Execu
             yield r
         bar.close()
         return
-    threads = max(1, (os.cpu_count() or 1) // n_workers) if n_workers else None
+    threads = worker_threads(n_workers) if n_workers else None
     for w in waves:  # a wave starts when the one before has finished
         futs = {executor.submit(run_cell_reporting, c, cfg, str(run_dir), device, threads, data_dir): c
                 for c in heaviest_first(w, cfg)}

@@ -17,7 +17,7 @@ from .runconfig import write_run_config
 from .rundir import (cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells,
                                      remove_stale_tmp, collect_results, resolve_init, model_settings)
 from .cell import imported_systems, resolve_exp_trajs, prepare_twins, check_start
-from .cost import estimate_cost, describe_estimate
+from .cost import estimate_cost, describe_estimate, worker_threads
 from ..core.progress import clock
 from .executors import check_device, local_pool, stop_pool, map_cells
 
@@ -121,7 +121,7 @@ def run_experiment(out='runs/default',  # run directory
         est = None
         if verbose and todo:
             est = estimate_cost(todo, config, device,
-                                threads=max(1, (os.cpu_count() or 1) // lanes) if lanes > 1 else None, data_dir=data,
+                                threads=worker_threads(lanes) if lanes > 1 else None, data_dir=data,
                                 lanes=lanes, waves=[heaviest_first(w, config) for w in exposure_waves(todo, config)])
             print(describe_estimate(est, config, lanes), flush=True)
         t0 = time.perf_counter()

@@ -17,7 +17,7 @@ from ..twins.systems import list_systems
 from .grid import GridConfig, GridError, Cell, PRESETS
 from .tuning import TUNE_GRID
 from .cell import prepare_twins
-from .cost import estimate_cost, describe_estimate
+from .cost import estimate_cost, describe_estimate, worker_threads
 from .executors import exposure_waves, heaviest_first
 from .experiment import run_experiment
 from .rundir import collect_results
@@ -124,7 +124,7 @@ def run_scarcity(out='runs/scarcity',   # run directory (cells/, results.nc, sca
     plan = [p for s in systems for p in scarcity_plan([s], counts[s], seeds, cfg, grid)]
     waves = [heaviest_first(w, cfg) for _, a, b in plan for w in exposure_waves(a, cfg) + [b]]
     est = estimate_cost([c for w in waves for c in w], cfg, device, lanes=workers, waves=waves,
-                        threads=max(1, (os.cpu_count() or 1) // workers) if workers > 1 else None)
+                        threads=worker_threads(workers) if workers > 1 else None)
     if verbose: print(f"scarcity study: {len(systems)} system(s), {len(seeds)} seeds, exp trajectories "
                       f"{[n or 'all' for n in exp_trajs]}\n" + describe_estimate(est, cfg, workers), flush=True)
     rec = dict(preset=preset, systems=systems, seeds=len(seeds), exp_trajs=[n or 'all' for n in exp_trajs],

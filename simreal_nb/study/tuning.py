@@ -18,6 +18,7 @@ from ..training.protocols import BASELINES, EXPOSURE_CONTROLS, QUANTITY_CONTROLS
 from ..twins.systems import list_systems
 from .cell import cell_data, train_cell, prepare_twins, _updates_made
 from .executors import local_pool, stop_pool
+from .cost import worker_threads
 
 # %% auto #0
 __all__ = ['TUNE_GRID', 'TUNE_RULE', 'tune_points', 'point_key', 'tune_point', 'choose', 'tune']
@@ -109,7 +110,7 @@ def tune(preset:str='default',  # the preset whose data, model and budget are tu
     prepare_twins([Cell(s, cap, 'joint', seed, cfg.arch) for s in systems], cfg, workers or os.cpu_count() or 1)
     jobs = [(s, *p) for s in systems for p in tune_points(families, grid)]
     n = max(1, min(int(workers or os.cpu_count() or 1), len(jobs)))
-    threads = max(1, (os.cpu_count() or 1) // n)
+    threads = worker_threads(n)
     t0 = time.perf_counter(); recs = []
     if n == 1: recs = [tune_point(*j, cfg, seed, out, cap, device, threads) for j in jobs]
     else:
