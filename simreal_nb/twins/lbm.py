@@ -70,6 +70,8 @@ def _bounce_pairs(solid):
     src = [((b * 9 + _OPP[i]) * H + (y + cy) % H) * W + (x + cx) % W for i, (cx, cy) in enumerate(_CL)]
     return torch.cat(dst), torch.cat(src)
 
+
+# %% ../../nbs/twins/04b_lbm.ipynb #c9c98eb3
 class _LBM:
     """Batched D2Q9 BGK channel: bounce-back body (and walls), equilibrium velocity inlet (x=0), zero-gradient outlet,
     periodic y."""
