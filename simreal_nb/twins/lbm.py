@@ -71,7 +71,7 @@ def _bounce_pairs(solid):
     return torch.cat(dst), torch.cat(src)
 
 
-# %% ../../nbs/twins/04b_lbm.ipynb #c9c98eb3
+# %% ../../nbs/twins/04b_lbm.ipynb #d5926f49
 class _LBM:
     """Batched D2Q9 BGK channel: bounce-back body (and walls), equilibrium velocity inlet (x=0), zero-gradient outlet,
     periodic y."""
