@@ -18,7 +18,8 @@ import torch
 from ..core.store import atomic_write, write_text
 from .flow import ADAInputError, kl_divergence, check_int
 from .fit import fit_ada, fit_ea, sliced_w1, holdout_stop
-from .adabench import RunConfig, start_run, finish_run, corrected, _preset, _check_seed, _save_npy, _np
+from .adabench import (RunConfig, start_run, finish_run, corrected, preset_config, valid_seed, save_npy,
+                                     as_numpy)
 
 # %% ../../nbs/ada/73_adamog.ipynb #c041
 _S = {'+': 1., '-': -1.}
@@ -80,14 +81,14 @@ def mog_observables():
 def energy_w2(x, ref, logpdf=None) -> float:
     "1-D Wasserstein-2 distance between energies E = -log ν of samples `x` and reference samples `ref`."
     logpdf = logpdf or (lambda a: mog_logpdf(a, 'target'))
-    ex, er = np.sort(-_np(logpdf(x)).astype(np.float64)), np.sort(-_np(logpdf(ref)).astype(np.float64))
+    ex, er = np.sort(-as_numpy(logpdf(x)).astype(np.float64)), np.sort(-as_numpy(logpdf(ref)).astype(np.float64))
     q = (np.arange(max(len(ex), len(er))) + 0.5) / max(len(ex), len(er))   # common quantile grid (equal n: exact)
     return float(np.sqrt(np.mean((np.quantile(ex, q) - np.quantile(er, q)) ** 2)))
 
 def occupancy(x, vertices=None) -> np.ndarray:
     "Fraction of samples whose nearest vertex is each of the 8 cube vertices."
-    v = _np(MOG_VERTICES if vertices is None else vertices)
-    idx = ((_np(x)[:, None, :] - v[None]) ** 2).sum(-1).argmin(1)
+    v = as_numpy(MOG_VERTICES if vertices is None else vertices)
+    idx = ((as_numpy(x)[:, None, :] - v[None]) ** 2).sum(-1).argmin(1)
     return np.bincount(idx, minlength=len(v)) / len(idx)
 
 def cluster_kl(x, ref, eps:float=1e-6) -> float:
@@ -98,7 +99,7 @@ def cluster_kl(x, ref, eps:float=1e-6) -> float:
 
 def kde2d(o, grid, bw:float=0.3) -> np.ndarray:
     "Gaussian KDE (fixed isotropic bandwidth `bw`) of 2-D samples `o` [n, 2] on a square grid (1-D coords)."
-    o = _np(o).astype(np.float64)
+    o = as_numpy(o).astype(np.float64)
     ky = np.exp(-0.5 * ((grid[:, None] - o[None, :, 0]) / bw) ** 2)   # [G, n]
     kx = np.exp(-0.5 * ((grid[:, None] - o[None, :, 1]) / bw) ** 2)
     return (ky @ kx.T) / (len(o) * 2 * math.pi * bw ** 2)             # [G, G]
@@ -106,14 +107,14 @@ def kde2d(o, grid, bw:float=0.3) -> np.ndarray:
 def kde_l1(x, ref, bw:float=0.3, lim:float=7., n_grid:int=141) -> float:
     "Mean over the three projections of the l1 residual ∫|p̂_x - p̂_ref| of their KDE densities on a fixed grid."
     grid = np.linspace(-lim, lim, n_grid); da = (grid[1] - grid[0]) ** 2
-    x, ref = _np(x), _np(ref)
+    x, ref = as_numpy(x), as_numpy(ref)
     return float(np.mean([np.abs(kde2d(x[:, list(ij)], grid, bw) - kde2d(ref[:, list(ij)], grid, bw)).sum() * da
                           for ij in MOG_PROJECTIONS.values()]))
 
 def energy_tail(x, ref, logpdf, q:float=0.999) -> dict:
     """Where Energy W2 comes from: the share of samples `x` beyond the reference samples' `q` energy quantile
     (stranded), and Energy W2 without every sample beyond it."""
-    x, ref = torch.as_tensor(_np(x)), torch.as_tensor(_np(ref))
+    x, ref = torch.as_tensor(as_numpy(x)), torch.as_tensor(as_numpy(ref))
     ex, er = -logpdf(x), -logpdf(ref)
     cut = float(torch.quantile(er, q)); far = ex > cut
     return dict(stranded=int(far.sum()) / len(far), energy_w2_kept=energy_w2(x[~far], ref[er <= cut], logpdf))
@@ -137,7 +138,7 @@ def mog_floor(n:int=2000, seed:int=0, draws:int=5, kind:str='target') -> dict:
 def pair_stats(x) -> dict:
     """Per antipodal pair P1..P4: weight (share of samples nearest its vertices), radius (RMS distance / √3) and the RMS
     offset along each axis."""
-    x = _np(x).astype(np.float64); v = _np(MOG_VERTICES).astype(np.float64)
+    x = as_numpy(x).astype(np.float64); v = as_numpy(MOG_VERTICES).astype(np.float64)
     d2 = ((x[:, None, :] - v[None]) ** 2).sum(-1)
     idx = d2.argmin(1); near = d2[np.arange(len(x)), idx]
     out = {}
@@ -242,7 +243,7 @@ def plot_projections(samples:dict, bins:int=60, lim:float=6.5, dpi:int=70):
     import matplotlib.pyplot as plt
     fig, axs = plt.subplots(len(samples), 3, figsize=(6.6, 2.2 * len(samples)), dpi=dpi, squeeze=False)
     for r, (name, x) in enumerate(samples.items()):
-        x = _np(x)
+        x = as_numpy(x)
         for c, (pn, (i, j)) in enumerate(MOG_PROJECTIONS.items()):
             ax = axs[r, c]
             ax.hist2d(x[:, i], x[:, j], bins=bins, range=[[-lim, lim]] * 2, cmap='magma')
@@ -505,7 +506,7 @@ def run_mog(out,                   # output folder (created if missing)
             metrics[m].update(converged=models[m].converged, stopped_at=models[m].stopped_at)
             # the holdout rule's returned step
             if models[m].best_at is not None: metrics[m]['best_at'] = models[m].best_at
-        _save_npy(os.path.join(out, f'samples_{m}.npy'), s)
+        save_npy(os.path.join(out, f'samples_{m}.npy'), s)
     timings['total'] = time.time() - t_start
     info.update(seed=seed, preset=preset, config=asdict(cfg), timings_s=timings, base_cached=base.from_cache,
                 history={m: models[m].history for m in models if m != 'base'},
@@ -531,7 +532,7 @@ def mog_beta_sweep(out, betas=(0.03, 0.1, 0.3, 1.0), seed:int=0, preset:str='def
                    **overrides) -> dict:
     """ADA on all three projections at each β (one seed, one cached base): Energy W2, Cluster KL, KL to base ->
     beta_sweep.json."""
-    cfg = _preset(MOG_PRESETS, preset, overrides, 'mog_beta_sweep'); seed = _check_seed(seed, 'mog_beta_sweep')
+    cfg = preset_config(MOG_PRESETS, preset, overrides, 'mog_beta_sweep'); seed = valid_seed(seed, 'mog_beta_sweep')
     S, ref, z, obs, exp, key = mog_setup(cfg, seed)
     base = cfg.base_flow(mog_sample('base', cfg.n_sim, S(1)), S(2), key, cache_dir)
     rows, floor = {}, mog_floor(cfg.n_eval, seed, kind=cfg.target)
