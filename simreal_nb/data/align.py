@@ -13,8 +13,8 @@ from ..core.schema import (FIELDS, FIELD_META, DIMS, DataContractError, validate
 
 
 # %% auto #0
-__all__ = ['example_pair', 'regrid', 'align_domains', 'Normalizer', 'split_trajs', 'published_windows', 'split_windows', 'spread',
-           'resample_time']
+__all__ = ['example_pair', 'same_coords', 'valid_of', 'regrid', 'align_domains', 'traj_param_names', 'Normalizer', 'split_trajs',
+           'published_starts', 'published_windows', 'split_windows', 'spread', 'resample_time']
 
 # %% ../../nbs/data/15_align.ipynb #c006
 def example_pair(n_traj: int = 5,  # trajectories per domain
@@ -57,10 +57,11 @@ def example_pair(n_traj: int = 5,  # trajectories per domain
     return validate(sim, 'sim'), validate(exp, 'exp')
 
 # %% ../../nbs/data/15_align.ipynb #c009
-def _is_same(a, b):
+def same_coords(a, b):
+    "Whether coordinate values `a` and `b` are the same: equal lengths, equal values (to 1e-12)."
     return len(a) == len(b) and np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=0, atol=1e-12)
 
-def _valid_of(ds):
+def valid_of(ds):
     "Where `ds` is usable: its `valid` (if any) and every field finite."
     ok = np.ones([ds.sizes[d] for d in DIMS], bool)
     if 'valid' in ds: ok &= ds['valid'].transpose(*DIMS).values.astype(bool)
@@ -109,8 +110,8 @@ def _interp_weighted(ds, min_weight=0.5, **coords):
         raise ValueError(f"`min_weight`={min_weight!r}; expected the share of valid interpolation weight a kept point "
                          "needs, in (0, 1]")
     for k in coords: check_coord(ds, k)  # the source axes: finite and strictly increasing, else the weights are wrong
-    coords = {k: np.asarray(v, float) for k, v in coords.items() if not _is_same(v, ds[k].values)}
-    valid = _valid_of(ds)
+    coords = {k: np.asarray(v, float) for k, v in coords.items() if not same_coords(v, ds[k].values)}
+    valid = valid_of(ds)
     fields = fields_of(ds)
     if not coords:
         out = ds.copy()
@@ -199,7 +200,7 @@ def align_domains(sim: xr.Dataset,  # simulation dataset (domain 'sim')
     return tuple(out)
 
 # %% ../../nbs/data/15_align.ipynb #c019
-def _param_names(ds):
+def traj_param_names(ds):
     "Numeric per-trajectory parameters: 1-D coords on 'traj' other than 'traj'."
     return tuple(str(c) for c, v in ds.coords.items() if c != 'traj' and v.dims == ('traj',)
                  and np.issubdtype(v.dtype, np.number))
@@ -235,9 +236,9 @@ class Normalizer:
             refuse_never_train(d, f'Normalizer.fit(`{name}`)')
         stats = {}
         for src in ([fallback] if fallback is not None else []) + [ds]:
-            valid = _valid_of(src).values
+            valid = valid_of(src).values
             for f in fields_of(src): stats[f] = _stats(src[f].transpose(*DIMS).values[valid])
-            for c in _param_names(src): stats[c] = _stats(src[c].values)
+            for c in traj_param_names(src): stats[c] = _stats(src[c].values)
             for c in input_names(src): stats[c] = _stats(src[c].values)
         return cls(stats)
 
@@ -381,7 +382,7 @@ def _split_by_group(ds, g, fracs, seed):
                       f"and the two range ends in train): all of them train and the {ds.attrs.get('domain', '?')} "
                       f"domain has no validation (no early stopping on it)", stacklevel=3)
         n_val = 0
-    params = [p for p in _param_names(ds) if np.ptp(ds[p].values[rem]) > 0]
+    params = [p for p in traj_param_names(ds) if np.ptp(ds[p].values[rem]) > 0]
     key = ds[params[0]].values[rem] if params else ds['traj'].values[rem]
     order = rem[np.lexsort((ds['traj'].values[rem], key))]
     ends = {order[0], order[-1]}
@@ -405,7 +406,7 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
     if g is not None: return _split_by_group(ds, g, tuple(fracs) if np.iterable(fracs) else fracs, seed)
     n = ds.sizes['traj']
     n_train, n_val, n_test = _split_counts(n, tuple(fracs) if np.iterable(fracs) else fracs)
-    params = _param_names(ds)
+    params = traj_param_names(ds)
     key = ds[params[0]].values if params else ds['traj'].values
     order = np.lexsort((ds['traj'].values, key))  # sort by parameter, ties by traj id
     val_pos, test_pos = _split_positions(n, n_val, n_test, seed)
@@ -415,7 +416,7 @@ def split_trajs(ds: xr.Dataset,  # a contract dataset (any domain)
     return _parts(ds, idx)
 
 # %% ../../nbs/data/15_align.ipynb #f411bf24
-def _published_starts(ds, L:int) -> list:
+def published_starts(ds, L:int) -> list:
     """(trajectory index, start frame) of each window `window_split` marks for the split `ds.attrs['split']`; refused
     when L frames pass the published windows' span."""
     split = ds.attrs.get('split')

@@ -12,9 +12,8 @@ import torch
 from ..core.schema import (FIELDS, DIMS, validate, fields_of, input_names,
                                     refuse_never_train, GROUPS, TEST_GROUPS,
                                drop_window_fields, match_units)
-from .align import (Normalizer, _param_names, _published_starts, _valid_of, _is_same, regrid,
-                                   resample_time, align_domains,
-                              published_windows, split_trajs, split_windows)
+from .align import (Normalizer, traj_param_names, published_starts, valid_of, same_coords, regrid,
+                                   resample_time, align_domains, published_windows, split_trajs, split_windows)
 
 
 # %% auto #0
@@ -56,7 +55,7 @@ class WindowDataset(torch.utils.data.Dataset):
         nt = ds.sizes['time']
         self.cond_names = self._cond_names(ds, cond)
         # one tensor, built once
-        valid = _valid_of(ds).values
+        valid = valid_of(ds).values
         T, N, (H, W) = nt, ds.sizes['traj'], (ds.sizes['y'], ds.sizes['x'])
         data = np.zeros((N, T, len(fields), H, W), np.float32)
         for c, f in enumerate(fields):
@@ -68,14 +67,14 @@ class WindowDataset(torch.utils.data.Dataset):
         self.cond_all = self._cond_tensor(ds, normalizer)  # [N, T, K_param + K_input] per frame
         self.n_params = len([c for c in self.cond_names if c not in input_names(ds)])
         L, self.windows = self.n_in + self.n_out, windows
-        if windows == 'published': pairs = _published_starts(ds, L)
+        if windows == 'published': pairs = published_starts(ds, L)
         else: pairs = [(i, t) for i in range(N) for t in np.arange(0, max(nt - L + 1, 0), self.stride)]
         self.index = torch.tensor(pairs, dtype=torch.long).reshape(-1, 2)
         self.grid = (H, W)
 
     @staticmethod
     def _cond_names(ds, cond):
-        params, inputs = _param_names(ds), input_names(ds)
+        params, inputs = traj_param_names(ds), input_names(ds)
         if cond is None: return params + inputs
         cond = tuple([cond] if isinstance(cond, str) else cond)
         missing = [c for c in cond if c not in params and c not in inputs]
@@ -159,7 +158,7 @@ class DomainData:
         ref = self.exp_ds[split]
         t = exp_truth.sel(traj=ids)
         if 'group' in ref.coords and 'group' not in t.coords: t = t.assign_coords(group=('traj', ref['group'].values))
-        if not _is_same(t.time.values, ref.time.values): t = resample_time(t, times=ref.time.values)
+        if not same_coords(t.time.values, ref.time.values): t = resample_time(t, times=ref.time.values)
         a = regrid(t, *self.grid_coords)
         if self.exp[split].windows == 'published':  # the truth's windows are the exp split's
             a = a.assign_coords(window_split=(('traj', 'time'), ref['window_split'].transpose('traj', 'time').values))
@@ -279,7 +278,7 @@ def group_distances(dd: DomainData) -> xr.DataArray:
     names, logs = [], []
     if test is not None and train:
         log = {p for ds in [test, *train] for p in str(ds.attrs.get('log_params', '')).split()}
-        common = [p for p in _param_names(test) if all(p in ds.coords and ds[p].dims == ('traj',) for ds in train)]
+        common = [p for p in traj_param_names(test) if all(p in ds.coords and ds[p].dims == ('traj',) for ds in train)]
         Ptr, Pte = [], []
         for p in common:
             a, b = np.concatenate([ds[p].values for ds in train]).astype(np.float64), test[p].values.astype(np.float64)
