@@ -15,9 +15,10 @@ from ..core.store import write_set
 from ..core.errors import InputError
 
 # %% auto #0
-__all__ = ['SIM_READERS', 'SimFormatError', 'si_unit', 'parse_fields', 'SimFrames', 'read_meshio', 'read_openfoam', 'read_netcdf',
-           'read_npz', 'sim_format', 'interp_matrix', 'tensor_axes', 'target_grid', 'on_grid', 'parse_units',
-           'read_sim_frames', 'sim_dataset', 'read_sim', 'import_sim', 'write_example_openfoam']
+__all__ = ['SIM_READERS', 'SimFormatError', 'si_unit', 'parse_fields', 'SimFrames', 'import_meshio', 'read_meshio',
+           'read_openfoam', 'read_netcdf', 'read_npz', 'sim_format', 'interp_matrix', 'tensor_axes', 'target_grid',
+           'on_grid', 'parse_units', 'read_sim_frames', 'sim_dataset', 'read_sim', 'import_sim',
+           'write_example_openfoam']
 
 # %% ../../nbs/data/18_cfd.ipynb #c007
 class SimFormatError(InputError):
@@ -122,7 +123,8 @@ def _triangles(cells) -> np.ndarray | None:
     return np.concatenate(out).astype(np.int64) if out else None
 
 # %% ../../nbs/data/18_cfd.ipynb #c018
-def _meshio():
+def import_meshio():
+    "The `meshio` module; an `ImportError` saying how to install it when it is missing."
     try: import meshio
     except ImportError: raise ImportError("reading VTK, VTU or XDMF files needs the `meshio` package: "
                                           "pip install meshio") from None
@@ -156,7 +158,7 @@ def _pvd(path) -> list:
 
 def read_meshio(paths, names, where=None) -> SimFrames:
     "Frames of VTK/VTU/XDMF files (meshio): a `.pvd` collection, an XDMF time series, or one file per frame."
-    meshio = _meshio()
+    meshio = import_meshio()
     rows = []  # (time or None, mesh, file)
     for p in map(Path, paths):
         if p.suffix.lower() == '.pvd':

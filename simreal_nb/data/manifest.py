@@ -327,8 +327,8 @@ def write_pair(path, out_dir, min_coverage:float|None=None, log=print) -> dict:
 # %% ../../nbs/data/19_manifest.ipynb #c022
 def _write_vtu_series(folder:Path, sim:xr.Dataset, k:int):
     "Trajectory `k` of a 'sim' dataset as a VTU per frame (shuffled points, no triangle on an invalid node) and a .pvd."
-    from simreal_nb.data.cfd import _meshio
-    meshio = _meshio()
+    from simreal_nb.data.cfd import import_meshio
+    meshio = import_meshio()
     folder.mkdir(parents=True, exist_ok=True)
     ny, nx = sim.sizes['y'], sim.sizes['x']
     X, Y = np.meshgrid(sim.x.values, sim.y.values)

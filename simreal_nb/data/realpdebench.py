@@ -14,8 +14,8 @@ from ..core.schema import FIELDS, DIMS, FIELD_META, SCALE_PREFIX, GROUPS, valida
 from ..core.store import BlockWriter, folder_lock, commit_set, check_size
 from ..core.metrics import probe_points, probes_outside
 from .realpdebench_files import (SCENARIOS, SOURCE_TYPES, PROBES, GENERATOR, RealPDEBenchError,
-                                                parse_sim_id, _err, _groups,
-                                           _layout_folder, _source, _trajs, _windows)
+                                                parse_sim_id, error_at, sim_groups, layout_folder, scenario_source,
+                                                read_trajs, window_index)
 
 # %% auto #0
 __all__ = ['ScaleSums', 'rms_scales', 'load_realpdebench', 'import_realpdebench']
@@ -45,13 +45,13 @@ def _axes(where, tr, H, W):
     if const(x, 0) and const(y, 1): x1, y1, swap = x[0, :], y[:, 0], False
     elif const(x, 1) and const(y, 0): x1, y1, swap = x[:, 0], y[0, :], True  # stored as (T, x, y)
     else:
-        raise _err(where,
-                   "x/y are not a rectilinear grid (x varies along both axes); pass grid='index' to use pixel indices")
+        raise error_at(where, "x/y are not a rectilinear grid (x varies along both axes); pass grid='index' to use "
+                              "pixel indices")
     flips = []
     for name, a in (('y', y1), ('x', x1)):
         d = np.diff(a)
         if len(a) > 1 and not ((d > 0).all() or (d < 0).all()):
-            raise _err(where, f"grid {name!r} is not strictly monotonic; expected a regular measurement grid")
+            raise error_at(where, f"grid {name!r} is not strictly monotonic; expected a regular measurement grid")
         flips.append(len(a) > 1 and d[0] < 0)
     return x1, y1, swap, flips[0], flips[1]  # x1, y1 in stored order
 
@@ -172,9 +172,9 @@ BLOCK_FRAMES = 64  # frames of one trajectory read, written and summed for the s
 def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups, fields, param_names, dt, grid,
                  clock='file', horizon=None) -> _Plan:
     "What loading one domain reads, every file and argument checked, before any field is read."
-    where = str(_layout_folder(sdir, dtype, lay))
-    groups_of, windows = _groups(sdir, dtype), _windows(sdir, dtype)
-    trajs = _select(_trajs(sdir, dtype, lay), scenario, groups_of, sim_ids, groups, where)
+    where = str(layout_folder(sdir, dtype, lay))
+    groups_of, windows = sim_groups(sdir, dtype), window_index(sdir, dtype)
+    trajs = _select(read_trajs(sdir, dtype, lay), scenario, groups_of, sim_ids, groups, where)
     params = [parse_sim_id(scenario, t.sim_id, param_names) for t in trajs]
     order = sorted(range(len(trajs)), key=lambda i: (tuple(params[i].values()), trajs[i].sim_id))
     trajs, params = [trajs[i] for i in order], [params[i] for i in order]
@@ -182,8 +182,8 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
     T0, H, W = first.shape
     for t in trajs:
         if t.shape[1:] != (H, W):
-            raise _err(t.where, f"fields are {t.shape[1:]} per frame; expected {(H, W)} like {first.sim_id!r} "
-                                f"(load trajectories of one grid together, e.g. with sim_ids=)")
+            raise error_at(t.where, f"fields are {t.shape[1:]} per frame; expected {(H, W)} like {first.sim_id!r} "
+                                    f"(load trajectories of one grid together, e.g. with sim_ids=)")
     shortest = min(trajs, key=lambda t: t.shape[0])
     tsl = _frames(frames, shortest.shape[0], shortest.where)
     fields = _domain_fields(dom, trajs, fields, where)
@@ -196,8 +196,9 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
         for t in trajs[1:]:
             a = _axes(t.where, t, H, W)
             if a is not None and not (_close(a[0], x1) and _close(a[1], y1) and a[2:] == (swap, fy, fx)):
-                raise _err(t.where, f"its x/y grid differs from that of {first.where}; expected one grid per domain "
-                                    f"(load them separately with sim_ids=, or pass grid='index' (CLI: --grid index))")
+                raise error_at(t.where, f"its x/y grid differs from that of {first.where}; expected one grid per "
+                                        "domain (load them separately with sim_ids=, or pass grid='index' (CLI: "
+                                        "--grid index))")
     probes = _probe_coords(scenario, x1, y1) if dom == 'exp' and ax is not None and not swap else {}
     x1, y1 = x1[::sub_s], y1[::sub_s]
     if fx: x1 = x1[::-1]
@@ -209,19 +210,19 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
         for t in (trajs if clock == 'file' else trajs[:1]):
             bad = np.flatnonzero(~np.isfinite(t.t[idx])) if t.t is not None else []
             if len(bad):
-                raise _err(t.where, f"its time array holds {t.t[idx][bad[0]]} at frame {int(idx[bad[0]])}; expected "
-                                    "finite times" + ('' if t is first else " (or pass clock='index' (CLI: --clock "
-                                                                           "index) to use the first one's)"))
+                raise error_at(t.where, f"its time array holds {t.t[idx][bad[0]]} at frame {int(idx[bad[0]])}; "
+                                        "expected finite times" + ('' if t is first else " (or pass clock='index' (CLI: --clock "
+                                                                               "index) to use the first one's)"))
         time = first.t[idx] - first.t[idx[0]]
         step = float(np.median(np.diff(time))) if len(time) > 1 else 1.0
         gaps = {t.sim_id: float(np.abs(t.t[idx] - t.t[idx[0]] - time).max()) for t in trajs[1:]
                 if t.t is not None and not np.allclose(t.t[idx] - t.t[idx[0]], time, rtol=0, atol=1e-3 * abs(step))}
         if gaps and clock == 'file':
             s, g = next(iter(gaps.items()))
-            raise _err(next(t.where for t in trajs if t.sim_id == s),
-                       f"its time array differs from that of {first.where} by up to "
-                       f"{g:.3g} s; expected one frame clock per domain (or pass clock='index' (CLI: --clock index) to "
-                       "use the first one's)")
+            raise error_at(next(t.where for t in trajs if t.sim_id == s),
+                           f"its time array differs from that of {first.where} by up to "
+                           f"{g:.3g} s; expected one frame clock per domain (or pass clock='index' (CLI: --clock "
+                           "index) to use the first one's)")
         _differences(first.sim_id, {s: f"|dt| up to {g:.3g} s" for s, g in gaps.items()}, 'frame clock', where)
         time_note = "seconds from the first loaded frame, from the files' 't' arrays" + (
             f" (of {first.sim_id!r}: clock='index' for {len(gaps)} trajectories whose clocks differ)" if gaps else '')
@@ -230,7 +231,7 @@ def _plan_domain(sdir, scenario, dom, dtype, lay, frames, sub_s, sim_ids, groups
         time_note = (f"frame number x dt = {dt} s (the files carry no time array)" if dt
                      else "frame number (the files carry no time array; pass dt=)")
     if len(time) > 1 and not (np.diff(time) > 0).all():
-        raise _err(first.where, "its time array is not strictly increasing over the loaded frames")
+        raise error_at(first.where, "its time array is not strictly increasing over the loaded frames")
     N, nt, ny, nx = len(trajs), len(idx), len(y1), len(x1)
     wcode, dropped = np.zeros((N, nt), np.int8), 0
     # frames a published window reads from its start
@@ -282,9 +283,9 @@ def _blocks(plan:_Plan):
             for f in plan.fields:
                 a = _orient(t.reader(f, tsl, plan.step), *plan.orient)
                 if a.shape != (j1 - j0, ny, nx):
-                    raise _err(t.where,
-                            f"frames {tsl.start}:{tsl.stop} of {f!r} have shape {a.shape}; expected "
-                            f"{(j1 - j0, ny, nx)}")
+                    raise error_at(t.where,
+                                f"frames {tsl.start}:{tsl.stop} of {f!r} have shape {a.shape}; expected "
+                                f"{(j1 - j0, ny, nx)}")
                 block[f] = a
             ok = np.logical_and.reduce([np.isfinite(a) for a in block.values()])
             if not ok.all():
@@ -385,7 +386,7 @@ def _plans(path, scenario, layout='auto', domains=None, frames=None, sub_s=1, si
     if clock not in ('file', 'index'): raise RealPDEBenchError(f"clock={clock!r}; expected 'file' or 'index'")
     for d in SOURCE_TYPES.values():  # every step checked before any file is read
         if sub_s != 'upstream': _domain_step(sub_s, scenario, d, 'hdf5')
-    sdir, src = _source(path, scenario, layout, domains)
+    sdir, src = scenario_source(path, scenario, layout, domains)
     steps = {dom: _domain_step(sub_s, scenario, dom, lay) for dom, (dtype, lay) in src.items()}
     plans = {dom: _plan_domain(sdir, scenario, dom, dtype, lay, frames, steps[dom], sim_ids, groups, fields,
                                param_names, dt, grid, clock, horizon)

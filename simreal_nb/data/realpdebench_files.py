@@ -12,7 +12,8 @@ from ..core.schema import FIELDS, GROUPS, WINDOW_SPLITS
 from ..core.errors import InputError
 
 # %% auto #0
-__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'PROBES', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'scan_realpdebench',
+__all__ = ['SCENARIOS', 'SOURCE_TYPES', 'PROBES', 'GENERATOR', 'RealPDEBenchError', 'parse_sim_id', 'error_at', 'sim_groups',
+           'window_index', 'layout_folder', 'scenario_source', 'read_trajs', 'scan_realpdebench',
            'write_example_realpdebench']
 
 # %% ../../nbs/data/16a_realpdebench_files.ipynb #r007
@@ -97,20 +98,22 @@ class _Traj:
     t: np.ndarray | None  # (T,) times, None when absent
     reader: object  # reader(field, tsl, step) -> float32 array (t, h, w) of only that window
 
-def _err(where, msg): return RealPDEBenchError(f"{where}: {msg}")
+def error_at(where, msg):
+    "A `RealPDEBenchError` whose message names `where` (a file, a row of it) before `msg`."
+    return RealPDEBenchError(f"{where}: {msg}")
 
 def _check_grid_shape(where, name, a, H, W):
     if a is None: return None
     a = np.asarray(a, np.float64)
     if a.ndim == 3: a = a[0]
     if a.shape not in ((H, W), (W if name == 'x' else H,)):
-        raise _err(where, f"grid {name!r} has shape {a.shape}; expected ({H}, {W}) like the fields")
+        raise error_at(where, f"grid {name!r} has shape {a.shape}; expected ({H}, {W}) like the fields")
     return a
 
 def _check_t(where, t, T):
     if t is None: return None
     t = np.asarray(t, np.float64).reshape(-1)
-    if t.shape != (T,): raise _err(where, f"time array 't' has shape {t.shape}; expected ({T},) like the fields")
+    if t.shape != (T,): raise error_at(where, f"time array 't' has shape {t.shape}; expected ({T},) like the fields")
     return t
 
 # %% ../../nbs/data/16a_realpdebench_files.ipynb #r016
@@ -118,8 +121,8 @@ def _h5_open(path):
     import h5py
     try: return h5py.File(path, 'r')
     except OSError as e:
-        raise _err(path, f"cannot open as HDF5 ({e}); the file may be truncated or not HDF5 -- "
-                         "download it again") from None
+        raise error_at(path, f"cannot open as HDF5 ({e}); the file may be truncated or not HDF5 -- "
+                             "download it again") from None
 
 def _h5_array(where, d, name, expected:str):
     """`d` (an HDF5 object, or None) checked to be a dataset of real numbers: a group, strings, complex or compound data
@@ -127,12 +130,12 @@ def _h5_array(where, d, name, expected:str):
     import h5py
     if d is None: return None
     if not isinstance(d, h5py.Dataset):
-        raise _err(where, f"{name} is an HDF5 {type(d).__name__.lower()}, not a dataset; expected {expected}")
+        raise error_at(where, f"{name} is an HDF5 {type(d).__name__.lower()}, not a dataset; expected {expected}")
     if d.dtype.kind not in 'fiu':
         kind = {'c': 'complex numbers', 'S': 'strings', 'U': 'strings', 'O': 'strings or objects',
                 'V': 'compound records', 'b': 'booleans'}
-        raise _err(where,
-                f"{name} holds {kind.get(d.dtype.kind, d.dtype.name)} ({d.dtype}); expected {expected} of real numbers")
+        raise error_at(where, f"{name} holds {kind.get(d.dtype.kind, d.dtype.name)} ({d.dtype}); expected {expected} "
+                              "of real numbers")
     return d
 
 def _h5_traj(path: Path) -> _Traj:
@@ -142,19 +145,20 @@ def _h5_traj(path: Path) -> _Traj:
     with _h5_open(path) as f:
         g = f.get('measured_data')
         if g is None or not hasattr(g, 'keys'):
-            raise _err(where,
-                       f"no group 'measured_data' (top level has {sorted(f.keys())}); expected measured_data/u, v[, p]")
+            raise error_at(where, f"no group 'measured_data' (top level has {sorted(f.keys())}); expected "
+                                  "measured_data/u, v[, p]")
         miss = [k for k in ('u', 'v') if k not in g]
         if miss:
-            raise _err(where, f"measured_data lacks {miss} (has {sorted(g.keys())}); expected measured_data/u, v[, p]")
+            raise error_at(where, f"measured_data lacks {miss} (has {sorted(g.keys())}); expected "
+                                  "measured_data/u, v[, p]")
         fields = tuple(k for k in FIELDS if k in g)
         for k in fields: _h5_array(where, g[k], f'measured_data/{k}', 'frames (T, H, W)')
         shape = g['u'].shape
         if len(shape) != 3 or min(shape) < 1:
-            raise _err(where, f"measured_data/u has shape {shape}; expected (T, H, W), each >= 1")
+            raise error_at(where, f"measured_data/u has shape {shape}; expected (T, H, W), each >= 1")
         for k in fields:
             if g[k].shape != shape:
-                raise _err(where, f"measured_data/{k} has shape {g[k].shape}; expected {shape} like u")
+                raise error_at(where, f"measured_data/{k} has shape {g[k].shape}; expected {shape} like u")
         T, H, W = shape
         try:
             grid = {}
@@ -163,22 +167,22 @@ def _h5_traj(path: Path) -> _Traj:
                 if d is not None and not (d.shape[-2:] == (H, W) and d.ndim in (2, 3)
                                           or d.shape in ((W if k == 'x' else H,),)):
                     # checked before it is read
-                    raise _err(where, f"grid {k!r} has shape {d.shape}; expected ({H}, {W}) like the fields")
+                    raise error_at(where, f"grid {k!r} has shape {d.shape}; expected ({H}, {W}) like the fields")
                 grid[k] = None if d is None else (d[0] if d.ndim == 3 else d[()])
             dt_ = _h5_array(where, f['t'] if 't' in f else (g['t'] if 't' in g else None), 't', f'frame times ({T},)')
             if dt_ is not None and dt_.size != T:
-                raise _err(where, f"time array 't' has shape {dt_.shape}; expected ({T},) like the fields")
+                raise error_at(where, f"time array 't' has shape {dt_.shape}; expected ({T},) like the fields")
             t = None if dt_ is None else dt_[()]
         except OSError as e:
-            raise _err(where, f"cannot read the grid/time arrays ({e}); the file may be truncated") from None
+            raise error_at(where, f"cannot read the grid/time arrays ({e}); the file may be truncated") from None
     x, y = (_check_grid_shape(where, k, grid[k], H, W) for k in ('x', 'y'))
 
     def reader(field, tsl, step):
         with _h5_open(path) as f:
             try: return np.asarray(f['measured_data'][field][tsl, ::step, ::step], dtype=np.float32)
             except OSError as e:
-                raise _err(where, f"cannot read measured_data/{field} frames {tsl.start}:{tsl.stop} ({e}); the file "
-                                  f"may be truncated -- download it again") from None
+                raise error_at(where, f"cannot read measured_data/{field} frames {tsl.start}:{tsl.stop} ({e}); "
+                                      f"the file may be truncated -- download it again") from None
     return _Traj(path.name, where, shape, fields, x, y, _check_t(where, t, T), reader)
 
 def _h5_trajs(folder: Path) -> list:
@@ -203,10 +207,10 @@ def _arrow_shards(folder: Path) -> list:
     if st.exists():
         try: names = [d['filename'] for d in json.loads(st.read_text())['_data_files']]
         except (ValueError, KeyError, TypeError) as e:
-            raise _err(st, f"not a Hugging Face state.json ({type(e).__name__}: {e}); expected '_data_files' with "
-                           "file names") from None
+            raise error_at(st, f"not a Hugging Face state.json ({type(e).__name__}: {e}); expected '_data_files' with "
+                               "file names") from None
         miss = [n for n in names if not (folder / n).exists()]
-        if miss: raise _err(st, f"lists shards {miss} that are missing; download them again")
+        if miss: raise error_at(st, f"lists shards {miss} that are missing; download them again")
         return [folder / n for n in names]
     files = sorted(folder.glob('*.arrow'))
     if not files: raise RealPDEBenchError(f"{str(folder)!r}: no *.arrow shards")
@@ -222,8 +226,8 @@ def _arrow_batches(pa, path):
             r = pa.ipc.open_file(mm)
             return [r.get_batch(i) for i in range(r.num_record_batches)]
         except pa.ArrowInvalid:
-            raise _err(path, f"not a readable Arrow shard ({e1}); the file may be truncated -- "
-                             "download it again") from None
+            raise error_at(path, f"not a readable Arrow shard ({e1}); the file may be truncated -- "
+                                 "download it again") from None
 
 def _arrow_value(col, i):
     "Scalar `i` of a small column (ids, shapes), None when null."
@@ -242,13 +246,14 @@ def _arrow_array(where, col, i, dtype, shape, name):
     "A zero-copy numpy view of one binary cell, checked against `shape`."
     if col is None: return None
     if str(col.type) not in ('binary', 'large_binary'):
-        raise _err(where, f"column {name!r} has type {col.type}; expected binary (raw {np.dtype(dtype).name} bytes)")
+        raise error_at(where, f"column {name!r} has type {col.type}; expected binary (raw {np.dtype(dtype).name} "
+                              "bytes)")
     buf = _arrow_bytes(col, i)
     if buf is None: return None
     n = int(np.prod(shape)) * np.dtype(dtype).itemsize
     if buf.size != n:
-        raise _err(where,
-                   f"column {name!r} holds {buf.size} bytes; expected {n} for shape {shape} of {np.dtype(dtype).name}")
+        raise error_at(where, f"column {name!r} holds {buf.size} bytes; expected {n} for shape {shape} of "
+                              f"{np.dtype(dtype).name}")
     return np.frombuffer(buf, dtype=dtype).reshape(shape)
 
 def _arrow_trajs(folder: Path) -> list:
@@ -259,9 +264,9 @@ def _arrow_trajs(folder: Path) -> list:
             names = batch.schema.names
             miss = [c for c in ARROW_COLUMNS if c not in names]
             if miss:
-                raise _err(shard,
-                        f"missing columns {miss} (has {names}); expected a RealPDEBench fluid shard with "
-                        f"{ARROW_COLUMNS}")
+                raise error_at(shard,
+                            f"missing columns {miss} (has {names}); expected a RealPDEBench fluid shard with "
+                            f"{ARROW_COLUMNS}")
             col = {c: batch.column(c) for c in names}
             for i in range(batch.num_rows):
                 out.append(_arrow_row(shard, b, i, col))
@@ -279,10 +284,10 @@ def _arrow_row(shard, b, i, col) -> _Traj:
     where = f"{shard} (batch {b}, row {i}, sim_id {sid!r})"
     shape = tuple(_arrow_int(where, col, i, k) for k in ('shape_t', 'shape_h', 'shape_w'))
     if any(s is None or s <= 0 for s in shape):
-        raise _err(where, f"shape_t/h/w = {shape}; expected three positive integers")
+        raise error_at(where, f"shape_t/h/w = {shape}; expected three positive integers")
     data = {k: _arrow_array(where, col.get(k), i, np.float32, shape, k) for k in FIELDS}
     for k in ('u', 'v'):
-        if data[k] is None: raise _err(where, f"column {k!r} is null; expected float32 bytes of shape {shape}")
+        if data[k] is None: raise error_at(where, f"column {k!r} is null; expected float32 bytes of shape {shape}")
     T, H, W = shape
     grid = {}
     for k in ('x', 'y'):
@@ -303,25 +308,26 @@ def _read_meta(path: Path):
         import torch
         return torch.load(path, map_location='cpu', weights_only=True)
     except Exception as e:
-        raise _err(path, f"cannot read the published split file ({type(e).__name__}: {e})") from None
+        raise error_at(path, f"cannot read the published split file ({type(e).__name__}: {e})") from None
 
 def _meta_file(sdir, stem):
     for p in (sdir / f'{stem}.json', sdir / f'{stem}.pt', sdir / 'hf_dataset' / f'{stem}.json'):
         if p.exists(): return p
     return None
 
-def _groups(sdir, dtype) -> dict:
+def sim_groups(sdir, dtype) -> dict:
     "sim_id -> published group ('remain' | 'in_dist' | 'out_dist') from `{group}_params_{type}` files."
     out = {}
     for g, stem in zip(GROUPS, ('remain_params', 'in_dist_test_params', 'out_dist_test_params')):
         p = _meta_file(sdir, f'{stem}_{dtype}')
         if p is None: continue
         d = _read_meta(p)
-        if not isinstance(d, dict): raise _err(p, f"holds a {type(d).__name__}; expected a dict sim_id -> parameters")
+        if not isinstance(d, dict):
+            raise error_at(p, f"holds a {type(d).__name__}; expected a dict sim_id -> parameters")
         for sid in d: out[str(sid)] = g
     return out
 
-def _windows(sdir, dtype) -> dict:
+def window_index(sdir, dtype) -> dict:
     "sim_id -> {start frame: 1|2|3 (train|val|test)} from the published window index files."
     out = {}
     for code, split in enumerate(WINDOW_SPLITS, 1):
@@ -330,14 +336,14 @@ def _windows(sdir, dtype) -> dict:
             rows = _read_meta(p)
             try: pairs = [(str(r['sim_id']), int(r['time_id'])) for r in rows]
             except (TypeError, KeyError, ValueError):
-                raise _err(p, "expected a list of {'sim_id': str, 'time_id': int}") from None
+                raise error_at(p, "expected a list of {'sim_id': str, 'time_id': int}") from None
         else:
             ps, pt = _meta_file(sdir, f'sim_id_mapping_{dtype}'), _meta_file(sdir, f'time_id_mapping_{dtype}')
             if ps is None or pt is None: continue
             s, t = _read_meta(ps), _read_meta(pt)
             try: pairs = list(zip(map(str, s.get(split, [])), map(int, t.get(split, []))))
             except (AttributeError, TypeError, ValueError):
-                raise _err(ps, "expected a dict split -> list of sim_ids") from None
+                raise error_at(ps, "expected a dict split -> list of sim_ids") from None
         for sid, t0 in pairs: out.setdefault(sid, {})[t0] = code
     return out
 
@@ -347,10 +353,11 @@ def _resolve_layout(sdir, dtype, layout):
     if layout == 'auto': return have[0] if have else None
     return layout if layout in have else None
 
-def _layout_folder(sdir, dtype, layout):
+def layout_folder(sdir, dtype, layout):
+    "The folder of the `dtype` files (`real` or `numerical`) in the scenario folder `sdir` laid out as `layout`."
     return sdir / 'hf_dataset' / dtype if layout == 'arrow' else sdir / dtype
 
-def _source(path, scenario, layout, domains):
+def scenario_source(path, scenario, layout, domains):
     """Scenario folder and {domain: (data type, layout)} for the domains to load; the arguments are checked before any
     file is read."""
     _spec(scenario)
@@ -377,8 +384,9 @@ def _source(path, scenario, layout, domains):
                                 f"(Hugging Face layout) or {{real,numerical}}/*.h5 (raw HDF5 layout)")
     return sdir, out
 
-def _trajs(sdir, dtype, lay):
-    folder = _layout_folder(sdir, dtype, lay)
+def read_trajs(sdir, dtype, lay):
+    "The trajectories of the `dtype` files in the scenario folder `sdir` laid out as `lay`, their frames read lazily."
+    folder = layout_folder(sdir, dtype, lay)
     return _arrow_trajs(folder) if lay == 'arrow' else _h5_trajs(folder)
 
 # %% ../../nbs/data/16a_realpdebench_files.ipynb #r022
@@ -389,11 +397,11 @@ def scan_realpdebench(path,  # the download root (holding `{scenario}/`) or the 
                      ):
     "One row per trajectory found (domain, sim_id, parameters, group, frames, grid, fields), reading no field data."
     import pandas as pd
-    sdir, src = _source(path, scenario, layout, None)
+    sdir, src = scenario_source(path, scenario, layout, None)
     rows = []
     for dom, (dtype, lay) in src.items():
-        groups = _groups(sdir, dtype)
-        for tr in _trajs(sdir, dtype, lay):
+        groups = sim_groups(sdir, dtype)
+        for tr in read_trajs(sdir, dtype, lay):
             rows.append(dict(domain=dom, type=dtype, layout=lay, sim_id=tr.sim_id,
                              **parse_sim_id(scenario, tr.sim_id, param_names), group=groups.get(tr.sim_id, ''),
                              T=tr.shape[0], H=tr.shape[1], W=tr.shape[2], fields=' '.join(tr.fields)))
