@@ -13,7 +13,7 @@ from ..core.schema import FIELDS
 import simreal_nb
 from ..core.store import CheckpointError, save_torch, load_torch
 from .morph import MORPH_SIZES, MorphCheckpointError, fold_lora, morph_state
-from .nets import FieldModel, FieldAttentionNet, MorphField, _fail
+from .nets import FieldModel, FieldAttentionNet, MorphField, fail
 from .operators import FNO2d, UNet2d
 
 # %% auto #0
@@ -46,11 +46,11 @@ def make_model(arch:str='fan',  # 'fan' (FieldAttentionNet), 'fno' (FNO2d), 'une
                n_cond:int=0,           # conditioning vector length
                **overrides):           # architecture keywords replacing the preset's
     "Build a model of architecture `arch` at `capacity` with the shared interface."
-    if arch not in ARCHS: _fail(f"arch: unknown architecture {arch!r}; expected one of {tuple(ARCHS)}")
-    if capacity not in CAPACITIES: _fail(f"capacity: unknown preset {capacity!r}; expected one of {tuple(CAPACITIES)}")
+    if arch not in ARCHS: fail(f"arch: unknown architecture {arch!r}; expected one of {tuple(ARCHS)}")
+    if capacity not in CAPACITIES: fail(f"capacity: unknown preset {capacity!r}; expected one of {tuple(CAPACITIES)}")
     if arch not in CAPACITIES[capacity]:
         ok = tuple(c for c in CAPACITIES if arch in CAPACITIES[c])
-        _fail(f"capacity: preset {capacity!r} has no {arch!r} variant; expected one of {ok} for arch={arch!r}")
+        fail(f"capacity: preset {capacity!r} has no {arch!r} variant; expected one of {ok} for arch={arch!r}")
     cls = ARCHS[arch]
     kw = {**CAPACITIES[capacity][arch], **overrides}
     allowed = set(inspect.signature(cls.__init__).parameters) - {'self', 'fields', 'n_in', 'n_out', 'grid', 'n_cond'}
@@ -88,7 +88,7 @@ def save_model(model:FieldModel,  # a model built by `make_model` (or any `Field
                path):             # destination file (parent directories are created)
     "Atomically save `model` with its class name, init kwargs and package version."
     if not hasattr(model, 'init_kwargs'):
-        _fail(f"model: {type(model).__name__} has no init_kwargs; expected a FieldModel")
+        fail(f"model: {type(model).__name__} has no init_kwargs; expected a FieldModel")
     kw = {k: (list(v) if isinstance(v, tuple) else v) for k, v in model.init_kwargs.items()}
     ckpt = dict(format='simreal_nb.model/1', cls=type(model).__name__, init_kwargs=kw,
                 version=simreal_nb.__version__, state_dict=model.state_dict())

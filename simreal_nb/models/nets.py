@@ -14,42 +14,44 @@ from .morph import (MORPH, MORPH_LEVELS, MORPH_FT_LORA, morph_layout, to_morph, 
                               merge_lora, fit_time_rows)
 
 # %% auto #0
-__all__ = ['ModelInputError', 'FieldModel', 'FieldAttentionNet', 'MorphField']
+__all__ = ['ModelInputError', 'fail', 'check_ints', 'FieldModel', 'FieldAttentionNet', 'MorphField']
 
 # %% ../../nbs/models/20a_nets.ipynb #c006
 class ModelInputError(InputError):
     "Bad argument to a model or a model factory; the message names the argument and the expected value."
 
 # %% ../../nbs/models/20a_nets.ipynb #c007
-def _fail(msg): raise ModelInputError(msg)
+def fail(msg):
+    "Raise `ModelInputError(msg)`: a model refusing an argument or an input, saying what it expected."
+    raise ModelInputError(msg)
 
 def _check_fields(fields):
     "Validate a field list: known names, no duplicates, at least one."
     if isinstance(fields, str): fields = (fields,)
     fields = tuple(fields)
-    if not fields: _fail(f"fields: got an empty list; expected a non-empty subset of {FIELDS}")
+    if not fields: fail(f"fields: got an empty list; expected a non-empty subset of {FIELDS}")
     for f in fields:
-        if f not in FIELDS: _fail(f"fields: unknown field name {f!r}; expected names from {FIELDS}")
-    if len(set(fields)) != len(fields): _fail(f"fields: {fields} has duplicates; expected each name once")
+        if f not in FIELDS: fail(f"fields: unknown field name {f!r}; expected names from {FIELDS}")
+    if len(set(fields)) != len(fields): fail(f"fields: {fields} has duplicates; expected each name once")
     return fields
 
 def _is_int(v): return isinstance(v, int) and not isinstance(v, bool)
 
-def _check_ints(**kw):
+def check_ints(**kw):
     "Each keyword is `(value, minimum)`: raise `ModelInputError` unless value is an int >= minimum."
     for name, (v, lo) in kw.items():
-        if not _is_int(v) or v < lo: _fail(f"{name}: got {v!r}; expected an int >= {lo}")
+        if not _is_int(v) or v < lo: fail(f"{name}: got {v!r}; expected an int >= {lo}")
 
 def _check_grid(grid, multiple, what):
     "Validate `grid=(H, W)` and that both sizes are multiples of `multiple`."
     try: H, W = grid
-    except Exception: _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
+    except Exception: fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
     if not all(hasattr(g, '__index__') and not isinstance(g, bool) for g in (H, W)):
-        _fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
+        fail(f"grid: got {grid!r}; expected a pair of ints (H, W)")
     H, W = int(H), int(W)
-    if H <= 0 or W <= 0: _fail(f"grid: got {(H, W)}; expected positive sizes")
+    if H <= 0 or W <= 0: fail(f"grid: got {(H, W)}; expected positive sizes")
     if H % multiple or W % multiple:
-        _fail(f"grid: {(H, W)} is not divisible by {what}={multiple}; expected H and W to be multiples of {multiple}")
+        fail(f"grid: {(H, W)} is not divisible by {what}={multiple}; expected H and W to be multiples of {multiple}")
     return (H, W)
 
 # %% ../../nbs/models/20a_nets.ipynb #c009
@@ -59,7 +61,7 @@ class FieldModel(nn.Module):
                  grid_multiple=1, multiple_name='multiple'):  # H and W must be multiples of `grid_multiple`
         super().__init__()
         self.fields = _check_fields(fields)
-        _check_ints(n_in=(n_in, 1), n_out=(n_out, 1), n_cond=(n_cond, 0))
+        check_ints(n_in=(n_in, 1), n_out=(n_out, 1), n_cond=(n_cond, 0))
         self.n_in, self.n_out, self.n_cond = n_in, n_out, n_cond
         self.grid = _check_grid(grid, grid_multiple, multiple_name)
         self.C = len(self.fields)
@@ -68,37 +70,37 @@ class FieldModel(nn.Module):
         "Raise `ModelInputError` unless `x`, `field_mask`, `cond` match this model."
         B, C, (H, W) = None, self.C, self.grid
         want = f"[B, n_in={self.n_in}, C={C} (fields {self.fields}), H={H}, W={W}]"
-        if not isinstance(x, torch.Tensor): _fail(f"x: got {type(x).__name__}; expected a float tensor {want}")
-        if x.dim() != 5: _fail(f"x: got a {x.dim()}-D tensor of shape {tuple(x.shape)}; expected 5-D {want}")
-        if not x.is_floating_point(): _fail(f"x: got dtype {x.dtype}; expected a float tensor")
+        if not isinstance(x, torch.Tensor): fail(f"x: got {type(x).__name__}; expected a float tensor {want}")
+        if x.dim() != 5: fail(f"x: got a {x.dim()}-D tensor of shape {tuple(x.shape)}; expected 5-D {want}")
+        if not x.is_floating_point(): fail(f"x: got dtype {x.dtype}; expected a float tensor")
         B = x.shape[0]
-        if tuple(x.shape[1:]) != (self.n_in, C, H, W): _fail(f"x: got shape {tuple(x.shape)}; expected {want}")
-        if B == 0: _fail(f"x: got an empty batch (shape {tuple(x.shape)}); expected at least one sample")
+        if tuple(x.shape[1:]) != (self.n_in, C, H, W): fail(f"x: got shape {tuple(x.shape)}; expected {want}")
+        if B == 0: fail(f"x: got an empty batch (shape {tuple(x.shape)}); expected at least one sample")
         p = next(self.parameters(), None)
-        if p is not None and x.device != p.device: _fail(f"x: is on {x.device}; expected the model's device {p.device}")
+        if p is not None and x.device != p.device: fail(f"x: is on {x.device}; expected the model's device {p.device}")
         if p is not None and x.dtype != p.dtype and not torch.is_autocast_enabled(x.device.type):
-            _fail(f"x: got dtype {x.dtype}; expected the model's dtype {p.dtype} (or run under torch.autocast)")
+            fail(f"x: got dtype {x.dtype}; expected the model's dtype {p.dtype} (or run under torch.autocast)")
         if not isinstance(field_mask, torch.Tensor) or field_mask.dtype != torch.bool:
-            _fail(f"field_mask: got {getattr(field_mask, 'dtype', type(field_mask).__name__)}; expected a bool tensor "
-                  f"[B={B}, C={C}]")
+            fail(f"field_mask: got {getattr(field_mask, 'dtype', type(field_mask).__name__)}; expected a bool tensor "
+                 f"[B={B}, C={C}]")
         if tuple(field_mask.shape) != (B, C):
-            _fail(f"field_mask: got shape {tuple(field_mask.shape)}; expected [B={B}, C={C}]")
+            fail(f"field_mask: got shape {tuple(field_mask.shape)}; expected [B={B}, C={C}]")
         empty = (~field_mask.any(1)).nonzero().flatten()
         if len(empty):
-            _fail(f"field_mask: sample {empty[0].item()} has no present field; expected at least one True per row")
+            fail(f"field_mask: sample {empty[0].item()} has no present field; expected at least one True per row")
         if cond is not None and not isinstance(cond, torch.Tensor):
-            _fail(f"cond: got {type(cond).__name__}; expected None or a float tensor [B={B}, K={self.n_cond}]")
+            fail(f"cond: got {type(cond).__name__}; expected None or a float tensor [B={B}, K={self.n_cond}]")
         if self.n_cond == 0:
             if cond is not None and cond.numel():
-                _fail(f"cond: got shape {tuple(cond.shape)}; expected None (model built with n_cond=0)")
+                fail(f"cond: got shape {tuple(cond.shape)}; expected None (model built with n_cond=0)")
         else:
-            if cond is None: _fail(f"cond: got None; expected a float tensor [B={B}, K={self.n_cond}]")
+            if cond is None: fail(f"cond: got None; expected a float tensor [B={B}, K={self.n_cond}]")
             if tuple(cond.shape) != (B, self.n_cond):
-                _fail(f"cond: got shape {tuple(cond.shape)}; expected [B={B}, K={self.n_cond}]")
-            if not cond.is_floating_point(): _fail(f"cond: got dtype {cond.dtype}; expected a float tensor")
+                fail(f"cond: got shape {tuple(cond.shape)}; expected [B={B}, K={self.n_cond}]")
+            if not cond.is_floating_point(): fail(f"cond: got dtype {cond.dtype}; expected a float tensor")
             if not bool(torch.isfinite(cond).all()):
-                _fail(f"cond: has {int((~torch.isfinite(cond)).sum())} NaN/inf values; expected finite "
-                      "conditioning values")
+                fail(f"cond: has {int((~torch.isfinite(cond)).sum())} NaN/inf values; expected finite "
+                     "conditioning values")
 
     def present_last(self, x, field_mask):
         "The last input frame with missing fields set to zero: [B, 1, C, H, W] (the residual base)."
@@ -174,11 +176,11 @@ class FieldAttentionNet(FieldModel):
                  xheads=None,     # heads of the field cross-attention (default: `heads`)
                  residual=True):  # predict last present frame + increment
         xheads = xheads or heads
-        _check_ints(dim=(dim, 1), depth=(depth, 0), heads=(heads, 1), mlp=(mlp, 1),
-                    patch=(patch, 1), xheads=(xheads, 1))
+        check_ints(dim=(dim, 1), depth=(depth, 0), heads=(heads, 1), mlp=(mlp, 1),
+                   patch=(patch, 1), xheads=(xheads, 1))
         super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch, multiple_name='patch')
         for h in (heads, xheads):
-            if dim % h: _fail(f"dim: {dim} is not divisible by heads={h}; expected a multiple of the head count")
+            if dim % h: fail(f"dim: {dim} is not divisible by heads={h}; expected a multiple of the head count")
         self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond, dim=dim,
                                 depth=depth, heads=heads, mlp=mlp, patch=patch, xheads=xheads, residual=residual)
         self.patch, self.dim, self.residual = patch, dim, residual
@@ -239,7 +241,7 @@ class MorphField(FieldModel):
                  lora_p=0.0,  # MORPH's regularisation and LoRA
                  model_size=None,  # 'L': MORPH-L's bilinear space-time position table (with n_in > 1)
                  residual=False):  # False: MORPH's target, the next frame itself; True: last present frame + increment
-        _check_ints(patch_size=(patch_size, 1))
+        check_ints(patch_size=(patch_size, 1))
         super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=patch_size, multiple_name='patch_size')
         self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid,
                                 n_cond=n_cond, conv_filter=conv_filter,

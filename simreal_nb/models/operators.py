@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 from ..core.schema import FIELDS
-from .nets import FieldModel, _fail, _check_ints
+from .nets import FieldModel, fail, check_ints
 
 # %% auto #0
 __all__ = ['FNO2d', 'UNet2d']
@@ -225,7 +225,7 @@ class FNO2d(FieldModel):
                  modes=12,       # Fourier modes kept per axis (clipped to the grid)
                  layers=4,       # Fourier layers
                  residual=True): # predict last present frame + increment
-        _check_ints(width=(width, 1), modes=(modes, 1), layers=(layers, 0))
+        check_ints(width=(width, 1), modes=(modes, 1), layers=(layers, 0))
         super().__init__(fields, n_in, n_out, grid, n_cond)
         H, W = self.grid
         m1, m2 = max(1, min(modes, H // 2)), min(modes, W // 2 + 1)
@@ -268,8 +268,8 @@ class UNet2d(FieldModel):
                  base=32,        # channels at full resolution (doubled per level)
                  levels=3,       # down-sampling steps; H and W must be multiples of 2**levels
                  residual=True): # predict last present frame + increment
-        _check_ints(base=(base, 1), levels=(levels, 0))
-        if base % 8: _fail(f"base: got {base}; expected a multiple of 8 (GroupNorm uses 8 groups)")
+        check_ints(base=(base, 1), levels=(levels, 0))
+        if base % 8: fail(f"base: got {base}; expected a multiple of 8 (GroupNorm uses 8 groups)")
         super().__init__(fields, n_in, n_out, grid, n_cond, grid_multiple=2 ** levels, multiple_name='2**levels')
         self.init_kwargs = dict(fields=self.fields, n_in=n_in, n_out=n_out, grid=self.grid, n_cond=n_cond,
                                 base=base, levels=levels, residual=residual)
