@@ -14,10 +14,10 @@ import argparse, io, os, re, subprocess, sys, tarfile, tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TEXT = ("import json, sys; from pathlib import Path; from simreal_nb.reading.report import _read_results, report_text; "
+TEXT = ("import json, sys; from pathlib import Path; from simreal_nb.reading.report import read_results, report_text; "
         "f = Path(sys.argv[1]); t = f / 'timing.json'; "
         "timing = json.loads(t.read_text()) if t.exists() else None; "
-        "sys.stdout.write(report_text(_read_results(f / 'scores.nc'), timing))")
+        "sys.stdout.write(report_text(read_results(f / 'scores.nc'), timing))")
 
 def package_at(commit:str, folder) -> Path:
     "`folder`, holding `simreal_nb` as it was at `commit`."
@@ -43,7 +43,7 @@ def figure_list(committed:str, new:str) -> str:
 def rebuild(folder:Path, ref:Path) -> int:
     "Apply the package's change of `folder`'s report text to its `report.md` and redraw its figures; the conflicts."
     from simreal_nb.core.store import atomic_write, write_text
-    from simreal_nb.reading.report import _figures, _read_results
+    from simreal_nb.reading.report import _figures, read_results
     ours, base, new = [t.partition(FIGURES) for t in ((folder / 'report.md').read_text(), text_with(folder, ref),
                                                        text_with(folder, None))]
     with tempfile.TemporaryDirectory() as d:
@@ -53,7 +53,7 @@ def rebuild(folder:Path, ref:Path) -> int:
                            capture_output=True, text=True)
     if r.returncode: sys.stderr.write(r.stdout); return r.returncode
     write_text(folder / 'report.md', r.stdout + FIGURES + '\n' + figure_list(ours[2], new[2]))
-    for name, _, make in _figures(_read_results(folder / 'scores.nc')):
+    for name, _, make in _figures(read_results(folder / 'scores.nc')):
         fig = make()
         atomic_write(folder / 'figures' / f'{name}.png', lambda tmp: fig.savefig(tmp, format='png'))
     return 0

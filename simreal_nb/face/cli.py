@@ -465,8 +465,8 @@ def report(run_dir:str,                 # Run directory holding results.nc
         check_json(d / 'timing.json', 'the timing.json that `simreal run` writes (or none)')
     check_out_dir(d, 'RUN_DIR')
     if written_by(d) != 'simreal run' and not overwrite:
-        from simreal_nb.reading.report import _read_results
-        _read_results(d / 'results.nc')  # a damaged results.nc is named first
+        from simreal_nb.reading.report import read_results
+        read_results(d / 'results.nc')  # a damaged results.nc is named first
         mine = ', '.join(n for n in ('report.md', 'figures/', 'scores.nc') if (d / n).exists())
         raise UsageError(f"{run_dir}: no manifest.json, so not a folder `simreal run` "
                          f"wrote{f' (its {mine} would be replaced)' if mine else ''}; "

@@ -19,22 +19,22 @@ from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_E
 from .tradeoff import pareto_plot
 from ..core.store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from ..core.schema import FIELDS
-from .report_tables import (TWO_MODEL, CONTROLS, _ci_frame, _pm, _specialists, arch_table,
-                                      baseline_flags, capped_cells, domain_table, error_vs_n, forgetting_table,
-                                      gap_table, lambda_ranking, md_table, off_domain_flags, pair_choices,
-                                      per_setting, persistence_flags, phys_table, pooled_ranking, pressure_table,
-                                      ranking_table, reduction_table, units_line, upstream_table, wins_table,
-                                      with_two_model_pair)
+from .report_tables import (TWO_MODEL, CONTROLS, arch_table, baseline_flags, capped_cells,
+                                      ci_frame, domain_table, error_vs_n, forgetting_table, gap_table,
+                                      lambda_ranking, md_table, off_domain_flags, pair_choices, per_setting,
+                                      persistence_flags, phys_table, plus_minus, pooled_ranking, pressure_table,
+                                      ranking_table, reduction_table, specialists, units_line, upstream_table,
+                                      wins_table, with_two_model_pair)
 from .report_figures import error_vs_n_figure, learning_curves, rollout_figure
-from .report_verdicts import (_drop_constant_levels, _exp_seeing, _one_seed, alternative_counts,
-                                        answer_lines, exposure_lines, extrapolation_lines, physics_lines,
+from .report_verdicts import (alternative_counts, answer_lines, drop_constant_levels, exp_seeing,
+                                        exposure_lines, extrapolation_lines, one_seed, physics_lines,
                                         quantity_lines, resolution_lines, strongest_alternatives, tuning_lines)
 
 
 # %% auto #0
 __all__ = ['RESULT_JSON', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'targets_text', 'units_text',
-           'opening_lines', 'report_text', 'compact_scores', 'write_report', 'column_meaning', 'table_columns',
-           'column_glossary']
+           'opening_lines', 'report_text', 'read_results', 'compact_scores', 'write_report', 'column_meaning',
+           'table_columns', 'column_glossary']
 
 # %% ../../nbs/reading/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
@@ -114,7 +114,7 @@ def _figures(res:xr.Dataset) -> list:
     "(name, caption, figure builder) of every figure the Dataset allows, in report order."
     score = res['score']
     protos = list(map(str, score.protocol.values))
-    pair = JOINT in protos and len(_specialists(score)) >= 2
+    pair = JOINT in protos and len(specialists(score)) >= 2
     shown = with_two_model_pair(res)['score'] if pair else score  # the pair beside the single models
     big = shown.sizes['protocol'] > 6  # many protocols: wider panels, so the legend keeps its room
     # the controls have sections of their own; each protocol is named in the legend by its marker, not beside its point
@@ -237,14 +237,14 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     seeds_of = res['data_seed'] if 'data_seed' in res else None  # NaN throughout: a system of imported data
     imported = seeds_of is not None and bool(seeds_of.isnull().all([d for d in seeds_of.dims if d != 'system']).any())
     L = [f"# Sim+Real on {', '.join(map(str, res.system.values))}" if imported else '# Sim+Real on the twin systems', '']
-    if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos):
+    if JOINT not in protos or not (exp_seeing(res) or POOLED in protos):
         return L + [f"Protocols: {', '.join(trained_protocols(protos))}. No Joint with an alternative to compare it "
                     "with: the sections below give each protocol's errors.", '', shared + '.', '']
     t = strongest_alternatives(res, lam, metric, level)
     counts, q = alternative_counts(t), f'b{metric}@{lam:g}'
     n = len(t.index.droplevel('against').unique())
     name = f"b{metric.upper() if metric == 'rmse' else metric}(λ = {lam:g})"
-    one = _one_seed(t)
+    one = one_seed(t)
     if one:  # no interval, so no verdict: the margins as measured, and how to get verdicts
         L += [f"**Finding.** 1 seed: margins without verdicts; `--seeds 3` or more for verdicts. On {name}, the "
               "balanced error over held-out sim and exp, Joint's margin (% lower error than the alternative; negative "
@@ -265,13 +265,13 @@ def opening_lines(res:xr.Dataset, timing:dict|None=None, lam:float=0.5, metric:s
     m, h = (s.to_series() for s in mean_ci(b.sel(protocol=JOINT, drop=True), 'seed', level))
     lead = [n_ for n_ in t.index.names if n_ != 'against']
     if len(lead) > 1: m, h = m.reorder_levels(lead), h.reorder_levels(lead)
-    cols = {f"Joint {name}": [_pm(m.loc[k], h.loc[k]) for k in t.index.droplevel('against').unique()]}
+    cols = {f"Joint {name}": [plus_minus(m.loc[k], h.loc[k]) for k in t.index.droplevel('against').unique()]}
     for a in counts.index:
         cols["vs "
              f"{a if a != POOLED else 'pooled'} %"] = [_margin_cell(r, q)
                                                        for _, r in t.xs(a, level='against').iterrows()]
     table = pd.DataFrame(cols, index=t.index.droplevel('against').unique())
-    table, said = _drop_constant_levels(table)
+    table, said = drop_constant_levels(table)
     how = ("(one seed: no interval) and its margin over each alternative (% lower error; one seed: no interval, no "
            "verdict):" if one else f"(mean ± {level * 100:.0f} % half-width over seeds) and its paired margin over "
            "each alternative (% lower error, geometric mean over seeds [interval]; bold: clear):")
@@ -295,7 +295,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
     cfg = json.loads(res.attrs.get('config', '{}') or '{}')
     extra = [d for d in setting_dims(score) if d not in ('system', 'capacity')]
     seeds_text = _seeds_text(score)
-    pair = JOINT in protos and len(_specialists(score)) >= 2  # the two-model pair: beside Joint in every bM table
+    pair = JOINT in protos and len(specialists(score)) >= 2  # the two-model pair: beside Joint in every bM table
     resP = with_two_model_pair(res) if pair else res
     L = opening_lines(res, timing) + ['## The run', '',
          f"simreal_nb {res.attrs.get('version', '?')}; systems: {', '.join(map(str, res.system.values))}; capacities: "
@@ -328,7 +328,7 @@ def report_text(res:xr.Dataset, timing:dict|None=None, physics:dict|None=None) -
         L += ['Rows and columns marked `two-model pair (ref.)` are two models instead of one: the best sim specialist '
               'scored on sim with the best exp specialist scored on exp, bM(λ) = λ·M_sim(best sim model) + '
               '(1−λ)·M_exp(best exp model). Per setting, the sim model is the trained protocol outside Joint\'s '
-              'family (' + ', '.join(_specialists(score)) + ') with the lowest seed-mean validation loss on sim where '
+              'family (' + ', '.join(specialists(score)) + ') with the lowest seed-mean validation loss on sim where '
               'the run stores each cell\'s (`val_best`), else the lowest seed-mean held-out sim RMSE (all fields); the '
               'exp model likewise on exp; the same two models stand in every seed and every metric. A choice on the '
               'test scores favours the pair; it is a reference, never the best non-joint protocol and never counted '
@@ -439,7 +439,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
     if 'grad_cos_mean' in res:
         j = res[['grad_cos_mean', 'grad_conflict_frac']].sel(protocol=[p
                 for p, f in protocol_coord(res, 'family').items() if f == JOINT and p in protos])
-        df = _ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
+        df = ci_frame({'mean cos(g_sim, g_exp)': j.grad_cos_mean, 'fraction g_sim·g_exp < 0': j.grad_conflict_frac})
         L += ['## Gradient conflict during Joint', '',
               'Measured every logging interval on the shared parameters.', '', md_table(df), '']
     has_truth = 'truth_score' in res and bool(res['truth_score'].notnull().any())
@@ -467,7 +467,7 @@ def _report_rest(res, score, protos, seeds, L, physics=None, resP=None):
     return '\n'.join(L)
 
 # %% ../../nbs/reading/55_report.ipynb #c014
-def _read_results(path) -> xr.Dataset:
+def read_results(path) -> xr.Dataset:
     """`results.nc`, loaded; `store.RunFileError` naming it when it is unreadable (truncated, corrupt), holds no
     `score`, or an attribute of `RESULT_JSON` that is no JSON object."""
     try:
@@ -514,7 +514,7 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     run_dir = Path(run_dir)
     if not (run_dir / 'results.nc').exists():
         raise FileNotFoundError(f"{run_dir / 'results.nc'} not found: is {run_dir} a run directory?")
-    res = _read_results(run_dir / 'results.nc')
+    res = read_results(run_dir / 'results.nc')
     tfile = run_dir / 'timing.json'
     if tfile.exists():
         timing = read_json(tfile,

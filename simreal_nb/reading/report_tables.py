@@ -19,12 +19,12 @@ from ..core.schema import FIELD_META
 
 
 # %% auto #0
-__all__ = ['TWO_MODEL', 'CONTROLS', 'PAIR_VAL', 'PAIR_COORDS', 'PAIR_EXP_VARS', 'md_table', 'two_model_pair',
-           'with_two_model_pair', 'pair_choices', 'domain_table', 'reduction_table', 'forgetting_table',
-           'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table', 'upstream_table',
-           'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'error_vs_n', 'arch_table',
-           'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking', 'protocol_ranking',
-           'ranking_agreement']
+__all__ = ['TWO_MODEL', 'CONTROLS', 'PAIR_VAL', 'PAIR_COORDS', 'PAIR_EXP_VARS', 'plus_minus', 'md_table', 'specialists',
+           'two_model_pair', 'with_two_model_pair', 'pair_choices', 'ci_frame', 'domain_table', 'reduction_table',
+           'forgetting_table', 'pressure_table', 'wins_table', 'per_setting', 'units_of', 'units_line', 'phys_table',
+           'upstream_table', 'baseline_flags', 'persistence_flags', 'off_domain_flags', 'capped_cells', 'error_vs_n',
+           'arch_table', 'gap_table', 'paired_change', 'ranking_table', 'pooled_ranking', 'lambda_ranking',
+           'protocol_ranking', 'ranking_agreement']
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #c006
 def _fmt(v):
@@ -34,7 +34,7 @@ def _fmt(v):
     if v is None: return '–'
     return str(v)
 
-def _pm(m, h):
+def plus_minus(m, h):
     "'mean ± half-width' (two significant digits for the half-width), or the mean alone when there is no interval."
     if not isinstance(m, (float, np.floating, int, np.integer)) or isinstance(m, bool) or not np.isfinite(m):
         return _fmt(m)
@@ -53,7 +53,7 @@ def md_table(df:pd.DataFrame, index:bool=True) -> str:
         else: keep.append(i)
     rows = ['| ' + ' | '.join(cols[i] for i in keep) + ' |', '|' + '---|' * len(keep)]
     for r in df.itertuples(index=False):
-        rows.append('| ' + ' | '.join(_pm(r[i], r[pair[i]]) if i in pair else _fmt(r[i]) for i in keep) + ' |')
+        rows.append('| ' + ' | '.join(plus_minus(r[i], r[pair[i]]) if i in pair else _fmt(r[i]) for i in keep) + ' |')
     return '\n'.join(rows)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #tm1
@@ -63,7 +63,7 @@ TWO_MODEL = 'two-model pair'
 # diagnostics with more updates or more data than the protocol they control: never an alternative
 CONTROLS = EXPOSURE_CONTROLS + QUANTITY_CONTROLS
 
-def _specialists(x) -> list:
+def specialists(x) -> list:
     """The trained protocols of results `x` a two-model pair chooses from: all but Joint's family, pooled (one model
     fitted to both domains is what it is compared with) and the controls (`CONTROLS`: more updates or more data than
     a practitioner's model)."""
@@ -124,7 +124,7 @@ def two_model_pair(score:xr.DataArray,  # results `score` (protocol, domain, met
     """(the pair's `score` with protocol [TWO_MODEL], the chosen protocols `sim` and `exp` per setting, attrs saying
     what each was chosen on): per domain the candidate with the lowest seed-mean validation loss there, else the lowest
     seed-mean held-out error; the same two in every seed."""
-    cands = list(candidates) if candidates is not None else _specialists(score)
+    cands = list(candidates) if candidates is not None else specialists(score)
     if not cands:
         raise ValueError("two_model_pair: no trained non-joint protocol to choose from among "
                          f"{list(map(str, score.protocol.values))}")
@@ -144,7 +144,7 @@ def with_two_model_pair(res:xr.Dataset, candidates=None) -> xr.Dataset:
     """`res` with the two-model pair as one more protocol right after Joint: its `score` (`two_model_pair`, on the
     validation losses `PAIR_VAL` where stored), exp's other scores (`PAIR_EXP_VARS`) of its exp member, every other
     variable NaN."""
-    cands = list(candidates) if candidates is not None else _specialists(res)
+    cands = list(candidates) if candidates is not None else specialists(res)
     val = res.get(PAIR_VAL)
     pair, _ = two_model_pair(res['score'], cands, val=val)
     protos = [str(p) for p in res.protocol.values]
@@ -171,7 +171,7 @@ def pair_choices(res, metric:str='rmse', candidates=None) -> pd.DataFrame:
                          **{f'{d} chosen on': which.attrs[f'{d} chosen on'] for d in ('sim', 'exp')}})
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #c009
-def _ci_frame(parts:dict, level=0.95) -> pd.DataFrame:
+def ci_frame(parts:dict, level=0.95) -> pd.DataFrame:
     "Columns `name` and `name ±` (mean and CI half-width over seeds) for each DataArray of `parts`."
     cols = {}
     for k, v in parts.items():
@@ -181,7 +181,7 @@ def _ci_frame(parts:dict, level=0.95) -> pd.DataFrame:
 
 def _by_protocol(da:xr.DataArray, level=0.95) -> pd.DataFrame:
     "Rows: settings; columns: each protocol's mean and `±` half-width over seeds."
-    return _ci_frame({str(p): da.sel(protocol=p, drop=True) for p in da.protocol.values}, level)
+    return ci_frame({str(p): da.sel(protocol=p, drop=True) for p in da.protocol.values}, level)
 
 def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float=0.95,
                  # exp against the measured data (`score_measured`), where exp is scored against a truth
@@ -195,7 +195,7 @@ def domain_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:flo
     parts = {'sim': sim, 'exp': exp, f'b@{lam:g}': balanced(sim, exp, lam)}
     for name, da in (('exp vs measured', measured), ('exp floor', floor)):
         if da is not None: parts[name] = select_view(da.sel(metric=metric, drop=True))
-    return _ci_frame(parts, level)
+    return ci_frame(parts, level)
 
 def reduction_table(score:xr.DataArray, lam:float=0.5, level:float=0.95) -> pd.DataFrame:
     """Rows (settings, metric): bM(λ) of the best non-joint protocol and of Joint (and of the two-model pair, where
@@ -225,7 +225,7 @@ def forgetting_table(score:xr.DataArray, level:float=0.95) -> pd.DataFrame:
     """Held-out sim RMSE of Sim-only and of Sim→Exp per setting (mean and `±`), and whether Sim→Exp forgot (by seed
     mean)."""
     s = select_view(score.sel(domain='sim', metric='rmse', drop=True))
-    df = _ci_frame({SIM_ONLY: s.sel(protocol=SIM_ONLY, drop=True),
+    df = ci_frame({SIM_ONLY: s.sel(protocol=SIM_ONLY, drop=True),
                     SIM_TO_EXP: s.sel(protocol=SIM_TO_EXP, drop=True)}, level)
     df['forgets'] = forgetting(score).to_series()
     return df
@@ -271,14 +271,14 @@ def phys_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFr
     parts = {f'{d} {f}': select_view(sp.sel(domain=d, drop=True), f) for d in ('sim', 'exp')
              for f in sp.field.values if f != 'all'}
     parts = {k: v for k, v in parts.items() if bool(v.notnull().any())}
-    return _ci_frame(parts, level)
+    return ci_frame(parts, level)
 
 def upstream_table(res:xr.Dataset, domain:str='exp', level:float=0.95) -> pd.DataFrame:
     """RealPDEBench's other numbers (`score_upstream`, all fields together, nondimensional) on one held-out domain per
     (settings, protocol): mean and `±` over seeds."""
     su = res['score_upstream'].sel(domain=domain, drop=True)
     parts = {str(m): select_view(su.sel(upstream_metric=m, drop=True)) for m in su.upstream_metric.values}
-    return _ci_frame({k: v for k, v in parts.items() if bool(v.notnull().any())}, level)
+    return ci_frame({k: v for k, v in parts.items() if bool(v.notnull().any())}, level)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #3c74d09d
 def _flag_frame(frames, names):
@@ -355,7 +355,7 @@ def arch_table(score:xr.DataArray, metric:str='rmse', lam:float=0.5, level:float
     "Rows (other settings, protocol): bM(λ) per architecture (columns), mean and `±` over seeds."
     s = select_view(score.sel(metric=metric, drop=True))
     b = balanced(s.sel(domain='sim', drop=True), s.sel(domain='exp', drop=True), lam)
-    return _ci_frame({str(a): b.sel(arch=a, drop=True) for a in b.arch.values}, level)
+    return ci_frame({str(a): b.sel(arch=a, drop=True) for a in b.arch.values}, level)
 
 # %% ../../nbs/reading/55a_report_tables.ipynb #4a0572cb
 def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:float=1.5,
@@ -365,7 +365,7 @@ def gap_table(score:xr.DataArray, metric:str='rmse', fields=('u', 'v'), target:f
     s = score.sel(metric=metric, field=list(fields), drop=True)
     s = np.sqrt((s ** 2).mean('field'))
     e = lambda p, d: s.sel(protocol=p, domain=d, drop=True)
-    df = _ci_frame({'r_exp': e(SIM_ONLY, 'exp') / e(EXP_ONLY, 'exp'),
+    df = ci_frame({'r_exp': e(SIM_ONLY, 'exp') / e(EXP_ONLY, 'exp'),
                     'r_sim': e(EXP_ONLY, 'sim') / e(SIM_ONLY, 'sim')}, level)
     df[f'≥ {target:g} both'] = ((df.r_exp >= target) & (df.r_sim >= target)).map({True: 'yes', False: 'no'})
     return df
@@ -427,7 +427,7 @@ def ranking_table(res:xr.Dataset,  # results of a run (`score`; `truth_score`, `
     if SIM_ONLY in protos: parts['sim / sim_only'] = parts['sim'] / parts['sim'].sel(protocol=SIM_ONLY, drop=True)
     parts = {k: (v if 'seed' in v.dims else v.expand_dims(seed=b.seed.values)).transpose(*b.dims)
              for k, v in parts.items()}
-    df = _ci_frame(parts, level)
+    df = ci_frame(parts, level)
     pc = paired_change(b, ref, 'seed', level)
     change = f'vs {reference} %'
     for name, k in ((change, 'mean'), (f'{change} lo', 'lo'), (f'{change} hi', 'hi'), ('verdict', 'verdict')):

@@ -13,16 +13,17 @@ from .analysis import balanced_score, mean_ci, select_view, train_domains, proto
 from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols,
                                            EXPOSURE_CONTROLS, POOLED, get_protocol,
                                   QUANTITY_CONTROLS)
-from .report_tables import (TWO_MODEL, _ci_frame, _specialists, md_table,
+from .report_tables import (TWO_MODEL, ci_frame, specialists, md_table,
                                               paired_change, with_two_model_pair,
                                       CONTROLS)
 
 
 # %% auto #0
 __all__ = ['EXPOSURE_PAIRS', 'BEST_SINGLE', 'SINGLE_DOMAIN', 'exposure_table', 'control_table', 'control_verdicts',
-           'exposure_lines', 'strongest_alternatives', 'alternative_counts', 'answer_lines', 'resolution_table',
-           'resolution_lines', 'distance_table', 'extrapolation_table', 'extrapolation_lines', 'quantity_table',
-           'quantity_lines', 'tuning_lines', 'physics_table', 'physics_lines']
+           'exposure_lines', 'exp_seeing', 'strongest_alternatives', 'alternative_counts', 'one_seed',
+           'drop_constant_levels', 'answer_lines', 'resolution_table', 'resolution_lines', 'distance_table',
+           'extrapolation_table', 'extrapolation_lines', 'quantity_table', 'quantity_lines', 'tuning_lines',
+           'physics_table', 'physics_lines']
 
 # %% ../../nbs/reading/55b_report_verdicts.ipynb #ex1
 EXPOSURE_PAIRS = tuple(zip((EXP_ONLY, SIM_TO_EXP), EXPOSURE_CONTROLS))  # (protocol, its equal-exposure control)
@@ -33,7 +34,7 @@ def exposure_table(res:xr.Dataset, level:float=0.95) -> pd.DataFrame:
     mean and `±` over seeds."""
     protos = trained_protocols(res.protocol.values)
     names = (('updates', 'steps_done'), ('sim batches', 'sim_batches'), ('exp batches', 'exp_batches'))
-    return _ci_frame({k: res[v].sel(protocol=protos) for k, v in names if v in res}, level)
+    return ci_frame({k: res[v].sel(protocol=protos) for k, v in names if v in res}, level)
 
 def control_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.DataFrame:
     """Rows (settings, protocol) of Joint, Exp-only, Sim→Exp and their equal-exposure controls (those present): held-out
@@ -48,7 +49,7 @@ def control_table(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> pd.Dat
     e = e if 'seed' in e.dims else e.expand_dims(seed=[0])
     e = e.transpose(*[d for d in e.dims if d != 'seed'], 'seed')
     rows = [d for d in e.dims if d != 'seed']
-    df = _ci_frame({f'exp {metric}': e}, level)
+    df = ci_frame({f'exp {metric}': e}, level)
     if 'exp_batches' in res:
         nb = res['exp_batches'].sel(protocol=protos)
         nb = nb.mean('seed') if 'seed' in nb.dims else nb
@@ -138,7 +139,7 @@ def exposure_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
 # per setting, the trained non-Joint protocol that saw exp data with the lowest error
 BEST_SINGLE = 'best single exp-seeing model'
 
-def _exp_seeing(x) -> list:
+def exp_seeing(x) -> list:
     """The trained protocols of results `x` outside Joint's family and the controls that trained on exp data: the
     candidates of `BEST_SINGLE`."""
     dom, fam = train_domains(x), protocol_coord(x, 'family')
@@ -162,7 +163,7 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
                           ) -> pd.DataFrame:
     """Rows (settings, alternative): Joint's paired margin over the best single exp-seeing model, the two-model pair and
     pooled, on exp and on bM(λ): % (positive: Joint lower), its interval and verdict."""
-    resP = res if TWO_MODEL in res.protocol.values or len(_specialists(res)) < 2 else with_two_model_pair(res)
+    resP = res if TWO_MODEL in res.protocol.values or len(specialists(res)) < 2 else with_two_model_pair(res)
     score = resP['score'].sel(metric=[metric])
     if JOINT not in score.protocol.values:
         raise ValueError(f"strongest_alternatives: the run has no {JOINT!r}; it has "
@@ -173,10 +174,10 @@ def strongest_alternatives(res:xr.Dataset,  # results of a run with Joint (the p
     per = {q: v.transpose(*[d for d in v.dims if d not in ('protocol', 'seed')], 'protocol', 'seed')
            for q, v in quantities.items()}
     protos, rows = list(map(str, score.protocol.values)), {}
-    for name in ([BEST_SINGLE] if _exp_seeing(score) else []) + [p for p in (TWO_MODEL, POOLED) if p in protos]:
+    for name in ([BEST_SINGLE] if exp_seeing(score) else []) + [p for p in (TWO_MODEL, POOLED) if p in protos]:
         cols, picked = {}, []
         for q, v in per.items():
-            if name == BEST_SINGLE: a, which = _best_of(v, _exp_seeing(score)); picked.append(which)
+            if name == BEST_SINGLE: a, which = _best_of(v, exp_seeing(score)); picked.append(which)
             else: a = v.sel(protocol=name, drop=True)
             pc = paired_change(v.sel(protocol=JOINT, drop=True), a, 'seed', level)
             cols |= {f'{q} %': pc['mean'], f'{q} lo': pc['lo'], f'{q} hi': pc['hi'], f'{q} verdict': pc['verdict']}
@@ -204,13 +205,13 @@ def alternative_counts(t:pd.DataFrame) -> pd.DataFrame:
                                                         'difference']).sum() + s.str.startswith('one seed').sum()))
     return pd.DataFrame(out)
 
-def _one_seed(t:pd.DataFrame) -> bool:
+def one_seed(t:pd.DataFrame) -> bool:
     "Whether a `strongest_alternatives` table rests on one seed: every verdict it holds is a 'one seed: …' one."
     v = t[[c for c in t.columns if c.endswith(' verdict')]].stack()
     v = v[v != '']
     return bool(len(v)) and bool(v.str.startswith('one seed').all())
 
-def _drop_constant_levels(df:pd.DataFrame) -> tuple:
+def drop_constant_levels(df:pd.DataFrame) -> tuple:
     "(`df` without the index levels that hold one value, those levels and values as 'name value' phrases)."
     const = [n for n in df.index.names if n not in ('against', 'model', 'protocol')
              and df.index.get_level_values(n).nunique() == 1]
@@ -221,7 +222,7 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
     """The report's opening section: Joint's paired margins over the strongest alternatives, counted only where they are
     clear, and the table."""
     protos = list(map(str, res.protocol.values))
-    if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos): return []
+    if JOINT not in protos or not (exp_seeing(res) or POOLED in protos): return []
     t = strongest_alternatives(res, lam, metric, level)
     counts = alternative_counts(t)
     n = len(t.index.droplevel('against').unique())
@@ -232,11 +233,11 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
          "settings. A setting counts for or against Joint only where its verdict is *better* or *worse*: every seed "
          f"agrees and the interval excludes zero. The {BEST_SINGLE} is chosen per setting on the test scores (which "
          "favours it): the protocol outside Joint's family that trained on exp data with the lowest seed-mean error "
-         f"({', '.join(_exp_seeing(res))})."
+         f"({', '.join(exp_seeing(res))})."
          + (" With one seed there is no interval and no verdict (`one seed: lower` / `higher`): the margins are as "
-            "measured, and `--seeds 3` or more gives verdicts." if _one_seed(t) else ''), '']
+            "measured, and `--seeds 3` or more gives verdicts." if one_seed(t) else ''), '']
     for name, r in counts.iterrows():
-        if _one_seed(t):
+        if one_seed(t):
             lower = lambda c: int((t.xs(name, level='against')[c] > 0).sum())
             L.append(f"- **vs {name}**: one seed, no verdict: Joint lower on exp in {lower('exp %')} of {n} settings, "
                      f"on {q} in {lower(f'{q} %')}.")
@@ -245,7 +246,7 @@ def answer_lines(res:xr.Dataset, lam:float=0.5, metric:str='rmse', level:float=0
                  f"{r['exp: Joint worse']}, no clear difference in {r['exp: no clear difference']} of {n} "
                  f"settings; on {q}: clearly lower in {r[f'{q}: Joint better']}, clearly higher in "
                  f"{r[f'{q}: Joint worse']}, no clear difference in {r[f'{q}: no clear difference']}.")
-    table, said = _drop_constant_levels(t)
+    table, said = drop_constant_levels(t)
     return L + ['',
                 (f"Per setting ({', '.join(said)} throughout):" if said else 'Per setting:'), '', md_table(table), '']
 
@@ -278,10 +279,10 @@ def resolution_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> lis
     """The report's section on resolution: Joint's exp margins against both truths and the floors (nothing where the run
     has no window truth)."""
     protos = list(map(str, res.protocol.values))
-    if JOINT not in protos or not (_exp_seeing(res) or POOLED in protos): return []  # nothing to compare Joint with
+    if JOINT not in protos or not (exp_seeing(res) or POOLED in protos): return []  # nothing to compare Joint with
     if 'score_window' not in res or not bool(res['score_window'].notnull().any()): return []
     t = resolution_table(res, metric, level)
-    table, said = _drop_constant_levels(t)
+    table, said = drop_constant_levels(t)
     med = t['resolution (points)'].groupby(level='against', sort=False).median()
     return ["## Resolution: how much of Joint's exp margin is the truth's finer grid", '',
             "Joint's paired exp margin (% lower error, 95 % interval) against the hidden truth as a 2×2 block "
@@ -333,7 +334,7 @@ def extrapolation_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> 
               md_table(distance_table(res)), '']
     t = extrapolation_table(res, metric, level)
     if len(t):
-        t, said = _drop_constant_levels(t)
+        t, said = drop_constant_levels(t)
         L += [f"Single-domain models on their own domain, in_dist against out_dist ({metric}, mean ± 95 % half-width "
               "over seeds; `out vs in %` the paired change, positive where out_dist is harder; *yes* only when every "
               "seed agrees and the interval "
@@ -363,7 +364,7 @@ def quantity_lines(res:xr.Dataset, metric:str='rmse', level:float=0.95) -> list:
     "The report's data-quantity section (nothing where the run has no data-quantity control)."
     if not set(QUANTITY_CONTROLS) & set(map(str, res.protocol.values)): return []
     full = quantity_table(res, metric, level)
-    t, said = _drop_constant_levels(full)
+    t, said = drop_constant_levels(full)
     models = full.index.get_level_values('model')
     clear = {p: int((full[models == f'{p} on {d}']['verdict'] == 'better').sum())
              for p, d in zip(QUANTITY_CONTROLS, ('sim', 'exp'))
