@@ -373,7 +373,7 @@ def test_test_groups(s):
 @pytest.mark.parametrize('s', ('cylinder', 'controlled', 'foil', 'kolmogorov'))
 def test_default_groups_extrapolate(s):
     "At the default size (parameters only, no solver): 10 remain inside the preset range, 4 in_dist inside theirs, 4 out_dist beyond it by 15-30 %."
-    spec = SYSTEMS[s]; c = systems._resolve(spec, 'default', {})
+    spec = SYSTEMS[s]; c = systems.resolve_config(spec, 'default', {})
     ranges = systems.kol_ranges(c) if spec.kind == 'spectral' else systems.lbm_ranges(c, s == 'controlled')
     P, g = traj_design(np.random.default_rng(0), ranges, c['n_traj'], c['n_in_dist'], c['n_out_dist'], c['ood_margin'],
                                c['ood_sides'], shuffle=('f_c',))
@@ -401,7 +401,7 @@ def test_window_truth(s, tmp_path):
     "window_truth=1: the exp truth holds the noise-free measurement on its own grid; zero noise and dropout give it to the bit."
     spec = SYSTEMS[s]
     gen = systems.gen_kolmogorov if spec.kind == 'spectral' else systems.gen_lbm
-    c = systems._resolve(spec, 'test', dict(n_traj=2, n_frames=3, window_truth=1, noise_add=0.0, noise_mult=0.0, dropout=0.0))
+    c = systems.resolve_config(spec, 'test', dict(n_traj=2, n_frames=3, window_truth=1, noise_add=0.0, noise_mult=0.0, dropout=0.0))
     d = gen(spec, c, 0)
     tr, ex = d['exp_truth'], d['exp']
     assert tr.attrs['window_fields'] == 'u_window v_window' and 'window_fields' not in ex.attrs

@@ -10,7 +10,7 @@ from fastcore.script import call_parse, anno_parser, store_true, Param
 from .. import __version__
 from .flags import (ADA_STAMP, UsageError, UserExit, is_user_error, error_line,
                                    check_at_least, check_positive,
-                              check_seed, check_names, _listed, check_device_flag, refuse_existing,
+                              check_seed, check_names, list_or_none, check_device_flag, refuse_existing,
                                    check_links, check_out_dir,
                               check_netcdf, check_json, written_by, check_owner)
 
@@ -81,8 +81,8 @@ def data_import_realpdebench(path:str,  # A RealPDEBench download: its root (hol
     from simreal_nb.data.realpdebench import import_realpdebench
     for kind, p in import_realpdebench(path, scenario, out, name=name, layout=layout, overwrite=overwrite, sub_s=step,
                                        frames=None if frames is None else _frame_range(frames),
-                                       sim_ids=_listed(check_names('--sim-ids', sim_ids)),
-                                       groups=_listed(check_names('--groups', groups)), grid=grid, clock=clock,
+                                       sim_ids=list_or_none(check_names('--sim-ids', sim_ids)),
+                                       groups=list_or_none(check_names('--groups', groups)), grid=grid, clock=clock,
                                        horizon=horizon).items(): print(f'{kind}: {p}')
 
 def _steps(text:str):
@@ -723,8 +723,8 @@ def docs(
     check_at_least('--workers', workers)
     check_owner(out, 'simreal docs')
     from simreal_nb.face.docs import build_docs, DocsError
-    build = build_docs(out, small=not full, notebooks=_listed(check_names('--notebooks', notebooks)), timeout=timeout,
-                       workers=workers, execute=not no_execute, overwrite=overwrite)
+    build = build_docs(out, small=not full, notebooks=list_or_none(check_names('--notebooks', notebooks)),
+                       timeout=timeout, workers=workers, execute=not no_execute, overwrite=overwrite)
     print(f"{len(build.pages)} pages in {build.seconds:.0f} s: {build.index}")
     if build.failed: raise DocsError(f"{len(build.failed)} notebook(s) failed (their pages show the error): "
                                      + '; '.join(f'{p.notebook}: {p.error}' for p in build.failed))

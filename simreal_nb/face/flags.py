@@ -10,8 +10,9 @@ from ..core.errors import InputError
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'USER_ERRNOS', 'SEED_END', 'OWNERS', 'ADA_STAMP', 'UsageError', 'UserExit', 'is_user_error',
-           'error_line', 'check_at_least', 'check_positive', 'check_seed', 'check_names', 'check_device_flag',
-           'refuse_existing', 'check_links', 'check_out_dir', 'check_netcdf', 'check_json', 'written_by', 'check_owner']
+           'error_line', 'check_at_least', 'check_positive', 'check_seed', 'check_names', 'list_or_none',
+           'check_device_flag', 'refuse_existing', 'check_links', 'check_out_dir', 'check_netcdf', 'check_json',
+           'written_by', 'check_owner']
 
 # %% ../../nbs/face/89_flags.ipynb #e002
 class UsageError(InputError):
@@ -74,7 +75,9 @@ def check_names(flag:str, text:str|None) -> tuple|None:
                          f"{flag} for the default)")
     return names
 
-def _listed(names:tuple|None) -> list|None: return None if names is None else list(names)
+def list_or_none(names:tuple|None) -> list|None:
+    "`names` (a checked `check_names` tuple) as a list, for the functions a flag is passed to; None stays None."
+    return None if names is None else list(names)
 
 def check_device_flag(device:str, flag:str='--device'):
     """`device` checked by the one rule of a device (`executors.check_device`: auto, cpu, cuda or cuda:N, and there),

@@ -30,9 +30,9 @@ from .rundir import (cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of
 # %% auto #0
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'nested_spread',
            'limit_exp_train', 'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins',
-           'example_where', 'cell_example', 'best_val', 'cell_model', 'set_aside_unreadable', 'tuned_protocol',
-           'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol', 'frames_of',
-           'check_frames', 'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+           'example_where', 'cell_example', 'best_val', 'updates_made', 'cell_model', 'set_aside_unreadable',
+           'tuned_protocol', 'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol',
+           'frames_of', 'check_frames', 'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../../nbs/study/47_cell.ipynb #c014
 _DATA = {}
@@ -233,7 +233,7 @@ def best_val(hist) -> tuple:
     if not rows: return nan
     return tuple(float('nan') if v is None else float(v) for v in (hist.val.sim[rows[-1]], hist.val.exp[rows[-1]]))
 
-def _updates_made(hist) -> int:
+def updates_made(hist) -> int:
     "Optimiser updates a run actually made (a phase that converged leaves the rest of its cap unused)."
     start = made = 0
     for i, ph in enumerate(hist.phases):
@@ -361,8 +361,8 @@ def frames_of(system:str, cfg:GridConfig, data_dir=None) -> int:
     """Frames per trajectory of `system`'s data, read without loading them: the twin's size preset, or the fewer of an
     imported pair's files."""
     if data_dir is None:
-        from simreal_nb.twins.systems import _resolve, _get_spec
-        return int(_resolve(_get_spec(system), cfg.size, {})['n_frames'])
+        from simreal_nb.twins.systems import resolve_config, get_spec
+        return int(resolve_config(get_spec(system), cfg.size, {})['n_frames'])
     n = []
     for k in ('sim', 'exp'):
         with xr.open_dataset(Path(data_dir) / f'{system}_{k}.nc', engine='h5netcdf', decode_times=False) as d:
@@ -425,7 +425,7 @@ def cell_dataset(cell:Cell, cfg:GridConfig, dd, ev, scales, n_exp, model, hist, 
     if hist is not None:
         cos, frac = _conflict(hist)
         capped = float(not all(hist.stopped_early))  # a phase ran to its cap: it was still improving
-        steps_done = float(_updates_made(hist))
+        steps_done = float(updates_made(hist))
         sim_batches, exp_batches = (float(hist.batches.get(d, 0)) for d in ('sim', 'exp'))  # exposure
     fields = list(dd.fields) + ['all']
     sc = ev['score'].reindex(field=fields).sel(domain=['sim', 'exp'])

@@ -16,7 +16,7 @@ from .grid import (GridConfig, GridError, Grid, Cell, PRESETS, TUNED_FILE,
                                    TUNE_FAMILIES, read_tuned, tune_family)
 from ..training.protocols import BASELINES, EXPOSURE_CONTROLS, QUANTITY_CONTROLS
 from ..twins.systems import list_systems
-from .cell import cell_data, train_cell, prepare_twins, _updates_made
+from .cell import cell_data, train_cell, prepare_twins, updates_made
 from .executors import local_pool, stop_pool
 from .cost import worker_threads
 
@@ -61,7 +61,7 @@ def tune_point(system:str, family:str, lr:float, scale:float, cfg:GridConfig, se
         _, hist = train_cell(cell, pcfg, dd, resolve_device(device), out / point_key(system, family, lr, scale))
         val = hist.best_val[-1]
         rec.update(val=float('inf') if val is None or not math.isfinite(val) else float(val),
-                   updates=_updates_made(hist), stopped_early=[bool(s) for s in hist.stopped_early])
+                   updates=updates_made(hist), stopped_early=[bool(s) for s in hist.stopped_early])
     except NonFiniteLossError as e:
         rec.update(val=float('inf'), updates=int(e.step or 0), stopped_early=[], error=str(e)[:300])
     rec['time_s'] = round(time.perf_counter() - t0, 1)

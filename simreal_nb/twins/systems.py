@@ -19,9 +19,9 @@ from .spectral import gen_kolmogorov, kol_ranges
 from .lbm import gen_lbm, lbm_tau, lbm_ranges
 
 # %% auto #0
-__all__ = ['SYSTEMS', 'SystemSpec', 'list_systems', 'make_twins', 'probe_samples', 'gap_curve', 'plot_twins', 'neighbour_ratio',
-           'pressure_hf_fraction', 'cache_root', 'twin_key', 'load_twins', 'write_twins', 'fill_entry', 'fill_cache',
-           'load_all_twins']
+__all__ = ['SYSTEMS', 'SLOW_FC', 'SystemSpec', 'list_systems', 'get_spec', 'resolve_config', 'make_twins', 'probe_samples',
+           'gap_curve', 'plot_twins', 'neighbour_ratio', 'pressure_hf_fraction', 'cache_root', 'twin_key', 'load_twins',
+           'write_twins', 'fill_entry', 'fill_cache', 'load_all_twins']
 
 # %% ../../nbs/twins/05_systems.ipynb #c007
 @dataclass(frozen=True)
@@ -109,12 +109,13 @@ def list_systems() -> list:
     return list(SYSTEMS)
 
 # %% ../../nbs/twins/05_systems.ipynb #c012
-def _get_spec(system):
+def get_spec(system):
+    "The `SystemSpec` of `system`, by name; `SystemConfigError` naming the systems there are when it is none of them."
     if not isinstance(system, str) or system not in SYSTEMS:
         raise SystemConfigError(f"system={system!r} is unknown; expected one of {list_systems()}")
     return SYSTEMS[system]
 
-def _resolve(spec, size, overrides):
+def resolve_config(spec, size, overrides):
     "Size preset + overrides, validated; returns a plain dict."
     if size not in spec.sizes:
         raise SystemConfigError(f"size={size!r} is unknown; expected one of {list(spec.sizes)}")
@@ -216,9 +217,9 @@ def make_twins(system:str, # one of `list_systems()`
                threads:int|None=1,
                **overrides)->dict: # any key of the size preset, e.g. n_traj=6
     "Generate the twin datasets of `system` (no cache): dict(sim=, exp=, exp_truth=)."
-    spec = _get_spec(system)
+    spec = get_spec(system)
     _check_seed(seed)
-    c = _resolve(spec, size, overrides); c['_size'] = size
+    c = resolve_config(spec, size, overrides); c['_size'] = size
     # the Kolmogorov flow is chaotic: another thread count's roundoff grows into other data, and a seed's data must
     # not depend on the cores that made them
     if spec.kind == 'spectral': threads = 1
@@ -359,7 +360,7 @@ def _digest(path):
 def twin_key(system, seed=0, size='default', **overrides)->str:
     "Cache key of a twin set: hash of system, seed, size, resolved parameters, package and generator versions."
     _check_seed(seed)
-    spec = _get_spec(system); c = _resolve(spec, size, overrides)
+    spec = get_spec(system); c = resolve_config(spec, size, overrides)
     blob = json.dumps(dict(system=system, seed=int(seed), size=size, cfg=c, version=__version__,
                            generator_version=GENERATOR_VERSION), sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
