@@ -1,6 +1,6 @@
 __version__ = "0.1.0"
 
-def _surface(package:str, names:dict):
+def part_surface(package:str, names:dict):
     """A part's `__all__` and `__getattr__` from {module: 'name name …'}: a public name loads its module on first use,
     so importing a part stays cheap."""
     where = {n: m for m, ns in names.items() for n in ns.split()}

@@ -1,7 +1,7 @@
 "The contract and what everything stands on: errors, the data schema, crash-safe files, array metrics, progress."
-from .. import _surface
+from .. import part_surface
 
-__all__, __getattr__ = _surface(__name__, dict(
+__all__, __getattr__ = part_surface(__name__, dict(
     errors='SimrealError InputError',
     schema='FIELDS DOMAINS validate fields_of never_train reference_scales',
     store='atomic_write write_dataset read_dataset save_torch load_torch cache_folder',

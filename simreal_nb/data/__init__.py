@@ -1,7 +1,7 @@
 "Two domains on one grid: regridding, normalisation, splits, windows, clocks, and importers of lab data."
-from .. import _surface
+from .. import part_surface
 
-__all__, __getattr__ = _surface(__name__, dict(
+__all__, __getattr__ = part_surface(__name__, dict(
     align='regrid align_domains Normalizer split_trajs',
     domains='make_domain_data DomainData WindowDataset',
     clocks='align_clocks',
