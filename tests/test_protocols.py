@@ -534,3 +534,78 @@ def test_replayed_control_resumes_like_an_uninterrupted_one(toy, tmp_path):
     for (n, a), b in zip(ref.state_dict().items(), res.state_dict().values()):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=n)
     assert href.val == hres.val and href.batches == hres.batches == {'exp': 44} and hres.resumed_from
+
+
+# ---------------------------------------------------------------------------------------------------------- values
+def grid_protocols():
+    "Every protocol of the named grids, of the scarcity study's choices, beyond Joint, and the baselines, once each."
+    from simreal_nb.study.grid import PRESETS
+    from simreal_nb.study.scarcity import choice_grid
+    from simreal_nb.training.protocols import BEYOND, BASELINES, grid_protocol
+    names = list(BEYOND) + list(BASELINES) + [n for ns in choice_grid().values() for n in ns]
+    ps = [p for pr in PRESETS.values() for p in pr.grid.protocols] + [grid_protocol(n) for n in names]
+    return list(dict.fromkeys(ps))
+
+
+def test_protocols_are_frozen_values():
+    import dataclasses
+    from simreal_nb.training.protocols import Protocol
+    ps = grid_protocols()
+    assert len(ps) > 20 and all(isinstance(p, Protocol) for p in ps)
+    for p in ps:
+        assert dataclasses.is_dataclass(p) and type(p).__dataclass_params__.frozen, type(p)
+        for f in dataclasses.fields(p):
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                setattr(p, f.name, getattr(p, f.name))
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            p.name = 'joint'
+    # a tuned copy is another protocol; the original is untouched
+    p = SimToExp(); q = dataclasses.replace(p, finetune_lr_scale=0.3)
+    assert (p.finetune_lr_scale, q.finetune_lr_scale, p == q, q.name) == (1.0, 0.3, False, 'sim_to_exp')
+
+
+def test_replace_keeps_the_name_round_trip():
+    "parse(name(p)) == p for every protocol of the grids, and for each with another '@' setting made by `replace`."
+    from dataclasses import replace
+    from simreal_nb.training.protocols import grid_protocol, ExpOnly, Pooled, SimToExpReplay, SimToExpAnchored, SimToExpLoRA
+    for p in grid_protocols():
+        assert grid_protocol(p.name) == p and replace(p) == p and grid_protocol(replace(p).name) == p, p
+        assert hash(replace(p)) == hash(p)
+    settings = [(Joint(), 'lam', 0.3, 'joint@0.3'), (Joint(combiner='mgda'), 'lam', 0.2, 'joint_mgda@0.2'),
+                (Pooled(), 'share', 0.4, 'pooled@0.4'), (ExpOnly(), 'lr', 0.004, 'exp_only@0.004'),
+                (SimToExp(named=True), 'finetune_lr_scale', 0.1, 'sim_to_exp@0.1'),
+                (SimToExpReplay(), 'share', 0.5, 'sim_to_exp_replay@0.5'),
+                (SimToExpAnchored('ewc'), 'alpha', 0.1, 'sim_to_exp_ewc@0.1'), (SimToExpLoRA(), 'rank', 8, 'sim_to_exp_lora@8')]
+    for p, k, v, name in settings:
+        q = replace(p, **{k: v})
+        assert q.name == name and get_protocol(name) == q and getattr(p, k) != v
+    with pytest.raises(ProtocolError):  # `replace` checks like the constructor
+        replace(Joint(), lam=1.5)
+
+
+def test_only_the_parser_splits_a_name():
+    """No module but `protocols.get_protocol` splits a name at '@' (`partition`, `split`), and none but
+    `protocols.protocol_name` appends the '_eq' of a control to a name."""
+    import ast
+    import simreal_nb
+    root = Path(simreal_nb.__file__).parent
+    found = []
+    for path in sorted(root.rglob('*.py')):
+        if path.name == '_modidx.py': continue
+        tree, rel = ast.parse(path.read_text()), path.relative_to(root).as_posix()
+        owner = {}  # node -> the name of the innermost function around it
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for n in ast.walk(fn):
+                    if n is not fn: owner[n] = fn.name  # inner functions are walked later and win
+        for n in ast.walk(tree):
+            where = (rel, owner.get(n))
+            if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr in ('partition', 'rpartition', 'split', 'rsplit') and n.args
+                    and isinstance(n.args[0], ast.Constant) and n.args[0].value == '@'
+                    and where != ('training/protocols.py', 'get_protocol')):
+                found.append((*where, n.lineno))
+            if (isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith('_eq')
+                    and where != ('training/protocols.py', 'protocol_name')):
+                found.append((*where, n.lineno))
+    assert not found, found

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/study/47_cell.ipynb #l003
 from __future__ import annotations
-import copy, json, os, time, math, warnings
+import json, os, time, math, warnings
 from dataclasses import replace
 from pathlib import Path
 import numpy as np
@@ -284,7 +284,7 @@ def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
     p = protocol or cell.protocol
     st = cfg.settings_of(cell.system, p, cell.arch, cell.capacity)
     if isinstance(p, SimToExp) and not p.named and st['finetune_lr_scale'] != p.finetune_lr_scale:
-        p = copy.copy(p); p.finetune_lr_scale = st['finetune_lr_scale']
+        p = replace(p, finetune_lr_scale=st['finetune_lr_scale'])  # another setting: another protocol
     return p, st['lr'] if getattr(p, 'lr', None) is None else p.lr  # 'exp_only@0.004': its own
 
 def sim_only_of(cell:Cell) -> Cell:

@@ -5,7 +5,7 @@
 # %% ../../nbs/training/40_protocols.ipynb #c003
 from __future__ import annotations
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -20,9 +20,9 @@ from .beyond import masked_mean, HCW_WEIGHTS
 __all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'POOLED', 'QUANTITY_CONTROLS',
            'EXPOSURE_CONTROLS', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'FAMILIES', 'DOMAIN_IDS',
            'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'COORDS', 'ProtocolError',
-           'NonFiniteLossError', 'valid_lam', 'joint_name', 'trained_protocols', 'masked_mse', 'CyclingSampler',
-           'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp',
-           'FineTuneOf', 'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored',
+           'NonFiniteLossError', 'valid_lam', 'protocol_name', 'joint_name', 'trained_protocols', 'masked_mse',
+           'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly',
+           'SimToExp', 'FineTuneOf', 'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored',
            'SimToExpLoRA', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool',
            'get_protocol', 'ExposureControl', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
 
@@ -61,10 +61,18 @@ def valid_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0
         raise ProtocolError(f"`{name}` must be a number in [0, 1], got {lam!r}")
     return v
 
+def protocol_name(stem:str, # what the name starts with: 'joint', 'joint_pcgrad', 'sim_to_exp_lora', ...
+                  setting=None, # the number its name carries after '@' (None: none, its default)
+                  eq:bool=False, # an equal-exposure control: '_eq' after the stem
+                 ) -> str:
+    """The one formatter of protocol names ('joint@0.3', 'sim_to_exp_lora_eq@8'): `stem`, '_eq' for a control, '@' and
+    `setting`; `get_protocol` is the one parser."""
+    return stem + ('_eq' if eq else '') + ('' if setting is None else f'@{setting:g}')
+
 def joint_name(lam:float) -> str:
     "Protocol name of Joint trained at `lam`: 'joint' for 0.5, else 'joint@0.3' style."
     lam = valid_lam(lam)
-    return JOINT if lam == 0.5 else f'{JOINT}@{lam:g}'
+    return protocol_name(JOINT, None if lam == 0.5 else lam)
 
 def trained_protocols(names) -> list:
     "The protocol names (strings) of `names` that are trained protocols, i.e. not reference `BASELINES`."
@@ -202,20 +210,30 @@ STATELESS = COMBINERS[:4]  # combiners that are a function of the two gradients 
 BEYOND = ('joint_pcgrad', 'joint_mgda', 'joint_cagrad', 'joint_adaptive', 'joint_snr', 'joint_hcw',
           'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora')
 
-def _joint_name(lam:float, combiner:str='sum') -> str:
-    "Name of Joint at `lam` with `combiner`: 'joint', 'joint@0.3', 'joint_pcgrad', 'joint_pcgrad@0.3', ..."
-    name = joint_name(lam)
-    return name if combiner == 'sum' else f'{JOINT}_{combiner}' + name[len(JOINT):]
+def _set(p, **kw):
+    "Set fields of frozen protocol `p` while it is made (`__post_init__`: its arguments checked and normalised)."
+    for k, v in kw.items(): object.__setattr__(p, k, v)
 
+@dataclass(frozen=True, repr=False, eq=False)
 class Protocol:
-    "Base class: a named schedule of phases over a fixed number of optimiser updates."
-    name = 'protocol'
+    """Base class: a named schedule of phases over a fixed number of optimiser updates; a value (a frozen dataclass:
+    another setting is another protocol, `dataclasses.replace`)."""
+    stem = 'protocol'  # its name without the '_eq' of a control and the '@' setting (`protocol_name`)
     needs = ()  # domains whose training data must be present
     lam = None  # the λ of the objective, where one exists
     lam_train = None  # the training λ of a plain Joint (sum of the two risks); None for every other protocol
     # the one of `FAMILIES` it is a variant of: whose tuned settings it trains with, where reports place it
     family = None
     trains = True  # False for a reference baseline
+    match = 0  # > 0: an equal-exposure control of this many updates, named '..._eq'
+    @property
+    def setting(self):
+        "The number its name carries after '@' (None: none, the protocol's default)."
+        return None
+    @property
+    def name(self) -> str:
+        "Its name on the command line and in results (`protocol_name`; `get_protocol` parses it back)."
+        return protocol_name(self.stem, self.setting, bool(self.match))
     @property
     def domains(self) -> tuple:
         "The domains the model ends up fitted to (a fine-tune: exp alone)."
@@ -224,19 +242,20 @@ class Protocol:
     def tuned_as(self) -> str:
         """The name its own tuned settings are filed under (`simreal tune --protocols`): its name without its `@`
         setting."""
-        return self.name.partition('@')[0]
+        return protocol_name(self.stem, eq=bool(self.match))
     def phases(self, steps:int) -> list[Phase]: raise NotImplementedError
     def __repr__(self): return f"{type(self).__name__}({self.name!r})"
-    def __eq__(self, o): return isinstance(o, Protocol) and repr(o) == repr(self) and o.__dict__ == self.__dict__
-    def __hash__(self): return hash(repr(self))
 
+@dataclass(frozen=True, repr=False)
 class SimOnly(Protocol):
     """Every update minimises the sim risk; with `more` it is the data-quantity control 'sim_only_more', whose cell
     trains on as many sim trajectories as Joint sees of both domains."""
-    name, needs, more, family = 'sim_only', ('sim',), False, 'sim_only'
+    needs, family = ('sim',), 'sim_only'
     # the data-quantity control: the cell adds trajectories to its training split (`cell.more_trajectories`)
-    def __init__(self, more:bool=False):
-        if more: self.name, self.more = QUANTITY_CONTROLS[0], True
+    more: bool = False
+    def __post_init__(self): _set(self, more=bool(self.more))
+    @property
+    def stem(self): return QUANTITY_CONTROLS[0] if self.more else SIM_ONLY
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
     def __repr__(self): return 'SimOnly(more=True)' if self.more else super().__repr__()
 
@@ -259,27 +278,28 @@ def _cuts(cuts) -> tuple:
 # batches of `batch_size` a Joint update draws, one per domain: what an equal-exposure control draws from exp
 JOINT_WINDOWS = 2
 
+@dataclass(frozen=True, repr=False)
 class ExpOnly(Protocol):
     """Every update minimises the exp risk; with `match` > 0 it is the equal-exposure control 'exp_only_eq': Joint's
     updates, windows per update and schedule."""
-    name, needs, more, family = 'exp_only', ('exp',), False, 'exp_only'
-    def __init__(self,
-            # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early
-            # stop
-            match:int=0,
-                 lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
-                 # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
-                 more:bool=False,
-                 lr:float|None=None):  # its own learning rate, 'exp_only@0.004' (None: the run's tuned one)
-        self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
-        if more and self.match:
+    needs, family = ('exp',), 'exp_only'
+    # > 0: exactly this many updates (Joint's), each drawing Joint's windows (`JOINT_WINDOWS` batches), no early stop
+    match: int = 0
+    lr_cuts: tuple = ()  # with `match`: Joint's learning-rate cuts, replayed ((update, scale), ...)
+    # the data-quantity control 'exp_only_more': as many exp trajectories as Joint sees of both domains
+    more: bool = False
+    lr: float|None = None  # its own learning rate, 'exp_only@0.004' (None: the run's tuned one)
+    def __post_init__(self):
+        _set(self, match=_updates(self.match), lr_cuts=_cuts(self.lr_cuts), more=bool(self.more))
+        if self.more and self.match:
             raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
-        if self.match: self.name = EXPOSURE_CONTROLS[0]
-        if more: self.name, self.more = QUANTITY_CONTROLS[1], True
-        self.lr = None if lr is None else float(lr)
-        if self.lr is not None:
-            if self.match or more: raise ProtocolError("ExpOnly: a learning rate of its own is for the plain Exp-only")
-            self.name = f'{EXP_ONLY}@{self.lr:g}'
+        _set(self, lr=None if self.lr is None else float(self.lr))
+        if self.lr is not None and (self.match or self.more):
+            raise ProtocolError("ExpOnly: a learning rate of its own is for the plain Exp-only")
+    @property
+    def stem(self): return QUANTITY_CONTROLS[1] if self.more else EXP_ONLY
+    @property
+    def setting(self): return self.lr
     def phases(self, steps):
         if not self.match: return [Phase('exp', steps, {'exp': 1.0})]
         return [Phase('exp', self.match, {'exp': 1.0}, lr_cuts=self.lr_cuts, windows=JOINT_WINDOWS)]
@@ -291,29 +311,29 @@ class ExpOnly(Protocol):
 # %% ../../nbs/training/40_protocols.ipynb #34ad16e8
 PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
 
+@dataclass(frozen=True, repr=False)
 class SimToExp(Protocol):
     """Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp in full (the paper's Sim→Exp); each
     variant below changes one thing about the fine-tune."""
-    name, needs, family = 'sim_to_exp', ('sim', 'exp'), 'sim_to_exp'
-    named = False  # the fine-tune scale is the name's ('sim_to_exp@0.3'), not the run's tuned one
-    def __init__(self, pretrain_frac:float=0.5,  # share of the updates spent on sim pretraining
-                 finetune_lr_scale:float=1.0,  # learning-rate multiplier of the fine-tune phase
-                 # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early
-                 # stop; name '..._eq'
-                 match:int=0,
-                 lr_cuts=(),  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
-                 # the scale is its own, 'sim_to_exp@0.3', and wins over a run's tuned one
-                 named:bool=False):
-        if not 0.0 < float(pretrain_frac) < 1.0:
-            raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {pretrain_frac}")
-        self.pretrain_frac, self.finetune_lr_scale = float(pretrain_frac), float(finetune_lr_scale)
-        self.match, self.lr_cuts = _updates(match), _cuts(lr_cuts)
-        if named:
-            if type(self) is not SimToExp or self.match:
-                raise ProtocolError("SimToExp: a fine-tune scale of its own is for the plain Sim→Exp")
-            self.named, self.name = True, f'{SIM_TO_EXP}@{self.finetune_lr_scale:g}'
-        if self.match:  # the equal-exposure control: 'sim_to_exp_eq' (a variant: 'sim_to_exp_lora_eq@8', ...)
-            b, at, a = self.name.partition('@'); self.name = f'{b}_eq{at}{a}'
+    stem, needs, family = SIM_TO_EXP, ('sim', 'exp'), 'sim_to_exp'
+    # keyword-only: a variant's own settings come first (`SimToExpLoRA(8, match=30)`)
+    pretrain_frac: float = field(default=0.5, kw_only=True)  # share of the updates spent on sim pretraining
+    finetune_lr_scale: float = field(default=1.0, kw_only=True)  # learning-rate multiplier of the fine-tune phase
+    # > 0: the fine-tune makes exactly this many updates (Joint's), at Joint's windows per update, no early stop; name
+    # '..._eq'
+    match: int = field(default=0, kw_only=True)
+    lr_cuts: tuple = field(default=(), kw_only=True)  # with `match`: Joint's learning-rate cuts, replayed in the fine-tune
+    # the fine-tune scale is the name's, 'sim_to_exp@0.3', and wins over a run's tuned one
+    named: bool = field(default=False, kw_only=True)
+    def __post_init__(self):
+        if not 0.0 < float(self.pretrain_frac) < 1.0:
+            raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {self.pretrain_frac}")
+        _set(self, pretrain_frac=float(self.pretrain_frac), finetune_lr_scale=float(self.finetune_lr_scale),
+             match=_updates(self.match), lr_cuts=_cuts(self.lr_cuts), named=bool(self.named))
+        if self.named and (type(self) is not SimToExp or self.match):
+            raise ProtocolError("SimToExp: a fine-tune scale of its own is for the plain Sim→Exp")
+    @property
+    def setting(self): return self.finetune_lr_scale if self.named else None
     @property
     def domains(self): return ('exp',)  # what the fine-tune leaves it fitted to
     def tune(self) -> dict:
@@ -339,83 +359,117 @@ class SimToExp(Protocol):
                 + ', '.join(f"{k}={v!r}"
                             for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")")
 
+@dataclass(frozen=True, repr=False)
 class FineTuneOf(Protocol):
     """The phases of Sim→Exp protocol `of` after its sim pre-training, alone: the run of a model whose sim phase is done
     (a Sim-only model fine-tuned)."""
-    def __init__(self, of:SimToExp):
-        if not isinstance(of, SimToExp): raise ProtocolError(f"FineTuneOf: expected a Sim→Exp protocol, got {of!r}")
-        self.of, self.name, self.family, self.needs = of, of.name, of.family, of.needs
+    of: SimToExp
+    def __post_init__(self):
+        if not isinstance(self.of, SimToExp): raise ProtocolError(f"FineTuneOf: expected a Sim→Exp protocol, got {self.of!r}")
+    @property
+    def name(self): return self.of.name
+    @property
+    def tuned_as(self): return self.of.tuned_as
+    @property
+    def family(self): return self.of.family
+    @property
+    def needs(self): return self.of.needs
     @property
     def domains(self): return self.of.domains
     def phases(self, steps): return self.of.phases(steps)[1:]
     def __repr__(self): return f"FineTuneOf({self.of!r})"
 
+@dataclass(frozen=True, repr=False)
 class SimToExpFrozen(SimToExp):
     "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
-    name = 'sim_to_exp_frozen'
+    stem = 'sim_to_exp_frozen'
     # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
-    def __init__(self, stem_prefixes:Sequence[str]|None=None, **kw):
-        self.stem_prefixes = None if stem_prefixes is None else tuple([stem_prefixes]
-                if isinstance(stem_prefixes, str) else stem_prefixes)
-        super().__init__(**kw)
+    stem_prefixes: tuple|None = None
+    def __post_init__(self):
+        p = self.stem_prefixes
+        _set(self, stem_prefixes=None if p is None else tuple([p] if isinstance(p, str) else p))
+        super().__post_init__()
     def tune(self): return dict(freeze_stem=True)
     def _args(self):
         return ({} if self.stem_prefixes is None else dict(stem_prefixes=self.stem_prefixes)) | super()._args()
 
+@dataclass(frozen=True, repr=False)
 class SimToExpFrozenDecoder(SimToExp):
     "Sim→Exp with the decoder (`model.decoder_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen_decoder'."
-    name = 'sim_to_exp_frozen_decoder'
+    stem = 'sim_to_exp_frozen_decoder'
     def tune(self): return dict(freeze_decoder=True)
 
+@dataclass(frozen=True, repr=False)
 class SimToExpReplay(SimToExp):
     """Sim→Exp whose every fine-tune update also draws a sim batch, with `share` of the loss: 'sim_to_exp_replay'
     (another share: '@0.5')."""
-    def __init__(self, share:float=0.25, **kw):  # the sim share of the fine-tune loss, in (0, 1)
-        if not 0.0 < float(share) < 1.0:
-            raise ProtocolError(f"replay: expected a share of the loss in (0, 1), got {share}")
-        self.share = float(share)
-        self.name = 'sim_to_exp_replay' + ('' if self.share == 0.25 else f'@{self.share:g}')
-        super().__init__(**kw)
+    stem = 'sim_to_exp_replay'
+    share: float = 0.25  # the sim share of the fine-tune loss, in (0, 1)
+    def __post_init__(self):
+        if not 0.0 < float(self.share) < 1.0:
+            raise ProtocolError(f"replay: expected a share of the loss in (0, 1), got {self.share}")
+        _set(self, share=float(self.share))
+        super().__post_init__()
+    @property
+    def setting(self): return None if self.share == 0.25 else self.share
     @property
     def domains(self): return ('sim', 'exp')  # it keeps fitting sim
     def tune(self): return dict(weights={'sim': self.share, 'exp': 1.0 - self.share})
     def _args(self): return dict(share=self.share) | super()._args()
 
+@dataclass(frozen=True, repr=False)
 class SimToExpAnchored(SimToExp):
     """Sim→Exp whose fine-tune is pulled toward the pretrained weights: L2-SP ('sim_to_exp_l2sp') or EWC
     ('sim_to_exp_ewc'), stiffness `alpha`."""
-    def __init__(self, penalty:str='l2sp', alpha:float=0.01, **kw):  # one of `PENALTIES`; the penalty's stiffness
-        if penalty not in PENALTIES: raise ProtocolError(f"penalty: expected one of {PENALTIES}, got {penalty!r}")
-        if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha >= 0):
-            raise ProtocolError(f"alpha: expected a finite number >= 0, got {alpha!r}")
-        self.penalty, self.alpha = penalty, float(alpha)
-        self.name = f'sim_to_exp_{penalty}' + ('' if self.alpha == 0.01 else f'@{self.alpha:g}')
-        super().__init__(**kw)
+    penalty: str = 'l2sp'  # one of `PENALTIES`
+    alpha: float = 0.01  # the penalty's stiffness
+    def __post_init__(self):
+        if self.penalty not in PENALTIES:
+            raise ProtocolError(f"penalty: expected one of {PENALTIES}, got {self.penalty!r}")
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha >= 0):
+            raise ProtocolError(f"alpha: expected a finite number >= 0, got {self.alpha!r}")
+        _set(self, alpha=float(self.alpha))
+        super().__post_init__()
+    @property
+    def stem(self): return f'{SIM_TO_EXP}_{self.penalty}'
+    @property
+    def setting(self): return None if self.alpha == 0.01 else self.alpha
     def tune(self): return dict(penalty=self.penalty, penalty_weight=self.alpha)
     def _args(self): return dict(penalty=self.penalty, alpha=self.alpha) | super()._args()
 
+@dataclass(frozen=True, repr=False)
 class SimToExpLoRA(SimToExp):
     """Sim→Exp whose fine-tune trains low-rank adapters of rank `rank` only (`beyond.add_lora`): 'sim_to_exp_lora'
     (another rank: '@8')."""
-    def __init__(self, rank:int=4, **kw):
-        if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
-            raise ProtocolError(f"lora_rank: expected an integer >= 1, got {rank!r}")
-        self.rank = int(rank)
-        self.name = 'sim_to_exp_lora' + ('' if self.rank == 4 else f'@{self.rank}')
-        super().__init__(**kw)
+    stem = 'sim_to_exp_lora'
+    rank: int = 4
+    def __post_init__(self):
+        r = self.rank
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
+            raise ProtocolError(f"lora_rank: expected an integer >= 1, got {r!r}")
+        _set(self, rank=int(r))
+        super().__post_init__()
+    @property
+    def setting(self): return None if self.rank == 4 else self.rank
     def tune(self): return dict(lora_rank=self.rank)
     def _args(self): return dict(rank=self.rank) | super()._args()
 
 # %% ../../nbs/training/40_protocols.ipynb #e40007b2
+@dataclass(frozen=True, repr=False)
 class Joint(Protocol):
     "Every update draws one sim and one exp mini-batch and minimises λ·R_sim + (1-λ)·R_exp."
     needs, family = ('sim', 'exp'), 'joint'
-    def __init__(self, lam:float=0.5,  # weight of the sim risk, in [0, 1]
-                 combiner:str='sum'):  # 'sum' (the paper's Joint), or a gradient combiner of `COMBINERS`
-        self.lam = valid_lam(lam)
-        if combiner not in COMBINERS: raise ProtocolError(f"combiner: expected one of {COMBINERS}, got {combiner!r}")
-        self.combiner = combiner
-        self.name = _joint_name(self.lam, combiner)
+    lam: float = 0.5  # weight of the sim risk, in [0, 1]
+    # 'sum' (the paper's Joint), or a gradient combiner of `COMBINERS`
+    combiner: str = field(default='sum', kw_only=True)
+    def __post_init__(self):
+        _set(self, lam=valid_lam(self.lam))
+        if self.combiner not in COMBINERS:
+            raise ProtocolError(f"combiner: expected one of {COMBINERS}, got {self.combiner!r}")
+    @property
+    def stem(self): return JOINT if self.combiner == 'sum' else f'{JOINT}_{self.combiner}'
+    @property
+    def setting(self): return None if self.lam == 0.5 else self.lam
     @property
     def lam_train(self): return self.lam if self.combiner == 'sum' else None
     def phases(self, steps):
@@ -424,50 +478,60 @@ class Joint(Protocol):
         return (f"Joint(lam={self.lam:g})" if self.combiner == 'sum'
                 else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})")
 
+@dataclass(frozen=True, repr=False)
 class JointCausal(Joint):
     """Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's
     (`beyond.CausalPenalty`)."""
+    stem = 'joint_causal'
     lam_train = None  # not a plain Joint
-    def __init__(self, lam:float=0.5, weight:float=1.0):  # weight of the penalty
-        super().__init__(lam)
-        if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
-            raise ProtocolError(f"weight: expected a positive number, got {weight!r}")
-        self.weight, self.name = float(weight), 'joint_causal' + ('' if self.lam == 0.5 else f'@{self.lam:g}')
+    weight: float = 1.0  # weight of the penalty
+    def __post_init__(self):
+        super().__post_init__()
+        if self.combiner != 'sum': raise ProtocolError(f"JointCausal: sums the two risks, got combiner {self.combiner!r}")
+        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
+            raise ProtocolError(f"weight: expected a positive number, got {self.weight!r}")
+        _set(self, weight=float(self.weight))
     def phases(self, steps):
         return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, causal=self.weight)]
     def __repr__(self): return f"JointCausal(lam={self.lam:g}, weight={self.weight:g})"
 
+@dataclass(frozen=True, repr=False)
 class JointHCW(Protocol):
     """Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist
     (`beyond.HCWLoss`)."""
-    name, needs, family = 'joint_hcw', ('sim', 'exp'), 'joint'
-    def __init__(self, trusted:Sequence[str]|None=None):  # sim fields supervised (None: all)
-        self.trusted = None if trusted is None else tuple(trusted)
+    stem, needs, family = 'joint_hcw', ('sim', 'exp'), 'joint'
+    trusted: tuple|None = None  # sim fields supervised (None: all)
+    def __post_init__(self): _set(self, trusted=None if self.trusted is None else tuple(self.trusted))
     def phases(self, steps):
         w = HCW_WEIGHTS
         return [Phase('joint', steps, {'sim': w['sim'], 'exp': w['exp']}, loss='hcw', consist=w['consist'])]
     def __repr__(self): return 'JointHCW()' if self.trusted is None else f'JointHCW(trusted={self.trusted!r})'
 
 # %% ../../nbs/training/40_protocols.ipynb #pl1
+@dataclass(frozen=True, repr=False)
 class Pooled(Protocol):
     """One model on the union of the sim and exp windows: each update a batch drawn from their union, each window
     weighted alike."""
-    name, needs, family = POOLED, ('sim', 'exp'), POOLED
-    def __init__(self, share:float|None=None):  # exp's expected share of each batch (None: its share of the windows)
-        self.share = None if share is None else float(share)
-        if self.share is not None: self.name = f'{POOLED}@{self.share:g}'
+    stem, needs, family = POOLED, ('sim', 'exp'), POOLED
+    share: float|None = None  # exp's expected share of each batch (None: its share of the windows)
+    def __post_init__(self): _set(self, share=None if self.share is None else float(self.share))
+    @property
+    def setting(self): return self.share
     def phases(self, steps):
         w = {'sim': 0.5, 'exp': 0.5} if self.share is None else {'sim': 1 - self.share, 'exp': self.share}
         return [Phase('pooled', steps, w, pool=True, pool_share=self.share)]
     def __repr__(self): return super().__repr__() if self.share is None else f"Pooled(share={self.share:g})"
 
+@dataclass(frozen=True, repr=False)
 class Baseline(Protocol):
     """A reference predictor of `BASELINES` (persistence, the mean field, the analog): scored like a protocol, never
     trained."""
     family, trains = 'baseline', False
-    def __init__(self, name:str):
-        if name not in BASELINES: raise ProtocolError(f"baseline: expected one of {BASELINES}, got {name!r}")
-        self.name = name
+    which: str  # its name, one of `BASELINES`
+    def __post_init__(self):
+        if self.which not in BASELINES: raise ProtocolError(f"baseline: expected one of {BASELINES}, got {self.which!r}")
+    @property
+    def stem(self): return self.which
     def phases(self, steps): raise ProtocolError(f"{self.name}: a reference baseline has no training phases")
 
 def pool_shares(sizes:dict) -> dict:
@@ -517,13 +581,14 @@ def get_protocol(
                  # 'sim_to_exp_eq@<n>', or a Protocol
                  name:str|Protocol,
                 ) -> Protocol:
-    "The protocol object for a name as used on the command line and in results."
+    """The protocol object for a name as used on the command line and in results: the one parser of names (`protocol_name`
+    the one formatter)."""
     if isinstance(name, Protocol): return name
     if not isinstance(name, str):
         raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
     if name.strip() in BASELINES: return Baseline(name.strip())
     base, at, arg = name.strip().partition('@')
-    joints = {_joint_name(0.5, c): c for c in COMBINERS}
+    joints = {Joint(combiner=c).name: c for c in COMBINERS}
     tuned = dict(
         # name@<share of sim in the fine-tune loss>
         sim_to_exp_replay=lambda a: SimToExpReplay(_number(name, a, 'sim_to_exp_replay')),
@@ -561,14 +626,18 @@ def get_protocol(
                             f"{PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
+@dataclass(frozen=True, repr=False)
 class ExposureControl(Protocol):
     """An equal-exposure control of a grid before its Joint cell has run: Exp-only ('exp_only_eq') or Sim→Exp
     ('sim_to_exp_eq'), to copy Joint's updates, windows per update and learning-rate cuts (`matched`)."""
-    def __init__(self, family:str=EXP_ONLY):  # EXP_ONLY or SIM_TO_EXP
-        if family not in (EXP_ONLY, SIM_TO_EXP):
-            raise ProtocolError(f"ExposureControl: expected {EXP_ONLY!r} or {SIM_TO_EXP!r}, got {family!r}")
-        self.family, self.name = family, EXPOSURE_CONTROLS[family == SIM_TO_EXP]
-        self.needs = ('exp',) if family == EXP_ONLY else ('sim', 'exp')
+    family: str = EXP_ONLY  # EXP_ONLY or SIM_TO_EXP
+    def __post_init__(self):
+        if self.family not in (EXP_ONLY, SIM_TO_EXP):
+            raise ProtocolError(f"ExposureControl: expected {EXP_ONLY!r} or {SIM_TO_EXP!r}, got {self.family!r}")
+    @property
+    def stem(self): return EXPOSURE_CONTROLS[self.family == SIM_TO_EXP]
+    @property
+    def needs(self): return ('exp',) if self.family == EXP_ONLY else ('sim', 'exp')
     @property
     def domains(self): return ('exp',)
     def matched(self, updates:int, lr_cuts=()) -> Protocol:
@@ -600,7 +669,6 @@ def protocol_coords(names) -> dict:
     return {'family': [p.family for p in ps],
             'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
             'domains': ['+'.join(p.domains) for p in ps]}
-
 
 # %% ../../nbs/training/40_protocols.ipynb #c041
 def _domain(data, d):
