@@ -26,18 +26,21 @@ LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
 # %% ../../nbs/reading/31_analysis.ipynb #1c47116c
 def protocol_coord(x, # results: a Dataset or an array of it, with a `protocol` dim
                    name:str, # a coordinate of `protocols.COORDS`: 'family', 'lam_train' or 'domains'
+                   names=None, # the protocol names to give it for (None: `x`'s own)
                   ) -> dict:
-    """{protocol: value} of `x`'s coordinate `name` on `protocol`; for results written before runs recorded it, from the
-    protocol objects of the names (None where a name is no protocol, e.g. the report's two-model pair)."""
-    protos = [str(p) for p in x['protocol'].values]
+    """{protocol: value} of `x`'s coordinate `name` on `protocol`; for results written before runs recorded it, and for
+    `names` that `x` does not hold, from the protocol objects of the names (None where a name is no protocol, e.g. the
+    report's two-model pair). The one place reading gets a protocol's family, training λ or domains."""
+    protos, stored = [str(p) for p in x['protocol'].values], {}
     if name in x.coords:
         c = x.coords[name]
         if c.dims != ('protocol',):
             raise MetricInputError(f"`{name}` must be a coordinate on dim 'protocol' alone, got dims {c.dims}")
-        return {p: (v if isinstance(v, str) or v is None or v == v else None)
-                for p, v in zip(protos, c.values.tolist())}
+        stored = {p: (v if isinstance(v, str) or v is None or v == v else None)
+                  for p, v in zip(protos, c.values.tolist())}
     out = {}
-    for p in protos:
+    for p in protos if names is None else [str(n) for n in names]:
+        if p in stored: out[p] = stored[p]; continue
         try: out[p] = protocol_coords([p])[name][0]
         except ProtocolError: out[p] = None
     return out

@@ -11,7 +11,7 @@ import pandas as pd
 import xarray as xr
 from .analysis import balanced_score, mean_ci, select_view, train_domains, protocol_coord
 from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols,
-                                           EXPOSURE_CONTROLS, POOLED, get_protocol,
+                                           EXPOSURE_CONTROLS, POOLED,
                                   QUANTITY_CONTROLS)
 from .report_tables import (TWO_MODEL, ci_frame, specialists, md_table,
                                               paired_change, with_two_model_pair,
@@ -389,8 +389,9 @@ def tuning_lines(res:xr.Dataset) -> list:
     if not tuned:
         return L + [f"No protocol was tuned in this run: every protocol trained at learning rate {lr} (a fine-tune at "
                     "the same rate).", '']
+    family = protocol_coord(res, 'family', [f for fams in tuned.values() for f in fams])  # the family each was tuned as
     rows = {(s, f): dict(lr=v.get('lr', lr),
-            **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if get_protocol(f).family == SIM_TO_EXP else {}))
+            **({'fine-tune scale': v.get('finetune_lr_scale', 1.0)} if family[f] == SIM_TO_EXP else {}))
             for s, fams in tuned.items() for f, v in fams.items()}
     df = pd.DataFrame.from_dict(rows, orient='index'); df.index.names = ['system', 'tuned as']
     untuned = sorted(set(map(str, res.system.values)) - set(tuned))
