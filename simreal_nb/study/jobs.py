@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import xarray as xr
 from ..core.store import write_dataset, write_text
-from ..training.protocols import PROTOCOLS, BASELINES, EXPOSURE_CONTROLS
+from ..training.protocols import PROTOCOLS, ProtocolError, ExposureControl, grid_protocol
 from ..training.step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
 from .rundir import (manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files,
@@ -108,12 +108,14 @@ def train_job(out,                         # job directory: job.json, last.pt + 
                   **{k: v for k, v in dict(steps=steps, batch_size=batch_size, level=level).items() if v is not None},
                   **({} if init is None else dict(init=str(init), init_digest=None)))
     cfg = resolve_init(cfg)  # the checkpoint's digest goes into job.json: a resume with another file is refused
-    if protocol in BASELINES:
+    try: p = grid_protocol(protocol)  # parsed once: what the protocol is decides, not how its name is spelled
+    except ProtocolError: p = None  # an unknown name: the grid below refuses it, naming the protocols it knows
+    if p is not None and not p.trains:
         raise GridError(f"protocol {protocol!r} is a baseline: nothing to train; expected one of "
                         f"{', '.join(PROTOCOLS)}")
-    if protocol in EXPOSURE_CONTROLS:
+    if isinstance(p, ExposureControl):
         raise GridError(f"protocol {protocol!r} is matched to a Joint cell of a run; a job has none: give the exp "
-                        f"updates to reach, '{protocol}@<n>' (n: the exp_batches of the Joint cell)")
+                        f"updates to reach, '{p.name}@<n>' (n: the exp_batches of the Joint cell)")
     dev = check_device(device)
     # torchrun starts ranks in sessions of their own
     if 'TORCHELASTIC_RUN_ID' in os.environ: exit_with_parent(os.getppid())

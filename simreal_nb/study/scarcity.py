@@ -12,7 +12,7 @@ import xarray as xr
 from ..core.store import write_text, read_json
 from ..core.progress import clock
 from ..training.protocols import (JOINT, POOLED, EXP_ONLY, SIM_TO_EXP, SIM_ONLY, PERSISTENCE, MEAN_FIELD,
-                                           ANALOG, joint_name)
+                                           ANALOG, joint_name, Pooled, ExpOnly, SimToExp)
 from ..twins.systems import list_systems
 from .grid import GridConfig, GridError, Cell, PRESETS
 from .tuning import TUNE_GRID
@@ -35,8 +35,9 @@ CHOICE_OBJECTIVE = {JOINT: (0.5, 0.5), POOLED: (0.5, 0.5), EXP_ONLY: (0.0, 1.0),
 
 def choice_grid(weights=WEIGHTS, lrs=TUNE_GRID['lr'], scales=TUNE_GRID['finetune_lr_scale']) -> dict:
     "{family: the protocol names its choice is made among}."
-    return {JOINT: [joint_name(w) for w in weights], POOLED: [f'{POOLED}@{w:g}' for w in weights],
-            EXP_ONLY: [f'{EXP_ONLY}@{lr:g}' for lr in lrs], SIM_TO_EXP: [f'{SIM_TO_EXP}@{s:g}' for s in scales]}
+    return {JOINT: [joint_name(w) for w in weights], POOLED: [Pooled(w).name for w in weights],
+            EXP_ONLY: [ExpOnly(lr=lr).name for lr in lrs],
+            SIM_TO_EXP: [SimToExp(finetune_lr_scale=s, named=True).name for s in scales]}
 
 # %% ../../nbs/study/52_scarcity.ipynb #sc009
 def choice_cells(system:str, exp_trajs, cfg:GridConfig, grid:dict, capacity:str='S', seed:int=0) -> list:
