@@ -523,6 +523,6 @@ def run_cell(cell:Cell, cfg:GridConfig, run_dir, device:str='auto', threads:int|
           else np.full((2, len(dd.fields), len(EXAMPLE_KINDS), *dd.grid), np.nan, np.float32))
     t_eval = time.perf_counter() - t0 - t_data - t_train
     ds = cell_dataset(cell, cfg, dd, ev, scales, n_exp, model, hist, ex, t_train, t_eval, stamp, data_dir)
-    write_dataset(ds, path, validate=False)  # atomic: a killed run never leaves half a cell file
+    write_dataset(ds, path, validate=False, classic=True)  # atomic: a killed run never leaves half a cell file
     return dict(key=cell.key, skipped=False, data_s=t_data, train_s=t_train, eval_s=t_eval,
                 total_s=time.perf_counter() - t0)

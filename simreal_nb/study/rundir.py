@@ -11,7 +11,7 @@ import numpy as np, pandas as pd, xarray as xr
 from xarray.core import dtypes
 from .. import __version__
 from ..core.schema import FIELDS
-from ..core.store import write_text, RunFileError, read_json, is_temporary, unmarked_files
+from ..core.store import write_text, RunFileError, read_json, is_temporary, unmarked_files, open_netcdf, CLASSIC_MAGIC
 from ..twins.systems import list_systems
 from ..models.factory import CAPACITIES, ARCHS, checkpoint_digest, make_model, n_params
 from ..training.protocols import PROTOCOLS, BASELINES, POOLED, protocol_coords, COORDS, EXPOSURE_CONTROLS
@@ -288,7 +288,7 @@ def is_cell_key(name:str) -> bool:
 def open_cell_file(path) -> xr.Dataset:
     "A cell file, loaded; `GridError` naming it when it cannot be read (cut short by a crash, or damaged)."
     try:
-        with xr.open_dataset(path, engine='h5netcdf') as d: return d.load()
+        return open_netcdf(path)
     except PermissionError: raise
     except Exception as e:
         msg = ' '.join(str(e).split())
@@ -309,18 +309,23 @@ def foreign_cell(ds:xr.Dataset, cell:Cell|None=None, stamp:str|None=None) -> str
     return None
 
 def _cell_stamp(path) -> dict:
-    """The identity of a cell file from its HDF5 header (fast: h5py, no netCDF decoding): `cell`, `run`, `score`;
+    """The identity of a cell file from its header (fast: no netCDF decoding; classic or HDF5): `cell`, `run`, `score`;
     `GridError` when it cannot be opened."""
     import h5py
+    from scipy.io import netcdf_file
+    text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
     try:
+        with open(path, 'rb') as f: classic = f.read(3) == CLASSIC_MAGIC
+        if classic:  # read whole (a file cut short fails here), then closed
+            with netcdf_file(path, 'r', mmap=False) as f:
+                return {k: text(v) for k, v in f._attributes.items() if k in ('cell', 'run')} | dict(
+                    score='score' in f.variables)
         with h5py.File(path, 'r') as f:
-            out = {k: (v.decode() if isinstance(v, bytes) else str(v))
-                   for k, v in f.attrs.items() if k in ('cell', 'run')}
-            return out | dict(score='score' in f)
-    except OSError as e:
-        if e.errno in (errno.EACCES, errno.EPERM): raise
+            return {k: text(v) for k, v in f.attrs.items() if k in ('cell', 'run')} | dict(score='score' in f)
+    except (OSError, ValueError, TypeError, EOFError, IndexError) as e:
+        if getattr(e, 'errno', None) in (errno.EACCES, errno.EPERM): raise
         raise GridError(f"{path}: not a readable netCDF file, truncated or corrupt "
-                        f"({' '.join(str(e).split())})") from None
+                        f"({type(e).__name__}: {' '.join(str(e).split())})") from None
 
 def check_cells(run_dir, cells:list, stamp:str, verbose:bool=True) -> list:
     """The cells of `cells` to compute: those without a file, and those whose file is unreadable (deleted: a torn
