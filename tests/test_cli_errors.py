@@ -175,9 +175,9 @@ def test_unwritable_folder(tmp_path):
 
 def test_internal_error_keeps_traceback_and_status_1():
     "A bug is not a user error: Python prints the traceback and exits with status 1 (in a real process)."
-    code = ("import simreal_nb.face.cli\n"
+    code = ("import simreal_nb.face.cli, simreal_nb.face.cli_data\n"
             "def boom(*args, **kwargs): raise RuntimeError('a bug')\n"
-            "simreal_nb.face.cli.check_out_dir = boom; simreal_nb.face.cli.main()")  # `data make` calls check_out_dir first
+            "simreal_nb.face.cli_data.check_out_dir = boom; simreal_nb.face.cli.main()")  # `data make` calls check_out_dir first
     r = simreal('data', 'make', 'cylinder', code=code)
     assert r.returncode == 1 and 'Traceback' in r.stderr and 'RuntimeError: a bug' in r.stderr, r.stderr
 
