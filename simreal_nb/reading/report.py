@@ -15,10 +15,9 @@ from .analysis import (PAPER, balanced_score, joint_reduction_ci, joint_wins,
                                  mean_ci, setting_dims, count_settings, protocol_coord)
 from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP,
                                            BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  ANALOG, trained_protocols, PROTOCOLS, POOLED)
+                                  ANALOG, trained_protocols, POOLED)
 from .tradeoff import pareto_plot
 from ..core.store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
-from ..core.schema import FIELDS
 from .report_tables import (TWO_MODEL, CONTROLS, arch_table, baseline_flags, capped_cells,
                                       ci_frame, domain_table, error_vs_n, forgetting_table, gap_table,
                                       lambda_ranking, md_table, off_domain_flags, pair_choices, per_setting,
@@ -29,12 +28,11 @@ from .report_figures import error_vs_n_figure, learning_curves, rollout_figure
 from .report_verdicts import (alternative_counts, answer_lines, drop_constant_levels, exp_seeing,
                                         exposure_lines, extrapolation_lines, one_seed, physics_lines,
                                         quantity_lines, resolution_lines, strongest_alternatives, tuning_lines)
-
+from .report_glossary import column_glossary
 
 # %% auto #0
-__all__ = ['RESULT_JSON', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'COLUMNS', 'targets_text', 'units_text',
-           'opening_lines', 'report_text', 'read_results', 'compact_scores', 'write_report', 'column_meaning',
-           'table_columns', 'column_glossary']
+__all__ = ['RESULT_JSON', 'RESULT_DIMS', 'RESULT_SETTINGS', 'SCORE_DIMS', 'targets_text', 'units_text', 'opening_lines',
+           'report_text', 'read_results', 'compact_scores', 'write_report']
 
 # %% ../../nbs/reading/55_report.ipynb #c013
 def _agree(measured, expected, paper:str):
@@ -533,156 +531,3 @@ def write_report(run_dir, verbose:bool=False) -> Path:
     write_dataset(compact_scores(res), run_dir / 'scores.nc', validate=False)  # small enough to keep with the code
     if verbose: print(text)
     return run_dir / 'report.md'
-
-# %% ../../nbs/reading/55_report.ipynb #a36ebbee
-COLUMNS = {  # report column -> what it holds, one phrase
-    'system': 'the twin system (or imported data set)', 'capacity': 'the model size',
-           'arch': 'the network architecture',
-    'exp_trajs': 'experimental trajectories the protocols train on',
-    'group': 'the test group: `in_dist` trajectories at interior parameters, `out_dist` at the ends of the range, '
-             'outside every training parameter; `remain`: published test windows on training trajectories, at held-out '
-             'frames (RealPDEBench\'s test_mode seen)',
-    'protocol': 'the training protocol; (ref.) marks a reference baseline, which trains nothing',
-    'domain': 'the held-out domain scored',
-           'metric': 'the error measure: rmse, rel_l2 (relative L2) or frmse (Fourier-space RMSE)',
-    'seed': 'the replicate (data realisation and initialisation)',
-    'sim': 'error on the held-out simulation trajectories',
-    'exp': 'error on the held-out experimental trajectories, against the hidden truth of the measured fields at the '
-           'measured points where the data have one (else against the measurement)',
-    'exp vs measured': 'the same exp rollouts scored against the noisy measurement',
-    'exp floor': "the measurement's own error against the truth over the same windows, frames and points: no error "
-                 "against the measurement can resolve differences below it",
-    'error': "the protocol's seed-mean error", 'measured': 'the value this run measured', 'paper': "the paper's value",
-    'every seed': 'the count when every seed must agree (not only the seed mean)',
-           'statistic': "the paper's headline statistic",
-    'clear': "the count of cells where Joint's paired 95 % interval against every non-joint protocol excludes zero "
-             "(Joint lower)",
-    'wins (clear)': "whether Joint's paired 95 % interval against every non-joint protocol excludes zero (Joint lower)",
-    'against': "the alternative Joint is compared with (best single exp-seeing model, two-model pair, pooled)",
-    'resolution (points)': "the part of Joint's exp margin that disappears when exp is scored at the measurement's "
-                           "window: margin against the block-mean truth minus margin against the window truth",
-    'floor (block)': "the measurement's own error against the block-mean truth",
-           'floor (window)': "the measurement's own error against the truth at its window",
-    'family': 'a tuned protocol family (its controls and variants train with its settings)',
-           'lr': 'the peak learning rate it trains with',
-    'tuned as': 'a protocol family, or a protocol tuned on its own (a beyond-Joint variant), whose tuned settings '
-                'the row gives',
-    'fine-tune scale': "Sim→Exp's fine-tune learning rate as a fraction of its learning rate",
-    'model': 'a single-domain model, on its own domain', 'in_dist': 'its error on the in_dist test group',
-           'out_dist': 'its error on the out_dist test group',
-    'out vs in %': 'the paired change of the error from in_dist to out_dist, geometric mean over seeds (positive: '
-                   'out_dist harder)',
-    'out_dist harder': 'yes only when out_dist is harder in every seed and the 95 % interval excludes zero',
-    'min': "the nearest of the group's trajectories to training (parameter distance, in units of the training range)",
-    'mean': "the mean over the group's trajectories", 'max': "the farthest of the group's trajectories",
-    'best non-joint': 'the lowest balanced error among Sim-only, Exp-only and Sim→Exp',
-           'which': 'the protocol that had it',
-    'reduction %': "Joint's reduction of the balanced error against the best non-joint protocol, paired by seed "
-                   "(positive: Joint lower)",
-    'wins (mean)': 'whether Joint has the lowest balanced error by the seed mean',
-           'wins (every seed)': 'whether it has in every seed',
-    'lam': 'λ, the weight of the sim error in bM(λ)',
-           'joint wins': '(setting × metric) comparisons Joint wins at that λ', 'of': 'comparisons made',
-    'updates': 'updates the cell made under the convergence rule (the seed mean where the table has no seed column)',
-           'sim batches': 'sim training batches drawn', 'exp batches': 'exp training batches drawn',
-    'mean cos(g_sim, g_exp)': 'mean cosine between the sim and the exp gradient of the shared weights during Joint',
-    'fraction g_sim·g_exp < 0': 'fraction of logged updates in which the two gradients conflict',
-    'sim training mean (ref.)': "what every reference baseline predicts for a field its exp inputs lack: the "
-                                "normaliser's sim training mean",
-    'two-model pair (ref.)': 'the best sim specialist scored on sim with the best exp specialist scored on exp: two '
-                             'models, not one',
-    'sim model': 'the protocol the two-model pair takes its sim model from',
-           'exp model': 'the protocol it takes its exp model from',
-    'sim chosen on': "what the pair's sim model was chosen on: each cell's validation loss (`val_best`) or, where "
-                     'the run stores none, the held-out test error (seed means)',
-    'exp chosen on': "what the pair's exp model was chosen on (as `sim chosen on`)",
-    'forgets': "whether Sim→Exp's held-out sim error is above Sim-only's",
-    'r_exp': 'Sim-only / Exp-only error on exp: how much worse the simulation-trained model is on the experiment',
-    'r_sim': 'Exp-only / Sim-only error on sim',
-           'sim / sim_only': "sim error relative to Sim-only's (above 1: forgetting)",
-    'hidden exp p': "error on the experiment's hidden true pressure",
-    'joint vs sim_to_exp %': "Joint's reduction of the sim pressure error against Sim→Exp's, paired by seed (positive: "
-                             "Joint lower)",
-           'verdict': 'better / worse only when every seed agrees and the 95 % interval excludes no change',
-    'vs joint %': 'paired change of bRMSE(0.5) against Joint, geometric mean over seeds (positive: lower error)',
-    'joint margin %': "Joint's paired exp-error margin over the protocol (positive: Joint lower)",
-    'pairs lower': '(setting, seed) pairs in which the protocol is lower than Joint, of all pairs',
-           'mean rank': 'mean rank over the settings (1 = lowest)',
-    'settings': 'settings pooled', 'seeds': 'seeds run',
-    'div_ratio_sim': "rms divergence of the sim rollout over the data's", 'div_ratio_exp': "the same on exp",
-    'divergence': 'divergence check verdict', 'causal_ahead': 'whether the rollout runs ahead of its inputs',
-           'causal_delay': 'the delay found',
-    'causality': 'causality check verdict', 'extreme_ratio': 'largest extreme-value ratio of the rollout to the data',
-           'extreme': 'extremes check verdict',
-    'energy_ratio': "rollout kinetic energy over the data's", 'energy': 'energy check verdict',
-    'mae': 'mean absolute error',
-           'r2': "R², RealPDEBench's convention (the reference mean over the samples at each point and frame; 1 "
-                 "is perfect)",
-    'ke_error': 'mean |K_pred - K_true| of the fluctuation energy K = (var_t u + var_t v) / 2 per window and point',
-    'freq_error': "RealPDEBench's FE: the mean modulus of the time spectrum of the domain-summed error",
-    'frmse_rel_low': "fRMSE over the target's own spectrum, low band", 'frmse_rel_mid': 'the same, middle band',
-           'frmse_rel_high': 'the same, high band',
-}
-
-def column_meaning(name:str, protocols=(), archs=()) -> str|None:
-    """What the report column `name` holds (None: unexplained); `protocols` and `archs` are the run's protocol (and
-    baseline) and architecture names."""
-    import re
-    if name in COLUMNS: return COLUMNS[name]
-    if name.endswith(' ±'): return f"the 95 % confidence half-width of `{name[:-2]}` over the seeds"
-    m = re.fullmatch(r'(.+?) (lo|hi)', name)
-    # 'vs joint % lo', 'λ=0.2 lo'
-    of = m and next((b for b in (m[1], m[1] + ' %') if column_meaning(b, protocols, archs)), None)
-    if of: return f"the {'lower' if m[2] == 'lo' else 'upper'} end of the 95 % interval of `{of}`"
-    m = re.fullmatch(r'b@([0-9.]+)|brmse@([0-9.]+)', name)
-    if m: return f"the balanced error bM(λ) = λ·sim + (1−λ)·exp at λ = {m[1] or m[2]}"
-    m = re.fullmatch(r'(exp|b\w+@[0-9.]+) (%|verdict)', name)
-    if m:
-        return (f"Joint's paired margin over the alternative on {m[1]}, geometric mean over seeds "
-                "(positive: Joint lower)" if m[2] == '%'
-                else f"verdict on Joint's margin on {m[1]}: better/worse only when every seed agrees and the 95 % "
-                     "interval excludes zero")
-    m = re.fullmatch(r'exp (%|lo|hi) \((block|window) truth\)', name)
-    if m:
-        return ("Joint's paired exp margin against the "
-                f"{'block-mean' if m[2] == 'block' else 'measurement-window'} truth"
-                + ('' if m[1] == '%' else f", the {'lower' if m[1] == 'lo' else 'upper'} end of its 95 % interval"))
-    m = re.fullmatch(r'(exp|b\w+@[0-9.]+): (Joint better|Joint worse|no clear difference)', name)
-    if m: return f"settings where, on {m[1]}, the verdict is: {m[2]}"
-    m = re.fullmatch(r'Joint b(\w+)\(λ = ([0-9.]+)\)', name)
-    if m: return f"Joint's balanced error b{m[1]}(λ = {m[2]}), mean ± 95 % half-width over the seeds"
-    m = re.fullmatch(r'vs (.+) %', name)
-    if m and not m[1].startswith(('sim', 'joint')):
-        return (f"Joint's paired margin over the {m[1]} on the balanced error (% lower, geometric mean over "
-                 "seeds) with its 95 % interval; bold where every seed agrees and the interval excludes zero")
-    m = re.fullmatch(r'λ=([0-9.]+) (%|verdict)', name)
-    if m: return f"{'paired change of bM' if m[2] == '%' else 'verdict on the change of bM'}(λ = {m[1]}) against Joint"
-    m = re.fullmatch(r'(sim|exp) (\w+)', name)
-    if m and m[2] in FIELDS: return f"the {m[1]} error of {m[2]} alone"
-    if m and m[2] in METRICS: return f"the {m[1]} {m[2]}"
-    m = re.fullmatch(r'N=(\d+)', name)
-    if m: return f"the error with {m[1]} experimental training trajectories"
-    if name in archs: return f"bRMSE(0.5) of the {name} architecture"
-    m = re.fullmatch(r'≥ ([0-9.]+) both', name)
-    if m: return f"whether r_exp and r_sim both reach {m[1]}"
-    base = name.removesuffix(' (ref.)')
-    if base in protocols or base in BASELINES or base in PROTOCOLS:
-        return f"the error of `{base}`" + (' (a reference baseline)' if base in BASELINES else '')
-    return None
-
-# %% ../../nbs/reading/55_report.ipynb #tc1
-def table_columns(text:str) -> list:
-    "Column names of the markdown tables in `text`, in order of first appearance."
-    import re
-    lines, out = text.splitlines(), {}
-    for i, l in enumerate(lines[:-1]):
-        if l.startswith('|') and re.fullmatch(r'\|[\s:|-]+\|', lines[i + 1].strip()):
-            for h in l.strip().strip('|').split('|'): out.setdefault(h.strip(), None)
-    return list(out)
-
-def column_glossary(text:str, protocols=(), archs=()) -> list:
-    "The report's *Columns* section: one line per column name of `text`'s tables."
-    L = ['## Columns', '']
-    for c in table_columns(text):
-        L.append(f"- `{c}`: {column_meaning(c, protocols, archs) or '(not explained: please report it)'}")
-    return L + ['']
