@@ -58,7 +58,7 @@ def test_import_sim_vtu_structured_and_unstructured(tmp_path):
                 assert not ok[np.hypot(Xg - 0.05, Yg) < 0.01].any() and ok.mean() > 0.85 and err < 0.01
 
 def _openfoam_case(root):
-    from simreal_nb.data.cfd import write_example_openfoam
+    from simreal_nb.data.cfd_files import write_example_openfoam
     x, y = np.linspace(0, 0.2, 21), np.linspace(-0.05, 0.05, 11)
     X, Y = np.meshgrid((x[1:] + x[:-1]) / 2, (y[1:] + y[:-1]) / 2)
     ts = [0.5, 1.0, 1.5]

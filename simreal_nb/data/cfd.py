@@ -4,40 +4,31 @@
 
 # %% ../../nbs/data/18_cfd.ipynb #c003
 from __future__ import annotations
-import math, re
-from dataclasses import dataclass, field as dc_field
+import math
 from pathlib import Path
 import numpy as np
 import xarray as xr
 from .. import __version__
 from ..core.schema import DIMS, FIELD_META, FIELDS, validate, unit_si
 from ..core.store import write_set
-from ..core.errors import InputError
+from .cfd_files import SI_NAMES, SimFormatError, SimFrames, refuse_sim, read_sim_frames
 
 # %% auto #0
-__all__ = ['SIM_READERS', 'SimFormatError', 'si_unit', 'parse_fields', 'SimFrames', 'import_meshio', 'read_meshio',
-           'read_openfoam', 'read_netcdf', 'read_npz', 'sim_format', 'interp_matrix', 'tensor_axes', 'target_grid',
-           'on_grid', 'parse_units', 'read_sim_frames', 'sim_dataset', 'read_sim', 'import_sim',
-           'write_example_openfoam']
+__all__ = ['si_unit', 'parse_fields', 'interp_matrix', 'tensor_axes', 'target_grid', 'on_grid', 'parse_units', 'sim_dataset',
+           'read_sim', 'import_sim']
 
 # %% ../../nbs/data/18_cfd.ipynb #c007
-class SimFormatError(InputError):
-    "A simulation file (or a sequence of them) cannot be imported; the message names the file and the problem."
-
-def _bad(path, problem):
-    raise SimFormatError(f"{Path(path).name if path is not None else 'simulation input'}: {problem}")
-
-_SI_NAMES = {(0, 1, 0): 'm', (0, 1, -1): 'm s-1', (1, -1, -2): 'Pa', (0, 2, -2): 'm2 s-2', (0, 0, 1): 's'}
 _QUANTITY = dict(u='velocity', v='velocity', p='pressure')
 
 def si_unit(unit:str, what:str, where, flag:str='--units') -> tuple:
     "(SI spelling, factor to it) of `unit`; refused, naming `flag`, where the package knows no conversion."
     from simreal_nb.data.piv import norm_units
     got = unit_si(norm_units(unit) if unit else '')
-    if not unit or got is None or got[0] not in _SI_NAMES:
-        _bad(where, f"{what} unit {unit!r} is not one the package converts; expected e.g. m, mm (length), m/s, mm/s "
+    if not unit or got is None or got[0] not in SI_NAMES:
+        refuse_sim(where,
+                    f"{what} unit {unit!r} is not one the package converts; expected e.g. m, mm (length), m/s, mm/s "
                     f"(velocity), Pa, kPa, m2/s2 (pressure) -- pass {flag}")
-    return _SI_NAMES[got[0]], got[1]
+    return SI_NAMES[got[0]], got[1]
 
 # %% ../../nbs/data/18_cfd.ipynb #c010
 def parse_fields(spec) -> dict:
@@ -56,335 +47,6 @@ def parse_fields(spec) -> dict:
         raise SimFormatError(f"--fields {spec!r}: expected u and v (and p if the simulation has it), e.g. "
                              "u=U_x,v=U_y,p=p")
     return out
-
-def _component(name:str):
-    "'U_x' -> ('U', 0), 'U[1]' -> ('U', 1), 'p' -> ('p', None)."
-    m = re.fullmatch(r'(.+?)(?:_([xyzXYZ])|\[(\d)\])', name)
-    if not m: return name, None
-    return m[1], 'xyz'.index(m[2].lower()) if m[2] else int(m[3])
-
-def _pick(arrays:dict, name:str, where):
-    "Array `name` of `arrays` (a component of a vector array for 'U_x'), as float64, or None when absent."
-    if name in arrays: a = np.asarray(arrays[name], np.float64)
-    else:
-        base, c = _component(name)
-        if c is None or base not in arrays: return None
-        a = np.asarray(arrays[base], np.float64)
-        if a.ndim < 2 or a.shape[-1] <= c:
-            _bad(where, f"array {base!r} has shape {a.shape}; no component {c} for {name!r}")
-        a = a[..., c]
-    if np.iscomplexobj(a): _bad(where, f"array {name!r} holds complex numbers; expected real numbers")
-    return a
-
-# %% ../../nbs/data/18_cfd.ipynb #c013
-@dataclass
-class SimFrames:
-    "Simulation fields at scattered (or tensor-grid) points, one row per frame, in the files' units."
-    xy: np.ndarray  # (n, 2) point coordinates
-    fields: dict  # field -> (nt, n) float64
-    units: dict  # field -> unit as the files state it ('' where they state none)
-    length_units: str
-    time: np.ndarray | None  # (nt,) seconds, from the files; None where they carry none
-    tri: np.ndarray | None = None  # (m, 3) triangles of the mesh over `xy`, None: none (cell data, a point cloud)
-    files: list = dc_field(default_factory=list)
-    fmt: str = ''
-    axes: tuple | None = None  # (y, x) when the points are a tensor grid in row-major order
-
-    def __repr__(self):
-        t = 'no time' if self.time is None else f'{len(self.time)} times'
-        return (f"SimFrames({self.fmt}, {len(self.xy)} points, {len(next(iter(self.fields.values())))} frames, {t}, "
-                f"fields {list(self.fields)} in {self.units}, x, y [{self.length_units}], "
-                f"{'mesh' if self.tri is not None else 'no mesh'})")
-
-# %% ../../nbs/data/18_cfd.ipynb #c015
-def _plane(where, pts) -> tuple:
-    "(xy, kept point indices) of points (n, 2|3): a 2-D case, or the first z layer of a case one cell thick."
-    pts = np.asarray(pts, np.float64)
-    if pts.ndim != 2 or pts.shape[1] not in (2, 3):
-        _bad(where, f"points of shape {pts.shape}; expected (n, 2) or (n, 3)")
-    if pts.shape[1] == 2 or np.ptp(pts[:, 2]) <= 1e-9 * max(float(np.ptp(pts[:, :2])), 1e-30):
-        return pts[:, :2], np.arange(len(pts))
-    zs = np.unique(pts[:, 2])
-    first = np.nonzero(pts[:, 2] == zs[0])[0]
-    if len(zs) == 2 and 2 * len(first) == len(pts):  # an extruded 2-D mesh: the same x, y on both faces
-        a, b = (np.unique(np.round(pts[pts[:, 2] == z, :2], 12), axis=0) for z in zs)
-        if a.shape == b.shape and (a == b).all(): return pts[first, :2], first
-    _bad(where, f"the points span z from {zs[0]:g} to {zs[-1]:g} in {len(zs)} layers; expected a 2-D case (one z, or "
-                "a mesh one cell thick)")
-
-def _triangles(cells) -> np.ndarray | None:
-    "Triangles (m, 3) of a meshio mesh's 2-D cells (quads and polygons split); None when it has none."
-    out = []
-    for c in cells:
-        d = np.asarray(c.data)
-        if c.type.startswith('triangle'): out.append(d[:, :3])
-        elif c.type.startswith('quad'): out += [d[:, [0, 1, 2]], d[:, [0, 2, 3]]]
-        elif c.type == 'polygon': out += [d[:, [0, k, k + 1]] for k in range(1, d.shape[1] - 1)]
-    return np.concatenate(out).astype(np.int64) if out else None
-
-# %% ../../nbs/data/18_cfd.ipynb #c018
-def import_meshio():
-    "The `meshio` module; an `ImportError` saying how to install it when it is missing."
-    try: import meshio
-    except ImportError: raise ImportError("reading VTK, VTU or XDMF files needs the `meshio` package: "
-                                          "pip install meshio") from None
-    return meshio
-
-def _mesh_arrays(mesh, names, where) -> tuple:
-    "(xy, triangles or None, {name: (n,)}) of one meshio mesh: point data where it holds every name, else cell data."
-    pd = dict(mesh.point_data)
-    if all(_pick(pd, n, where) is not None for n in names):
-        xy, keep = _plane(where, mesh.points)
-        tri = _triangles(mesh.cells) if len(keep) == len(mesh.points) else None
-        return xy, tri, {n: _pick(pd, n, where)[keep] for n in names}
-    cd = {k: np.concatenate([np.asarray(b) for b in v]) for k, v in mesh.cell_data.items()}
-    if cd and all(_pick(cd, n, where) is not None for n in names):
-        xy, keep = _plane(where, np.concatenate([np.asarray(mesh.points)[c.data].mean(1) for c in mesh.cells]))
-        return xy, None, {n: _pick(cd, n, where)[keep] for n in names}
-    missing = [n for n in names if _pick(pd, n, where) is None and _pick(cd, n, where) is None]
-    _bad(where, f"no array for {missing} in point data {sorted(pd)} or cell data {sorted(cd)}; pass --fields with "
-                "names among these (a vector's component as U_x, U_y)")
-
-def _natural(p): return [int(t) if t.isdigit() else t for t in re.split(r'(\d+)', Path(p).name)]
-
-def _pvd(path) -> list:
-    "(time, file) of each data set of a ParaView `.pvd` collection."
-    import xml.etree.ElementTree as ET
-    try: root = ET.parse(path).getroot()
-    except (ET.ParseError, OSError) as e: _bad(path, f"not a readable .pvd collection ({e})")
-    rows = [(d.get('timestep'), d.get('file')) for d in root.iter('DataSet')]
-    if not rows or any(f is None for _, f in rows): _bad(path, "no DataSet with a file= attribute")
-    return [(None if t is None else float(t), Path(path).parent / f) for t, f in rows]
-
-def read_meshio(paths, names, where=None) -> SimFrames:
-    "Frames of VTK/VTU/XDMF files (meshio): a `.pvd` collection, an XDMF time series, or one file per frame."
-    meshio = import_meshio()
-    rows = []  # (time or None, mesh, file)
-    for p in map(Path, paths):
-        if p.suffix.lower() == '.pvd':
-            for t, f in _pvd(p):
-                if not f.is_file(): _bad(p, f"names {f.name}, which does not exist")
-                rows.append((t, _read_mesh(meshio, f), f))
-        elif p.suffix.lower() in ('.xdmf', '.xmf'):
-            try:
-                with meshio.xdmf.TimeSeriesReader(str(p)) as r:
-                    pts, cells = r.read_points_cells()
-                    for k in range(r.num_steps):
-                        t, pd, cd = r.read_data(k)
-                        rows.append((float(t), meshio.Mesh(pts, cells, point_data=pd, cell_data=cd), p))
-            except Exception: rows.append((None, _read_mesh(meshio, p), p))
-        else:
-            m = _read_mesh(meshio, p)
-            rows.append((_field_time(m), m, p))
-    xy0, tri0, out = None, None, {n: [] for n in names}
-    for t, mesh, f in rows:
-        xy, tri, arr = _mesh_arrays(mesh, names, f)
-        if xy0 is None: xy0, tri0 = xy, tri
-        elif xy.shape != xy0.shape or not np.allclose(xy, xy0, rtol=0, atol=1e-9 * max(float(np.ptp(xy0)), 1e-30)):
-            _bad(f, f"its mesh ({len(xy)} points) differs from {Path(rows[0][2]).name}'s ({len(xy0)}); expected one "
-                    "mesh for the whole sequence")
-        for n in names: out[n].append(arr[n])
-    times = [t for t, _, _ in rows]
-    if any(t is None for t in times) and not all(t is None for t in times):
-        _bad(rows[times.index(None)][2], "some frames carry a time and others do not")
-    return SimFrames(xy0, {n: np.stack(v) for n, v in out.items()}, {n: '' for n in names}, '',
-                     None if times[0] is None else np.asarray(times, np.float64), tri0,
-                     [str(f) for _, _, f in rows], 'meshio')
-
-def _read_mesh(meshio, p):
-    "One file through meshio, whose complaints (printed, then `sys.exit`) become one `SimFormatError`."
-    import contextlib, io
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said): return meshio.read(str(p))
-    except (Exception, SystemExit) as e:
-        why = ' '.join((str(e) if not isinstance(e, SystemExit) else said.getvalue()).split())[:160]
-        _bad(p, f"meshio cannot read it ({why or type(e).__name__})")
-
-def _field_time(mesh):
-    "The time a VTK file's field data carry (ParaView's TimeValue / TIME), or None."
-    for k in ('TimeValue', 'TIME', 'time'):
-        if k in mesh.field_data: return float(np.asarray(mesh.field_data[k]).ravel()[0])
-    return None
-
-# %% ../../nbs/data/18_cfd.ipynb #c020
-_NUM = r'[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?'
-
-def _foam_text(path) -> str:
-    "An OpenFOAM ASCII file without comments and without its FoamFile header; binary files refused."
-    try: text = Path(path).read_text(errors='replace')
-    except OSError as e: _bad(path, f"cannot read the file ({e})")
-    text = re.sub(r'/\*.*?\*/', ' ', text, flags=re.S)
-    text = re.sub(r'//[^\n]*', ' ', text)
-    m = re.search(r'FoamFile\s*\{([^}]*)\}', text)
-    if m and re.search(r'format\s+binary', m[1]):
-        _bad(path, "binary OpenFOAM format; expected ASCII (writeFormat ascii in controlDict, or foamFormatConvert)")
-    return text[m.end():] if m else text
-
-def _foam_list(path, text, width:int) -> np.ndarray:
-    "The first `N ( ... )` list of `text` as (N,) or (N, width) numbers."
-    m = re.search(r'(?<![\w.])(\d+)\s*\(', text)
-    if not m: _bad(path, "no list 'N ( ... )' found")
-    n = int(m[1])
-    a = np.asarray(re.findall(_NUM, text[m.end():text.find(';', m.end()) if ';' in text[m.end():] else None]),
-                   np.float64)[:n * width]
-    if len(a) != n * width: _bad(path, f"the list holds {len(a)} numbers, expected {n} x {width} (truncated file?)")
-    return a.reshape(n, width) if width > 1 else a
-
-def _foam_field(path, n_cells=None) -> tuple:
-    "(values (n,) or (n, 3), unit) of an OpenFOAM volume field's internalField; unit from its dimensions."
-    text = _foam_text(path)
-    dims = re.search(r'dimensions\s*\[([^\]]*)\]', text)
-    unit = ''
-    if dims:
-        d = [float(v) for v in dims[1].split()][:3]  # kg m s
-        unit = _SI_NAMES.get(tuple(int(v) for v in d), '') if all(v == int(v) for v in d) else ''
-    m = re.search(r'internalField\s+(uniform|nonuniform)\s*', text)
-    if not m: _bad(path, "no internalField; expected an OpenFOAM volume field")
-    rest = text[m.end():]
-    if m[1] == 'uniform':
-        v = np.asarray(re.findall(_NUM, rest[:rest.find(';')]), np.float64)
-        if n_cells is None: _bad(path, "a uniform field, and the case has no cell centres to size it")
-        return (np.broadcast_to(v if len(v) > 1 else v[0], (n_cells, len(v)) if len(v) > 1 else (n_cells,)).copy(),
-                unit, True)
-    width = 3 if rest.lstrip().startswith('List<vector>') else 1
-    return _foam_list(path, rest, width), unit, False
-
-def _foam_centres(case:Path, times) -> np.ndarray:
-    "Cell centres (n, 3): a field C (postProcess -func writeCellCentres), else the mean of each cell's mesh points."
-    for d in [*times, case / 'constant', case / '0']:
-        if (d / 'C').is_file(): return _foam_field(d / 'C')[0]
-    poly = case / 'constant' / 'polyMesh'
-    need = [poly / f for f in ('points', 'faces', 'owner', 'neighbour')]
-    if not all(p.is_file() for p in need):
-        _bad(case, "no cell centres: neither a field C (postProcess -func writeCellCentres) nor constant/polyMesh "
-                   "points, faces, owner and neighbour")
-    pts = _foam_list(need[0], _foam_text(need[0]), 3)
-    ftext = _foam_text(need[1])
-    faces = [np.asarray(f.split(), np.int64) for f in re.findall(r'\d+\s*\(([^()]*)\)', ftext[ftext.find('(') + 1:])]
-    own = _foam_list(need[2], _foam_text(need[2]), 1).astype(np.int64)
-    nei = _foam_list(need[3], _foam_text(need[3]), 1).astype(np.int64)
-    cell_of = np.concatenate([own, nei])
-    face_of = np.concatenate([np.arange(len(own)), np.arange(len(nei))])
-    lens = np.array([len(f) for f in faces])
-    flat = np.concatenate(faces)
-    start = np.concatenate([[0], np.cumsum(lens)])
-    cells = np.repeat(cell_of, lens[face_of])
-    points = np.concatenate([flat[start[f]:start[f + 1]] for f in face_of])
-    cp = np.unique(np.stack([cells, points], 1), axis=0)  # each point of a cell once
-    n = int(cell_of.max()) + 1
-    cnt = np.bincount(cp[:, 0], minlength=n)
-    return np.stack([np.bincount(cp[:, 0], pts[cp[:, 1], k], minlength=n) / cnt for k in range(3)], 1)
-
-def read_openfoam(case, names, where=None) -> SimFrames:
-    "Frames of an OpenFOAM case in ASCII: one per time folder holding every field, at the cell centres."
-    case = Path(case)
-    if case.is_file(): case = case.parent  # a case.foam marker
-    bases = sorted({_component(n)[0] if not (case / n).exists() else n for n in names})
-    times = []
-    for d in case.iterdir():
-        try: t = float(d.name)
-        except ValueError: continue
-        if d.is_dir() and all((d / b).is_file() for b in bases): times.append((t, d))
-    if not times:
-        _bad(case, f"no time folder holds the fields {bases}; expected an OpenFOAM case (time folders such as 0.1/ "
-                   "with files U, p) -- pass --fields with the case's field names")
-    times.sort()
-    cen = _foam_centres(case, [d for _, d in times])
-    xy, keep = _plane(case, cen)
-    rows, units = [], {}
-    for t, d in times:
-        arr, uniform = {}, []
-        for b in bases:
-            v, u, uni = _foam_field(d / b, len(cen))
-            if len(v) != len(cen): _bad(d / b, f"{len(v)} values for the case's {len(cen)} cells")
-            arr[b], units[b] = v, u
-            uniform.append(uni)
-        if all(uniform) and len(times) > 1: continue  # initial conditions, not a solution
-        rows.append((t, {n: _pick(arr, n, d / _component(n)[0])[keep] for n in names}))
-    return SimFrames(xy, {n: np.stack([r[n] for _, r in rows]) for n in names},
-                     {n: units.get(n, units.get(_component(n)[0], '')) for n in names}, 'm',
-                     np.asarray([t for t, _ in rows], np.float64), None, [str(case)], 'openfoam')
-
-# %% ../../nbs/data/18_cfd.ipynb #c022
-_AXES = dict(x=('x', 'X'), y=('y', 'Y'), time=('time', 't', 'Time', 'T'))
-
-def _axis_name(where, dims, axis):
-    hit = [d for d in dims if d in _AXES[axis]]
-    if not hit and axis != 'time': _bad(where, f"no {axis} dimension among {list(dims)}; expected one named "
-                                               f"{' or '.join(_AXES[axis])}")
-    return hit[0] if hit else None
-
-def read_netcdf(path, names, where=None) -> SimFrames:
-    "Frames of a netCDF/HDF5 file (xarray) on a tensor grid: variables with dims (time, y, x) in any order."
-    try: ds = xr.open_dataset(path, decode_times=False, engine='h5netcdf')
-    except Exception as e: _bad(path, f"xarray cannot read it ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
-    with ds:
-        missing = [n for n in names if n not in ds.data_vars]
-        if missing:
-            _bad(path, f"no variable {missing}; it has {sorted(ds.data_vars)} -- pass --fields with these names")
-        dims = ds[names[0]].dims
-        xn, yn, tn = (_axis_name(path, dims, a) for a in ('x', 'y', 'time'))
-        order = [d for d in (tn, yn, xn) if d is not None]
-        arr = {}
-        for n in names:
-            if set(ds[n].dims) != set(order):
-                _bad(path, f"variable {n!r} has dims {ds[n].dims}; expected {tuple(order)}")
-            a = np.asarray(ds[n].transpose(*order).values, np.float64)
-            arr[n] = (a if tn else a[None]).reshape(a.shape[0] if tn else 1, -1)
-        x, y = (np.asarray(ds[c].values, np.float64) if c in ds.coords else None for c in (xn, yn))
-        if x is None or y is None: _bad(path, f"no coordinate values for {xn!r}/{yn!r}; expected 1-D coordinates")
-        t = None
-        if tn and tn in ds.coords:
-            t = np.asarray(ds[tn].values, np.float64)
-            tu = str(ds[tn].attrs.get('units', 's')).strip()
-            f = unit_si(tu)
-            if f is None or f[0] != (0, 0, 1): _bad(path, f"time unit {tu!r} is not one the package converts; expected "
-                                                           "s, ms, ... -- pass --dt instead")
-            t = t * f[1]
-        lu = {str(ds[c].attrs.get('units', '')) for c in (xn, yn)}
-        if len(lu) > 1: _bad(path, f"x and y in different units {sorted(lu)}")
-        units = {n: str(ds[n].attrs.get('units', '')) for n in names}
-    Y, X = np.meshgrid(y, x, indexing='ij')
-    return SimFrames(np.stack([X.ravel(), Y.ravel()], 1), arr, units, lu.pop(), t, None, [str(path)], 'netcdf', (y, x))
-
-def read_npz(path, names, where=None) -> SimFrames:
-    "Frames of a numpy `.npz`: arrays x, y (grid axes, or one value per point), t or time (optional), the fields."
-    try: z = dict(np.load(path, allow_pickle=False))
-    except Exception as e: _bad(path, f"numpy cannot read it ({type(e).__name__}: {e})")
-    missing = [n for n in ['x', 'y', *names] if n not in z]
-    if missing: _bad(path, f"no array {missing}; it has {sorted(z)} (expected x, y, the fields, and t or time)")
-    x, y = np.asarray(z['x'], np.float64), np.asarray(z['y'], np.float64)
-    t = next((np.asarray(z[k], np.float64).ravel() for k in ('t', 'time') if k in z), None)
-    arr, axes = {}, None
-    for n in names:
-        a = np.asarray(z[n], np.float64)
-        if x.ndim == 1 and y.ndim == 1 and a.shape[-2:] == (len(y), len(x)) and len(x) * len(y) != len(x):
-            axes = (y, x); a = a.reshape(-1, len(y) * len(x))
-        elif a.shape[-1] == x.size == y.size: a = a.reshape(-1, x.size)
-        else: _bad(path, f"array {n!r} of shape {a.shape} fits neither the grid (y {y.shape}, x {x.shape}) nor one "
-                         "value per point")
-        arr[n] = a
-    if axes is not None:
-        Y, X = np.meshgrid(y, x, indexing='ij'); xy = np.stack([X.ravel(), Y.ravel()], 1)
-    else: xy = np.stack([x.ravel(), y.ravel()], 1)
-    return SimFrames(xy, arr, {n: '' for n in names}, '', t, None, [str(path)], 'npz', axes)
-
-# %% ../../nbs/data/18_cfd.ipynb #c022c
-SIM_READERS = {'meshio': read_meshio, 'openfoam': read_openfoam, 'netcdf': read_netcdf, 'npz': read_npz}
-_SIM_SUFFIX = {**dict.fromkeys(('.vtu', '.vtk', '.vtp', '.vts', '.vtr', '.pvd', '.xdmf', '.xmf'), 'meshio'),
-               '.foam': 'openfoam', **dict.fromkeys(('.nc', '.nc4', '.h5', '.hdf5', '.cdf'), 'netcdf'), '.npz': 'npz'}
-
-def sim_format(path) -> str:
-    "The reader for `path`: an OpenFOAM case folder, or one of `SIM_READERS` from the file's suffix."
-    p = Path(path)
-    if p.is_dir():
-        if (p / 'system').is_dir() or (p / 'constant').is_dir(): return 'openfoam'
-        _bad(p, "a folder that is no OpenFOAM case (no system/ or constant/); name its files instead")
-    if p.suffix.lower() not in _SIM_SUFFIX:
-        _bad(p, f"unknown simulation file type {p.suffix!r}; expected one of {sorted(_SIM_SUFFIX)} or an OpenFOAM case "
-                "folder (--fmt names the reader)")
-    return _SIM_SUFFIX[p.suffix.lower()]
 
 # %% ../../nbs/data/18_cfd.ipynb #c024
 def _mesh_triangles(xy, tri):
@@ -495,50 +157,11 @@ def parse_units(spec) -> dict:
 def _unit_of(where, stated, given, what):
     "The files' unit, else the given one; refused where they disagree or neither states one."
     if stated and given and unit_si(stated) != unit_si(given):
-        _bad(where, f"the files state {what} unit {stated!r} but --units gives {given!r}; expected them to agree")
+        refuse_sim(where, f"the files state {what} unit {stated!r} but --units gives {given!r}; expected them to agree")
     if not (stated or given):
-        _bad(where, f"the files state no {what} unit; pass --units {what}=UNIT (e.g. {what}="
+        refuse_sim(where, f"the files state no {what} unit; pass --units {what}=UNIT (e.g. {what}="
                     f"{dict(length='m', velocity='m/s', pressure='Pa')[what]})")
     return stated or given
-
-def _expand_sim(paths, fmt=None) -> list:
-    "Files (or one OpenFOAM case) named by `paths`; a folder that is no case contributes its simulation files."
-    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-    if not paths: raise SimFormatError("no simulation files given")
-    out = []
-    for p in map(Path, paths):
-        if p.is_dir() and ((p / 'system').is_dir() or (p / 'constant').is_dir()): out.append(p)  # an OpenFOAM case
-        elif p.is_dir():
-            found = sorted((q for q in p.iterdir() if q.is_file() and q.suffix.lower() in _SIM_SUFFIX), key=_natural)
-            if any(q.suffix.lower() == '.pvd' for q in found): found = [q for q in found if q.suffix.lower() == '.pvd']
-            if not found: _bad(p, f"the folder holds no simulation files ({', '.join(sorted(_SIM_SUFFIX))})")
-            out += found
-        elif p.is_file(): out.append(p)
-        else: _bad(p, "no such file or folder")
-    return out
-
-def read_sim_frames(paths, names, fmt=None) -> SimFrames:
-    "Every frame the files (or the OpenFOAM case) hold for the arrays `names`, in the files' units."
-    if fmt is not None and fmt not in SIM_READERS:
-        raise SimFormatError(f"--fmt {fmt!r}: expected one of {', '.join(SIM_READERS)}")
-    files = _expand_sim(paths, fmt)
-    kinds = sorted({fmt or sim_format(p) for p in files})
-    if len(kinds) > 1: _bad(files[0], f"mixes simulation formats {kinds}; expected one format per trajectory")
-    kind = kinds[0]
-    if kind == 'meshio': return read_meshio(files, names)
-    if kind == 'openfoam' and len(files) > 1: _bad(files[1], "a second OpenFOAM case; expected one case per trajectory")
-    parts = [SIM_READERS[kind](f, names) for f in files]
-    fr = parts[0]
-    for p in parts[1:]:  # several netCDF / npz files: frames in file order on one grid
-        if p.xy.shape != fr.xy.shape or not np.allclose(p.xy, fr.xy):
-            _bad(p.files[0], f"its points differ from {Path(fr.files[0]).name}'s; expected one grid for the sequence")
-    if len(parts) > 1:
-        if any(p.time is None for p in parts) != all(p.time is None for p in parts):
-            _bad(files[0], "some files carry times and others do not")
-        fr = SimFrames(fr.xy, {n: np.concatenate([p.fields[n] for p in parts]) for n in names}, fr.units,
-                       fr.length_units, None if fr.time is None else np.concatenate([p.time for p in parts]), fr.tri,
-                       [str(f) for f in files], fr.fmt, fr.axes)
-    return fr
 
 # %% ../../nbs/data/18_cfd.ipynb #c028
 def _sim_times(frames, dt, where) -> tuple:
@@ -546,15 +169,16 @@ def _sim_times(frames, dt, where) -> tuple:
     nt = len(next(iter(frames.fields.values())))
     if frames.time is not None:
         t = np.asarray(frames.time, np.float64)
-        if len(t) != nt: _bad(where, f"{len(t)} times for {nt} frames")
+        if len(t) != nt: refuse_sim(where, f"{len(t)} times for {nt} frames")
         bad = np.nonzero(np.diff(t) <= 0)[0]
-        if len(bad): _bad(frames.files[min(bad[0] + 1, len(frames.files) - 1)],
+        if len(bad): refuse_sim(frames.files[min(bad[0] + 1, len(frames.files) - 1)],
                           f"time {t[bad[0] + 1]:.9g} s is not after the previous frame's {t[bad[0]]:.9g} s; expected "
                           "frames in time order")
         return t - t[0], f"times from the files (first {t[0]:.9g} s)"
     if nt == 1: return np.zeros(1), 'one frame'
     if dt is None or not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
-        _bad(where, f"the {nt} frames carry no time{'' if dt is None else f' and dt={dt!r} is no positive number'}; "
+        refuse_sim(where,
+                    f"the {nt} frames carry no time{'' if dt is None else f' and dt={dt!r} is no positive number'}; "
                     "pass --dt (the frame interval in seconds)")
     return np.arange(nt) * float(dt), f"frame interval --dt {float(dt):g} s"
 
@@ -572,7 +196,7 @@ def sim_dataset(frames:SimFrames,  # from `read_sim_frames`
     units = parse_units(units)
     length = _unit_of(where, frames.length_units, units.get('length'), 'length')
     lname, lf = si_unit(length, 'length', where)
-    if lname != 'm': _bad(where, f"length unit {length!r} is no length; pass --units length=UNIT")
+    if lname != 'm': refuse_sim(where, f"length unit {length!r} is no length; pass --units length=UNIT")
     t, tnote = _sim_times(frames, dt, where)
     if isinstance(grid, xr.Dataset): grid = dict(y=grid.y.values / lf, x=grid.x.values / lf)  # an SI grid
     gy, gx = target_grid(frames, grid)
@@ -588,7 +212,8 @@ def sim_dataset(frames:SimFrames,  # from `read_sim_frames`
         if f == 'p' and si == 'm2 s-2' and rho is not None:
             si, k = 'Pa', k * float(rho); notes.append(f'p x rho {rho:g}')
         want = ('m s-1',) if q == 'velocity' else ('Pa', 'm2 s-2')
-        if si not in want: _bad(where, f"{f} ({name}) in {unit!r} is no {q}; expected {' or '.join(want)} -- pass "
+        if si not in want: refuse_sim(where,
+                                       f"{f} ({name}) in {unit!r} is no {q}; expected {' or '.join(want)} -- pass "
                                        "--fields with the right array")
         a = on[name] * k
         ds[f] = (DIMS, a[None].astype(np.float32), dict(units=si, long_name=FIELD_META[f]['long_name'],
@@ -597,7 +222,8 @@ def sim_dataset(frames:SimFrames,  # from `read_sim_frames`
     valid = fin & inside[None, None]
     ds['valid'] = (DIMS, valid, dict(long_name='inside the simulation mesh'))
     for f in fmap: ds[f] = ds[f].where(valid).astype(np.float32)
-    if not valid.any(): _bad(where, "the grid lies wholly outside the simulation's mesh; expected a --grid over it")
+    if not valid.any(): refuse_sim(where,
+                                    "the grid lies wholly outside the simulation's mesh; expected a --grid over it")
     sc = dict(scales or {})
     speed = _rms_scale(np.hypot(ds.u.values, ds.v.values), valid) if 'u' in fmap else 1.0
     sc.setdefault('u', speed); sc.setdefault('v', sc['u'])
@@ -634,76 +260,3 @@ def import_sim(paths, out_dir, name:str='sim', **kwargs) -> Path:
     ds = read_sim(paths, system=name, **kwargs)
     return write_set(out_dir, f'{name}_sim', {'sim': (f'{name}_sim.nc', ds)},
                      dict(command='simreal data import sim', version=__version__))['sim']
-
-# %% ../../nbs/data/18_cfd.ipynb #c030
-_FOAM_HEAD = ('FoamFile\n{{\n    version 2.0;\n    format ascii;\n    class {cls};\n    object {obj};\n}}\n'
-              '// written by simreal_nb.cfd.write_example_openfoam\n\n')
-
-def _foam_write(path, cls, obj, body):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_FOAM_HEAD.format(cls=cls, obj=obj) + body)
-
-def _foam_vectors(a): return f"{len(a)}\n(\n" + '\n'.join(f"({x:.9g} {y:.9g} {z:.9g})" for x, y, z in a) + "\n)\n"
-
-def write_example_openfoam(case,  # the case folder to create
-                           x, y,  # cell-face positions along x and y (nx + 1 and ny + 1 values, increasing)
-                           times,  # time folder values [s]
-                           U,  # (nt, ny, nx, 2) cell velocities [m/s]
-                           p=None,  # (nt, ny, nx) kinematic pressure [m2/s2], or None
-                           centres:bool=False,  # also write 0/C (as postProcess -func writeCellCentres does)
-                          ) -> Path:
-    "Write a structured 2-D OpenFOAM case in ASCII (one cell thick): polyMesh, a 0/ folder and one folder per time."
-    case = Path(case); x, y = np.asarray(x, float), np.asarray(y, float)
-    nx, ny = len(x) - 1, len(y) - 1
-    X, Y = np.meshgrid(x, y)
-    pts = np.concatenate([np.stack([X.ravel(), Y.ravel(), np.full(X.size, z)], 1) for z in (0.0, 0.1)])
-    P = lambda i, j, k: k * (nx + 1) * (ny + 1) + j * (nx + 1) + i  # point index
-    C = lambda i, j: j * nx + i  # cell index
-    faces, own, nei = [], [], []
-    for j in range(ny):  # internal faces first: normal x, then normal y
-        for i in range(nx - 1):
-            faces.append((P(i + 1, j, 0), P(i + 1, j + 1, 0), P(i + 1, j + 1, 1), P(i + 1, j, 1)))
-            own.append(C(i, j)); nei.append(C(i + 1, j))
-    for j in range(ny - 1):
-        for i in range(nx):
-            faces.append((P(i, j + 1, 0), P(i, j + 1, 1), P(i + 1, j + 1, 1), P(i + 1, j + 1, 0)))
-            own.append(C(i, j)); nei.append(C(i, j + 1))
-    for j in range(ny):  # boundary faces: inlet, outlet, walls, front and back
-        faces.append((P(0, j, 0), P(0, j, 1), P(0, j + 1, 1), P(0, j + 1, 0))); own.append(C(0, j))
-        faces.append((P(nx, j, 0), P(nx, j + 1, 0), P(nx, j + 1, 1), P(nx, j, 1))); own.append(C(nx - 1, j))
-    for i in range(nx):
-        faces.append((P(i, 0, 0), P(i + 1, 0, 0), P(i + 1, 0, 1), P(i, 0, 1))); own.append(C(i, 0))
-        faces.append((P(i, ny, 0), P(i, ny, 1), P(i + 1, ny, 1), P(i + 1, ny, 0))); own.append(C(i, ny - 1))
-    for j in range(ny):
-        for i in range(nx):
-            faces.append((P(i, j, 0), P(i, j + 1, 0), P(i + 1, j + 1, 0), P(i + 1, j, 0))); own.append(C(i, j))
-            faces.append((P(i, j, 1), P(i + 1, j, 1), P(i + 1, j + 1, 1), P(i, j + 1, 1))); own.append(C(i, j))
-    poly = case / 'constant' / 'polyMesh'
-    _foam_write(poly / 'points', 'vectorField', 'points', _foam_vectors(pts))
-    _foam_write(poly / 'faces', 'faceList', 'faces',
-                f"{len(faces)}\n(\n" + '\n'.join(f"4({' '.join(map(str, f))})" for f in faces) + "\n)\n")
-    for name, lst in (('owner', own), ('neighbour', nei)):
-        _foam_write(poly / name, 'labelList', name, f"{len(lst)}\n(\n" + '\n'.join(map(str, lst)) + "\n)\n")
-    (case / 'system').mkdir(parents=True, exist_ok=True)
-    (case / 'system' / 'controlDict').write_text(_FOAM_HEAD.format(cls='dictionary', obj='controlDict') +
-                                                 'application pimpleFoam;\nwriteFormat ascii;\n')
-    dims = dict(U='[0 1 -1 0 0 0 0]', p='[0 2 -2 0 0 0 0]')
-    def field(d, name, cls, internal):
-        _foam_write(d / name, cls, name, f"dimensions {dims[name]};\n\ninternalField {internal};\n\n"
-                                         "boundaryField\n{\n    \".*\"\n    {\n        type zeroGradient;\n    }\n}\n")
-    field(case / '0', 'U', 'volVectorField', 'uniform (0 0 0)')
-    if p is not None: field(case / '0', 'p', 'volScalarField', 'uniform 0')
-    if centres:
-        cx, cy = np.meshgrid((x[1:] + x[:-1]) / 2, (y[1:] + y[:-1]) / 2)
-        cc = np.stack([cx.ravel(), cy.ravel(), np.full(cx.size, 0.05)], 1)
-        _foam_write(case / '0' / 'C', 'volVectorField', 'C',
-                    "dimensions [0 1 0 0 0 0 0];\n\ninternalField nonuniform List<vector> " + _foam_vectors(cc) + ";\n")
-    for k, t in enumerate(times):
-        d = case / f'{t:g}'
-        u = np.asarray(U[k], float).reshape(-1, 2)
-        field(d, 'U', 'volVectorField', 'nonuniform List<vector> ' + _foam_vectors(np.c_[u, np.zeros(len(u))]))
-        if p is not None:
-            pv = np.asarray(p[k], float).ravel()
-            field(d, 'p', 'volScalarField', f"nonuniform List<scalar> {len(pv)}\n(\n" +
-                  '\n'.join(f'{v:.9g}' for v in pv) + "\n)\n")
-    return case

@@ -14,7 +14,8 @@ from ..core.store import write_set
 from ..core.errors import InputError, for_door
 from .align import resample_time, regrid
 from .piv import read_piv, to_si
-from .cfd import parse_fields, parse_units, read_sim_frames, sim_dataset, interp_matrix
+from .cfd import parse_fields, parse_units, sim_dataset, interp_matrix
+from .cfd_files import read_sim_frames
 
 # %% auto #0
 __all__ = ['ManifestError', 'read_manifest', 'choose_groups', 'registered_grid', 'register_exp', 'estimate_origin',
@@ -250,7 +251,7 @@ def _stack(dss, params, names, groups):
 @contextlib.contextmanager
 def _keys(i:int):
     "Errors of the readers while pairing trajectory `i`: one `ManifestError` naming the manifest keys for their flags."
-    from simreal_nb.data.cfd import SimFormatError
+    from simreal_nb.data.cfd_files import SimFormatError
     from simreal_nb.data.piv import PIVFormatError
     try: yield
     except (SimFormatError, PIVFormatError) as e:
@@ -327,7 +328,7 @@ def write_pair(path, out_dir, min_coverage:float|None=None, log=print) -> dict:
 # %% ../../nbs/data/19_manifest.ipynb #c022
 def _write_vtu_series(folder:Path, sim:xr.Dataset, k:int):
     "Trajectory `k` of a 'sim' dataset as a VTU per frame (shuffled points, no triangle on an invalid node) and a .pvd."
-    from simreal_nb.data.cfd import import_meshio
+    from simreal_nb.data.cfd_files import import_meshio
     meshio = import_meshio()
     folder.mkdir(parents=True, exist_ok=True)
     ny, nx = sim.sizes['y'], sim.sizes['x']

@@ -169,7 +169,8 @@ def data_import_sim(paths:Param("Simulation files, a folder of them, a .pvd/.xdm
     for p in paths: check_links(p, 'PATHS', 'simulation files or an OpenFOAM case')
     check_positive('--dt', dt); check_positive('--rho', rho); check_out_dir(out)
     g = _like_grid(like) if like is not None else _sim_grid(grid)
-    from simreal_nb.data.cfd import import_sim, SIM_READERS
+    from simreal_nb.data.cfd import import_sim
+    from simreal_nb.data.cfd_files import SIM_READERS
     from simreal_nb.core.store import folder_lock
     if fmt is not None and fmt not in SIM_READERS:
         raise UsageError(f"--fmt: expected one of {', '.join(SIM_READERS)}, got {fmt!r}")
