@@ -99,3 +99,17 @@ def test_example_file_is_the_default_preset():
     data, text = read_toml(f), f.read_text(encoding='utf-8')
     assert set(data['config']) == set(CONFIG_KINDS) - {'tuned'} and set(data['grid']) == set(GRID_KINDS)
     assert all(f'\n# ' in text.split(f'\n{k} = ')[0][-300:] for k in [*data['config'], *data['grid']])  # each key under its comment
+
+def test_quick_with_a_file_that_changes_it_is_refused(resolved, tmp_path, capsys):
+    "`--quick` fixes the quick preset: a --config file changing any of its settings is refused in one line, nothing written."
+    f = tmp_path / 'mine.toml'
+    f.write_text('[grid]\nseeds = 3\n[config]\nsteps = 12\n')
+    with pytest.raises(SystemExit) as e: cli.main(['run', '--quick', '--config', str(f), '--out', str(tmp_path / 'r')])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert 'config.steps' in err and 'grid.seeds' in err and 'drop --quick' in err and not (tmp_path / 'r').exists()
+    default = ROOT / 'configs' / 'default.toml'  # the case that once ran the whole default grid under --quick
+    with pytest.raises(SystemExit): cli.main(['run', '--quick', '--config', str(default), '--out', str(tmp_path / 'r')])
+    assert "preset" in capsys.readouterr().err and not (tmp_path / 'r').exists()
+    f.write_text('preset = "quick"\n[grid]\nseeds = 1\n')  # a file that agrees with --quick runs the quick preset
+    assert resolved('--out', tmp_path / 'r', '--quick', '--config', f) == (PRESETS['quick'].config, PRESETS['quick'].grid)

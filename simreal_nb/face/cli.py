@@ -114,9 +114,23 @@ def exp_counts(s:str) -> tuple:
     except ValueError:
         raise GridError(f"--exp-trajs: expected comma-separated integers or 'all', got {s!r}") from None
 
+def _check_quick_file(config, settings:dict, cfg, grid):
+    "Refuse (`UsageError`) a --config file that would change what --quick runs: the option wins, in one line."
+    from dataclasses import fields
+    from simreal_nb.study.grid import PRESETS
+    q = PRESETS['quick']
+    moved = (['preset'] if settings.get('preset', 'quick') != 'quick' else []) + [
+        f'{t}.{f.name}' for t, have, want in (('config', cfg, q.config), ('grid', grid, q.grid))
+        for f in fields(want) if getattr(have, f.name) != getattr(want, f.name)]
+    if moved:
+        raise UsageError(f"--quick with --config {config}: the file sets {', '.join(moved)} otherwise than the quick "
+                         "preset, which --quick fixes (same cells, minutes); expected one of them: drop --quick to run "
+                         "the file's settings, or those keys from the file")
+
 @call_parse
 def run(out:str='runs/default',       # Run directory (results.nc, report.md, figures/, timing.json)
-        # The quick preset: a subset of the default grid (same cells, same numbers), minutes
+        # The quick preset: a subset of the default grid (same cells, same numbers), minutes; with --config, a file
+        # that changes any of its settings is refused
         quick:store_true=False,
         # Preset: test, quick, default, full or paper (default: the --config file's, else default, or quick with
         # --quick)
@@ -168,6 +182,7 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
         settings = read_toml(config)
         name, cfg, base = settings_from(settings, config, name)
         in_file = settings.get('grid', {})
+        if quick: _check_quick_file(config, settings, cfg, base)
     given = dict(systems=check_names('--systems', systems), capacities=check_names('--capacities', capacities),
                  protocols=check_names('--protocols', protocols),
                  seeds=seeds, archs=check_names('--archs', archs),
