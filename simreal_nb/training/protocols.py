@@ -13,17 +13,18 @@ import torch
 from ..core.store import CheckpointError
 from ..core.schema import never_train
 from ..core.errors import InputError
-from .beyond import masked_mean
+from .beyond import masked_mean, HCW_WEIGHTS
 
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'POOLED', 'QUANTITY_CONTROLS',
            'EXPOSURE_CONTROLS', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'FAMILIES', 'DOMAIN_IDS',
-           'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'AT_PARAMS', 'COORDS', 'ProtocolError',
+           'COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'COORDS', 'ProtocolError',
            'NonFiniteLossError', 'valid_lam', 'protocol_name', 'joint_name', 'trained_protocols', 'masked_mse',
-           'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'set_fields', 'Protocol', 'SimOnly',
-           'ExpOnly', 'SimToExp', 'FineTuneOf', 'Joint', 'Pooled', 'Baseline', 'pool_shares', 'split_pool',
-           'get_protocol', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
+           'CyclingSampler', 'ShardSampler', 'collate', 'fetch_batch', 'Phase', 'Protocol', 'SimOnly', 'ExpOnly',
+           'SimToExp', 'FineTuneOf', 'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored',
+           'SimToExpLoRA', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'pool_shares', 'split_pool',
+           'get_protocol', 'ExposureControl', 'grid_protocol', 'protocol_coords', 'split_of', 'check_data']
 
 # %% ../../nbs/training/40_protocols.ipynb #c006
 class ProtocolError(InputError):
@@ -209,7 +210,7 @@ STATELESS = COMBINERS[:4]  # combiners that are a function of the two gradients 
 BEYOND = ('joint_pcgrad', 'joint_mgda', 'joint_cagrad', 'joint_adaptive', 'joint_snr', 'joint_hcw',
           'sim_to_exp_replay', 'sim_to_exp_l2sp', 'sim_to_exp_ewc', 'sim_to_exp_lora')
 
-def set_fields(p, **kw):
+def _set(p, **kw):
     "Set fields of frozen protocol `p` while it is made (`__post_init__`: its arguments checked and normalised)."
     for k, v in kw.items(): object.__setattr__(p, k, v)
 
@@ -252,7 +253,7 @@ class SimOnly(Protocol):
     needs, family = ('sim',), 'sim_only'
     # the data-quantity control: the cell adds trajectories to its training split (`cell.more_trajectories`)
     more: bool = False
-    def __post_init__(self): set_fields(self, more=bool(self.more))
+    def __post_init__(self): _set(self, more=bool(self.more))
     @property
     def stem(self): return QUANTITY_CONTROLS[0] if self.more else SIM_ONLY
     def phases(self, steps): return [Phase('sim', steps, {'sim': 1.0})]
@@ -289,10 +290,10 @@ class ExpOnly(Protocol):
     more: bool = False
     lr: float|None = None  # its own learning rate, 'exp_only@0.004' (None: the run's tuned one)
     def __post_init__(self):
-        set_fields(self, match=_updates(self.match), lr_cuts=_cuts(self.lr_cuts), more=bool(self.more))
+        _set(self, match=_updates(self.match), lr_cuts=_cuts(self.lr_cuts), more=bool(self.more))
         if self.more and self.match:
             raise ProtocolError("ExpOnly: choose `match` (equal exposure) or `more` (equal data), not both")
-        set_fields(self, lr=None if self.lr is None else float(self.lr))
+        _set(self, lr=None if self.lr is None else float(self.lr))
         if self.lr is not None and (self.match or self.more):
             raise ProtocolError("ExpOnly: a learning rate of its own is for the plain Exp-only")
     @property
@@ -308,6 +309,8 @@ class ExpOnly(Protocol):
         return 'ExpOnly(more=True)' if self.more else super().__repr__()
 
 # %% ../../nbs/training/40_protocols.ipynb #34ad16e8
+PENALTIES = ('l2sp', 'ewc')  # anti-forgetting penalties of a Sim→Exp fine-tune
+
 @dataclass(frozen=True, repr=False)
 class SimToExp(Protocol):
     """Pretrain on sim for `pretrain_frac` of the updates, then fine-tune on exp in full (the paper's Sim→Exp); each
@@ -325,8 +328,8 @@ class SimToExp(Protocol):
     def __post_init__(self):
         if not 0.0 < float(self.pretrain_frac) < 1.0:
             raise ProtocolError(f"pretrain_frac: expected a number in (0, 1), got {self.pretrain_frac}")
-        set_fields(self, pretrain_frac=float(self.pretrain_frac), finetune_lr_scale=float(self.finetune_lr_scale),
-                   match=_updates(self.match), lr_cuts=_cuts(self.lr_cuts), named=bool(self.named))
+        _set(self, pretrain_frac=float(self.pretrain_frac), finetune_lr_scale=float(self.finetune_lr_scale),
+             match=_updates(self.match), lr_cuts=_cuts(self.lr_cuts), named=bool(self.named))
         if self.named and (type(self) is not SimToExp or self.match):
             raise ProtocolError("SimToExp: a fine-tune scale of its own is for the plain Sim→Exp")
     @property
@@ -376,6 +379,81 @@ class FineTuneOf(Protocol):
     def phases(self, steps): return self.of.phases(steps)[1:]
     def __repr__(self): return f"FineTuneOf({self.of!r})"
 
+@dataclass(frozen=True, repr=False)
+class SimToExpFrozen(SimToExp):
+    "Sim→Exp with the stem (`model.stem_prefixes`, or `stem_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen'."
+    stem = 'sim_to_exp_frozen'
+    # parameter-name prefixes of the stem (default: the model's `stem_prefixes`, else 'stem')
+    stem_prefixes: tuple|None = None
+    def __post_init__(self):
+        p = self.stem_prefixes
+        _set(self, stem_prefixes=None if p is None else tuple([p] if isinstance(p, str) else p))
+        super().__post_init__()
+    def tune(self): return dict(freeze_stem=True)
+    def _args(self):
+        return ({} if self.stem_prefixes is None else dict(stem_prefixes=self.stem_prefixes)) | super()._args()
+
+@dataclass(frozen=True, repr=False)
+class SimToExpFrozenDecoder(SimToExp):
+    "Sim→Exp with the decoder (`model.decoder_prefixes`) frozen in the fine-tune: 'sim_to_exp_frozen_decoder'."
+    stem = 'sim_to_exp_frozen_decoder'
+    def tune(self): return dict(freeze_decoder=True)
+
+@dataclass(frozen=True, repr=False)
+class SimToExpReplay(SimToExp):
+    """Sim→Exp whose every fine-tune update also draws a sim batch, with `share` of the loss: 'sim_to_exp_replay'
+    (another share: '@0.5')."""
+    stem = 'sim_to_exp_replay'
+    share: float = 0.25  # the sim share of the fine-tune loss, in (0, 1)
+    def __post_init__(self):
+        if not 0.0 < float(self.share) < 1.0:
+            raise ProtocolError(f"replay: expected a share of the loss in (0, 1), got {self.share}")
+        _set(self, share=float(self.share))
+        super().__post_init__()
+    @property
+    def setting(self): return None if self.share == 0.25 else self.share
+    @property
+    def domains(self): return ('sim', 'exp')  # it keeps fitting sim
+    def tune(self): return dict(weights={'sim': self.share, 'exp': 1.0 - self.share})
+    def _args(self): return dict(share=self.share) | super()._args()
+
+@dataclass(frozen=True, repr=False)
+class SimToExpAnchored(SimToExp):
+    """Sim→Exp whose fine-tune is pulled toward the pretrained weights: L2-SP ('sim_to_exp_l2sp') or EWC
+    ('sim_to_exp_ewc'), stiffness `alpha`."""
+    penalty: str = 'l2sp'  # one of `PENALTIES`
+    alpha: float = 0.01  # the penalty's stiffness
+    def __post_init__(self):
+        if self.penalty not in PENALTIES:
+            raise ProtocolError(f"penalty: expected one of {PENALTIES}, got {self.penalty!r}")
+        if not (isinstance(self.alpha, (int, float)) and math.isfinite(self.alpha) and self.alpha >= 0):
+            raise ProtocolError(f"alpha: expected a finite number >= 0, got {self.alpha!r}")
+        _set(self, alpha=float(self.alpha))
+        super().__post_init__()
+    @property
+    def stem(self): return f'{SIM_TO_EXP}_{self.penalty}'
+    @property
+    def setting(self): return None if self.alpha == 0.01 else self.alpha
+    def tune(self): return dict(penalty=self.penalty, penalty_weight=self.alpha)
+    def _args(self): return dict(penalty=self.penalty, alpha=self.alpha) | super()._args()
+
+@dataclass(frozen=True, repr=False)
+class SimToExpLoRA(SimToExp):
+    """Sim→Exp whose fine-tune trains low-rank adapters of rank `rank` only (`beyond.add_lora`): 'sim_to_exp_lora'
+    (another rank: '@8')."""
+    stem = 'sim_to_exp_lora'
+    rank: int = 4
+    def __post_init__(self):
+        r = self.rank
+        if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
+            raise ProtocolError(f"lora_rank: expected an integer >= 1, got {r!r}")
+        _set(self, rank=int(r))
+        super().__post_init__()
+    @property
+    def setting(self): return None if self.rank == 4 else self.rank
+    def tune(self): return dict(lora_rank=self.rank)
+    def _args(self): return dict(rank=self.rank) | super()._args()
+
 # %% ../../nbs/training/40_protocols.ipynb #e40007b2
 @dataclass(frozen=True, repr=False)
 class Joint(Protocol):
@@ -385,7 +463,7 @@ class Joint(Protocol):
     # 'sum' (the paper's Joint), or a gradient combiner of `COMBINERS`
     combiner: str = field(default='sum', kw_only=True)
     def __post_init__(self):
-        set_fields(self, lam=valid_lam(self.lam))
+        _set(self, lam=valid_lam(self.lam))
         if self.combiner not in COMBINERS:
             raise ProtocolError(f"combiner: expected one of {COMBINERS}, got {self.combiner!r}")
     @property
@@ -400,6 +478,35 @@ class Joint(Protocol):
         return (f"Joint(lam={self.lam:g})" if self.combiner == 'sum'
                 else f"Joint(lam={self.lam:g}, combiner={self.combiner!r})")
 
+@dataclass(frozen=True, repr=False)
+class JointCausal(Joint):
+    """Joint(λ) plus the write-up's causal penalty: the predicted wake's response to command changes held to the data's
+    (`beyond.CausalPenalty`)."""
+    stem = 'joint_causal'
+    lam_train = None  # not a plain Joint
+    weight: float = 1.0  # weight of the penalty
+    def __post_init__(self):
+        super().__post_init__()
+        if self.combiner != 'sum': raise ProtocolError(f"JointCausal: sums the two risks, got combiner {self.combiner!r}")
+        if not (isinstance(self.weight, (int, float)) and math.isfinite(self.weight) and self.weight > 0):
+            raise ProtocolError(f"weight: expected a positive number, got {self.weight!r}")
+        _set(self, weight=float(self.weight))
+    def phases(self, steps):
+        return [Phase('joint', steps, {'sim': self.lam, 'exp': 1.0 - self.lam}, causal=self.weight)]
+    def __repr__(self): return f"JointCausal(lam={self.lam:g}, weight={self.weight:g})"
+
+@dataclass(frozen=True, repr=False)
+class JointHCW(Protocol):
+    """Joint with the write-up's hierarchical confidence weighting: 0.4·L_sim + 0.35·L_real + 0.25·L_consist
+    (`beyond.HCWLoss`)."""
+    stem, needs, family = 'joint_hcw', ('sim', 'exp'), 'joint'
+    trusted: tuple|None = None  # sim fields supervised (None: all)
+    def __post_init__(self): _set(self, trusted=None if self.trusted is None else tuple(self.trusted))
+    def phases(self, steps):
+        w = HCW_WEIGHTS
+        return [Phase('joint', steps, {'sim': w['sim'], 'exp': w['exp']}, loss='hcw', consist=w['consist'])]
+    def __repr__(self): return 'JointHCW()' if self.trusted is None else f'JointHCW(trusted={self.trusted!r})'
+
 # %% ../../nbs/training/40_protocols.ipynb #pl1
 @dataclass(frozen=True, repr=False)
 class Pooled(Protocol):
@@ -407,7 +514,7 @@ class Pooled(Protocol):
     weighted alike."""
     stem, needs, family = POOLED, ('sim', 'exp'), POOLED
     share: float|None = None  # exp's expected share of each batch (None: its share of the windows)
-    def __post_init__(self): set_fields(self, share=None if self.share is None else float(self.share))
+    def __post_init__(self): _set(self, share=None if self.share is None else float(self.share))
     @property
     def setting(self): return self.share
     def phases(self, steps):
@@ -481,8 +588,6 @@ def get_protocol(
         raise ProtocolError(f"protocol: expected a name such as 'joint@0.3', got {type(name).__name__}")
     if name.strip() in BASELINES: return Baseline(name.strip())
     base, at, arg = name.strip().partition('@')
-    from simreal_nb.training.variants import (SimToExpFrozen, SimToExpFrozenDecoder, SimToExpReplay, SimToExpAnchored,
-                                              SimToExpLoRA, JointCausal, JointHCW)  # they import this module
     joints = {Joint(combiner=c).name: c for c in COMBINERS}
     tuned = dict(
         # name@<share of sim in the fine-tune loss>
@@ -521,12 +626,35 @@ def get_protocol(
                             f"{PROTOCOLS + (POOLED,) + BEYOND + QUANTITY_CONTROLS} or 'joint@<λ in [0,1]>'")
     return ctors[base]()
 
+@dataclass(frozen=True, repr=False)
+class ExposureControl(Protocol):
+    """An equal-exposure control of a grid before its Joint cell has run: Exp-only ('exp_only_eq') or Sim→Exp
+    ('sim_to_exp_eq'), to copy Joint's updates, windows per update and learning-rate cuts (`matched`)."""
+    family: str = EXP_ONLY  # EXP_ONLY or SIM_TO_EXP
+    def __post_init__(self):
+        if self.family not in (EXP_ONLY, SIM_TO_EXP):
+            raise ProtocolError(f"ExposureControl: expected {EXP_ONLY!r} or {SIM_TO_EXP!r}, got {self.family!r}")
+    @property
+    def stem(self): return EXPOSURE_CONTROLS[self.family == SIM_TO_EXP]
+    @property
+    def needs(self): return ('exp',) if self.family == EXP_ONLY else ('sim', 'exp')
+    @property
+    def domains(self): return ('exp',)
+    def matched(self, updates:int, lr_cuts=()) -> Protocol:
+        """The control that trains: exactly `updates` exp updates (its Joint cell's), at Joint's windows per update,
+        Joint's learning-rate cuts replayed."""
+        if isinstance(updates, bool) or not isinstance(updates, (int, np.integer)) or updates < 1:
+            raise ProtocolError(f"{self.name}: expected its Joint cell's updates (an integer >= 1), got {updates!r}")
+        return (ExpOnly if self.family == EXP_ONLY else SimToExp)(match=int(updates), lr_cuts=lr_cuts)
+    def phases(self, steps):
+        raise ProtocolError(f"protocol {self.name!r} trains only when matched to its Joint cell (`matched`)")
+    def __repr__(self): return f"ExposureControl({self.family!r})"
+
 def grid_protocol(name) -> Protocol:
     """The protocol object of a protocol of a grid, `name` or an object: `get_protocol`'s, and for a bare equal-exposure
     control ('exp_only_eq') the `ExposureControl` that waits for its Joint cell."""
     if isinstance(name, Protocol): return name
     if str(name).strip() in EXPOSURE_CONTROLS:
-        from simreal_nb.training.variants import ExposureControl  # imports this module: only once it is loaded
         return ExposureControl(SIM_TO_EXP if str(name).strip() == EXPOSURE_CONTROLS[1] else EXP_ONLY)
     return get_protocol(name)
 
@@ -541,16 +669,6 @@ def protocol_coords(names) -> dict:
     return {'family': [p.family for p in ps],
             'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
             'domains': ['+'.join(p.domains) for p in ps]}
-
-# %% ../../nbs/training/40_protocols.ipynb #bj2
-_VARIANTS = ('PENALTIES', 'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay', 'SimToExpAnchored',
-             'SimToExpLoRA', 'JointCausal', 'JointHCW', 'ExposureControl')  # the names `variants` holds
-
-def __getattr__(name):
-    "The protocols beyond the paper's, importable from here as before: loaded from `variants` on first use."
-    if name not in _VARIANTS: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from simreal_nb.training import variants
-    return getattr(variants, name)
 
 # %% ../../nbs/training/40_protocols.ipynb #c041
 def _domain(data, d):
