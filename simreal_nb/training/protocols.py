@@ -359,6 +359,7 @@ class SimToExp(Protocol):
                 + ', '.join(f"{k}={v!r}"
                             for k, v in ({'pretrain_frac': self.pretrain_frac} | self._args()).items()) + ")")
 
+# %% ../../nbs/training/40_protocols.ipynb #3e5d960e
 @dataclass(frozen=True, repr=False)
 class FineTuneOf(Protocol):
     """The phases of Sim→Exp protocol `of` after its sim pre-training, alone: the run of a model whose sim phase is done
