@@ -85,8 +85,8 @@ def main(argv=None):
     t = time.perf_counter()
     with clock.part('other'): ex.run_cell(cell, cfg, run_dir, device='cpu', threads=1)
     total = time.perf_counter() - t
-    import xarray as xr
-    res = xr.open_dataset(ex.cell_path(run_dir, cell), engine='h5netcdf')
+    from simreal_nb.study.rundir import open_cell_file
+    res = open_cell_file(ex.cell_path(run_dir, cell))
     updates = int(res['steps_done'].values.ravel()[0])
     parts = dict(sorted(clock.s.items(), key=lambda kv: -kv[1]))
     parts = {'process start-up (import torch)': T_TORCH - T0, 'process start-up (import simreal_nb)': T_IMPORT - T_TORCH,
