@@ -16,7 +16,8 @@ __all__ = ['SPACE_MARGIN', 'TIMING_TYPES', 'SET_SUFFIX', 'CLASSIC_MAGIC', 'atomi
            'cache_folder', 'broken_link', 'unmarked_files', 'write_bytes', 'check_space', 'CheckpointError',
            'RunFileError', 'read_json', 'write_text', 'save_torch', 'load_torch', 'DataSizeError', 'memory_budget',
            'check_size', 'SetError', 'FolderBusyError', 'file_digest', 'folder_lock', 'stage_path', 'commit_set',
-           'check_set', 'leave_set', 'write_dataset', 'open_netcdf', 'read_dataset', 'write_set', 'BlockWriter']
+           'check_set', 'leave_set', 'write_dataset', 'is_classic', 'open_netcdf', 'read_dataset', 'write_set',
+           'BlockWriter']
 
 # %% ../../nbs/core/10_store.ipynb #c005
 def _is_zarr(path): return Path(path).suffix == '.zarr'
@@ -380,10 +381,14 @@ def _write_zarr(ds, path):
 # %% ../../nbs/core/10_store.ipynb #c008
 CLASSIC_MAGIC = b'CDF'  # the first bytes of a netCDF3 file; netCDF4 files are HDF5
 
+def is_classic(path) -> bool:
+    "Whether the file at `path` is netCDF3 (classic), from its first bytes."
+    with open(path, 'rb') as f: return f.read(3) == CLASSIC_MAGIC
+
 def open_netcdf(path, check=None, **kw) -> xr.Dataset:
     """A netCDF file `write_dataset` wrote, HDF5 or classic, loaded (`check` sees it opened lazily first); a classic
     file's int32 and text variables come back as int64 and str, as they were written."""
-    with open(path, 'rb') as f: classic = f.read(3) == CLASSIC_MAGIC
+    classic = is_classic(path)
     with xr.open_dataset(path, engine='scipy' if classic else 'h5netcdf', **kw) as f:
         ds = (check(f) if check else f).load()
     if not classic: return ds

@@ -11,7 +11,7 @@ import numpy as np, pandas as pd, xarray as xr
 from xarray.core import dtypes
 from .. import __version__
 from ..core.schema import FIELDS
-from ..core.store import write_text, RunFileError, read_json, is_temporary, unmarked_files, open_netcdf, CLASSIC_MAGIC
+from ..core.store import write_text, RunFileError, read_json, is_temporary, unmarked_files, open_netcdf, is_classic
 from ..twins.systems import list_systems
 from ..models.factory import CAPACITIES, ARCHS, checkpoint_digest, make_model, n_params
 from ..training.protocols import PROTOCOLS, BASELINES, POOLED, protocol_coords, COORDS, EXPOSURE_CONTROLS
@@ -315,8 +315,7 @@ def _cell_stamp(path) -> dict:
     from scipy.io import netcdf_file
     text = lambda v: v.decode() if isinstance(v, bytes) else str(v)
     try:
-        with open(path, 'rb') as f: classic = f.read(3) == CLASSIC_MAGIC
-        if classic:  # read whole (a file cut short fails here), then closed
+        if is_classic(path):  # read whole (a file cut short fails here), then closed
             with netcdf_file(path, 'r', mmap=False) as f:
                 return {k: text(v) for k, v in f._attributes.items() if k in ('cell', 'run')} | dict(
                     score='score' in f.variables)
