@@ -7,7 +7,7 @@ import xarray as xr
 
 from simreal_nb.study.evaluation import (Analog, MeanField, Persistence, _cond_step, _model_device, evaluate, long_windows,
                                    predict_windows, rollout)
-from simreal_nb.training.protocols import collate
+from simreal_nb.training.batches import collate
 from simreal_nb.training.trainer import train
 from test_protocols import KW, ToyWindows, net, toy_data, one_thread, toy  # fixtures shared with the training tests
 

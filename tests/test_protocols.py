@@ -8,8 +8,8 @@ import torch
 import torch.nn as nn
 
 from simreal_nb.training.protocols import PROTOCOLS
-from simreal_nb.training.protocols import (CyclingSampler, Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, collate, get_protocol,
-                                  masked_mse)
+from simreal_nb.training.protocols import Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, get_protocol
+from simreal_nb.training.batches import CyclingSampler, collate, masked_mse
 from simreal_nb.training.step import Stepper, combine_grads
 from simreal_nb.training.protocols import Phase
 from simreal_nb.training.trainer import FIXED_BUDGET, History, Trainer, train
@@ -133,8 +133,9 @@ def test_names_round_trip():
 
 def test_protocols_only_trains():
     "Scoring lives in evaluation, files in store, the protocol vocabulary here and not in metrics: one of each."
-    import simreal_nb.core.metrics as metrics, simreal_nb.training.protocols as P, simreal_nb.core.store as store
-    assert P.CheckpointError is store.CheckpointError and not hasattr(metrics, 'PROTOCOLS')
+    import simreal_nb.core.metrics as metrics, simreal_nb.training.batches as B, simreal_nb.core.store as store
+    import simreal_nb.training.protocols as P
+    assert B.CheckpointError is store.CheckpointError and not hasattr(metrics, 'PROTOCOLS')
     gone = ('evaluate', 'rollout', 'predict_windows', 'EVAL_MODES', 'score_fields', 'atomic_save', 'atomic_write_text',
             'load_checkpoint', '_check_lam', '_is_truth', '_attrs_of')
     assert [n for n in gone if hasattr(P, n)] == []
@@ -142,11 +143,14 @@ def test_protocols_only_trains():
 
 
 def test_definitions_step_and_trainer_apart():
-    "The protocol definitions, the training step and the trainer are three modules, each importing only the ones below it."
-    import simreal_nb.training.protocols as P, simreal_nb.training.step as S, simreal_nb.training.trainer as T
+    "The protocol definitions, the batches, the training step and the trainer are four modules, each importing only the ones below it."
+    import simreal_nb.training.protocols as P, simreal_nb.training.batches as B
+    import simreal_nb.training.step as S, simreal_nb.training.trainer as T
     assert [n for n in ('Stepper', 'combine_grads', 'DIRECTIONS', 'Trainer', 'TrainConfig', 'History', 'train') if hasattr(P, n)] == []
+    assert [n for n in ('masked_mse', 'CyclingSampler', 'fetch_batch', 'split_pool', 'check_data') if hasattr(P, n)] == []
+    assert [n for n in ('Protocol', 'Joint', 'get_protocol', 'Stepper', 'Trainer') if hasattr(B, n)] == []
     assert [n for n in ('Trainer', 'TrainConfig', 'History', 'rng_state', 'train', 'Joint') if hasattr(S, n)] == []
-    assert T.Stepper is S.Stepper and T.get_protocol is P.get_protocol and S.masked_mse is P.masked_mse
+    assert T.Stepper is S.Stepper and T.get_protocol is P.get_protocol and S.masked_mse is B.masked_mse
     assert set(S.DIRECTIONS) == set(P.COMBINERS) - {'sum'}  # the table the stepper looks up: one entry per combiner
 
 

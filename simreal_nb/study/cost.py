@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from ..twins.twindata import torch_threads
 from ..models.factory import make_model
-from ..training.protocols import ExposureControl, FineTuneOf, SimToExp, fetch_batch
+from ..training.protocols import ExposureControl, FineTuneOf, SimToExp
+from ..training.batches import fetch_batch
 from ..training.step import resolve_device, Stepper
 from .evaluation import long_windows
 from .grid import GridConfig

@@ -14,7 +14,7 @@ import xarray as xr
 from fastcore.basics import patch
 from ..core.metrics import score_fields, upstream_scores, SCORE_KEYS, UPSTREAM_METRICS
 from ..core.schema import TEST_GROUPS, drop_window_fields
-from ..training.protocols import fetch_batch, split_of
+from ..training.batches import fetch_batch, split_of
 from ..training.step import Stepper, resolve_device, to_device, batch_cond
 from ..data.align import spread
 from ..data.domains import DomainData, group_windows

@@ -10,7 +10,8 @@ from typing import Callable
 import torch
 import torch.nn as nn
 from fastcore.basics import patch
-from .protocols import ProtocolError, NonFiniteLossError, STATELESS, masked_mse, Phase
+from .protocols import ProtocolError, NonFiniteLossError, STATELESS, Phase
+from .batches import masked_mse
 from .beyond import mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, CausalPenalty
 
 # %% auto #0

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 from fastcore.basics import patch
-from .protocols import (ProtocolError, NonFiniteLossError, CyclingSampler,
-                                           ShardSampler, DOMAIN_IDS, fetch_batch,
-                                  Protocol, get_protocol, split_of, check_data, pool_shares, split_pool)
+from .protocols import ProtocolError, NonFiniteLossError, Protocol, get_protocol
+from .batches import (CyclingSampler, ShardSampler, DOMAIN_IDS, fetch_batch, split_of, check_data,
+                                         pool_shares, split_pool)
 from .history import History, AUX_KEYS
 from .checkpoint import Checkpointing, fresh_es, seed_everything
 from .step import Stepper, PhaseParts, resolve_device, dist_info, to_device
