@@ -175,7 +175,7 @@ SETTINGS = {  # [config] key = TOML value -> what the one line names
     'batch_size = 0': ['config.batch_size', 'an integer >= 1', 'got 0'],
     'eval_every = 0': ['config.eval_every', 'an integer >= 1'],
     'eval_windows = 0': ['config.eval_windows', 'an integer >= 1 or none'],
-    'min_delta = -inf': ['config.min_delta', 'a finite number >= 0'],
+    'min_delta = -inf': ['config.min_delta', 'a fraction in [0, 1)'],
     'fracs = [0.5, 0.3, 0.3]': ['config.fracs', 'summing to 1', 'sum 1.1'],
     'fracs = [0.5, 0.5]': ['config.fracs', 'three fractions'],
     'horizon = 19': ['horizon 19', "cylinder's trajectories have 20 frames", 'expected horizon <= 18'],

@@ -274,7 +274,6 @@ class MogConfig(RunConfig):
     n_exp: int = 4000            # independent target samples per projection ("experiments")
     # base velocity MLP width (measured: 128×3 fits as well as 256×4 at a sixth of the cost)
     hidden: int = 128
-    depth: int = 3               # base velocity MLP hidden layers
     base_iters: int = 8000       # base flow-matching Adam steps
     base_batch: int = 1024       # base samples per step (also the stable target's reference set)
     base_lr: float = 2e-3        # base peak learning rate (one-cycle)

@@ -229,8 +229,12 @@ def train(out:str=None,  # Job directory (job.json, checkpoints last.pt + histor
           capacity:str='S',            # Capacity preset of the model
           arch:str=None,               # Architecture, e.g. fno or fan (default: the preset's)
           seed:int=0,                  # Training seed
-          # Sizes, budget and evaluation of this preset: test, quick, default, full or paper
-          preset:str='default',
+          # Sizes, budget and evaluation of this preset: test, quick, default, full or paper (default: the --config
+          # file's, else default)
+          preset:str=None,
+          # TOML settings file over the preset, as `simreal run --config` reads it (its [config]; the cell is the options'):
+          # e.g. a run's config.toml, to train one of its cells alone; the options below win over it
+          config:str=None,
           steps:int=None,              # Update cap (default: the preset's)
           # Windows per domain batch on each process (default: the preset's); global batch: this x processes
           batch_size:int=None,
@@ -257,18 +261,23 @@ def train(out:str=None,  # Job directory (job.json, checkpoints last.pt + histor
     check_at_least('--exp-trajs', exp_trajs); check_owner(out, 'simreal train')
     from simreal_nb.study.jobs import train_job
     from simreal_nb.study.grid import PRESETS, GridError
-    if preset not in PRESETS: raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
+    if preset is not None and preset not in PRESETS:
+        raise GridError(f"--preset: unknown preset {preset!r}; expected one of {list(PRESETS)}")
+    if config is None: cfg = PRESETS[preset or 'default'].config
+    else:
+        from simreal_nb.study.runconfig import read_toml, settings_from
+        _, cfg, _ = settings_from(read_toml(config), config, preset)
     if init is not None and not init.strip():
         raise UsageError("--init: empty; expected a checkpoint file (a run's cells/<key>/model.pt, or MORPH's)")
     if level is not None:
         from dataclasses import replace
-        try: replace(PRESETS[preset].config, level=level)
+        try: replace(cfg, level=level)
         except ValueError as e: raise UsageError(f"--level: {e}") from None
     if (Path(out) / 'job.json').exists():
         check_json(Path(out) / 'job.json', 'the job.json that `simreal train` writes (use another --out)')
     _check_run_data(data, None if data is None else [system], device); check_device_flag(device)
     train_job(out, system=system, protocol=protocol, capacity=capacity, arch=arch, seed=seed,
-              config=preset, steps=steps,
+              config=cfg, steps=steps,
               batch_size=batch_size, exp_trajs=exp_trajs, device=device, data=data,
               overwrite=overwrite, init=init, level=level)
 

@@ -18,12 +18,12 @@ from ..data.domains import make_domain_data, WindowDataset, group_distances
 from ..models.factory import make_model, n_params, save_model, init_weights, ARCHS
 from ..core.metrics import METRICS
 from ..training.protocols import (JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, SIM_TO_EXP, ExposureControl, Joint,
-                                           SimToExp, SimOnly, FineTuneOf)
+                                           SimOnly, FineTuneOf)
 from ..training.history import History
 from ..training.step import resolve_device
 from ..training.trainer import train
 from .evaluation import evaluate_groups, rollout, long_windows, Persistence, MeanField, Analog
-from .grid import GridConfig, GridError, Cell
+from .grid import GridConfig, GridError, Cell, resolve
 from .rundir import (cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of, run_stamp,
                                      open_cell_file, foreign_cell, model_overrides)
 
@@ -31,8 +31,8 @@ from .rundir import (cell_path, cell_folder, MODEL_FILE, read_manifest, stamp_of
 __all__ = ['EXTRA_SEED', 'BANDS', 'EXAMPLE_KINDS', 'imported_systems', 'load_domains', 'cell_data', 'nested_spread',
            'limit_exp_train', 'more_trajectories', 'cell_training_data', 'resolve_exp_trajs', 'prepare_twins',
            'example_where', 'cell_example', 'best_val', 'updates_made', 'cell_model', 'set_aside_unreadable',
-           'tuned_protocol', 'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol',
-           'frames_of', 'check_frames', 'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
+           'sim_only_of', 'shares_pretrain', 'pretrained_model', 'train_cell', 'exposure_protocol', 'frames_of',
+           'check_frames', 'check_start', 'evaluate_cell', 'cell_dataset', 'field_units', 'run_cell']
 
 # %% ../../nbs/study/47_cell.ipynb #c014
 _DATA = {}
@@ -278,15 +278,6 @@ def set_aside_unreadable(ckpt) -> bool:
         warnings.warn(f"{e}: set aside as {ckpt.name}.unreadable; training starts from the beginning", stacklevel=2)
         return True
 
-def tuned_protocol(cell:Cell, cfg:GridConfig, protocol=None) -> tuple:
-    """(the protocol object `cell` trains, with Sim→Exp's tuned fine-tune scale; its tuned learning rate):
-    `GridConfig.settings_of` its system, protocol, architecture and capacity."""
-    p = protocol or cell.protocol
-    st = cfg.settings_of(cell.system, p, cell.arch, cell.capacity)
-    if isinstance(p, SimToExp) and not p.named and st['finetune_lr_scale'] != p.finetune_lr_scale:
-        p = replace(p, finetune_lr_scale=st['finetune_lr_scale'])  # another setting: another protocol
-    return p, st['lr'] if getattr(p, 'lr', None) is None else p.lr  # 'exp_only@0.004': its own
-
 def sim_only_of(cell:Cell) -> Cell:
     "The Sim-only cell of `cell`'s setting and seed (Sim-only reads no exp data: the one of every `exp_trajs`)."
     return replace(cell, protocol=SimOnly(), exp_trajs=None)
@@ -320,12 +311,10 @@ def train_cell(cell:Cell, cfg:GridConfig, dd, dev, ckpt_dir, check_ckpt:bool=Tru
     # the run's checkpoint (a resumed cell's last.pt replaces it)
     if cfg.init is not None and not shared: init_weights(model, cfg.init)
     if check_ckpt: set_aside_unreadable(Path(ckpt_dir) / 'last.pt')
-    protocol, lr = tuned_protocol(cell, cfg, protocol)
-    hist = train(model, dd, FineTuneOf(protocol) if shared else protocol, steps=cfg.steps, batch_size=cfg.batch_size,
-                 lr=lr, seed=cell.seed, ckpt_dir=str(ckpt_dir), ckpt_every=cfg.ckpt_every, eval_every=cfg.eval_every,
-                 patience=cfg.patience, val_batches=cfg.val_batches, min_delta=cfg.min_delta, schedule=cfg.schedule,
-                 lr_drops=cfg.lr_drops, warmup=cfg.warmup, device=str(dev), progress=False, resume=True,
-                 level=cfg.level, pretrained=shared or cfg.init is not None, **kw)
+    protocol, settings = resolve(cfg, cell.system, protocol or cell.protocol, cell.arch, cell.capacity)
+    hist = train(model, dd, FineTuneOf(protocol) if shared else protocol, config=settings, seed=cell.seed,
+                 ckpt_dir=str(ckpt_dir), device=str(dev), progress=False, resume=True,
+                 pretrained=shared or cfg.init is not None, **kw)
     # the final model, rebuildable alone (`models.load_model`)
     if int(os.environ.get('RANK', '0')) == 0: save_model(model, Path(ckpt_dir) / MODEL_FILE)
     return model, first[1].chained(hist) if shared else hist

@@ -5,7 +5,7 @@
 # %% ../../nbs/study/44_grid.ipynb #g003
 from __future__ import annotations
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from importlib.resources import files
 from pathlib import Path
 import numpy as np
@@ -13,14 +13,14 @@ from ..twins.systems import list_systems
 from ..models.factory import CAPACITIES, ARCHS
 from ..models.morph import MORPH_LEVELS
 from ..training.protocols import (PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, grid_protocol, Protocol,
-                                  ProtocolError, Baseline, BEYOND, EXPOSURE_CONTROLS)
+                                  ProtocolError, Baseline, BEYOND, EXPOSURE_CONTROLS, SimToExp)
 from ..core.errors import InputError
 from ..core.store import read_json
-from ..training.trainer import TRAIN_DEFAULTS
+from ..training.trainer import TrainSettings
 
 # %% auto #0
 __all__ = ['TUNED_FILE', 'TUNE_FAMILIES', 'PRETRAIN', 'MAX_CELLS', 'STUDY_PROTOCOLS', 'PRESETS', 'tune_family', 'read_tuned',
-           'tuned_entry', 'GridConfig', 'GridError', 'Cell', 'Grid', 'Preset']
+           'tuned_entry', 'GridError', 'GridConfig', 'resolve', 'Cell', 'Grid', 'Preset']
 
 # %% ../../nbs/study/44_grid.ipynb #tn1
 # the committed choices of `simreal tune`, read by the presets
@@ -46,14 +46,16 @@ def tuned_entry(size:str, path=None) -> dict|None:
     return {k: e[k] for k in keys if k in e} if e.get('systems') else None
 
 # %% ../../nbs/study/44_grid.ipynb #c006
+class GridError(InputError):
+    "A grid name (system, capacity, protocol) or a run directory is not usable."
+
 PRETRAIN = ('own', 'sim_only')  # where Sim→Exp's sim phase comes from (`GridConfig.pretrain`)
-# GridConfig's counts -> the least each may be ('?': None too): a batch, a validation, a checkpoint interval >= 1
-_COUNTS = dict(n_in=1, n_out=1, patch=1, steps=1, batch_size=1, horizon=1, ckpt_every=1, eval_every=1, val_batches=1,
-               lr_drops=0, warmup=0, patience='0?', eval_windows='1?')
+# GridConfig's own counts -> the least each may be ('?': None too); the training knobs are `TrainSettings`'
+_COUNTS = dict(n_in=1, n_out=1, patch=1, horizon=1, eval_windows='1?')
 
 def _check_settings(c):
-    """Refuse (`GridError`, naming the setting) a `GridConfig` whose counts are not integers in range, whose `lr` or
-    `min_delta` is not a finite number in range, or whose `fracs` are not three fractions summing to 1."""
+    """Refuse (`GridError`, naming the setting) a `GridConfig` whose own counts are not integers in range or whose
+    `fracs` are not three fractions summing to 1 (its training knobs are checked by `TrainSettings`)."""
     import math
     for k, least in _COUNTS.items():
         v, opt = getattr(c, k), isinstance(least, str)
@@ -61,11 +63,6 @@ def _check_settings(c):
         if opt and v is None: continue
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
             raise GridError(f"{k}: expected an integer >= {lo}{' or none' if opt else ''}, got {v!r}")
-    for k, what, ok in (('lr', 'a finite number > 0', lambda x: x > 0), ('min_delta', 'a finite number >= 0',
-                                                                         lambda x: x >= 0)):
-        v = getattr(c, k)
-        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (math.isfinite(v) and ok(v)):
-            raise GridError(f"{k}: expected {what}, got {v!r}")
     f = c.fracs
     if (not isinstance(f, (tuple, list)) or len(f) != 3 or any(isinstance(x, bool) or not isinstance(x, (int, float))
                                                                or not (math.isfinite(x) and 0 <= x <= 1) for x in f)):
@@ -73,39 +70,22 @@ def _check_settings(c):
     if f[0] <= 0 or f[2] <= 0 or not math.isclose(sum(f), 1.0, abs_tol=1e-6):
         raise GridError(f"fracs: expected train, val, test fractions summing to 1 with train and test > 0, got "
                         f"{tuple(f)} (sum {sum(f):g})")
-    if c.schedule not in ('plateau', 'cosine'):
-        raise GridError(f"schedule: expected 'plateau' or 'cosine', got {c.schedule!r}")
 
 @dataclass(frozen=True)
-class GridConfig:
-    "Everything a grid cell needs besides its coordinates: data, windows, model, training budget, evaluation."
+class GridConfig(TrainSettings):
+    """Everything a grid cell needs besides its coordinates: the training knobs (`TrainSettings`, inherited), data,
+    windows, model and evaluation."""
     size: str = 'default'     # size preset of the twin systems ('test', 'quick', 'default', 'paper')
     n_in: int = 2             # input frames per window
     n_out: int = 1            # frames predicted per model call
-    fracs: tuple = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
+    fracs: tuple[float, ...] = (0.6, 0.15, 0.25)  # trajectory fractions (train, val, test) in both domains
     # default architecture (`models.make_model`): the fastest to a given accuracy (`bench.bench_tta`)
     arch: str = 'fno'
     patch: int = 8            # patch size of the field-attention net and of MORPH (arch morph)
-    # the update cap, a safety net: no protocol trains longer (Sim→Exp: half per phase)
-    steps: int = TRAIN_DEFAULTS['steps']
-    # validations without improvement before a learning-rate cut or the stop (None: train to the cap)
-    patience: int|None = TRAIN_DEFAULTS['patience']
-    # relative drop of a validation loss (sim or exp) that counts as progress
-    min_delta: float = TRAIN_DEFAULTS['min_delta']
-    lr_drops: int = TRAIN_DEFAULTS['lr_drops']  # learning-rate cuts (×0.2 each) before a stall ends the phase
-    # 'plateau': train until converged; 'cosine': warm-up then cosine over the cap
-    schedule: str = TRAIN_DEFAULTS['schedule']
-    warmup: int = TRAIN_DEFAULTS['warmup']  # updates of linear warm-up at the start of every phase
-    batch_size: int = TRAIN_DEFAULTS['batch_size']  # windows per domain mini-batch
-    lr: float = TRAIN_DEFAULTS['lr']  # peak learning rate (AdamW)
     horizon: int = 16         # autoregressive rollout length scored on the test trajectories
     eval_windows: int|None = None  # evenly spaced test windows scored per domain (None: every window)
     # seed of the twin data: None follows each cell's seed (a seed is a replicate); an int fixes the data
     data_seed: int|None = None
-    ckpt_every: int = TRAIN_DEFAULTS['ckpt_every']  # updates between checkpoints
-    # updates between validations (early stopping / best-weights restore)
-    eval_every: int = TRAIN_DEFAULTS['eval_every']
-    val_batches: int = TRAIN_DEFAULTS['val_batches']  # validation batches per domain
     # how `simreal tune` chose (grid, rule, seed, the 'arch' and 'capacity' tuned) and, under 'systems', {system:
     # {protocol family: {'lr', 'finetune_lr_scale'}}} (None: `lr` everywhere)
     tuned: dict|None = field(default=None, hash=False)
@@ -113,14 +93,13 @@ class GridConfig:
     # MORPH's for arch morph); None: seeded initial weights
     init: str|None = None
     init_digest: str|None = None  # the SHA-256 of `init`, recorded by the run: a file with another digest is refused
-    # fine-tuning level (arch morph: MORPH's 'latent', 'encoder', 'decoder', 'full') of Sim→Exp's fine-tune and, with
-    # `init`, of every protocol
-    level: str = TRAIN_DEFAULTS['level']
     # Sim→Exp's sim phase: 'own' (its first phase, half its cap) or 'sim_only' (fine-tune the Sim-only cell's model of
     # the same setting and seed, trained once for both: `cell.pretrained_model`)
     pretrain: str = 'own'
+    settings_error = GridError  # a bad training knob of a run is a grid setting the user gave
 
     def __post_init__(self):
+        super().__post_init__()
         _check_settings(self)
         if self.pretrain not in PRETRAIN:
             raise ValueError(f"GridConfig: pretrain must be one of {PRETRAIN}, got {self.pretrain!r}")
@@ -179,10 +158,18 @@ class GridConfig:
                 f"best-validation weights; Sim→Exp gives each of its two phases (sim pre-training, exp fine-tuning) "
                 f"half of that cap{own}; the same rule for every protocol and seed")
 
-# %% ../../nbs/study/44_grid.ipynb #c008
-class GridError(InputError):
-    "A grid name (system, capacity, protocol) or a run directory is not usable."
+# %% ../../nbs/study/44_grid.ipynb #rs1
+def resolve(config:GridConfig, system:str, protocol, arch:str|None=None, capacity:str|None=None) -> tuple:
+    """(protocol object, `TrainSettings`) a cell of `system` trains with under `config`: the knobs with the tuned learning
+    rate (a protocol's own where it names one) and Sim→Exp's tuned fine-tune scale in its protocol."""
+    p = grid_protocol(protocol)
+    st = config.settings_of(system, p, arch, capacity)
+    if isinstance(p, SimToExp) and not p.named and st['finetune_lr_scale'] != p.finetune_lr_scale:
+        p = replace(p, finetune_lr_scale=st['finetune_lr_scale'])  # another setting: another protocol
+    lr = st['lr'] if getattr(p, 'lr', None) is None else p.lr
+    return p, TrainSettings(**{f.name: getattr(config, f.name) for f in fields(TrainSettings)} | dict(lr=lr))
 
+# %% ../../nbs/study/44_grid.ipynb #c008
 @dataclass(frozen=True)
 class Cell:
     """One (system, capacity, protocol, seed, arch, exp_trajs) of the grid; the protocol an object (a name given is made
@@ -234,14 +221,14 @@ MAX_CELLS = 100_000  # a grid beyond this is a typo (`--seeds 1000000`), not a s
 @dataclass(frozen=True)
 class Grid:
     "Which cells a run holds: systems × capacities × archs × exp_trajs × protocols × seeds, plus the baselines."
-    systems: tuple|None = None     # system names (None: all of `list_systems()`)
-    capacities: tuple = ('S', 'M')  # capacity presets of `models.CAPACITIES`
+    systems: tuple[str, ...]|None = None     # system names (None: all of `list_systems()`)
+    capacities: tuple[str, ...] = ('S', 'M')  # capacity presets of `models.CAPACITIES`
     # protocol objects or names, e.g. Joint(0.3) or 'joint@0.3' (default: the paper's four and the pooled baseline);
     # `EXPOSURE_CONTROLS` run after Joint
-    protocols: tuple = PROTOCOLS + (POOLED,)
-    seeds: int|tuple = 1           # number of training seeds (0..seeds-1), or the seeds themselves
-    archs: tuple|None = None       # architectures (None: the config's `arch`)
-    exp_trajs: tuple = (None,)     # numbers of experimental training trajectories (None: all)
+    protocols: tuple[Protocol, ...] = PROTOCOLS + (POOLED,)
+    seeds: int|tuple[int, ...] = 1           # number of training seeds (0..seeds-1), or the seeds themselves
+    archs: tuple[str, ...]|None = None       # architectures (None: the config's `arch`)
+    exp_trajs: tuple[int|None, ...] = (None,)     # numbers of experimental training trajectories (None: all)
     baselines: bool = True         # add the reference baselines (persistence, mean field) to every setting
 
     def __post_init__(self):  # from here on every protocol is an object: a name given is made one, once

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math, re
 try: import tomllib
 except ImportError: tomllib = None  # Python 3.10: `pip install tomli` reads the files
-from dataclasses import fields, replace
+from dataclasses import fields, replace, is_dataclass
 from fastcore.docments import docments
 from pathlib import Path
 from .grid import GridConfig, Grid, GridError, PRESETS
@@ -15,10 +15,10 @@ from ..core.errors import InputError
 from ..core.store import atomic_write
 
 # %% auto #0
-__all__ = ['KINDS', 'CONFIG_KINDS', 'GRID_KINDS', 'CONFIG_FILE', 'CONFIG_HEADER', 'EXAMPLE_HEADER', 'toml_key', 'toml_value',
-           'toml_text', 'ConfigFileError', 'parse_value', 'spell_value', 'field_notes', 'run_config_data',
-           'run_config_toml', 'write_run_config', 'read_toml', 'settings_from', 'read_run_config',
-           'example_config_toml']
+__all__ = ['KINDS', 'TYPE_KINDS', 'CONFIG_KINDS', 'GRID_KINDS', 'CONFIG_FILE', 'CONFIG_HEADER', 'EXAMPLE_HEADER', 'toml_key',
+           'toml_value', 'toml_text', 'kind_of', 'field_kinds', 'ConfigFileError', 'parse_value', 'spell_value',
+           'field_notes', 'run_config_data', 'run_config_toml', 'write_run_config', 'read_toml', 'settings_from',
+           'read_run_config', 'example_config_toml']
 
 # %% ../../nbs/study/44a_runconfig.ipynb #rc006
 _BARE = re.compile(r'[A-Za-z0-9_-]+')
@@ -67,6 +67,7 @@ KINDS = {  # kind: (accepts a TOML value, what it expects in words, the field's 
     'str': (lambda v: isinstance(v, str), 'a string', str),
     'int': (_is_int, 'an integer', int),
     'float': (_is_num, 'a number', float),
+    'number': (_is_num, 'a number', lambda v: v),  # an int stays an int: `warmup = 100` updates, `0.05` a fraction
     'bool': (lambda v: isinstance(v, bool), 'true or false', bool),
     'floats': (_list_of(_is_num), 'a list of numbers', lambda v: tuple(map(float, v))),
     'strs': (_list_of(lambda o: isinstance(o, str)), 'a list of strings', tuple),
@@ -78,15 +79,26 @@ KINDS = {  # kind: (accepts a TOML value, what it expects in words, the field's 
                lambda v: tuple(None if o == 'all' else o for o in v)),
     'table': (lambda v: isinstance(v, dict), 'a table', dict),
 }
-CONFIG_KINDS = dict(size='str', n_in='int', n_out='int', fracs='floats', arch='str', patch='int',
-                    steps='int', patience='int?',
-                    min_delta='float', lr_drops='int', schedule='str', warmup='int', batch_size='int',
-                    lr='float', horizon='int',
-                    eval_windows='int?', data_seed='int?', ckpt_every='int', eval_every='int',
-                    val_batches='int', tuned='table?',
-                    init='str?', init_digest='str?', level='str', pretrain='str')  # `GridConfig`'s fields; '?': "none" too
-GRID_KINDS = dict(systems='strs?', capacities='strs', protocols='protocols', seeds='int|ints', archs='strs?',
-                  exp_trajs='counts', baselines='bool')  # `Grid`'s fields
+TYPE_KINDS = {  # a field's annotation (spaces aside) -> its kind; '|None' adds '?': "none" too
+    'str': 'str', 'int': 'int', 'float': 'float', 'int|float': 'number', 'bool': 'bool', 'dict': 'table',
+    'tuple[float,...]': 'floats', 'tuple[str,...]': 'strs', 'tuple[Protocol,...]': 'protocols',
+    'int|tuple[int,...]': 'int|ints', 'tuple[int|None,...]': 'counts'}
+
+def kind_of(annotation:str) -> str:
+    "The kind of a field annotated `annotation` ('int|None' -> 'int?'); `TypeError` for one with no TOML spelling."
+    a = annotation.replace(' ', '')
+    base = a.removesuffix('|None')
+    if base not in TYPE_KINDS:
+        raise TypeError(f"a field annotated {annotation!r} has no TOML spelling; expected one of {list(TYPE_KINDS)}, "
+                        "optionally |None")
+    return TYPE_KINDS[base] + ('?' if base != a else '')
+
+def field_kinds(cls) -> dict:
+    "{field: kind} of dataclass `cls` in field order, each derived from the field's one declaration."
+    return {f.name: kind_of(f.type) for f in fields(cls)}
+
+CONFIG_KINDS = field_kinds(GridConfig)  # `GridConfig`'s fields: its own and the training knobs it inherits
+GRID_KINDS = field_kinds(Grid)  # `Grid`'s fields
 
 class ConfigFileError(InputError):
     "A run settings file (TOML) that cannot be read, or a key in it that is unknown or holds a value of the wrong type."
@@ -114,10 +126,12 @@ def spell_value(kind:str, v):
     return v
 
 def field_notes(cls) -> dict:
-    """{field: its comment in the class's source, on its line or on the lines just above it, as `docments` reads it} of
-    dataclass `cls` ({} where its source cannot be read)."""
-    try: notes = docments(cls)
-    except (OSError, TypeError): return {}
+    """{field: its comment in the source of the class that declares it, on its line or on the lines just above it, as
+    `docments` reads it} of dataclass `cls` ({} for a class whose source cannot be read)."""
+    notes = {}
+    for c in reversed([c for c in cls.__mro__ if is_dataclass(c)]):  # a subclass's note over its base's
+        try: notes |= {k: v for k, v in docments(c).items() if v}
+        except (OSError, TypeError): pass
     names = {f.name for f in fields(cls)}
     return {k: re.sub(r'\bNone\b', '"none"', ' '.join(v.split())) for k, v in notes.items() if k in names and v}
 

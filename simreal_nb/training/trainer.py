@@ -24,47 +24,79 @@ from .beyond import (GradNormBalance, SNRGate, HCWLoss, AnchorPenalty,
                               CausalPenalty, box_mask)
 
 # %% auto #0
-__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'EWC_BATCHES', 'POOL_STREAM', 'TrainConfig', 'warmup_cosine', 'Trainer', 'adamw',
-           'replayed_scale', 'reuse_freed_memory', 'train']
+__all__ = ['TRAIN_DEFAULTS', 'FIXED_BUDGET', 'EWC_BATCHES', 'POOL_STREAM', 'check_train_settings', 'TrainSettings', 'TrainConfig',
+           'warmup_cosine', 'Trainer', 'adamw', 'replayed_scale', 'reuse_freed_memory', 'train']
 
 # %% ../../nbs/training/43_trainer.ipynb #dflt1
-# the training defaults of `TrainConfig` and `GridConfig`: one definition
-TRAIN_DEFAULTS = dict(steps=4000, batch_size=8, lr=2e-3, warmup=100, schedule='plateau', patience=2,
-                      min_delta=0.05, lr_drops=2,
-                      eval_every=50, val_batches=8, ckpt_every=200, level='full')
+def check_train_settings(s):
+    "Refuse (`s.settings_error`, naming the knob) a training setting of the wrong type or out of range."
+    err = s.settings_error
+    def count(k, least, none=False):
+        v = getattr(s, k)
+        if none and v is None: return
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < least:
+            raise err(f"{k}: expected an integer >= {least}{' or none' if none else ''}, got {v!r}")
+    def number(k, what, ok):
+        v = getattr(s, k)
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.number)) or not (math.isfinite(v) and ok(v)):
+            raise err(f"{k}: expected {what}, got {v!r}")
+    for k in ('steps', 'batch_size'): count(k, 1)
+    for k in ('eval_every', 'val_batches', 'patience', 'ckpt_every'): count(k, 1, none=True)
+    count('lr_drops', 0)
+    number('lr', 'a finite number > 0', lambda x: x > 0)
+    number('warmup', 'a finite number >= 0 (updates, or a fraction of them if < 1)', lambda x: x >= 0)
+    number('min_delta', 'a fraction in [0, 1)', lambda x: 0 <= x < 1)
+    if s.schedule not in ('plateau', 'cosine'):
+        raise err(f"schedule: expected 'plateau' or 'cosine', got {s.schedule!r}")
+    if s.schedule == 'plateau' and s.patience is None:
+        raise err("schedule='plateau' cuts the learning rate when validation stalls: it needs patience (an integer)")
+    if not isinstance(s.level, str) or not s.level:
+        raise err(f"level: expected the name of a fine-tuning level ('full': every parameter), got {s.level!r}")
+
+# %% ../../nbs/training/43_trainer.ipynb #dflt1b
+@dataclass(frozen=True)
+class TrainSettings:
+    "The training knobs `train()` and every cell of a run share, each declared here once."
+    # optimiser updates in total (all phases); with `patience` a safety net no protocol exceeds (Sim→Exp: half a phase)
+    steps:int = 4000
+    batch_size:int = 8  # windows per domain mini-batch
+    lr:float = 2e-3  # peak learning rate (AdamW)
+    # linear warm-up at the start of every phase: a number of updates, or a fraction of the phase's if < 1
+    warmup:int|float = 100
+    # 'plateau': train until converged (cuts on stalls); 'cosine': warm-up, then cosine to `min_lr` over the cap
+    schedule:str = 'plateau'
+    # validations without improvement before a stall: a cut ('plateau') or the stop (None: train to the cap)
+    patience:int|None = 2
+    # relative drop of a validation loss (sim or exp) that counts as progress
+    min_delta:float = 0.05
+    lr_drops:int = 2  # 'plateau': learning-rate cuts (×`lr_factor` each) before a stall ends the phase
+    eval_every:int|None = 50  # updates between validations (None: steps // 10)
+    # validation batches per domain (fixed, in order; None: the whole split)
+    val_batches:int|None = 8
+    ckpt_every:int|None = 200  # updates between checkpoints (None: only at the end)
+    # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in
+    # every phase that starts from trained weights
+    level:str = 'full'
+    settings_error = ProtocolError  # what a bad value raises (a class attribute, not a knob)
+
+    def __post_init__(self): check_train_settings(self)
+
+TRAIN_DEFAULTS = {f.name: f.default for f in dc_fields(TrainSettings)}  # the twelve knobs' defaults
 # exactly `steps` updates: warm-up 5 %, cosine decay
 FIXED_BUDGET = dict(schedule='cosine', patience=None, min_delta=0.0, warmup=0.05, eval_every=None)
 
 # %% ../../nbs/training/43_trainer.ipynb #c038
-@dataclass
-class TrainConfig:
-    "Knobs shared by every protocol (equal budgets: same `steps`, `batch_size` and `seed` across protocols)."
-    steps:int = TRAIN_DEFAULTS['steps']  # optimiser updates in total (all phases); with `patience`, the cap
-    batch_size:int = TRAIN_DEFAULTS['batch_size']  # windows per domain batch
-    lr:float = TRAIN_DEFAULTS['lr']  # peak learning rate
+@dataclass(frozen=True)
+class TrainConfig(TrainSettings):
+    "A training run's settings: the shared knobs (`TrainSettings`) and what only a run of `train()` needs."
     weight_decay:float = 1e-4  # AdamW weight decay
-    # linear warm-up: fraction of each phase's updates (or a number of updates if >= 1)
-    warmup:float = TRAIN_DEFAULTS['warmup']
     min_lr:float = 0.02  # final learning rate as a fraction of `lr`
     grad_clip:float|None = 1.0  # max gradient norm (None: no clipping)
-    eval_every:int|None = TRAIN_DEFAULTS['eval_every']  # updates between validations (None: steps // 10)
-    # validation batches per domain (fixed, in order; None: the whole split)
-    val_batches:int|None = TRAIN_DEFAULTS['val_batches']
     val_domains:str = 'objective'  # validate the domains the phase optimises ('objective') or always both ('both')
-    # evaluations without improvement before a stall: a cut ('plateau') or the stop (None: off)
-    patience:int|None = TRAIN_DEFAULTS['patience']
-    # relative drop of the validation objective that counts as an improvement
-    min_delta:float = TRAIN_DEFAULTS['min_delta']
-    # 'cosine': warm-up, then cosine to `min_lr` over each phase; 'plateau': warm-up, then cut on stalls
-    schedule:str = TRAIN_DEFAULTS['schedule']
-    # 'plateau': learning-rate cuts (one per stall) before a stall stops the phase
-    lr_drops:int = TRAIN_DEFAULTS['lr_drops']
     lr_factor:float = 0.2  # 'plateau': multiplier of each cut
     restore_best:bool = True  # end each phase with its best-validation weights
     log_every:int = 10  # updates between logged losses and gradient-conflict diagnostics
-    # updates between checkpoints into `ckpt_dir` (None: only at the end; no `ckpt_dir`: none)
-    ckpt_every:int|None = TRAIN_DEFAULTS['ckpt_every']
-    ckpt_dir:str|None = None  # where last.pt and history.json go
+    ckpt_dir:str|None = None  # where last.pt and history.json go (None: no checkpoints)
     seed:int = 0  # seeds the samplers and the global RNGs at the start of a fresh run
     device:str = 'auto'  # 'auto', 'cpu', 'cuda', ...
     amp:bool = True  # bf16 autocast on CUDA (ignored on CPU)
@@ -72,38 +104,16 @@ class TrainConfig:
     # data parallel: ranks split global batches of `world × batch_size` (`ShardSampler`) instead of each drawing its own
     shard:bool = False
     progress:bool = True  # show a progress bar
-    # fine-tuning level of a model that has them (`tune_levels`: MORPH's 'latent', 'encoder', 'decoder', 'full'), in
-    # every phase that starts from trained weights
-    level:str = TRAIN_DEFAULTS['level']
     # the model starts from trained weights (a checkpoint): `level` applies from the first phase, not only after another
     # phase (Sim→Exp's fine-tune)
     pretrained:bool = False
 
     def __post_init__(self):
-        for k in ('steps', 'batch_size', 'log_every'):
-            v = getattr(self, k)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v <= 0:
-                raise ProtocolError(f"{k}: expected a positive integer, got {v!r}")
-        for k in ('eval_every', 'val_batches', 'patience', 'ckpt_every'):
-            v = getattr(self, k)
-            if v is not None and (not isinstance(v, (int, np.integer)) or v <= 0):
-                raise ProtocolError(f"{k}: expected a positive integer or None, got {v!r}")
-        if not (self.lr > 0): raise ProtocolError(f"lr: expected a positive number, got {self.lr!r}")
-        if self.warmup < 0: raise ProtocolError(f"warmup: expected >= 0, got {self.warmup!r}")
-        if self.schedule not in ('cosine', 'plateau'):
-            raise ProtocolError(f"schedule: expected 'cosine' or 'plateau', got {self.schedule!r}")
-        if self.schedule == 'plateau' and self.patience is None:
-            raise ProtocolError("schedule='plateau' cuts the learning rate when validation stalls: it needs patience "
-                                "(an integer)")
-        if not 0 <= self.min_delta < 1:
-            raise ProtocolError(f"min_delta: expected a fraction in [0, 1), got {self.min_delta!r}")
+        super().__post_init__()
+        if isinstance(self.log_every, bool) or not isinstance(self.log_every, (int, np.integer)) or self.log_every < 1:
+            raise ProtocolError(f"log_every: expected an integer >= 1, got {self.log_every!r}")
         if not 0 < self.lr_factor < 1:
             raise ProtocolError(f"lr_factor: expected a number in (0, 1), got {self.lr_factor!r}")
-        if not isinstance(self.lr_drops, (int, np.integer)) or self.lr_drops < 0:
-            raise ProtocolError(f"lr_drops: expected a non-negative integer, got {self.lr_drops!r}")
-        if not isinstance(self.level, str) or not self.level:
-            raise ProtocolError("level: expected the name of a fine-tuning level ('full': every parameter), got "
-                                f"{self.level!r}")
         if self.val_domains not in ('objective', 'both'):
             raise ProtocolError(f"val_domains: expected 'objective' or 'both', got {self.val_domains!r}")
 
@@ -135,11 +145,11 @@ class Trainer(Checkpointing):
     def __init__(self, model:nn.Module,  # model(x, field_mask, cond) -> [B, n_out, C, H, W]
                  data,  # DomainData or dict: data.sim / data.exp -> {'train','val','test'} window datasets
                  protocol:str|Protocol='joint',  # a protocol or its name ('joint@0.3', ...)
-                 config:TrainConfig|None=None,  # a TrainConfig, or pass its fields as keywords
+                 # a TrainConfig or TrainSettings (`study.grid.resolve`'s), and/or its fields as keywords (they win)
+                 config:TrainSettings|None=None,
                  **kwargs):
         self.protocol = get_protocol(protocol)
-        if config is not None and kwargs: config = TrainConfig(**{**asdict(config), **kwargs})
-        self.cfg = config if config is not None else TrainConfig(**kwargs)
+        self.cfg = TrainConfig(**{**({} if config is None else asdict(config)), **kwargs})
         self.train_sets = check_data(data, self.protocol)
         self.data = data
         self.val_sets = {d: split_of(data, d, 'val') for d in ('sim', 'exp')}
