@@ -251,7 +251,7 @@ def test_equal_exposure_controls_see_joints_exp_batches(tmp_path):
     p = cellmod.exposure_protocol(Cell('kolmogorov', 'S', 'sim_to_exp_eq', 0, CFG.arch), tmp_path / 'run')
     assert p.name == 'sim_to_exp_eq' and p.match == j and [ph.steps for ph in p.phases(CFG.steps)] == [CFG.steps // 2, j]
     cap, typical = cost.cell_cost(Cell('cylinder', 'S', 'exp_only_eq', 0, 'fno'), PRESETS['default'].config, 1.0)
-    assert (cap, typical) == (4000, cost.TYPICAL_UPDATES['sim'])  # Joint's updates at Joint's windows: at most its cap, typically its typical updates
+    assert (cap, typical) == (4000, cost.TYPICAL_PHASES['cylinder']['joint'][0])  # Joint's updates at Joint's windows: at most its cap, typically Joint's typical updates
     pool = run_experiment(tmp_path / 'pool', CFG, grid, executor=2, report=False, verbose=False)
     xr.testing.assert_allclose(pool.score, res.score, rtol=1e-4)
     xr.testing.assert_equal(pool.exp_batches, res.exp_batches)

@@ -18,13 +18,31 @@ from .grid import GridConfig
 from .cell import cell_data, shares_pretrain
 
 # %% auto #0
-__all__ = ['TYPICAL_UPDATES', 'WORKER_GIB', 'cell_cost', 'cell_plan', 'machine_workers', 'cap_workers', 'worker_threads',
-           'estimate_cost', 'lanes_wall_s', 'describe_estimate']
+__all__ = ['TYPICAL_PHASES', 'TYPICAL_UPDATES', 'WORKER_GIB', 'typical_updates', 'cell_cost', 'cell_plan', 'machine_workers',
+           'cap_workers', 'worker_threads', 'estimate_cost', 'lanes_wall_s', 'describe_estimate']
 
 # %% ../../nbs/study/48_cost.ipynb #c023
-TYPICAL_UPDATES = dict(sim=1000, exp=650)  # updates a phase with a sim batch / with exp batches only takes to converge
-# (medians over the default run's 48 trained cells, four systems, three seeds: sim phases 925 (Sim-only) to 1050
-# (Joint), exp phases 650)
+# updates each phase of a protocol family typically takes to converge, per system: medians over the committed default
+# study's three seeds (`reports/default/scores.nc`, every experimental trajectory; Sim→Exp's two phases from its sim and
+# exp batches)
+TYPICAL_PHASES = {
+    'cylinder': dict(sim_only=(1050,), exp_only=(600,), sim_to_exp=(850, 500), joint=(1250,), pooled=(1100,)),
+    'controlled': dict(sim_only=(650,), exp_only=(650,), sim_to_exp=(650, 550), joint=(950,), pooled=(850,)),
+    'foil': dict(sim_only=(1100,), exp_only=(650,), sim_to_exp=(950, 650), joint=(1150,), pooled=(1200,)),
+    'kolmogorov': dict(sim_only=(900,), exp_only=(600,), sim_to_exp=(650, 650), joint=(850,), pooled=(750,))}
+# a system or family without its own medians (imported data, a control): a phase with a sim batch / with exp only
+TYPICAL_UPDATES = dict(sim=1000, exp=650)
+
+def typical_updates(cell, phases) -> list:
+    """Updates each of `phases` (those `cell`'s protocol trains) typically takes: its system's and family's medians
+    (`TYPICAL_PHASES`; a fine-tune alone is the last phase), else `TYPICAL_UPDATES` by the domains a phase trains."""
+    known = TYPICAL_PHASES.get(cell.system, {}).get(cell.protocol.family, ())
+    if 0 < len(phases) <= len(known): return list(known[len(known) - len(phases):])
+    return [TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'] for ph in phases]
+
+def _joint_typical(cell) -> int:
+    "The updates a Joint cell of `cell`'s system typically takes (what an equal-exposure control is matched to)."
+    return TYPICAL_PHASES.get(cell.system, {}).get('joint', (TYPICAL_UPDATES['sim'],))[0]
 
 def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     """(cap, typical) seconds of a trained cell: per phase its updates × `update_s` (a Joint update) × its domains / 2
@@ -35,14 +53,14 @@ def cell_cost(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0):
     def phase_s(ph, n):
         k = len([w for w in ph.weights.values() if w > 0])  # domains the phase trains and validates
         return n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s
-    at_cap, typ = ((p.matched(cfg.steps), p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps)))
+    at_cap, typ = ((p.matched(cfg.steps), p.matched(min(_joint_typical(cell), cfg.steps)))
                    if isinstance(p, ExposureControl)
                    else (p, p))
     final = eval_passes * forward_s
     cap = sum(phase_s(ph, ph.steps) for ph in at_cap.phases(cfg.steps)) + final
-    typical = sum(phase_s(ph, ph.steps if ph.lr_cuts is not None else  # a control: exactly the updates it copies
-                          min(ph.steps, TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp']))
-                  for ph in typ.phases(cfg.steps)) + final
+    phases = typ.phases(cfg.steps)
+    typical = sum(phase_s(ph, ph.steps if ph.lr_cuts is not None else min(ph.steps, n))  # a control: the updates it copies
+                  for ph, n in zip(phases, typical_updates(cell, phases))) + final
     return cap, typical
 
 # %% ../../nbs/study/48_cost.ipynb #c023p
@@ -52,12 +70,11 @@ def cell_plan(cell, cfg, update_s, forward_s=0.0, val_passes=0, eval_passes=0) -
     if not cell.protocol.trains: return dict(phases=[], final_s=0.0)
     shared = isinstance(cell.protocol, SimToExp) and shares_pretrain(cell, cfg)  # its sim phase is another cell's
     p = FineTuneOf(cell.protocol) if shared else cell.protocol
-    if isinstance(p, ExposureControl): p = p.matched(min(TYPICAL_UPDATES['sim'], cfg.steps))
+    if isinstance(p, ExposureControl): p = p.matched(min(_joint_typical(cell), cfg.steps))
+    phases = [ph for ph in p.phases(cfg.steps) if ph.steps > 0]
     out = []
-    for ph in p.phases(cfg.steps):
-        if ph.steps <= 0: continue
-        n = ph.steps if ph.lr_cuts is not None else min(ph.steps,
-                TYPICAL_UPDATES['sim' if ph.weights.get('sim', 0) > 0 else 'exp'])
+    for ph, typical in zip(phases, typical_updates(cell, phases)):
+        n = ph.steps if ph.lr_cuts is not None else min(ph.steps, typical)
         k = len([w for w in ph.weights.values() if w > 0])
         out.append((n, n * update_s * k * ph.windows / 2 + (n // cfg.eval_every) * val_passes * k * forward_s))
     return dict(phases=out, final_s=eval_passes * forward_s)
@@ -191,6 +208,11 @@ def _mins(s:float) -> str:
     "Seconds as minutes to read: seconds under a minute, one decimal under ten minutes, whole minutes above."
     return f"{s:.0f} s" if s < 60 else f"{s / 60:.1f} min" if s < 600 else f"{s / 60:.0f} min"
 
+def _typical_range(est:dict) -> str:
+    "The typical updates of the phases `est` plans, as one number or a range."
+    ns = sorted({n for p in est['plans'].values() for n, _ in p['phases']})
+    return '?' if not ns else f"{ns[0]}" if ns[0] == ns[-1] else f"{ns[0]}–{ns[-1]}"
+
 def describe_estimate(est:dict, cfg:GridConfig, lanes:int=1) -> str:
     """`estimate_cost`'s answer in words: expected wall time on `lanes` workers, the cells, the measured update time,
     the most it may take."""
@@ -201,6 +223,6 @@ def describe_estimate(est:dict, cfg:GridConfig, lanes:int=1) -> str:
     base = n - k
     what = f"{n} cells, {k} trained" + (f" and {base} baseline{'s' * (base != 1)}" if base else '')
     return (f"estimate: about {_mins(est['typical_wall_s'])} {on}: {what}; "
-            + (f"a Joint update takes {up} here, a phase typically converges in "
-               f"{min(TYPICAL_UPDATES['sim'], cfg.steps)} updates (at most {_mins(est['max_wall_s'])} if every phase "
-               f"runs to the {cfg.steps}-update cap)" if k else 'no training'))
+            + (f"a Joint update takes {up} here, a phase typically converges in {_typical_range(est)} updates "
+               f"(at most {_mins(est['max_wall_s'])} if every phase runs to the {cfg.steps}-update cap)" if k
+               else 'no training'))

@@ -33,7 +33,7 @@ from .rundir import (data_digests, manifest_of, run_stamp, MANIFEST_TYPES,
 from .cell import (BANDS, EXAMPLE_KINDS, load_domains, cell_data, limit_exp_train,
                                    cell_model, set_aside_unreadable,
     exposure_protocol, field_units, run_cell)
-from .cost import TYPICAL_UPDATES, cell_cost
+from .cost import cell_cost
 from .executors import by_data, heaviest_first, exit_with_parent, exposure_waves
 from .jobs import open_job_dir, train_job
 
