@@ -14,7 +14,7 @@ import numpy as np
 import xarray as xr
 from simreal_nb.reading.analysis import balanced_score, select_view
 from simreal_nb.reading.report_tables import paired_change, ranking_table
-from simreal_nb.training.protocols import BASELINES
+from simreal_nb.core.names import BASELINES
 
 ADDED = ['sim_only', 'exp_only', 'sim_to_exp', 'pooled']
 GROUPS = ['in_dist', 'out_dist']

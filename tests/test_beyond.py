@@ -8,7 +8,8 @@ import torch.nn as nn
 
 from simreal_nb.training.beyond import (AnchorPenalty, GradNormBalance, HCWLoss, LoRA, SNRGate, add_lora, confidence_weights,
                                divergence_residual, fisher_diagonal, grad_snr, laplacian_noise, merge_lora, mgda)
-from simreal_nb.training.protocols import BEYOND, ProtocolError, SimToExp, SimToExpLoRA, get_protocol
+from simreal_nb.core.names import ProtocolError
+from simreal_nb.training.protocols import BEYOND, SimToExp, SimToExpLoRA, get_protocol
 from simreal_nb.training.batches import collate, masked_mse
 from simreal_nb.training.step import Stepper, PhaseParts, combine_grads
 from simreal_nb.training.protocols import Phase

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from simreal_nb.training.protocols import BASELINES
+from simreal_nb.core.names import BASELINES
 from simreal_nb.study.grid import PRESETS, GridError, Cell, Grid
 from simreal_nb.study.rundir import cell_path, collect_results
 from simreal_nb.study.cell import run_cell

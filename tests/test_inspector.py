@@ -2,7 +2,9 @@
 import re
 import numpy as np, pytest, xarray as xr
 from simreal_nb.core.metrics import MetricInputError
+from simreal_nb.core.names import COORDS
 from simreal_nb.reading.analysis import synthetic_score
+from simreal_nb.training.protocols import with_protocol_coords
 from simreal_nb.reading.tradeoff import pareto_plot, protocol_table, lam_train_of, protocol_colors, place_labels, _overlap
 from simreal_nb.reading.inspector import (state_at, lambda_inspector, state_html, plane_svg, inspector_demo, results_score, inspector_choices,
                                   INSPECT_LAMS, _num)
@@ -14,8 +16,8 @@ ERRS = {'sim_only': (0.02, 1.0), 'exp_only': (1.0, 0.02), 'sim_to_exp': (0.6, 0.
 
 @pytest.fixture(scope='module')
 def exact():
-    "No noise, three seeds: every seed has the errors of ERRS."
-    return synthetic_score(systems=('A', 'B'), capacities=('S', 'L'), seeds=(0, 1, 2), errors=ERRS)
+    "No noise, three seeds: every seed has the errors of ERRS; each protocol's coordinates recorded, as a run records them."
+    return with_protocol_coords(synthetic_score(systems=('A', 'B'), capacities=('S', 'L'), seeds=(0, 1, 2), errors=ERRS))
 
 
 @pytest.fixture(scope='module')
@@ -131,20 +133,23 @@ def test_widget_kernel_side(demo):
 
 def test_joint_names_and_colours():
     names = xr.Dataset(coords=dict(protocol=['joint', 'joint@0.3', 'joint_mgda@0.3', 'sim_only', 'two-model pair']))
-    assert lam_train_of(names) == {'joint': 0.5, 'joint@0.3': 0.3}  # from the protocol objects: a plain Joint's λ alone
+    assert lam_train_of(names) == {'joint': 0.5}  # no λ recorded: the names without a setting alone (`PLAIN_COORDS`)
+    recorded = with_protocol_coords(names.sel(protocol=names.protocol.values[:-1]))  # the pair is no protocol object
+    assert lam_train_of(recorded) == {'joint': 0.5, 'joint@0.3': 0.3}  # recorded: a plain Joint's λ alone
     c = protocol_colors(['sim_only', 'joint', 'joint@0.1', 'joint@0.9', 'persistence'])
     assert c['persistence'] == '#8c8c8c' and c['sim_only'] == '#1f77b4' and len(set(c.values())) == 5
     assert protocol_colors(['joint'])['joint'] == '#d62728'
 
 
 def test_lam_train_is_read_from_the_coordinate(exact):
-    "A protocol's λ_train comes from the results' `lam_train` coordinate, whatever its name; names are parsed only without it."
+    "A protocol's λ_train comes from the results' `lam_train` coordinate, whatever its name; without it only a name without a setting has one."
     names = [str(p) for p in exact.protocol.values]
     lam = [{'joint': 0.5, 'joint@0.1': 0.1, 'joint@0.7': 0.7, 'joint@0.9': 0.9}.get(p, 0.3 if p == 'joint@0.3' else np.nan) for p in names]
     odd = exact.assign_coords(protocol=['odd_name' if p == 'joint@0.3' else p for p in names], lam_train=('protocol', lam))
     assert lam_train_of(odd) == {'joint': 0.5, 'joint@0.1': 0.1, 'odd_name': 0.3, 'joint@0.7': 0.7, 'joint@0.9': 0.9}
     assert lam_train_of(odd.to_dataset(name='score')) == lam_train_of(odd)
-    assert lam_train_of(exact) == {'joint': 0.5, 'joint@0.1': 0.1, 'joint@0.3': 0.3, 'joint@0.7': 0.7, 'joint@0.9': 0.9}  # older results
+    assert lam_train_of(exact) == {'joint': 0.5, 'joint@0.1': 0.1, 'joint@0.3': 0.3, 'joint@0.7': 0.7, 'joint@0.9': 0.9}
+    assert lam_train_of(exact.drop_vars(list(COORDS))) == {'joint': 0.5}  # older results: no name is parsed
     st = state_at(odd, 0.5, system='B', capacity='L')
     assert st.lam_train['odd_name'] == 0.3 and 'odd_name' in st.front and st.table().loc['odd_name', 'lam_train'] == 0.3
     nan_joint = exact.assign_coords(lam_train=('protocol', [np.nan] * len(names)))  # the coordinate rules: no Joint at all

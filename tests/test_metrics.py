@@ -7,8 +7,8 @@ from simreal_nb.reading.analysis import (balanced, lambda_sweep, balanced_score,
                                  setting_dims, synthetic_score, headline, compare_to_paper, forgetting,
                                  pressure_reduction, check_lam, check_score, PAPER, LAMS, mean_ci, joint_wins,
                                  joint_reduction_ci, reduction_pct, train_domains, synthetic_results)
-from simreal_nb.training.protocols import (ProtocolError, joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
-                                  trained_protocols)
+from simreal_nb.core.names import (ProtocolError, joint_name, PROTOCOLS, NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY,
+                                   SIM_TO_EXP, BASELINES, trained_protocols)
 
 
 def frmse_loop(pred, target):
@@ -455,9 +455,12 @@ def test_joint_reduction_ci_hand_built():
 def test_baselines_never_compete():
     assert BASELINES == ('persistence', 'mean_field', 'analog')
     assert trained_protocols(['persistence', 'joint', 'mean_field', 'pcgrad']) == ['joint', 'pcgrad']
+    from simreal_nb.training.protocols import with_protocol_coords
     names = ['sim_only', 'exp_only', 'sim_to_exp', 'joint', 'joint@0.7', 'persistence', 'pcgrad']
-    assert list(train_domains(xr.Dataset(coords=dict(protocol=names))).values()) == [
-        ('sim',), ('exp',), ('exp',), ('sim', 'exp'), ('sim', 'exp'), (), ()]
+    bare = xr.Dataset(coords=dict(protocol=names))  # results that record no coordinates: a name with a setting is not known
+    assert list(train_domains(bare).values()) == [('sim',), ('exp',), ('exp',), ('sim', 'exp'), (), (), ()]
+    assert list(train_domains(with_protocol_coords(bare.sel(protocol=names[:-1]))).values()) == [
+        ('sim',), ('exp',), ('exp',), ('sim', 'exp'), ('sim', 'exp'), ()]
     s = synthetic_score(errors=SEEDED, seeds=(0, 1, 2))
     best, who = best_non_joint(balanced_score(s), return_name=True)
     assert (who == 'sim_to_exp').all()

@@ -266,7 +266,7 @@ def test_levels_through_the_trainer():
     from simreal_nb.data.domains import make_domain_data
     from simreal_nb.models.nets import MorphField
     from simreal_nb.training.trainer import train, FIXED_BUDGET
-    from simreal_nb.training.protocols import ProtocolError
+    from simreal_nb.core.names import ProtocolError
     tw = make_twins('cylinder', size='test')
     dd = make_domain_data(tw['sim'], tw['exp'], n_in=2, n_out=1)
     torch.manual_seed(0)

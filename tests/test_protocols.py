@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from simreal_nb.training.protocols import PROTOCOLS
-from simreal_nb.training.protocols import Joint, NonFiniteLossError, ProtocolError, SimToExp, SimToExpFrozen, get_protocol
+from simreal_nb.core.names import PROTOCOLS, ProtocolError
+from simreal_nb.training.protocols import Joint, NonFiniteLossError, SimToExp, SimToExpFrozen, get_protocol
 from simreal_nb.training.batches import CyclingSampler, collate, masked_mse
 from simreal_nb.training.step import Stepper, combine_grads
 from simreal_nb.training.protocols import Phase
@@ -124,7 +124,7 @@ def test_lambda_error_names_the_argument():
 
 def test_names_round_trip():
     assert [get_protocol(n).name for n in PROTOCOLS] == list(PROTOCOLS)
-    from simreal_nb.training.protocols import joint_name
+    from simreal_nb.core.names import joint_name
     for lam in (0.5, 0.3, 0.25, 1.0, 0.0):
         assert Joint(lam).name == joint_name(lam)
         assert Joint(lam, combiner='cagrad').name == joint_name(lam).replace('joint', 'joint_cagrad')
@@ -507,7 +507,8 @@ def test_data_parallel_two_ranks(tmp_path):
 
 def test_control_copies_joint_updates_windows_and_cuts(toy, tmp_path):
     "An equal-exposure control makes exactly Joint's updates, at Joint's windows per update, on Joint's replayed schedule."
-    from simreal_nb.training.protocols import ExpOnly, SimToExp, EXPOSURE_CONTROLS
+    from simreal_nb.core.names import EXPOSURE_CONTROLS
+    from simreal_nb.training.protocols import ExpOnly, SimToExp
     kw = KW | dict(steps=60, eval_every=5, patience=1, min_delta=0.2, schedule='plateau', lr=0.05, warmup=0)
     hj = train(net(), toy, 'joint', **kw)
     cuts = [(k, s) for ph, k, s in hj.lr_cuts if ph == 0]
@@ -545,7 +546,8 @@ def grid_protocols():
     "Every protocol of the named grids, of the scarcity study's choices, beyond Joint, and the baselines, once each."
     from simreal_nb.study.grid import PRESETS
     from simreal_nb.study.scarcity import choice_grid
-    from simreal_nb.training.protocols import BEYOND, BASELINES, grid_protocol
+    from simreal_nb.core.names import BASELINES
+    from simreal_nb.training.protocols import BEYOND, grid_protocol
     names = list(BEYOND) + list(BASELINES) + [n for ns in choice_grid().values() for n in ns]
     ps = [p for pr in PRESETS.values() for p in pr.grid.protocols] + [grid_protocol(n) for n in names]
     return list(dict.fromkeys(ps))
@@ -589,7 +591,7 @@ def test_replace_keeps_the_name_round_trip():
 
 def test_only_the_parser_splits_a_name():
     """No module but `protocols.get_protocol` splits a name at '@' (`partition`, `split`), and none but
-    `protocols.protocol_name` appends the '_eq' of a control to a name."""
+    `names.protocol_name` appends the '_eq' of a control to a name."""
     import ast
     import simreal_nb
     root = Path(simreal_nb.__file__).parent
@@ -610,6 +612,6 @@ def test_only_the_parser_splits_a_name():
                     and where != ('training/protocols.py', 'get_protocol')):
                 found.append((*where, n.lineno))
             if (isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith('_eq')
-                    and where != ('training/protocols.py', 'protocol_name')):
+                    and where != ('core/names.py', 'protocol_name')):
                 found.append((*where, n.lineno))
     assert not found, found

@@ -18,7 +18,7 @@ from ..study.rundir import is_cell_key, run_config, cell_folder, MODEL_FILE
 from ..study.cell import cell_data, cell_model
 from ..models.factory import load_model
 from ..data.align import spread
-from ..training.protocols import BASELINES, PERSISTENCE
+from ..core.names import BASELINES, PERSISTENCE
 from ..reading.report import write_report
 from ..reading.report_verdicts import physics_table
 from ..core.errors import InputError

@@ -15,7 +15,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ..core.schema import FIELDS
 from ..models.factory import make_model, n_params, init_weights
 from ..core.store import save_torch
-from ..training.protocols import ProtocolError
+from ..core.names import ProtocolError
 from ..training.step import Stepper, resolve_device
 from ..data.align import spread
 from ..data.domains import make_domain_data

@@ -172,7 +172,8 @@ def run(out:str='runs/default',       # Run directory (results.nc, report.md, fi
     from dataclasses import replace
     from simreal_nb.study.experiment import run_experiment
     from simreal_nb.study.grid import PRESETS, GridError
-    from simreal_nb.training.protocols import Joint, ExposureControl, EXP_ONLY, SIM_TO_EXP
+    from simreal_nb.core.names import EXP_ONLY, SIM_TO_EXP
+    from simreal_nb.training.protocols import Joint, ExposureControl
     name = preset or ('quick' if quick else None)
     if name is not None and name not in PRESETS:
         raise GridError(f"--preset: unknown preset {name!r}; expected one of {list(PRESETS)}")

@@ -9,9 +9,8 @@ import warnings
 import numpy as np
 import xarray as xr
 from ..core.metrics import MetricInputError, METRICS
-from ..training.protocols import (NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP,
-                                           BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  ProtocolError, valid_lam, joint_name, protocol_coords)
+from ..core.names import (NON_JOINT, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+                                   ProtocolError, valid_lam, joint_name, COORDS, PLAIN_COORDS)
 
 
 # %% auto #0
@@ -25,25 +24,22 @@ LAMS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # the paper's λ sweep
 
 # %% ../../nbs/reading/31_analysis.ipynb #1c47116c
 def protocol_coord(x, # results: a Dataset or an array of it, with a `protocol` dim
-                   name:str, # a coordinate of `protocols.COORDS`: 'family', 'lam_train' or 'domains'
+                   name:str, # a coordinate of `names.COORDS`: 'family', 'lam_train', 'domains' or 'setting'
                    names=None, # the protocol names to give it for (None: `x`'s own)
                   ) -> dict:
-    """{protocol: value} of `x`'s coordinate `name` on `protocol`; for results written before runs recorded it, and for
-    `names` that `x` does not hold, from the protocol objects of the names (None where a name is no protocol, e.g. the
-    report's two-model pair). The one place reading gets a protocol's family, training λ or domains."""
+    """{protocol: value} of `x`'s coordinate `name` on `protocol` (None: NaN or not known); where `x` does not record it
+    (results written before runs recorded it, `names` that `x` does not hold), `names.PLAIN_COORDS`'s for a name that
+    carries no setting, else None (a name with one, the report's two-model pair). The one place reading gets a
+    protocol's family, training λ, domains or setting: from the results, never by parsing a name."""
+    known = lambda v: v if isinstance(v, str) or v is None or v == v else None  # NaN: None
     protos, stored = [str(p) for p in x['protocol'].values], {}
     if name in x.coords:
         c = x.coords[name]
         if c.dims != ('protocol',):
             raise MetricInputError(f"`{name}` must be a coordinate on dim 'protocol' alone, got dims {c.dims}")
-        stored = {p: (v if isinstance(v, str) or v is None or v == v else None)
-                  for p, v in zip(protos, c.values.tolist())}
-    out = {}
-    for p in protos if names is None else [str(n) for n in names]:
-        if p in stored: out[p] = stored[p]; continue
-        try: out[p] = protocol_coords([p])[name][0]
-        except ProtocolError: out[p] = None
-    return out
+        stored = {p: known(v) for p, v in zip(protos, c.values.tolist())}
+    return {p: stored[p] if p in stored else known(PLAIN_COORDS.get(p, {}).get(name))
+            for p in (protos if names is None else [str(n) for n in names])}
 
 def train_domains(x) -> dict:
     """{protocol: the domains its model ends up fitted to} of results `x` (('sim', 'exp') for Joint, ('exp',) for a
@@ -54,7 +50,7 @@ def train_domains(x) -> dict:
 def check_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
               name:str='lam', # the argument's name, for the error message
              ) -> float:
-    """λ as a float in [0, 1] (`protocols.valid_lam`), or one `MetricInputError` naming the argument and the expected
+    """λ as a float in [0, 1] (`names.valid_lam`), or one `MetricInputError` naming the argument and the expected
     range."""
     try: return valid_lam(lam, name)
     except ProtocolError as e: raise MetricInputError(str(e)) from None
@@ -297,6 +293,9 @@ def synthetic_score(systems=('A', 'B'),            # `system` coordinate (settin
                     noise=0.0,                     # relative seeded noise added per entry
                     seed=0,                        # RNG seed for the noise
                     dims=None,                     # extra setting dims after `capacity`, e.g. {'exp_trajs': (2, 4, 8)}
+                    # {protocol: its `names.COORDS`} for the names of `errors` that carry a setting; given (even {}),
+                    # every protocol's coordinates are recorded as a run records them (the others' `PLAIN_COORDS`)
+                    coords=None,
                    ) -> xr.DataArray:
     "A small results `score` array of the experiment's layout, for demos and tests."
     errors = errors or {SIM_ONLY: (0.0, 1.0), EXP_ONLY: (1.0, 0.0), SIM_TO_EXP: (0.6, 0.1), JOINT: (0.25, 0.15)}
@@ -313,11 +312,15 @@ def synthetic_score(systems=('A', 'B'),            # `system` coordinate (settin
     shape = (*lead, len(protos), len(seeds), 2, len(modes), len(fields), len(metrics))
     vals = np.broadcast_to(base.reshape((1,) * len(lead) + base.shape + (1, 1, 1)), shape).copy()
     if noise: vals *= 1 + noise * np.random.default_rng(seed).standard_normal(shape)
+    known = {**PLAIN_COORDS, **(coords or {})}
+    if coords is not None and (miss := [p for p in protos if p not in known]):
+        raise MetricInputError(f"`coords` must give the coordinates ({list(COORDS)}) of {miss}: they carry a setting")
     da = xr.DataArray(vals, name='score',
                       dims=('system', 'capacity', *extra, 'protocol', 'seed', 'domain', 'mode', 'field', 'metric'),
                       coords=dict(system=list(systems), capacity=list(capacities), **extra,
                                   protocol=protos, seed=list(seeds),
                                   domain=['sim', 'exp'], mode=modes, field=list(fields), metric=list(metrics)))
+    if coords is not None: da = da.assign_coords({k: ('protocol', [known[p][k] for p in protos]) for k in COORDS})
     return da.isel(mode=0, drop=True) if modes == [None] else da
 
 # %% ../../nbs/reading/31_analysis.ipynb #c513a6c5
@@ -331,12 +334,13 @@ def synthetic_results(systems=('A', 'B'), # `system` coordinate
                       scales=None,        # {system: {field: reference scale}}; default u, v: 2, p: 0.5
                       n_eval=6,           # evaluations per learning curve
                       eval_every=50,      # updates between evaluations
+                      coords=None,        # as in `synthetic_score`: {protocol: its `names.COORDS`} for names with a setting
                      ) -> xr.Dataset:
     """A small results Dataset of the experiment's layout: `score`, `score_phys`, `curve_step`, `curve_val`, `capped`,
     `steps_done` and attrs."""
     errors = errors or {SIM_ONLY: (0.05, 1.0), EXP_ONLY: (1.0, 0.05), SIM_TO_EXP: (0.6, 0.1), JOINT: (0.25, 0.15),
                         PERSISTENCE: (0.7, 0.6), MEAN_FIELD: (1.0, 0.9)}
-    score = synthetic_score(systems, capacities, seeds, errors, noise=noise, seed=seed, dims=dims)
+    score = synthetic_score(systems, capacities, seeds, errors, noise=noise, seed=seed, dims=dims, coords=coords)
     score.attrs['units'] = '1'
     # the experiment measures no pressure
     if 'p' in score.field.values: score.loc[dict(domain='exp', field='p')] = np.nan

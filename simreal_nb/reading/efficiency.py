@@ -10,14 +10,15 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
-from .analysis import mean_ci
-from ..training.protocols import get_protocol
+from .analysis import mean_ci, protocol_coord
+from ..core.names import JOINT
 from ..core.store import read_json
 
 # %% auto #0
-__all__ = ['EXP_SEEING', 'PAIR', 'ROWS', 'SHARED_ROWS', 'FAMILIES', 'ROW_STYLE', 'row_names', 'efficiency_scores', 'matching_n',
-           'experiment_multiplier', 'efficiency_table', 'multiplier_table', 'choice_table', 'verdict_table',
-           'efficiency_figure', 'efficiency_report', 'finished', 'write_efficiency_report']
+__all__ = ['EXP_SEEING', 'PAIR', 'ROWS', 'SHARED_ROWS', 'FAMILIES', 'ROW_STYLE', 'row_names', 'efficiency_scores',
+           'chosen_setting', 'matching_n', 'experiment_multiplier', 'efficiency_table', 'multiplier_table',
+           'choice_table', 'verdict_table', 'efficiency_figure', 'efficiency_report', 'finished',
+           'write_efficiency_report']
 
 # %% ../../nbs/reading/62_efficiency.ipynb #sc006
 EXP_SEEING = ('Exp-only', 'Sim→Exp', 'Joint(0.5)', 'Joint(λ*)', 'pooled', 'pooled(s*)')  # rows that train on exp
@@ -62,7 +63,9 @@ def efficiency_scores(res:xr.Dataset, choices:dict) -> xr.Dataset:
             ds = xr.Dataset(dict(err=err, val=val, floor_block=joint('noise_floor').mean('seed'),
                                  floor_window=joint('noise_floor_window').mean('seed'),
                                  pair_member=((), member), chosen=(('family',), [by_n[str(n)][f] for f in FAMILIES]),
-                                 joint_exp=((), by_n[str(n)]['joint_exp'])),
+                                 chosen_setting=(('family',), [chosen_setting(res, by_n[str(n)][f], f) for f in FAMILIES]),
+                                 joint_exp=((), by_n[str(n)]['joint_exp']),
+                                 joint_exp_setting=((), chosen_setting(res, by_n[str(n)]['joint_exp'], JOINT))),
                             coords=dict(family=list(FAMILIES)))
             out.append(ds.expand_dims(system=[s], exp_trajs=[n]))
     ds = xr.combine_by_coords(out, combine_attrs='drop_conflicts', coords='minimal', compat='override',
@@ -72,6 +75,14 @@ def efficiency_scores(res:xr.Dataset, choices:dict) -> xr.Dataset:
     return ds
 
 FAMILIES = ('joint', 'pooled', 'exp_only', 'sim_to_exp')  # the families whose one setting a point chooses
+
+def chosen_setting(res:xr.Dataset, name:str, family:str) -> str:
+    """The one setting of protocol `name` chosen for `family`, from the coordinates of results `res`: Joint's λ, else the
+    number its name carries ('natural': none); the name itself where `res` does not record them."""
+    k = 'lam_train' if family == JOINT else 'setting'
+    if k not in res.coords: return name
+    v = protocol_coord(res, k, [name])[name]
+    return 'natural' if v is None else f'{v:g}'
 
 # %% ../../nbs/reading/62_efficiency.ipynb #sc009
 def matching_n(counts, curve, target:float) -> float:
@@ -142,20 +153,12 @@ def multiplier_table(ds:xr.Dataset, alts=('Exp-only', 'Sim→Exp', 'pooled(s*)')
 
 def choice_table(ds:xr.Dataset) -> pd.DataFrame:
     "The settings chosen on validation per (system, N_exp): λ* (and on exp alone), s*, Exp-only's lr, Sim→Exp's scale."
-    if 'chosen' not in ds: return pd.DataFrame()
-    def at(name):  # the chosen protocol's one setting: λ, exp share ('natural': none), learning rate or scale
-        p = get_protocol(name)
-        v = next((getattr(p, k) for k in ('lam', 'share', 'lr', 'finetune_lr_scale')
-                  if getattr(p, k, None) is not None), None)
-        return 'natural' if v is None else f'{v:g}'
-    rows = {(str(s), int(n)): {'λ*': at(str(ds.chosen.sel(system=s, exp_trajs=n, family='joint').values)),
-                               'λ* on exp val': at(str(ds.joint_exp.sel(system=s, exp_trajs=n).values)),
-                               'pooled exp share s*': at(str(ds.chosen.sel(system=s, exp_trajs=n,
-                                                                            family='pooled').values)),
-                               'Exp-only lr': at(str(ds.chosen.sel(system=s, exp_trajs=n,
-                                                                    family='exp_only').values)),
-                               'Sim→Exp fine-tune scale': at(str(ds.chosen.sel(system=s, exp_trajs=n,
-                                                                                family='sim_to_exp').values)),
+    if 'chosen_setting' not in ds: return pd.DataFrame()
+    at = lambda s, n, family: str(ds.chosen_setting.sel(system=s, exp_trajs=n, family=family).values)
+    rows = {(str(s), int(n)): {'λ*': at(s, n, 'joint'),
+                               'λ* on exp val': str(ds.joint_exp_setting.sel(system=s, exp_trajs=n).values),
+                               'pooled exp share s*': at(s, n, 'pooled'), 'Exp-only lr': at(s, n, 'exp_only'),
+                               'Sim→Exp fine-tune scale': at(s, n, 'sim_to_exp'),
                                'pair exp member': str(ds.pair_member.sel(system=s, exp_trajs=n).values)}
             for s in ds.system.values for n in ds.exp_trajs.values
             if str(ds.chosen.sel(system=s, exp_trajs=n, family='joint').values) not in ('', 'nan')}
@@ -257,7 +260,7 @@ def efficiency_report(ds:xr.Dataset, rec:dict) -> str:
               f'## bRMSE(0.5) against N_exp ({g})', '', _md(efficiency_table(ds, 'brmse', None, g)), '',
               f"## Joint(λ*)'s paired change in bRMSE(0.5) ({g})", '', _md(verdict_table(ds, 'brmse', None, g)), '',
               f"## Joint(λ*)'s paired change in exp error ({g})", '', _md(verdict_table(ds, 'err', 'exp', g)), '']
-    if 'chosen' in ds: L += ['## Settings chosen on validation', '', _md(choice_table(ds)), '']
+    if 'chosen_setting' in ds: L += ['## Settings chosen on validation', '', _md(choice_table(ds)), '']
     est = rec.get('estimate') or {}
     if est: L += ['## Cost', '', "Estimated before the run: "
                   f"{est.get('typical_wall_s', float('nan')) / 60:.0f} min typical ({est.get('cells')} cells); "

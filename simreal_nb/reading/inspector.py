@@ -21,12 +21,12 @@ from .tradeoff import (domain_errors, lam_train_of, protocol_colors, place_label
 from ..core.metrics import MetricInputError
 from ..core.store import RunFileError
 from .analysis import setting_dims, select_view, check_lam, check_score
-from ..training.protocols import BASELINES
+from ..core.names import BASELINES, JOINT, joint_name
 
 
 # %% auto #0
-__all__ = ['INSPECT_LAMS', 'DEMO_ERRORS', 'results_score', 'inspector_choices', 'InspectorState', 'state_at', 'inspector_demo',
-           'plane_svg', 'state_html', 'lambda_inspector']
+__all__ = ['INSPECT_LAMS', 'DEMO_ERRORS', 'DEMO_COORDS', 'results_score', 'inspector_choices', 'InspectorState', 'state_at',
+           'inspector_demo', 'plane_svg', 'state_html', 'lambda_inspector']
 
 # %% ../../nbs/reading/61_inspector.ipynb #c018
 def _widgets():
@@ -285,6 +285,9 @@ DEMO_ERRORS = {'sim_only': (0.02, 0.13), 'exp_only': (0.35, 0.03), 'sim_to_exp':
                'joint@0.1': (0.06, 0.029), 'joint@0.3': (0.04, 0.031), 'joint@0.7': (0.025, 0.043),
                'joint@0.9': (0.021, 0.062),
                'persistence': (0.23, 0.24), 'mean_field': (0.16, 0.16)}  # made-up (sim, exp) errors of `inspector_demo`
+# what a run records of its Joints at a λ other than 0.5 (`names.COORDS`): the others' are `names.PLAIN_COORDS`
+DEMO_COORDS = {joint_name(lam): dict(family=JOINT, lam_train=lam, domains='sim+exp', setting=lam)
+               for lam in (0.1, 0.3, 0.7, 0.9)}
 
 def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
                    seeds=(0, 1, 2),  # seeds
@@ -295,7 +298,7 @@ def inspector_demo(systems=('cylinder', 'kolmogorov'), # `system` coordinate
     `DEMO_ERRORS`), for demos and tests of the inspector."""
     from simreal_nb.reading.analysis import synthetic_results
     return synthetic_results(systems=systems, capacities=('S',), seeds=seeds,
-                             errors=DEMO_ERRORS, noise=noise, seed=seed).score
+                             errors=DEMO_ERRORS, noise=noise, seed=seed, coords=DEMO_COORDS).score
 
 # %% ../../nbs/reading/61_inspector.ipynb #c018g
 def _num(v, digits=4):

@@ -13,9 +13,8 @@ from ..core.metrics import METRICS
 from .analysis import (PAPER, balanced_score, joint_reduction_ci, joint_wins,
                                          headline, compare_to_paper,
                                  mean_ci, setting_dims, count_settings, protocol_coord)
-from ..training.protocols import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP,
-                                           BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  ANALOG, trained_protocols, POOLED)
+from ..core.names import (JOINT, NON_JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+                                   ANALOG, trained_protocols, POOLED)
 from .tradeoff import pareto_plot
 from ..core.store import atomic_write, write_text, read_json, write_dataset, RunFileError, TIMING_TYPES
 from .report_tables import (TWO_MODEL, CONTROLS, arch_table, baseline_flags, capped_cells,

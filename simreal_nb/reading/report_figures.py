@@ -11,9 +11,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator
 from .analysis import mean_ci, select_view, train_domains, protocol_coord
-from ..training.protocols import (SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES,
-                                           trained_protocols, EXPOSURE_CONTROLS,
-                                  POOLED, QUANTITY_CONTROLS)
+from ..core.names import (SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, trained_protocols, EXPOSURE_CONTROLS,
+                                   POOLED, QUANTITY_CONTROLS)
 from .tradeoff import protocol_colors
 from .report_tables import units_of
 

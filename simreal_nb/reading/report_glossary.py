@@ -6,7 +6,7 @@
 from __future__ import annotations
 from ..core.metrics import METRICS
 from ..core.schema import FIELDS
-from ..training.protocols import BASELINES, PROTOCOLS
+from ..core.names import BASELINES, PROTOCOLS
 
 # %% auto #0
 __all__ = ['COLUMNS', 'column_meaning', 'table_columns', 'column_glossary']

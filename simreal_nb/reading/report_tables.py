@@ -12,8 +12,8 @@ from ..core.metrics import METRICS
 from .analysis import (PAPER, LAMS, balanced, balanced_score,
                                          joint_reduction_ci, joint_wins, win_counts,
                                  forgetting, pressure_reduction, mean_ci, select_view, train_domains, protocol_coord)
-from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
-                                  trained_protocols, POOLED, EXPOSURE_CONTROLS, QUANTITY_CONTROLS)
+from ..core.names import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, BASELINES, PERSISTENCE, MEAN_FIELD,
+                                   trained_protocols, POOLED, EXPOSURE_CONTROLS, QUANTITY_CONTROLS)
 from .tradeoff import domain_errors
 from ..core.schema import FIELD_META
 
@@ -107,7 +107,7 @@ def _pick(da:xr.DataArray, candidates:list, at) -> xr.DataArray:
     return da.sel(protocol=candidates).isel(protocol=idx).drop_vars(on_protocol).where(ok)
 
 # the two-model pair's protocol coordinates
-PAIR_COORDS = dict(family='pair', lam_train=float('nan'), domains='sim+exp')
+PAIR_COORDS = dict(family='pair', lam_train=float('nan'), domains='sim+exp', setting=float('nan'))
 
 def _as_pair(da:xr.DataArray, like) -> xr.DataArray:
     """`da` (picked per setting: `_pick`) as protocol TWO_MODEL, dims in `like`'s order, with the pair's values of

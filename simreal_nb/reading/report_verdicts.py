@@ -10,9 +10,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from .analysis import balanced_score, mean_ci, select_view, train_domains, protocol_coord
-from ..training.protocols import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols,
-                                           EXPOSURE_CONTROLS, POOLED,
-                                  QUANTITY_CONTROLS)
+from ..core.names import (JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, trained_protocols, EXPOSURE_CONTROLS, POOLED,
+                                   QUANTITY_CONTROLS)
 from .report_tables import (TWO_MODEL, ci_frame, specialists, md_table,
                                               paired_change, with_two_model_pair,
                                       CONTROLS)

@@ -19,7 +19,7 @@ from ..core.metrics import MetricInputError
 from .analysis import (LAMS, balanced, setting_dims, select_view, check_lam,
                                          check_score, best_non_joint,
                                  mean_ci, protocol_coord)
-from ..training.protocols import BASELINES, trained_protocols
+from ..core.names import BASELINES, trained_protocols
 
 
 # %% auto #0

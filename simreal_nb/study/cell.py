@@ -17,8 +17,8 @@ from ..data.align import spread, align_domains
 from ..data.domains import make_domain_data, WindowDataset, group_distances
 from ..models.factory import make_model, n_params, save_model, init_weights, ARCHS
 from ..core.metrics import METRICS
-from ..training.protocols import (JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, SIM_TO_EXP, ExposureControl, Joint,
-                                           SimOnly, FineTuneOf)
+from ..core.names import JOINT, PERSISTENCE, MEAN_FIELD, ANALOG, SIM_TO_EXP
+from ..training.protocols import ExposureControl, Joint, SimOnly, FineTuneOf
 from ..training.history import History
 from ..training.step import resolve_device
 from ..training.trainer import train

@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 from ..core.store import write_dataset, write_text, read_json, TIMING_TYPES
-from ..training.protocols import JOINT, ExposureControl, Joint, EXPOSURE_CONTROLS
+from ..core.names import JOINT, EXPOSURE_CONTROLS
+from ..training.protocols import ExposureControl, Joint
 from .grid import GridConfig, GridError, Grid, PRESETS
 from .runconfig import write_run_config
 from .rundir import (cell_path, stamp_of, read_manifest, open_run_dir, lock_run_dir, check_cells,
@@ -25,7 +26,7 @@ from .executors import check_device, local_pool, stop_pool, map_cells
 __all__ = ['run_summary', 'run_experiment']
 
 # %% ../../nbs/study/50_experiment.ipynb #e002
-from ..training.protocols import PROTOCOLS, BASELINES
+from ..core.names import PROTOCOLS, BASELINES
 from .grid import MAX_CELLS, Cell, Preset
 from .rundir import (data_digests, manifest_of, run_stamp, MANIFEST_TYPES,
                                      run_config, RunLock, foreign_files,

@@ -12,8 +12,8 @@ import numpy as np
 from ..twins.systems import list_systems
 from ..models.factory import CAPACITIES, ARCHS
 from ..models.morph import MORPH_LEVELS
-from ..training.protocols import (PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, grid_protocol, Protocol,
-                                  ProtocolError, Baseline, BEYOND, EXPOSURE_CONTROLS, SimToExp)
+from ..core.names import PROTOCOLS, BASELINES, POOLED, QUANTITY_CONTROLS, ProtocolError, EXPOSURE_CONTROLS
+from ..training.protocols import grid_protocol, Protocol, Baseline, BEYOND, SimToExp
 from ..core.errors import InputError
 from ..core.store import read_json
 from ..training.trainer import TrainSettings

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import xarray as xr
 from ..core.store import write_dataset, write_text
-from ..training.protocols import PROTOCOLS, ProtocolError, ExposureControl, grid_protocol
+from ..core.names import PROTOCOLS, ProtocolError
+from ..training.protocols import ExposureControl, grid_protocol
 from ..training.step import dist_info
 from .grid import GridConfig, GridError, Cell, Grid, PRESETS
 from .rundir import (manifest_of, read_manifest, run_stamp, lock_run_dir, foreign_files,

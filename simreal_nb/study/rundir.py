@@ -14,7 +14,8 @@ from ..core.schema import FIELDS
 from ..core.store import write_text, RunFileError, read_json, is_temporary, unmarked_files, open_netcdf, is_classic
 from ..twins.systems import list_systems
 from ..models.factory import CAPACITIES, ARCHS, checkpoint_digest, make_model, n_params
-from ..training.protocols import PROTOCOLS, BASELINES, POOLED, protocol_coords, COORDS, EXPOSURE_CONTROLS
+from ..core.names import PROTOCOLS, BASELINES, POOLED, EXPOSURE_CONTROLS
+from ..training.protocols import with_protocol_coords
 from .grid import GridConfig, GridError, Cell
 
 # %% auto #0
@@ -417,9 +418,7 @@ def collect_results(run_dir, cells:list|None=None) -> xr.Dataset:
                       protocol=order('protocol',
                                      list(PROTOCOLS) + [POOLED] + list(EXPOSURE_CONTROLS) + list(BASELINES)),
                       field=order('field', list(FIELDS) + ['all']))
-    # from the protocol objects
-    res = res.assign_coords({k: ('protocol', v) for k, v in protocol_coords(res.protocol.values).items()})
-    for k, what in COORDS.items(): res[k].attrs['long_name'] = what
+    res = with_protocol_coords(res)  # from the protocol objects
     by_system = {s: (t.pop() if len(t) == 1 else 'mixed') for s, t in targets.items()}
     kinds = set(by_system.values())
     res.attrs.update(package='simreal_nb', version=__version__, reference_scales=json.dumps(scales),

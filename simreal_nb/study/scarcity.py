@@ -11,8 +11,9 @@ import numpy as np
 import xarray as xr
 from ..core.store import write_text, read_json
 from ..core.progress import clock
-from ..training.protocols import (JOINT, POOLED, EXP_ONLY, SIM_TO_EXP, SIM_ONLY, PERSISTENCE, MEAN_FIELD,
-                                           ANALOG, joint_name, Pooled, ExpOnly, SimToExp)
+from ..core.names import (JOINT, POOLED, EXP_ONLY, SIM_TO_EXP, SIM_ONLY, PERSISTENCE, MEAN_FIELD, ANALOG,
+                                   joint_name)
+from ..training.protocols import Pooled, ExpOnly, SimToExp
 from ..twins.systems import list_systems
 from .grid import GridConfig, GridError, Cell, PRESETS
 from .tuning import TUNE_GRID

@@ -14,7 +14,7 @@ from ..training.protocols import NonFiniteLossError
 from ..training.step import resolve_device
 from .grid import (GridConfig, GridError, Grid, Cell, PRESETS, TUNED_FILE,
                                    TUNE_FAMILIES, read_tuned, tune_family)
-from ..training.protocols import BASELINES, EXPOSURE_CONTROLS, QUANTITY_CONTROLS
+from ..core.names import BASELINES, EXPOSURE_CONTROLS, QUANTITY_CONTROLS
 from ..twins.systems import list_systems
 from .cell import cell_data, train_cell, prepare_twins, updates_made
 from .executors import local_pool, stop_pool

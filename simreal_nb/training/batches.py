@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from ..core.store import CheckpointError
 from ..core.schema import never_train
-from .protocols import ProtocolError
+from ..core.names import ProtocolError
 from .beyond import masked_mean
 
 # %% auto #0

@@ -8,69 +8,21 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from ..core.errors import InputError
+from ..core.names import (ProtocolError, PROTOCOLS, JOINT, SIM_ONLY, EXP_ONLY, SIM_TO_EXP, POOLED,
+                                   QUANTITY_CONTROLS, EXPOSURE_CONTROLS, BASELINES, COORDS, valid_lam, protocol_name)
 from .beyond import HCW_WEIGHTS
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'NON_JOINT', 'JOINT', 'SIM_ONLY', 'EXP_ONLY', 'SIM_TO_EXP', 'POOLED', 'QUANTITY_CONTROLS',
-           'EXPOSURE_CONTROLS', 'BASELINES', 'PERSISTENCE', 'MEAN_FIELD', 'ANALOG', 'FAMILIES', 'COMBINERS',
-           'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'COORDS', 'ProtocolError',
-           'NonFiniteLossError', 'valid_lam', 'protocol_name', 'joint_name', 'trained_protocols', 'Phase', 'Protocol',
-           'SimOnly', 'ExpOnly', 'SimToExp', 'FineTuneOf', 'SimToExpFrozen', 'SimToExpFrozenDecoder', 'SimToExpReplay',
-           'SimToExpAnchored', 'SimToExpLoRA', 'Joint', 'JointCausal', 'JointHCW', 'Pooled', 'Baseline', 'get_protocol',
-           'ExposureControl', 'grid_protocol', 'protocol_coords']
+__all__ = ['COMBINERS', 'STATELESS', 'BEYOND', 'JOINT_WINDOWS', 'PENALTIES', 'AT_PARAMS', 'NonFiniteLossError', 'Phase',
+           'Protocol', 'SimOnly', 'ExpOnly', 'SimToExp', 'FineTuneOf', 'SimToExpFrozen', 'SimToExpFrozenDecoder',
+           'SimToExpReplay', 'SimToExpAnchored', 'SimToExpLoRA', 'Joint', 'JointCausal', 'JointHCW', 'Pooled',
+           'Baseline', 'get_protocol', 'ExposureControl', 'grid_protocol', 'protocol_coords', 'with_protocol_coords']
 
 # %% ../../nbs/training/40_protocols.ipynb #c006
-class ProtocolError(InputError):
-    "Bad protocol name, training setting or training data, detected before any training step."
-
 class NonFiniteLossError(FloatingPointError):
     "The training loss became NaN/inf; training stopped and the last good checkpoint was kept."
     def __init__(self, msg, step=None, checkpoint=None):
         super().__init__(msg); self.step, self.checkpoint = step, checkpoint
-
-# %% ../../nbs/training/40_protocols.ipynb #nm1
-PROTOCOLS = ('sim_only', 'exp_only', 'sim_to_exp', 'joint')  # the paper's four protocols, by their names in results
-NON_JOINT = PROTOCOLS[:3]                                     # the paper's non-joint protocols
-JOINT = PROTOCOLS[3]                                          # Joint at λ = 0.5
-SIM_ONLY, EXP_ONLY, SIM_TO_EXP = NON_JOINT                     # each non-joint protocol by name
-POOLED = 'pooled'  # the practitioner's first model: one model on the union of the sim and exp training windows
-# data-quantity controls: Sim-only and Exp-only trained on as many trajectories as Joint sees in total
-QUANTITY_CONTROLS = ('sim_only_more', 'exp_only_more')
-# equal-exposure controls: Exp-only and Sim→Exp given Joint's updates, windows per update and schedule
-EXPOSURE_CONTROLS = ('exp_only_eq', 'sim_to_exp_eq')
-BASELINES = ('persistence', 'mean_field', 'analog')  # reference predictors (not trained), scored like the protocols
-# last input frame repeated; the training set's time-mean field; the nearest training window's continuation
-PERSISTENCE, MEAN_FIELD, ANALOG = BASELINES
-# what a protocol is a variant of: the tuning rule's families, and the baselines
-FAMILIES = PROTOCOLS + (POOLED, 'baseline')
-
-def valid_lam(lam, # a number (or a numeric string such as the '0.3' of 'joint@0.3')
-              name:str='lam', # the argument's name, for the error message
-             ) -> float:
-    "λ as a float in [0, 1], or one `ProtocolError` naming the argument and the expected range."
-    try: v = float(lam) if not isinstance(lam, bool) else None
-    except (TypeError, ValueError): v = None
-    if v is None or not (math.isfinite(v) and 0.0 <= v <= 1.0):
-        raise ProtocolError(f"`{name}` must be a number in [0, 1], got {lam!r}")
-    return v
-
-def protocol_name(stem:str, # what the name starts with: 'joint', 'joint_pcgrad', 'sim_to_exp_lora', ...
-                  setting=None, # the number its name carries after '@' (None: none, its default)
-                  eq:bool=False, # an equal-exposure control: '_eq' after the stem
-                 ) -> str:
-    """The one formatter of protocol names ('joint@0.3', 'sim_to_exp_lora_eq@8'): `stem`, '_eq' for a control, '@' and
-    `setting`; `get_protocol` is the one parser."""
-    return stem + ('_eq' if eq else '') + ('' if setting is None else f'@{setting:g}')
-
-def joint_name(lam:float) -> str:
-    "Protocol name of Joint trained at `lam`: 'joint' for 0.5, else 'joint@0.3' style."
-    lam = valid_lam(lam)
-    return protocol_name(JOINT, None if lam == 0.5 else lam)
-
-def trained_protocols(names) -> list:
-    "The protocol names (strings) of `names` that are trained protocols, i.e. not reference `BASELINES`."
-    return [str(n) for n in np.atleast_1d(names).tolist() if str(n) not in BASELINES]
 
 # %% ../../nbs/training/40_protocols.ipynb #c018
 @dataclass(frozen=True)
@@ -540,14 +492,15 @@ def grid_protocol(name) -> Protocol:
         return ExposureControl(SIM_TO_EXP if str(name).strip() == EXPOSURE_CONTROLS[1] else EXP_ONLY)
     return get_protocol(name)
 
-# results' coordinates on `protocol`
-COORDS = {'family': 'the protocol family it is a variant of (`FAMILIES`)',
-          'lam_train': "Joint's training λ (the weight of the sim risk); NaN: not a plain Joint",
-          'domains': "the domains the model ends up fitted to, '+'-joined ('' for a baseline)"}
-
 def protocol_coords(names) -> dict:
     "{coordinate: values over `names`} of `COORDS`, read from each protocol object (of a name: `grid_protocol`'s)."
     ps = [grid_protocol(n) for n in names]
-    return {'family': [p.family for p in ps],
-            'lam_train': [float('nan') if p.lam_train is None else float(p.lam_train) for p in ps],
-            'domains': ['+'.join(p.domains) for p in ps]}
+    number = lambda v: float('nan') if v is None else float(v)
+    return {'family': [p.family for p in ps], 'lam_train': [number(p.lam_train) for p in ps],
+            'domains': ['+'.join(p.domains) for p in ps], 'setting': [number(p.setting) for p in ps]}
+
+def with_protocol_coords(x):
+    "Results `x` (an xarray object with a `protocol` dim) with `COORDS` recorded on `protocol`, as a run records them."
+    x = x.assign_coords({k: ('protocol', v) for k, v in protocol_coords(x['protocol'].values).items()})
+    for k, what in COORDS.items(): x.coords[k].attrs['long_name'] = what
+    return x

@@ -10,7 +10,8 @@ from typing import Callable
 import torch
 import torch.nn as nn
 from fastcore.basics import patch
-from .protocols import ProtocolError, NonFiniteLossError, STATELESS, Phase
+from ..core.names import ProtocolError
+from .protocols import NonFiniteLossError, STATELESS, Phase
 from .batches import masked_mse
 from .beyond import mgda, GradNormBalance, grad_snr, SNRGate, HCWLoss, CausalPenalty
 

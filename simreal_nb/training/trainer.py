@@ -13,7 +13,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 from fastcore.basics import patch
-from .protocols import ProtocolError, NonFiniteLossError, Protocol, get_protocol
+from ..core.names import ProtocolError
+from .protocols import NonFiniteLossError, Protocol, get_protocol
 from .batches import (CyclingSampler, ShardSampler, DOMAIN_IDS, fetch_batch, split_of, check_data,
                                          pool_shares, split_pool)
 from .history import History, AUX_KEYS
