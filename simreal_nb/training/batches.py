@@ -81,6 +81,7 @@ class CyclingSampler:
                                       "in this run")
         self.epoch, self.pos, self._perm = int(sd['epoch']), int(sd['pos']), None
 
+# %% ../../nbs/training/40a_batches.ipynb #shard0
 class ShardSampler(CyclingSampler):
     "Data parallel (`DistributedSampler`, infinite and resumable): one stream of global batches, each rank its slice."
     def __init__(self, n:int,  # number of items
