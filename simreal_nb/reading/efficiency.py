@@ -76,6 +76,7 @@ def efficiency_scores(res:xr.Dataset, choices:dict) -> xr.Dataset:
 
 FAMILIES = ('joint', 'pooled', 'exp_only', 'sim_to_exp')  # the families whose one setting a point chooses
 
+# %% ../../nbs/reading/62_efficiency.ipynb #sc007b
 def chosen_setting(res:xr.Dataset, name:str, family:str) -> str:
     """The one setting of protocol `name` chosen for `family`, from the coordinates of results `res`: Joint's λ, else the
     number its name carries ('natural': none); the name itself where `res` does not record them."""
