@@ -10,8 +10,8 @@ from scipy.optimize import least_squares
 from ..core.errors import InputError
 
 # %% auto #0
-__all__ = ['B_RANGE', 'saturating_law', 'Law', 'CurveInputError', 'fit_law', 'bootstrap_laws', 'law_interval', 'floor_interval',
-           'floor_pinned', 'trajectories_needed', 'matching_n', 'holdout_check']
+__all__ = ['B_RANGE', 'saturating_law', 'Law', 'CurveInputError', 'fit_law', 'seed_resamples', 'bootstrap_laws', 'law_interval',
+           'floor_interval', 'floor_pinned', 'trajectories_needed', 'matching_n', 'holdout_check']
 
 # %% ../../nbs/reading/63_curves.ipynb #11ea714f
 def saturating_law(n, a:float, b:float, c:float):
@@ -78,7 +78,7 @@ def fit_law(n, err) -> Law:
     return Law(*map(float, fit.x), c_max=float(err.min()))
 
 # %% ../../nbs/reading/63_curves.ipynb #5cea2f75
-def _resamples(seeds:int, draws:int, seed:int) -> np.ndarray:
+def seed_resamples(seeds:int, draws:int, seed:int) -> np.ndarray:
     "[draws, seeds] indices of whole replicate seeds drawn with replacement; the same arguments give the same draws."
     if seeds < 2: raise CurveInputError(f"err_by_seed has {seeds} replicate seed(s); expected at least 2 to resample")
     if draws < 1: raise CurveInputError(f"draws={draws}; expected a positive number of bootstrap draws")
@@ -88,7 +88,7 @@ def bootstrap_laws(n, err_by_seed, draws:int=1000, seed:int=0) -> list:
     "Laws fitted to the seed-mean curves of `draws` resamples of whole seeds (rows of `err_by_seed`, [seeds, len(n)])."
     n, e = _curve_data(n, err_by_seed)
     if e.ndim != 2: raise CurveInputError(f"err_by_seed has shape {e.shape}; expected [seeds, {n.size}]: one row per seed")
-    return [fit_law(n, e[i].mean(0)) for i in _resamples(len(e), draws, seed)]
+    return [fit_law(n, e[i].mean(0)) for i in seed_resamples(len(e), draws, seed)]
 
 def _quantiles(x, level:float) -> tuple:
     "(lo, median, hi) of `x` along its first axis at the central `level`, read off the draws (so inf stays inf)."
@@ -142,7 +142,7 @@ def holdout_check(n, err_by_seed, held_out:float, draws:int=1000, seed:int=0, le
     at = n == held_out
     if not at.any(): raise CurveInputError(f"held_out={held_out} is not among n {n.tolist()}; expected one of them")
     laws = bootstrap_laws(n[~at], e[:, ~at], draws, seed)
-    measured = np.array([e[i][:, at].mean() for i in _resamples(len(e), draws, seed)])
+    measured = np.array([e[i][:, at].mean() for i in seed_resamples(len(e), draws, seed)])
     miss = np.array([law(held_out) for law in laws]) - measured
     (plo, pmid, phi), (lo, _, hi), mean = law_interval(laws, held_out, level), _quantiles(miss, level), e[:, at].mean()
     return dict(predicted=(plo, pmid, phi), measured=float(mean), in_band=bool(plo <= mean <= phi), miss=(lo, hi),
