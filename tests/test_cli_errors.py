@@ -151,6 +151,8 @@ CASES = {
     'realpdebench: empty sim ids': (['data', 'import', 'realpdebench', '{t}/download', '--scenario', 'cylinder', '--sim-ids', ',',
                                      '--out', '{o}'], ['--sim-ids', 'names nothing']),
     'data make: out = an option': (['data', 'make', 'cylinder', '--out=-h'], ['--out=-h', 'an option', 'not a value']),
+    'advise: unknown twin': (['advise', '--system', 'cylindre', '--out', '{o}'], ['--system', "unknown twin 'cylindre'"]),
+    'advise: no such pair': (['advise', '--data', '{t}', '--system', 'wake', '--out', '{o}'], ['--data', 'no pair wake_sim.nc']),
 }
 
 @pytest.mark.parametrize('case', list(CASES))

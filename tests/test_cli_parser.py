@@ -30,7 +30,8 @@ STUBS = [('simreal_nb.twins.systems', 'write_twins'), ('simreal_nb.data.realpdeb
          ('simreal_nb.face.bench', 'bench_joint'), ('simreal_nb.face.bench', 'bench_systems'), ('simreal_nb.ada.adamog', 'run_mog'),
          ('simreal_nb.ada.adamog', 'mog_beta_sweep'), ('simreal_nb.ada.adabench', 'run_chain'), ('simreal_nb.ada.adabench', 'run_twins'),
          ('simreal_nb.checks.physics', 'physics_check'), ('simreal_nb.face.docs', 'build_docs'), ('simreal_nb.face.cli', '_dask_client'),
-         ('simreal_nb.study.tuning', 'tune'), ('simreal_nb.study.scarcity', 'run_scarcity')]
+         ('simreal_nb.study.tuning', 'tune'), ('simreal_nb.study.scarcity', 'run_scarcity'),
+         ('simreal_nb.study.advise', 'run_pilot')]
 
 HOSTILE = ['', ' ', '-1', '0', '1', '2', '3', '0.5', '-0.5', '1e400', 'nan', 'inf', '-inf', str(2 ** 64), str(-2 ** 70), '007',
            'all', ',', ',,', '1,all', '100,all', '0,0', '1,1', 'a,b', '1,-2', 'cylinder', 'cylindre', 'cylinder,foil', 'S', 'XL',

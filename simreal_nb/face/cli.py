@@ -12,7 +12,7 @@ from .flags import (UsageError, UserExit, is_user_error, error_line, check_at_le
                                    check_names, list_or_none, check_device_flag, check_links, check_out_dir,
                                    check_netcdf, check_json, written_by, check_owner)
 from .cli_data import (data_list, data_make, data_import_realpdebench, data_import_piv,
-                                      data_import_sim, data_pair)
+                                      data_import_sim, data_pair, advise)
 from .cli_bench import bench_models, bench_joint, bench_data, ada_mog, ada_chain, ada_twins
 
 # %% auto #0
@@ -432,7 +432,7 @@ COMMANDS = {('data','list'): data_list, ('data','make'): data_make,
             ('bench','models'): bench_models, ('bench','joint'): bench_joint, ('bench','data'): bench_data,
             ('ada','mog'): ada_mog, ('ada','chain'): ada_chain, ('ada','twins'): ada_twins,
             ('physics-check',): physics_check, ('docs',): docs, ('tune',): tune,
-            ('scarcity',): scarcity}
+            ('scarcity',): scarcity, ('advise',): advise}
 
 def usage() -> str:
     "The top-level help: one line per subcommand."

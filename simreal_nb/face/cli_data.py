@@ -8,10 +8,10 @@ import re
 from pathlib import Path
 from fastcore.script import call_parse, store_true, Param
 from .flags import (UsageError, check_at_least, check_positive, check_names, list_or_none,
-                                   refuse_existing, check_links, check_out_dir, check_netcdf)
+                                   refuse_existing, check_links, check_out_dir, check_netcdf, check_device_flag)
 
 # %% auto #0
-__all__ = ['data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'data_import_sim', 'data_pair']
+__all__ = ['data_list', 'data_make', 'data_import_realpdebench', 'data_import_piv', 'data_import_sim', 'data_pair', 'advise']
 
 # %% ../../nbs/face/90a_cli_data.ipynb #c006
 @call_parse
@@ -201,3 +201,34 @@ def data_pair(manifest:str,              # A study manifest (TOML): name, parame
         refuse_existing(files, overwrite)
         for kind, p in write_pair(manifest, out, min_coverage, log=lambda s: print(s, flush=True)).items():
             print(f'{kind}: {p}')
+
+# %% ../../nbs/face/90a_cli_data.ipynb #adv001
+@call_parse
+def advise(system:str='cylinder',  # Twin system (see `simreal data list`), or a NAME of the pairs in --data
+           data:str=None,           # Folder of NAME_sim.nc / NAME_exp.nc pairs (simreal data import, data pair)
+           out:str=None,            # Pilot folder (default: runs/advise-SYSTEM); the same command again resumes it
+           preset:str='default',    # Preset of the data size, model and tuned learning rates (test: seconds)
+           upto:int=None,           # Use only this many experimental trajectories (to check advice against more)
+           seeds:int=2,             # Replicate seeds, at least 2
+           target:float=None,       # An exp validation RMSE to reach: the experiments it needs, or that its floor is above
+           workers:int=None,        # Processes in parallel (default: one per CPU core)
+           device:str='auto'):      # Torch device: auto, cpu or cuda
+    """A pilot on your data at a fraction of the full study's cost: which protocol, which λ, how many experiments
+    (advice.md)."""
+    import os
+    out = out or f'runs/advise-{system}'
+    check_out_dir(out); check_at_least('--seeds', seeds, 2); check_at_least('--upto', upto)
+    check_at_least('--workers', workers); check_positive('--target', target); check_device_flag(device)
+    if data is None:
+        from simreal_nb.core.names import SYSTEM_NAMES
+        if system not in SYSTEM_NAMES:
+            raise UsageError(f"--system: unknown twin {system!r}; expected one of {', '.join(SYSTEM_NAMES)} (or --data)")
+    elif not all((Path(data) / f'{system}_{d}.nc').is_file() for d in ('sim', 'exp')):
+        raise UsageError(f"--data {data}: no pair {system}_sim.nc / {system}_exp.nc there; expected the folder of "
+                         "NAME_sim.nc / NAME_exp.nc pairs that `simreal data import` or `data pair` wrote, and its NAME")
+    from simreal_nb.study.advise import run_pilot
+    from simreal_nb.reading.advice import write_advice
+    run_pilot(out, system, preset, data, upto, seeds, workers or os.cpu_count() or 1, device)
+    path = write_advice(out, target)
+    words = path.read_text(encoding='utf-8').split('\n\n|')[0].split('\n![')[0].strip()  # the sentences, not the table
+    print(words, f"\n\nadvice: {path}", flush=True)
