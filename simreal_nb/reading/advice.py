@@ -144,7 +144,7 @@ def advice_markdown(adv:dict, cost:dict|None=None) -> str:
 
 # %% ../../nbs/reading/64_advice.ipynb #av016
 def advice_figure(curves:dict, adv:dict, path) -> Path:
-    "The curves figure: per family the seeds' errors, the fitted law and its band to beyond `at`, the floor."
+    "The curves figure: per family the seeds' errors, the fitted law and its band to beyond `at`, its floor where pinned."
     import matplotlib; import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
     top = max(int(n.max()) for n, _ in curves.values())
@@ -157,8 +157,9 @@ def advice_figure(curves:dict, adv:dict, path) -> Path:
         ls = bootstrap_laws(n, e, min(adv['draws'], 300), 0)
         lo, mid, hi = (np.array(x) for x in zip(*[law_interval(ls, g, adv['level']) for g in grid]))
         ax.fill_between(grid, lo, hi, color=col, alpha=0.15, lw=0)
-        ax.plot(grid, mid, '-', color=col, label=f"{r['label']} (floor {r['floor'][1]:.3g})")
-        ax.axhline(r['floor'][1], color=col, ls=':', lw=0.8)
+        pinned = r['floor_pinned']  # an unpinned floor is no line: the data do not place it
+        ax.plot(grid, mid, '-', color=col, label=f"{r['label']} (floor {r['floor'][1]:.3g}{'' if pinned else ', not pinned'})")
+        if pinned: ax.axhline(r['floor'][1], color=col, ls=':', lw=0.8)
     ax.axvline(adv['at'], color='k', lw=0.8, ls='--')
     ax.set(xscale='log', xlabel='experimental training trajectories', ylabel='exp validation RMSE',
            title=f"advice at {adv['at']} experiments: {adv['families'][adv['recommended']]['label']}")
